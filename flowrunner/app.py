@@ -1,0 +1,45 @@
+"""Finding the application's runner from ``--app MODULE:ATTR`` on the command line."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from flowrunner import errors
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+
+def load_app(spec: str, *, database_url: str | None = None) -> FlowRunner:
+    """Import ``MODULE:ATTR``; ATTR is a FlowRunner or a factory returning one.
+
+    A factory may take a ``url`` keyword: ``--database URL`` is passed to it.
+    The current directory is importable, as with other Python tools' ``--app``.
+    """
+    from flowrunner.runner import FlowRunner
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise errors.BindingError(f"--app must look like MODULE:ATTR, e.g. myapp.flows:runner; got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise errors.BindingError(f"cannot import {module_name!r} named by --app: {exc}") from exc
+    try:
+        target = getattr(module, attr)
+    except AttributeError:
+        raise errors.BindingError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if isinstance(target, FlowRunner):
+        return target
+    if callable(target):
+        params = inspect.signature(target).parameters
+        result = target(url=database_url) if "url" in params else target()
+        if isinstance(result, FlowRunner):
+            return result
+    raise errors.BindingError(f"{spec} is neither a FlowRunner nor a function returning one")

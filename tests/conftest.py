@@ -1,0 +1,84 @@
+"""Shared fixtures: real SQLite files and a real PostgreSQL schema per test.
+
+PostgreSQL tests run when FLOWRUNNER_TEST_POSTGRES_URL names a server, e.g.
+``postgresql+psycopg://root@127.0.0.1:5432/test``; otherwise they skip with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+PG_ENV = "FLOWRUNNER_TEST_POSTGRES_URL"
+PG_SKIP = (
+    f"PostgreSQL tests skipped: set {PG_ENV}=postgresql+psycopg://USER@HOST:5432/DB to run them"
+)
+
+
+def postgres_url() -> str | None:
+    return os.environ.get(PG_ENV) or None
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    url = postgres_url()
+    if url is None:
+        pytest.skip(PG_SKIP)
+    return url
+
+
+def _schema_engine(url: str, schema: str) -> sa.Engine:
+    engine = sa.create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
+    return engine
+
+
+@pytest.fixture
+def pg_engine(pg_url: str) -> Iterator[sa.Engine]:
+    """A PostgreSQL engine whose search_path is a fresh schema, dropped afterwards."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    engine = _schema_engine(pg_url, schema)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
+    """A SQLite engine on a file in the test's own folder."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'test.db'}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_engine(request: pytest.FixtureRequest) -> sa.Engine:
+    """Each test using this runs once on SQLite and once on PostgreSQL."""
+    name = "sqlite_engine" if request.param == "sqlite" else "pg_engine"
+    engine: sa.Engine = request.getfixturevalue(name)
+    return engine
