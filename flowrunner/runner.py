@@ -1,16 +1,35 @@
-"""FlowRunner: the application-facing facade mounted on one resource."""
+"""FlowRunner: the application-facing facade mounted on one resource.
+
+The application creates one runner per binding at startup (``flow_runner(...)``); the
+runner checks the binding against the database, refuses an outdated engine schema, and
+from then on the application's saves, record changes and events go through it::
+
+    runner = flow_runner(binding, engine, commands={"request_approval": request_approval})
+    with engine.begin() as conn:
+        conn.execute(purchase_order.insert().values(id=7, amount=5000, status="open"))
+        runner.record_created(conn, {"id": 7, "amount": 5000, "status": "open"})
+    runner.run_due()
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
+from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
+from flowrunner import editing, errors, query, snapshot, validate
+from flowrunner.engine import config as config_mod
+from flowrunner.engine import interpret, state
+from flowrunner.store import dialects, migrate, records
+from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
+Authorize = Callable[[str, str], bool]
 
 
 def utc_now() -> datetime:
@@ -18,7 +37,13 @@ def utc_now() -> datetime:
 
 
 class FlowRunner:
-    """Runs the flows of one binding over its resource's records."""
+    """Runs the flows of one binding over its resource's records.
+
+    ``commands`` maps each kind's command (and remind command) name to a function taking
+    a ``CommandContext``; ``run_as`` is the principal commands run as; ``authorize``
+    (principal, command) -> bool is checked at mount for every kind's command and again
+    on every attempt. ``clock`` is what "now" is (the test driver moves it by hand).
+    """
 
     def __init__(
         self,
@@ -28,12 +53,479 @@ class FlowRunner:
         commands: Mapping[str, commands_mod.Command] | None = None,
         run_as: str = "automation",
         clock: Clock = utc_now,
+        authorize: Authorize | None = None,
+        max_moves: int = 1000,
+        retry: config_mod.RetryPolicy | None = None,
+        timezone: tzinfo | None = None,
+        check_schema: bool = True,
     ) -> None:
         self.binding = binding
-        self.engine = engine
+        self.engine = dialects.prepare_engine(engine)
         self.commands = dict(commands or {})
         self.run_as = run_as
         self.clock = clock
+        self.authorize = authorize
+        schema = binding.check(self.engine)
+        self.columns: dict[str, query.ColumnType] = dict(schema.resource_columns)
+        self.tables = records.AppTables.reflect(
+            self.engine,
+            resource=binding.resource,
+            flows=binding.flows_table,
+            steps=binding.steps_table,
+            key=binding.key,
+            tenant=binding.tenant,
+        )
+        self._check_commands()
+        if check_schema:
+            migrate.ensure_current(self.engine)
+        self.config = config_mod.EngineConfig(
+            columns=self.columns,
+            kinds={
+                name: config_mod.KindConfig(
+                    name=name,
+                    command=kind.command,
+                    inputs=tuple(kind.input),
+                    wait_for=kind.wait_for,
+                    remind=kind.remind,
+                )
+                for name, kind in binding.kinds.items()
+            },
+            events=dict(binding.events),
+            audiences=frozenset(binding.audiences),
+            set_columns=frozenset(binding.set_columns),
+            max_moves=max_moves,
+            retry=retry or config_mod.RetryPolicy(),
+            timezone=timezone,
+        )
+
+    def _check_commands(self) -> None:
+        for name, kind in self.binding.kinds.items():
+            for command in filter(None, (kind.command, kind.remind)):
+                if command not in self.commands:
+                    raise errors.BindingError(
+                        f"kind {name!r} runs command {command!r}, but the runner was given no "
+                        f"command of that name (commands: {', '.join(sorted(self.commands)) or 'none'})"
+                    )
+                if self.authorize is not None and not self.authorize(self.run_as, command):
+                    raise errors.BindingError(
+                        f"principal {self.run_as!r} is not allowed to run command {command!r}, "
+                        f"which kind {name!r} needs"
+                    )
+
+    def authorize_command(self, command: str) -> None:
+        """Checked on every attempt: a revoked grant refuses the step."""
+        if self.authorize is not None and not self.authorize(self.run_as, command):
+            raise errors.CommandRefused(
+                f"principal {self.run_as!r} is not allowed to run command {command!r}"
+            )
+
+    # -- editing flows (validated on save) ----------------------------------------------
+
+    def save_flow(self, conn: sa.Connection, row: Mapping[str, Any]) -> Any:
+        """Insert or update a flow row after validating it; raises ``RowInvalid``."""
+        return editing.save_flow(conn, self.binding, row, columns=self.columns)
+
+    def save_step(self, conn: sa.Connection, row: Mapping[str, Any]) -> Any:
+        """Insert or update a step row after validating it; raises ``RowInvalid``."""
+        return editing.save_step(conn, self.binding, row, columns=self.columns)
+
+    def delete_step(self, conn: sa.Connection, step_id: Any) -> None:
+        editing.delete_step(conn, self.binding, step_id, columns=self.columns)
+
+    def snapshot(self, conn: sa.Connection, flow_id: Any) -> snapshot.FlowSnapshot:
+        return editing.snapshot(conn, self.binding, flow_id)
+
+    # -- starting runs --------------------------------------------------------------------
+
+    def _tenant_of(self, record: Mapping[str, Any]) -> Any:
+        return record.get(self.binding.tenant) if self.binding.tenant else None
+
+    def _record_id(self, record: Mapping[str, Any]) -> str:
+        try:
+            return str(record[self.binding.key])
+        except KeyError:
+            raise errors.FlowrunnerError(
+                f"the record has no {self.binding.key!r}, the key of {self.binding.resource!r}"
+            ) from None
+
+    def _start(
+        self,
+        conn: sa.Connection,
+        flow: Mapping[str, Any],
+        record: Mapping[str, Any],
+        start_key: str,
+        started_by: str,
+        now: datetime,
+    ) -> int | None:
+        tenant = self._tenant_of(record)
+        record_id = self._record_id(record)
+        snap = snapshot.FlowSnapshot.build(
+            {**flow, "tenant": tenant}, records.flow_steps(conn, self.tables, flow["id"])
+        )
+        problem = validate.check(snap, self.binding, self.columns)
+        run_id = ops.insert_run(
+            conn,
+            tenant=tenant,
+            resource=self.binding.resource,
+            record_id=record_id,
+            flow_id=str(flow["id"]),
+            flow_name=str(flow.get("name") or ""),
+            start_key=start_key,
+            snapshot=snap.to_dict(),
+            digest=snap.digest,
+            state={},
+            status="failed" if problem else "running",
+            now=now,
+            started_by=started_by,
+            reason=problem,
+        )
+        if run_id is not None and problem is None:
+            ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
+        return run_id
+
+    def _matches(self, flow: Mapping[str, Any], record: Mapping[str, Any], now: datetime) -> bool:
+        text = flow.get("condition")
+        if text is None or not str(text).strip():
+            return True
+        try:
+            return query.parse(str(text), self.columns).matches(record, now)
+        except errors.QueryError:
+            # A condition that broke after it was written starts a run that fails with
+            # a sentence naming it, rather than silently never starting.
+            return True
+
+    def record_created(self, conn: sa.Connection, record: Mapping[str, Any]) -> list[int]:
+        """Start every active ``created`` flow whose condition holds, in ``conn``'s transaction.
+
+        Starting twice for the same record starts nothing new.
+        """
+        now = self.clock()
+        started = []
+        for flow in records.flows_to_start(conn, self.tables, "created", self._tenant_of(record)):
+            if self._matches(flow, record, now):
+                key = f"created:{self._record_id(record)}"
+                run_id = self._start(conn, flow, record, key, self.run_as, now)
+                if run_id is not None:
+                    started.append(run_id)
+        return started
+
+    def record_updated(
+        self, conn: sa.Connection, before: Mapping[str, Any], after: Mapping[str, Any]
+    ) -> list[int]:
+        """Start each active ``updated`` flow that matches this change (once per call).
+
+        A flow with ``changes`` starts only when that column changed. Runs of the record
+        that wait are woken, so an ``until`` step follows a changed date.
+        """
+        now = self.clock()
+        tenant = self._tenant_of(after)
+        record_id = self._record_id(after)
+        change = uuid.uuid4().hex
+        started = []
+        for flow in records.flows_to_start(conn, self.tables, "updated", tenant):
+            column = flow.get("changes")
+            if column and before.get(column) == after.get(column):
+                continue
+            if self._matches(flow, after, now):
+                run_id = self._start(conn, flow, after, f"updated:{change}", self.run_as, now)
+                if run_id is not None:
+                    started.append(run_id)
+        ops.wake_record(
+            conn, resource=self.binding.resource, record_id=record_id, tenant=tenant, now=now
+        )
+        return started
+
+    def start(
+        self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None
+    ) -> int:
+        """An operator starts a manual flow (by name or id) for a record; journaled."""
+        now = self.clock()
+        with dialects.begin(self.engine) as conn:
+            found = records.find_flow(conn, self.tables, flow, tenant)
+            if found is None:
+                raise errors.OperatorError(f"there is no flow {flow!r}")
+            if found.get("start") != "manual":
+                raise errors.OperatorError(
+                    f"flow {found['name']!r} starts when a record is {found['start']}; "
+                    "only manual flows are started by an operator"
+                )
+            record = records.load_record(conn, self.tables, record_id, tenant)
+            if record is None:
+                raise errors.OperatorError(
+                    f"there is no {self.binding.resource} {record_id!r}"
+                    + (f" for tenant {tenant!r}" if self.binding.tenant else "")
+                )
+            key = f"manual:{uuid.uuid4().hex}"
+            run_id = self._start(conn, found, record, key, operator, now)
+            assert run_id is not None
+            ops.journal(
+                conn,
+                operator=operator,
+                action="start",
+                at=now,
+                tenant=tenant,
+                run_id=run_id,
+                resource=self.binding.resource,
+                record_id=str(record_id),
+                detail={"flow": found["name"]},
+            )
+            return run_id
+
+    def start_existing(
+        self,
+        where: str | None = None,
+        *,
+        flow: Any = None,
+        tenant: Any = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Hand records that existed before their flows to the runner as though just created.
+
+        Each chosen record starts each active ``created`` flow whose condition holds
+        (``flow`` names one). Running it again starts nothing new. ``progress`` is called
+        with (done, total). Returns the number of runs started.
+        """
+        now = self.clock()
+        condition = query.parse(where, self.columns) if where else None
+        clause = condition.to_sql(self.tables.resource, now) if condition else None
+        with self.engine.connect() as conn:
+            total = records.count_records(conn, self.tables, clause, tenant)
+            flows = records.flows_to_start(conn, self.tables, "created", tenant)
+            if flow is not None:
+                flows = [f for f in flows if f["name"] == flow or str(f["id"]) == str(flow)]
+                if not flows:
+                    raise errors.OperatorError(
+                        f"there is no active flow {flow!r} that starts when a record is created"
+                    )
+            batches = list(records.record_ids(conn, self.tables, clause, tenant))
+        started = done = 0
+        for ids in batches:
+            with dialects.begin(self.engine) as conn:
+                for record_id in ids:
+                    record = records.load_record(conn, self.tables, record_id, tenant)
+                    if record is None:
+                        continue
+                    for found in flows:
+                        if self._matches(found, record, now):
+                            key = f"created:{self._record_id(record)}"
+                            if self._start(conn, found, record, key, self.run_as, now):
+                                started += 1
+            done += len(ids)
+            if progress is not None:
+                progress(done, total)
+        return started
+
+    # -- events ---------------------------------------------------------------------------
+
+    def emit(self, conn: sa.Connection, name: str, payload: Mapping[str, Any]) -> int:
+        """Record an event in the application's transaction and wake the record's runs.
+
+        The binding's ``events`` names the payload field that identifies the record. An
+        unknown event, a payload without that field, or one naming no record is refused
+        with ``EventRejected`` and changes nothing.
+        """
+        if name not in self.binding.events:
+            known = ", ".join(sorted(self.binding.events)) or "none"
+            raise errors.EventRejected(f"there is no event {name!r} (events: {known})")
+        if not isinstance(payload, Mapping):
+            raise errors.EventRejected(f"event {name!r} needs a mapping of fields as its payload")
+        field = self.binding.events[name]
+        if payload.get(field) is None:
+            raise errors.EventRejected(
+                f"event {name!r} must name its {self.binding.resource} in field {field!r}"
+            )
+        tenant = payload.get(self.binding.tenant) if self.binding.tenant else None
+        record_id = payload[field]
+        try:
+            record = records.load_record(conn, self.tables, record_id, tenant)
+        except (ValueError, sa.exc.StatementError):
+            record = None
+        if record is None:
+            raise errors.EventRejected(
+                f"event {name!r} names {self.binding.resource} {record_id!r}, which does not exist"
+            )
+        try:
+            plain = _json_safe(payload)
+        except TypeError as exc:
+            raise errors.EventRejected(f"event {name!r} has a field that is not plain data: {exc}")
+        now = self.clock()
+        event_id = ops.insert_event(
+            conn,
+            tenant=tenant,
+            resource=self.binding.resource,
+            record_id=str(record_id),
+            name=name,
+            payload=plain,
+            at=now,
+        )
+        ops.wake_record(
+            conn, resource=self.binding.resource, record_id=str(record_id), tenant=tenant, now=now
+        )
+        return event_id
+
+    # -- working ----------------------------------------------------------------------------
+
+    def run_due(self, limit: int = 100, *, batch: int = 1) -> int:
+        """Advance up to ``limit`` due runs in this process; returns how many were claimed."""
+        from flowrunner import worker
+
+        return worker.Worker(self, batch=batch).run_due(limit)
+
+    # -- seeing and operating -----------------------------------------------------------------
+
+    def runs(self, record_id: Any, *, tenant: Any = None) -> list[Any]:
+        """The record's runs, newest first."""
+        with self.engine.connect() as conn:
+            return list(
+                ops.runs_for_record(
+                    conn, resource=self.binding.resource, record_id=str(record_id), tenant=tenant
+                )
+            )
+
+    def history(self, run_id: int) -> list[Any]:
+        with self.engine.connect() as conn:
+            return list(ops.run_history(conn, run_id))
+
+    def cancel(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
+        """Cancel a run that has not ended; journaled with the operator's name."""
+        now = self.clock()
+        with dialects.begin(self.engine) as conn:
+            run = self._run_for_operator(conn, run_id, tenant)
+            if run.status in ("done", "cancelled"):
+                raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
+            why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
+            current = state.RunState.from_dict(run.state) if run.state else state.RunState()
+            current.status = "cancelled"
+            current.reason = why
+            ops.save_run(
+                conn,
+                run_id,
+                expected_version=run.version,
+                state=current.to_dict(),
+                status="cancelled",
+                now=now,
+                reason=why,
+                error=run.error,
+            )
+            ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
+            ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=why)
+            self._journal(conn, run, operator, "cancel", now, {"reason": reason})
+
+    def retry(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
+        """Run a failed run's failed step again; journaled."""
+        now = self.clock()
+        with dialects.begin(self.engine) as conn:
+            run = self._run_for_operator(conn, run_id, tenant)
+            if run.status != "failed":
+                raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
+            snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+            if not run.state:
+                problem = validate.check(snap, self.binding, self.columns)
+                if problem:
+                    raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
+                new_state: dict[str, Any] = {}
+                status = "running"
+            else:
+                step = interpret.retry_failed(
+                    snap, state.RunState.from_dict(run.state), now, self.config
+                )
+                new_state, status = step.state.to_dict(), step.state.status
+            ops.save_run(
+                conn,
+                run_id,
+                expected_version=run.version,
+                state=new_state,
+                status=status,
+                now=now,
+                reason=None,
+                error=None,
+            )
+            ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+            ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=f"by {operator}")
+            self._journal(conn, run, operator, "retry", now, {})
+
+    def redrive(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
+        """Make a stuck run due now and free its lease; journaled."""
+        now = self.clock()
+        with dialects.begin(self.engine) as conn:
+            run = self._run_for_operator(conn, run_id, tenant)
+            if run.status in state.ENDED:
+                raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
+            ops.expire_lease(conn, name=f"run:{run_id}", now=now)
+            ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+            self._journal(conn, run, operator, "redrive", now, {})
+
+    def _run_for_operator(self, conn: sa.Connection, run_id: int, tenant: Any) -> Any:
+        try:
+            run = ops.load_run(conn, run_id)
+        except errors.FlowrunnerError:
+            run = None
+        if run is None or run.resource != self.binding.resource or (
+            self.binding.tenant and run.tenant != tenant
+        ):
+            raise errors.OperatorError(f"there is no run {run_id}")
+        return run
+
+    def _journal(
+        self,
+        conn: sa.Connection,
+        run: Any,
+        operator: str,
+        action: str,
+        now: datetime,
+        detail: Mapping[str, Any],
+    ) -> None:
+        ops.journal(
+            conn,
+            operator=operator,
+            action=action,
+            at=now,
+            tenant=run.tenant,
+            run_id=run.id,
+            resource=run.resource,
+            record_id=run.record_id,
+            detail=dict(detail),
+        )
+
+    # -- ORM hook -------------------------------------------------------------------------------
+
+    def watch(self, mapped_class: type[Any]) -> None:
+        """Opt in: ORM inserts and updates of ``mapped_class`` call record_created/updated."""
+        mapper = sa.inspect(mapped_class)
+        names = [c.key for c in mapper.column_attrs]
+
+        def as_record(target: Any) -> dict[str, Any]:
+            return {name: getattr(target, name) for name in names}
+
+        def after_insert(_mapper: Any, connection: sa.Connection, target: Any) -> None:
+            self.record_created(connection, as_record(target))
+
+        def after_update(_mapper: Any, connection: sa.Connection, target: Any) -> None:
+            after = as_record(target)
+            before = dict(after)
+            changed = False
+            for name in names:
+                history = sa.inspect(target).attrs[name].history
+                if history.deleted:
+                    before[name] = history.deleted[0]
+                    changed = True
+            if changed:
+                self.record_updated(connection, before, after)
+
+        sa.event.listen(mapped_class, "after_insert", after_insert)
+        sa.event.listen(mapped_class, "after_update", after_update)
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} cannot be stored")
 
 
 def flow_runner(
@@ -43,6 +535,10 @@ def flow_runner(
     commands: Mapping[str, commands_mod.Command] | None = None,
     run_as: str = "automation",
     clock: Clock = utc_now,
+    **options: Any,
 ) -> FlowRunner:
-    """Mount a runner on the binding's resource."""
-    return FlowRunner(binding, engine, commands=commands, run_as=run_as, clock=clock)
+    """Mount a runner on the binding's resource (see ``FlowRunner`` for the options)."""
+    return FlowRunner(binding, engine, commands=commands, run_as=run_as, clock=clock, **options)
+
+
+__all__ = ["FlowRunner", "flow_runner", "utc_now"]

@@ -1,0 +1,350 @@
+"""The worker: claim due runs under a lease, advance each, apply its effects in one transaction.
+
+A run's step effects that live in the database — a set step's write, a notice, a
+command's own writes, the history lines and the run's new state and due time — commit
+together or not at all, so a worker that dies at any point leaves the run as it was
+and the next worker does the step exactly once. Saves are fenced: a worker whose lease
+was taken over (or whose run moved on) has its late write refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner import commands, errors, sanitize, snapshot, templates
+from flowrunner.engine import effects, happened, interpret, state
+from flowrunner.store import dialects, records
+from flowrunner.store import operations as ops
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+log = logging.getLogger("flowrunner.worker")
+
+# A command loop longer than this in one advance is an engine bug, not a business flow.
+MAX_COMMAND_ROUNDS = 200
+
+
+@dataclass
+class Crash(Exception):
+    """Raised by a test's crash hook to stop the worker at a named point."""
+
+    point: str
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    advanced: int = 0
+    refused: int = 0
+    errors: int = 0
+    points: list[str] = field(default_factory=list)
+
+
+class Worker:
+    """Claims due runs of one runner and advances them.
+
+    ``batch`` runs share one transaction, each inside its own savepoint, so one run's
+    failure never undoes another's step. ``crash_at`` is for crash-injection tests: a
+    callable given each commit-boundary name, which may raise to stop the worker there.
+    """
+
+    def __init__(
+        self,
+        runner: FlowRunner,
+        *,
+        owner: str | None = None,
+        lease_ttl: timedelta = timedelta(minutes=5),
+        batch: int = 1,
+        crash_at: Any = None,
+    ) -> None:
+        self.runner = runner
+        self.owner = owner or ops.new_owner_id("worker")
+        self.lease_ttl = lease_ttl
+        self.batch = max(1, batch)
+        self.crash_at = crash_at
+        self.stats = WorkerStats()
+
+    def _point(self, name: str) -> None:
+        self.stats.points.append(name)
+        if self.crash_at is not None:
+            self.crash_at(name)
+
+    def run_due(self, limit: int = 100) -> int:
+        """Advance up to ``limit`` due runs; returns how many were claimed."""
+        now = self.runner.clock()
+        claims = ops.claim_due(
+            self.runner.engine, now=now, owner=self.owner, limit=limit, ttl=self.lease_ttl
+        )
+        self.stats.claimed += len(claims)
+        self._point("claimed")
+        for start in range(0, len(claims), self.batch):
+            group = claims[start : start + self.batch]
+            with dialects.begin(self.runner.engine) as conn:
+                for claim in group:
+                    self._one(conn, claim, now)
+                self._point("before-commit")
+            self._point("committed")
+            with dialects.begin(self.runner.engine) as conn:
+                for claim in group:
+                    ops.release_lease(
+                        conn, name=f"run:{claim.run_id}", owner=self.owner, epoch=claim.epoch
+                    )
+        return len(claims)
+
+    def _one(self, conn: sa.Connection, claim: Any, now: datetime) -> None:
+        savepoint = conn.begin_nested()
+        try:
+            self.advance_run(conn, claim.run_id, now, epoch=claim.epoch)
+        except errors.LeaseLost as lost:
+            savepoint.rollback()
+            self.stats.refused += 1
+            log.info("run %s: late write refused (%s)", claim.run_id, lost)
+            return
+        except Crash:
+            raise
+        except Exception as exc:  # an engine bug must not stall the other runs
+            savepoint.rollback()
+            self.stats.errors += 1
+            log.exception("run %s could not be advanced", claim.run_id)
+            self._fail_run(conn, claim.run_id, now, exc)
+            return
+        savepoint.commit()
+        self.stats.advanced += 1
+
+    def _fail_run(self, conn: sa.Connection, run_id: int, now: datetime, exc: Exception) -> None:
+        with conn.begin_nested():
+            run = ops.load_run(conn, run_id)
+            envelope = sanitize.error_envelope("engine_error", f"{type(exc).__name__}: {exc}")
+            ops.save_run(
+                conn,
+                run_id,
+                expected_version=run.version,
+                state=run.state,
+                status="failed",
+                now=now,
+                error=envelope,
+                reason=f"the engine could not advance this run: {envelope['message']}",
+            )
+            ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
+
+    # -- one run ---------------------------------------------------------------------
+
+    def advance_run(
+        self, conn: sa.Connection, run_id: int, now: datetime, *, epoch: int | None = None
+    ) -> state.RunState | None:
+        """Advance one run in ``conn``'s transaction; returns its new state."""
+        runner = self.runner
+        run = ops.load_run(conn, run_id)
+        if run.status in state.ENDED:
+            ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
+            return None
+        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+        current = state.RunState.from_dict(run.state) if run.state else None
+        after = current.last_event_id if current is not None else 0
+        arrived = ops.events_after(
+            conn,
+            resource=runner.binding.resource,
+            record_id=run.record_id,
+            after_id=after,
+            tenant=run.tenant,
+        )
+        latest = max([after, *(e.id for e in arrived)])
+        seen = happened.Happened(
+            record=record,
+            events=tuple(happened.EventIn(e.id, e.name, e.payload, e.at) for e in arrived),
+            latest_event_id=latest,
+        )
+        if current is None:
+            step = interpret.start(snap, seen, now, runner.config)
+        else:
+            step = interpret.advance(snap, current, seen, now, runner.config)
+        wake_at: datetime | None = None
+        working = dict(record) if record is not None else None
+        for _ in range(MAX_COMMAND_ROUNDS):
+            results: list[happened.CommandResult] = []
+            for effect in step.effects:
+                if isinstance(effect, effects.Wake):
+                    wake_at = effect.at
+                elif isinstance(effect, effects.RunCommand):
+                    results.append(self._command(conn, run, snap, effect, working, now))
+                else:
+                    working = self._apply(conn, run, snap, effect, working, now)
+            if not results:
+                break
+            self._point("after-command")
+            if working is not None:
+                working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+            step = interpret.advance(
+                snap,
+                step.state,
+                happened.Happened(record=working, latest_event_id=latest, results=tuple(results)),
+                now,
+                runner.config,
+            )
+        new = step.state
+        ended = new.status in state.ENDED
+        ops.set_due(conn, run_id=run_id, due_at=None if ended else wake_at, tenant=run.tenant)
+        if epoch is not None:
+            ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=epoch)
+        self._point("before-save")
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=run.version,
+            state=new.to_dict(),
+            status=new.status,
+            now=now,
+            error=new.error,
+            reason=new.reason,
+        )
+        return new
+
+    def _apply(
+        self,
+        conn: sa.Connection,
+        run: Any,
+        snap: snapshot.FlowSnapshot,
+        effect: effects.Effect,
+        working: dict[str, Any] | None,
+        now: datetime,
+    ) -> dict[str, Any] | None:
+        runner = self.runner
+        if isinstance(effect, effects.SetField):
+            records.write_fields(
+                conn, runner.tables, run.record_id, run.tenant, {effect.field: effect.value}
+            )
+            if working is not None:
+                working[effect.field] = effect.value
+            self._point("after-set")
+        elif isinstance(effect, effects.Notify):
+            rule = runner.binding.rule_for(effect.audience)
+            values = {**(working or {}), "message": effect.message}
+            ops.insert_notice(
+                conn,
+                tenant=run.tenant,
+                run_id=run.id,
+                step_id=str(effect.step_id),
+                pass_=effect.pass_,
+                audience=effect.audience,
+                recipient=None if working is None else _text(working.get(rule.to)),
+                title=templates.render(rule.title, values),
+                message=effect.message,
+                email=rule.email,
+                at=now,
+            )
+            self._point("after-notify")
+        elif isinstance(effect, effects.Log):
+            ops.append_log(
+                conn,
+                run_id=run.id,
+                at=now,
+                position=effect.position,
+                step_id=None if effect.step_id is None else str(effect.step_id),
+                title=effect.title,
+                kind=effect.kind,
+                pass_=effect.pass_,
+                what=effect.what,
+                detail=effect.detail,
+            )
+        return working
+
+    def _command(
+        self,
+        conn: sa.Connection,
+        run: Any,
+        snap: snapshot.FlowSnapshot,
+        effect: effects.RunCommand,
+        working: Mapping[str, Any] | None,
+        now: datetime,
+    ) -> happened.CommandResult:
+        runner = self.runner
+        key = f"run-{run.id}/{effect.key}"
+        step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
+        context = commands.CommandContext(
+            record=dict(working or {}),
+            inputs=dict(effect.inputs),
+            conn=conn,
+            principal=runner.run_as,
+            idempotency_key=key,
+            run_id=run.id,
+            flow_name=snap.flow.name,
+            step_title=step.title if step is not None else None,
+            position=step.position if step is not None else 0,
+            attempt=effect.attempt,
+            reminder=effect.reminder,
+            tenant=run.tenant,
+        )
+        savepoint = conn.begin_nested()
+        try:
+            runner.authorize_command(effect.command)
+            function = runner.commands[effect.command]
+            answer = function(context)
+            if answer is not None and not isinstance(answer, Mapping):
+                raise TypeError(f"command {effect.command!r} answered {type(answer).__name__}")
+        except errors.CommandRefused as refused:
+            savepoint.rollback()
+            return happened.CommandResult(
+                key=effect.key,
+                ok=False,
+                refused=True,
+                error=sanitize.error_envelope("command_refused", str(refused)),
+            )
+        except Crash:
+            savepoint.rollback()
+            raise
+        except Exception as exc:
+            savepoint.rollback()
+            return happened.CommandResult(
+                key=effect.key,
+                ok=False,
+                error=sanitize.error_envelope(
+                    "command_failed", f"{type(exc).__name__}: {exc}", retryable=True
+                ),
+            )
+        savepoint.commit()
+        ops.record_idempotent(conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=now)
+        return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
+
+    # -- serving -----------------------------------------------------------------------
+
+    def serve(
+        self,
+        stop: threading.Event,
+        *,
+        poll: float = 1.0,
+        limit: int = 100,
+    ) -> None:
+        """Advance due runs until ``stop`` is set, resting ``poll`` seconds when idle."""
+        while not stop.is_set():
+            try:
+                claimed = self.run_due(limit=limit)
+            except sa.exc.OperationalError:
+                log.exception("the database could not be reached; trying again")
+                claimed = 0
+            if claimed == 0:
+                stop.wait(poll)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@contextmanager
+def crash_points(points: Sequence[str]) -> Iterator[Any]:
+    """A crash hook raising ``Crash`` at the first point named in ``points``."""
+
+    def hook(name: str) -> None:
+        if name in points:
+            raise Crash(name)
+
+    yield hook
