@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import inspect
 import os
@@ -14,17 +15,36 @@ if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
 
 
-def load_app(spec: str, *, database_url: str | None = None) -> FlowRunner:
+# ``flowrunner migrate`` must load the app before the engine's tables exist, so the
+# schema check a runner makes at mount is switched off while it loads.
+check_schema_on_mount: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "check_schema_on_mount", default=True
+)
+
+
+def load_app(
+    spec: str, *, database_url: str | None = None, check_schema: bool = True
+) -> FlowRunner:
     """Import ``MODULE:ATTR``; ATTR is a FlowRunner or a factory returning one.
 
     A factory may take a ``url`` keyword: ``--database URL`` is passed to it.
     The current directory is importable, as with other Python tools' ``--app``.
     """
+    token = check_schema_on_mount.set(check_schema)
+    try:
+        return _load(spec, database_url)
+    finally:
+        check_schema_on_mount.reset(token)
+
+
+def _load(spec: str, database_url: str | None) -> FlowRunner:
     from flowrunner.runner import FlowRunner
 
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise errors.BindingError(f"--app must look like MODULE:ATTR, e.g. myapp.flows:runner; got {spec!r}")
+        raise errors.BindingError(
+            f"--app must look like MODULE:ATTR, e.g. myapp.flows:runner; got {spec!r}"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:

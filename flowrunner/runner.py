@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
 from flowrunner import editing, errors, query, snapshot, validate
@@ -57,7 +58,7 @@ class FlowRunner:
         max_moves: int = 1000,
         retry: config_mod.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
-        check_schema: bool = True,
+        check_schema: bool | None = None,
     ) -> None:
         self.binding = binding
         self.engine = dialects.prepare_engine(engine)
@@ -76,6 +77,8 @@ class FlowRunner:
             tenant=binding.tenant,
         )
         self._check_commands()
+        if check_schema is None:
+            check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
             migrate.ensure_current(self.engine)
         self.config = config_mod.EngineConfig(
@@ -102,9 +105,10 @@ class FlowRunner:
         for name, kind in self.binding.kinds.items():
             for command in filter(None, (kind.command, kind.remind)):
                 if command not in self.commands:
+                    given = ", ".join(sorted(self.commands)) or "none"
                     raise errors.BindingError(
                         f"kind {name!r} runs command {command!r}, but the runner was given no "
-                        f"command of that name (commands: {', '.join(sorted(self.commands)) or 'none'})"
+                        f"command of that name (commands: {given})"
                     )
                 if self.authorize is not None and not self.authorize(self.run_as, command):
                     raise errors.BindingError(
@@ -235,9 +239,7 @@ class FlowRunner:
         )
         return started
 
-    def start(
-        self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None
-    ) -> int:
+    def start(self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None) -> int:
         """An operator starts a manual flow (by name or id) for a record; journaled."""
         now = self.clock()
         with dialects.begin(self.engine) as conn:
@@ -347,7 +349,9 @@ class FlowRunner:
         try:
             plain = _json_safe(payload)
         except TypeError as exc:
-            raise errors.EventRejected(f"event {name!r} has a field that is not plain data: {exc}")
+            raise errors.EventRejected(
+                f"event {name!r} has a field that is not plain data: {exc}"
+            ) from None
         now = self.clock()
         event_id = ops.insert_event(
             conn,
@@ -460,8 +464,10 @@ class FlowRunner:
             run = ops.load_run(conn, run_id)
         except errors.FlowrunnerError:
             run = None
-        if run is None or run.resource != self.binding.resource or (
-            self.binding.tenant and run.tenant != tenant
+        if (
+            run is None
+            or run.resource != self.binding.resource
+            or (self.binding.tenant and run.tenant != tenant)
         ):
             raise errors.OperatorError(f"there is no run {run_id}")
         return run

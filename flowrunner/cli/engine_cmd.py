@@ -1,4 +1,4 @@
-"""``flowrunner worker`` (serve due runs) and ``flowrunner flows start`` (records that predate flows)."""
+"""``flowrunner worker`` serves due runs; ``flows start`` starts records older than flows."""
 
 from __future__ import annotations
 
@@ -61,7 +61,9 @@ def worker(app_spec: str, database: str | None, poll: float, batch: int, once: b
 @click.argument("resource")
 @click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
 @click.option("--database", default=None, help="Database URL passed to the app's factory.")
-@click.option("--where", default=None, help="A condition choosing the records, e.g. 'status = open'.")
+@click.option(
+    "--where", default=None, help="A condition choosing the records, e.g. 'status = open'."
+)
 @click.option("--flow", default=None, help="Start only this flow (name or id).")
 @click.option("--tenant", default=None, help="The tenant whose records to start (tenant bindings).")
 def start(

@@ -36,7 +36,9 @@ class AppTables:
         tenant: str | None,
     ) -> AppTables:
         metadata = sa.MetaData()
-        tables = [sa.Table(name, metadata, autoload_with=engine) for name in (resource, flows, steps)]
+        tables = [
+            sa.Table(name, metadata, autoload_with=engine) for name in (resource, flows, steps)
+        ]
         return cls(tables[0], tables[1], tables[2], key, tenant)
 
     def key_value(self, record_id: Any) -> Any:
@@ -62,9 +64,11 @@ class AppTables:
 def load_record(
     conn: sa.Connection, tables: AppTables, record_id: Any, tenant: Any = None
 ) -> dict[str, Any] | None:
-    row = conn.execute(
-        sa.select(tables.resource).where(tables._where_record(record_id, tenant))
-    ).mappings().first()
+    row = (
+        conn.execute(sa.select(tables.resource).where(tables._where_record(record_id, tenant)))
+        .mappings()
+        .first()
+    )
     return dict(row) if row is not None else None
 
 
@@ -113,7 +117,9 @@ def find_flow(
 
 def flow_steps(conn: sa.Connection, tables: AppTables, flow_id: Any) -> list[dict[str, Any]]:
     steps = tables.steps
-    query = sa.select(steps).where(steps.c.flow_id == flow_id).order_by(steps.c.position, steps.c.id)
+    query = (
+        sa.select(steps).where(steps.c.flow_id == flow_id).order_by(steps.c.position, steps.c.id)
+    )
     return [dict(row) for row in conn.execute(query).mappings()]
 
 
