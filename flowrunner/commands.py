@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +32,9 @@ class CommandContext:
     attempt: int = 1
     reminder: int | None = None
     tenant: Any = None
+    # The runner's clock at this step: use it rather than the wall clock, so tests
+    # that move the clock by hand see consistent times.
+    now: datetime | None = None
 
 
 # A command answers nothing, or a mapping such as {"asked": 3}.

@@ -283,6 +283,7 @@ class Worker:
             attempt=effect.attempt,
             reminder=effect.reminder,
             tenant=run.tenant,
+            now=now,
         )
         savepoint = conn.begin_nested()
         try:
