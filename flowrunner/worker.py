@@ -90,17 +90,18 @@ class Worker:
             group = claims[start : start + self.batch]
             with dialects.begin(self.runner.engine) as conn:
                 for claim in group:
-                    self._one(conn, claim, now)
+                    if self._one(conn, claim, now):
+                        # Released in the step's own transaction: if it rolls back, the
+                        # lease simply expires and another worker takes the run over.
+                        ops.release_lease(
+                            conn, name=f"run:{claim.run_id}", owner=self.owner, epoch=claim.epoch
+                        )
                 self._point("before-commit")
             self._point("committed")
-            with dialects.begin(self.runner.engine) as conn:
-                for claim in group:
-                    ops.release_lease(
-                        conn, name=f"run:{claim.run_id}", owner=self.owner, epoch=claim.epoch
-                    )
         return len(claims)
 
-    def _one(self, conn: sa.Connection, claim: Any, now: datetime) -> None:
+    def _one(self, conn: sa.Connection, claim: Any, now: datetime) -> bool:
+        """Advance one claimed run inside its own savepoint; False if its write was refused."""
         savepoint = conn.begin_nested()
         try:
             self.advance_run(conn, claim.run_id, now, epoch=claim.epoch)
@@ -108,7 +109,7 @@ class Worker:
             savepoint.rollback()
             self.stats.refused += 1
             log.info("run %s: late write refused (%s)", claim.run_id, lost)
-            return
+            return False
         except Crash:
             raise
         except Exception as exc:  # an engine bug must not stall the other runs
@@ -116,9 +117,10 @@ class Worker:
             self.stats.errors += 1
             log.exception("run %s could not be advanced", claim.run_id)
             self._fail_run(conn, claim.run_id, now, exc)
-            return
+            return True
         savepoint.commit()
         self.stats.advanced += 1
+        return True
 
     def _fail_run(self, conn: sa.Connection, run_id: int, now: datetime, exc: Exception) -> None:
         with conn.begin_nested():
@@ -181,7 +183,6 @@ class Worker:
                     working = self._apply(conn, run, snap, effect, working, now)
             if not results:
                 break
-            self._point("after-command")
             if working is not None:
                 working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
             step = interpret.advance(
@@ -313,6 +314,7 @@ class Worker:
                 ),
             )
         savepoint.commit()
+        self._point(f"after-command:{effect.command}")
         ops.record_idempotent(conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=now)
         return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
 

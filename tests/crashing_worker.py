@@ -1,0 +1,47 @@
+"""A worker process that kills itself at a named point: used by tests/test_crash.py.
+
+    python crashing_worker.py APP NOW POINT     (CRASH_DB, CRASH_OPTIONS in the environment)
+
+Exits with code 3 at the point (os._exit: no cleanup, no rollback message, as a killed
+process), or 0 if the work finished without reaching it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from running import app
+
+from flowrunner import worker
+from flowrunner.runner import flow_runner
+
+
+def main() -> None:
+    name, now_text, point = sys.argv[1:4]
+    now = datetime.fromisoformat(now_text)
+    options = os.environ.get("CRASH_OPTIONS")
+    engine = sa.create_engine(
+        os.environ["CRASH_DB"], connect_args={"options": options} if options else {}
+    )
+    module = app(name)
+    runner = flow_runner(module.binding, engine, commands=module.COMMANDS, clock=lambda: now)
+
+    def hook(reached: str) -> None:
+        if reached == point:
+            os._exit(3)
+
+    serving = worker.Worker(runner, lease_ttl=timedelta(seconds=1), crash_at=hook)
+    while serving.run_due():
+        pass
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+"""Crash injection: stop the worker at every commit boundary, resume with a fresh one.
+
+A scenario script runs once without crashes (the reference). Then, for each point the
+worker passed in the reference (claimed, after a set, a notice or a command, before the
+save, before and after the commit), the script runs again on a fresh database and the
+worker is stopped at that point — by an exception in-process, or by killing a worker
+process. A fresh worker (a new owner) takes over once the lease expires, and the
+script goes on. The end state must equal the reference: no duplicated set, notice,
+command write or reminder, no lost run, no stuck run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from running import T0, app, mount
+
+from flowrunner import testing, worker
+from flowrunner.store import operations as ops
+
+LEASE = timedelta(seconds=1)
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Action:
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+def ticket(n: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": n,
+        "title": f"T{n}",
+        "requester_id": "ann",
+        "assignee": "bob",
+        "due_at": T0 + timedelta(hours=8),
+        **extra,
+    }
+
+
+def order(n: int, amount: int = 25000) -> dict[str, Any]:
+    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": amount}
+
+
+def at(hours: float) -> datetime_t:
+    return T0 + timedelta(hours=hours)
+
+
+datetime_t = type(T0)
+
+TICKETS = [
+    Action("create", (ticket(1),)),
+    Action("create", (ticket(2),)),
+    Action("create", (ticket(3, due_at=None),)),
+    Action("run"),
+    Action("until", (at(4),)),
+    Action("update", (1, {"status": "resolved"})),
+    Action("run"),
+    Action("until", (at(9),)),
+    Action("update", (2, {"status": "waiting"})),
+    Action("update", (3, {"status": "waiting"})),
+    Action("run"),
+    Action("emit", ("ticket.replied", {"ticket": 3})),
+    Action("update", (3, {"status": "open"})),
+    Action("run"),
+    Action("until", (at(9 + 24 * 6),)),
+]
+
+ORDERS = [
+    Action("create", (order(1),)),
+    Action("create", (order(2),)),
+    Action("create", (order(3, 500),)),
+    Action("run"),
+    Action("until", (at(25),)),
+    Action("emit", ("po.decided", {"order": 1, "decision": "approved"})),
+    Action("emit", ("po.decided", {"order": 1, "decision": "approved"})),
+    Action("emit", ("po.decided", {"order": 1, "decision": "approved"})),
+    Action("run"),
+    Action("until", (at(49),)),
+    Action("update", (2, {"status": "rejected"})),
+    Action("emit", ("po.decided", {"order": 2, "decision": "rejected"})),
+    Action("run"),
+    Action("until", (at(24 * 9),)),
+]
+
+SCENARIOS = {"tickets": TICKETS, "purchase_orders": ORDERS}
+
+
+def play(driver: testing.FlowDriver, script: list[Action], recover: Callable[[], None]) -> None:
+    """Run the script; on a crash, recover (fresh worker, lease expired) and redo the step."""
+    for action in script:
+        while True:
+            try:
+                apply(driver, action)
+                break
+            except worker.Crash:
+                recover()
+
+
+def apply(driver: testing.FlowDriver, action: Action) -> None:
+    if action.name == "create":
+        driver.create(action.args[0], run=False)
+    elif action.name == "update":
+        driver.update(action.args[0], run=False, **action.args[1])
+    elif action.name == "emit":
+        driver.emit(*action.args, run=False)
+    elif action.name == "run":
+        driver.run_until_idle()
+    elif action.name == "until":
+        if driver.now < action.args[0]:
+            driver.advance_to(action.args[0])
+        else:
+            driver.run_until_idle()
+
+
+def observe(driver: testing.FlowDriver, name: str) -> dict[str, Any]:
+    """Everything a crash could duplicate or lose, without timestamps."""
+    engine = driver.runner.engine
+    module = app(name)
+    with engine.connect() as conn:
+        resource = driver.runner.tables.resource
+        records = [
+            {k: v for k, v in row.items() if not k.endswith("_at")}
+            for row in conn.execute(sa.select(resource).order_by(resource.c.id)).mappings()
+        ]
+        runs = [
+            (r.record_id, r.flow_name, r.status, r.reason)
+            for r in ops.list_runs(conn, limit=10_000)
+        ]
+        notices = sorted(
+            (n.run_id, n.step_id, n.pass_, n.audience, n.title) for n in ops.notices(conn)
+        )
+        extra: dict[str, Any] = {}
+        if name == "purchase_orders":
+            for table in (module.approval_request, module.approval_reminder):
+                extra[table.name] = sorted(
+                    tuple(str(v) for k, v in row.items() if k != "id")
+                    for row in conn.execute(sa.select(table)).mappings()
+                )
+        due = ops.due_count(conn, now=driver.now + timedelta(days=3650))
+        stuck = [r for r in ops.list_runs(conn, limit=10_000) if r.status in ("running",)]
+    return {
+        "records": records,
+        "runs": sorted(runs, key=str),
+        "notices": notices,
+        "due": due,
+        "stuck": stuck,
+        **extra,
+    }
+
+
+def fresh_driver(engine: sa.Engine, name: str, hook: Any = None) -> testing.FlowDriver:
+    driver = mount(engine, name)
+    driver.worker = worker.Worker(driver.runner, lease_ttl=LEASE, crash_at=hook)
+    return driver
+
+
+def recovery(driver: testing.FlowDriver) -> Callable[[], None]:
+    def recover() -> None:
+        driver.worker = worker.Worker(driver.runner, lease_ttl=LEASE)  # a new owner
+        driver.now = driver.now + LEASE + timedelta(seconds=1)
+
+    return recover
+
+
+@pytest.fixture
+def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], sa.Engine]]:
+    """Makes fresh, empty databases of the parametrized dialect."""
+    made: list[tuple[sa.Engine, str | None]] = []
+    dialect = request.param
+    admin = None
+    if dialect == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        admin = sa.create_engine(url)
+
+    def make() -> sa.Engine:
+        if dialect == "sqlite":
+            engine = sa.create_engine(f"sqlite:///{tmp_path / uuid.uuid4().hex}.db")
+            made.append((engine, None))
+            return engine
+        assert admin is not None
+        schema = f"c_{uuid.uuid4().hex[:12]}"
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        options = f"-csearch_path={schema}"
+        engine = sa.create_engine(admin.url, connect_args={"options": options})
+        engine.info_schema = schema  # type: ignore[attr-defined]
+        made.append((engine, schema))
+        return engine
+
+    yield make
+    for engine, schema in made:
+        engine.dispose()
+        if schema is not None and admin is not None:
+            with admin.begin() as conn:
+                conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+    if admin is not None:
+        admin.dispose()
+
+
+def reference(make: Callable[[], sa.Engine], name: str) -> tuple[dict[str, Any], list[str]]:
+    passed: list[str] = []
+    driver = fresh_driver(make(), name, hook=passed.append)
+    play(driver, SCENARIOS[name], recovery(driver))
+    return observe(driver, name), passed
+
+
+def crash_plan(passed: list[str], every: int) -> list[int]:
+    """Which hits to crash at: the first hit of each distinct point, then every n-th."""
+    first: dict[str, int] = {}
+    for index, point in enumerate(passed):
+        first.setdefault(point, index)
+    chosen = set(first.values()) | set(range(0, len(passed), every))
+    return sorted(chosen)
+
+
+@pytest.mark.parametrize("engines", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("name", ["tickets", "purchase_orders"])
+def test_crash_at_every_commit_boundary_changes_nothing(
+    engines: Callable[[], sa.Engine], name: str
+) -> None:
+    expected, passed = reference(engines, name)
+    assert expected["stuck"] == [] and expected["notices"]
+    # Every point on SQLite; on PostgreSQL each distinct point and every 4th hit (all of
+    # them with FLOWRUNNER_CRASH_ALL=1), to keep CI short.
+    dialect = engines().dialect.name
+    every = 1 if dialect == "sqlite" or os.environ.get("FLOWRUNNER_CRASH_ALL") else 4
+    plan = crash_plan(passed, every)
+    exercised: set[str] = set()
+    for index in plan:
+        hits = {"n": 0}
+
+        def hook(point: str, index: int = index, hits: dict[str, int] = hits) -> None:
+            if hits["n"] == index:
+                hits["n"] += 1
+                raise worker.Crash(point)
+            hits["n"] += 1
+
+        driver = fresh_driver(engines(), name, hook=hook)
+        play(driver, SCENARIOS[name], recovery(driver))
+        exercised.add(passed[index])
+        got = observe(driver, name)
+        assert got == expected, f"crash at hit {index} ({passed[index]}) changed the outcome"
+        driver.runner.engine.dispose()
+    kinds = {p.split(":")[0] for p in exercised}
+    assert {"claimed", "before-save", "before-commit", "committed", "after-set"} <= kinds
+    assert "after-notify" in kinds
+    if name == "purchase_orders":
+        assert {"after-command:request_approval", "after-command:remind_approver"} <= exercised
+    print(f"\n{name}: {len(plan)} crash points exercised of {len(passed)} passed")
+
+
+def spawn_worker(engine: sa.Engine, name: str, now: Any, point: str) -> int:
+    """Run a worker process that kills itself (os._exit) at ``point``; its exit code."""
+    url = engine.url.render_as_string(hide_password=False)
+    schema = getattr(engine, "info_schema", None)
+    options = f"-csearch_path={schema}" if schema else ""
+    env = {**os.environ, "CRASH_DB": url, "CRASH_OPTIONS": options or ""}
+    result = subprocess.run(
+        [sys.executable, str(HERE / "crashing_worker.py"), name, now.isoformat(), point],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode in (0, 3), result.stderr
+    return result.returncode
+
+
+KILLED = {
+    "purchase_orders": (
+        [Action("create", (order(1),)), Action("create", (order(3, 500),))],
+        T0,
+        [
+            Action("run"),
+            Action("until", (at(25),)),
+            *[Action("emit", ("po.decided", {"order": 1, "decision": "approved"}))] * 3,
+            Action("run"),
+        ],
+    ),
+    "tickets": (
+        [Action("create", (ticket(1),)), Action("create", (ticket(2),)), Action("run")],
+        at(4),
+        [Action("until", (at(9),))],
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engines", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize(
+    ("name", "point"),
+    [
+        ("purchase_orders", "claimed"),
+        ("purchase_orders", "after-set"),
+        ("purchase_orders", "after-command:request_approval"),
+        ("purchase_orders", "after-command:send_purchase_order"),
+        ("purchase_orders", "before-save"),
+        ("purchase_orders", "before-commit"),
+        ("purchase_orders", "committed"),
+        ("tickets", "after-notify"),
+    ],
+)
+def test_a_killed_worker_process_loses_and_repeats_nothing(
+    engines: Callable[[], sa.Engine], name: str, point: str
+) -> None:
+    prefix, moment, rest = KILLED[name]
+    ref = fresh_driver(engines(), name)
+    play(ref, [*prefix, Action("until", (moment,)), *rest], recovery(ref))
+    expected = observe(ref, name)
+
+    engine = engines()
+    driver = fresh_driver(engine, name)
+    play(driver, prefix, recovery(driver))
+    driver.now = moment
+    engine.dispose()
+    code = spawn_worker(engine, name, moment, point)
+    assert code == 3, f"the worker process never reached {point}"
+    recovery(driver)()
+    play(driver, rest, recovery(driver))
+    assert observe(driver, name) == expected
