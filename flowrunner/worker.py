@@ -194,10 +194,11 @@ class Worker:
             )
         new = step.state
         ended = new.status in state.ENDED
-        ops.set_due(conn, run_id=run_id, due_at=None if ended else wake_at, tenant=run.tenant)
+        self._point("before-save")
+        # The fence: a worker that paused past its lease while another took the run
+        # over is refused here, and everything it wrote rolls back with this step.
         if epoch is not None:
             ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=epoch)
-        self._point("before-save")
         ops.save_run(
             conn,
             run_id,
@@ -208,6 +209,7 @@ class Worker:
             error=new.error,
             reason=new.reason,
         )
+        ops.set_due(conn, run_id=run_id, due_at=None if ended else wake_at, tenant=run.tenant)
         return new
 
     def _apply(
