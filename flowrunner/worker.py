@@ -101,10 +101,14 @@ class Worker:
         return len(claims)
 
     def _one(self, conn: sa.Connection, claim: Any, now: datetime) -> bool:
-        """Advance one claimed run inside its own savepoint; False if its write was refused."""
+        """Advance one claimed run inside its own savepoint; True if its lease is to be released.
+
+        False when its write was refused (the lease is another's now) or the run ended
+        (its lease row is gone).
+        """
         savepoint = conn.begin_nested()
         try:
-            self.advance_run(conn, claim.run_id, now, epoch=claim.epoch)
+            new = self.advance_run(conn, claim.run_id, now, claim=claim)
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -120,6 +124,10 @@ class Worker:
             return True
         savepoint.commit()
         self.stats.advanced += 1
+        if new is None or new.status in state.ENDED:
+            # An ended run needs no lease again; its row would only pile up.
+            ops.forget_lease(conn, name=f"run:{claim.run_id}")
+            return False
         return True
 
     def _fail_run(self, conn: sa.Connection, run_id: int, now: datetime, exc: Exception) -> None:
@@ -141,9 +149,13 @@ class Worker:
     # -- one run ---------------------------------------------------------------------
 
     def advance_run(
-        self, conn: sa.Connection, run_id: int, now: datetime, *, epoch: int | None = None
+        self, conn: sa.Connection, run_id: int, now: datetime, *, claim: Any = None
     ) -> state.RunState | None:
-        """Advance one run in ``conn``'s transaction; returns its new state."""
+        """Advance one run in ``conn``'s transaction; returns its new state.
+
+        With ``claim`` (this worker's), the save is fenced by the claim's lease epoch and
+        a wake-up that arrived meanwhile is kept.
+        """
         runner = self.runner
         run = ops.load_run(conn, run_id)
         if run.status in state.ENDED:
@@ -197,8 +209,8 @@ class Worker:
         self._point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step.
-        if epoch is not None:
-            ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=epoch)
+        if claim is not None:
+            ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch)
         ops.save_run(
             conn,
             run_id,
@@ -209,7 +221,13 @@ class Worker:
             error=new.error,
             reason=new.reason,
         )
-        ops.set_due(conn, run_id=run_id, due_at=None if ended else wake_at, tenant=run.tenant)
+        ops.set_due(
+            conn,
+            run_id=run_id,
+            due_at=None if ended else wake_at,
+            tenant=run.tenant,
+            claim=claim,
+        )
         return new
 
     def _apply(

@@ -1,0 +1,266 @@
+"""The due-work index: one row per run that has something to do at or after a moment.
+
+Timers, reminders and wake-ups all become a ``due_at`` on the run's row, so finding
+what is due is an index range scan (``due_at <= now``) whose cost grows with what is
+due, never with how many runs wait. ``claim_due`` hands due runs to a worker under
+a lease and moves their ``due_at`` to the lease's expiry: if the worker dies, the
+run falls due again when its lease has run out.
+
+Wake-ups (``wake_record``) bump a counter on the row. A worker finishing a claim
+passes the claim to ``set_due``; if the counter moved meanwhile the run was woken by
+something the worker may not have seen, and it stays due instead of being postponed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import sqltypes
+from flowrunner.store import dialects, leases, schema
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A due run handed to one worker: work on it while holding ``run:<id>`` at ``epoch``."""
+
+    run_id: int
+    epoch: int
+    due_at: datetime
+    wakes: int = 0
+    tenant: str | None = None
+
+
+def set_due(
+    conn: sa.Connection,
+    *,
+    run_id: int,
+    due_at: datetime | None,
+    tenant: object = None,
+    claim: Claim | None = None,
+) -> bool:
+    """Make the run due at ``due_at`` (None: nothing to do); returns whether it was applied.
+
+    With ``claim`` (the worker's own), a run woken since it was claimed is not
+    postponed or dropped: it stays due no later than the claim's due time, and
+    False is returned.
+    """
+    table = schema.due
+    if claim is not None:
+        # Locked, so a wake-up committing meanwhile is either seen here or waits for us.
+        woken = conn.execute(
+            sa.select(table.c.wakes).where(table.c.run_id == run_id).with_for_update()
+        ).scalar_one_or_none()
+        if woken is not None and woken != claim.wakes:
+            earliest = claim.due_at if due_at is None else min(due_at, claim.due_at)
+            conn.execute(
+                sa.update(table)
+                .where(table.c.run_id == run_id, table.c.due_at > earliest)
+                .values(due_at=earliest)
+            )
+            return False
+    if due_at is None:
+        conn.execute(sa.delete(table).where(table.c.run_id == run_id))
+        return True
+    dialects.upsert(
+        conn,
+        table,
+        {"run_id": run_id, "tenant": tenant, "due_at": due_at, "wakes": 0},
+        conflict=["run_id"],
+        update={"due_at": due_at, "tenant": tenant},
+    )
+    return True
+
+
+def wake_record(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    record_id: str,
+    tenant: object = None,
+    now: datetime,
+) -> list[int]:
+    """Make every run of the record that has not ended due now; returns their ids.
+
+    Called in the transaction that changed the record or stored an event about it.
+    A run already due earlier keeps its earlier time.
+    """
+    runs = schema.runs
+    query = sa.select(runs.c.id, runs.c.tenant).where(
+        runs.c.resource == resource,
+        runs.c.record_id == str(record_id),
+        runs.c.status.in_(schema.OPEN_STATUSES),
+    )
+    if tenant is not None:
+        query = query.where(runs.c.tenant == tenant)
+    woken = conn.execute(query.order_by(runs.c.id)).all()
+    table = schema.due
+    offered = dialects.excluded(conn, table)
+    for run_id, run_tenant in woken:
+        dialects.upsert(
+            conn,
+            table,
+            {"run_id": run_id, "tenant": run_tenant, "due_at": now, "wakes": 1},
+            conflict=["run_id"],
+            update={
+                "due_at": sa.case(
+                    (table.c.due_at > offered.due_at, offered.due_at), else_=table.c.due_at
+                ),
+                "wakes": table.c.wakes + 1,
+            },
+        )
+    return [int(run_id) for run_id, _ in woken]
+
+
+def due_count(conn: sa.Connection, *, now: datetime, tenant: object = None) -> int:
+    """How many runs are due at ``now``."""
+    table = schema.due
+    query = sa.select(sa.func.count()).select_from(table).where(table.c.due_at <= now)
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    return int(conn.execute(query).scalar_one())
+
+
+def next_due(conn: sa.Connection, *, tenant: object = None) -> datetime | None:
+    """The earliest due time of any run (the test driver's next stop), or None."""
+    table = schema.due
+    query = sa.select(sa.func.min(table.c.due_at))
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    value = conn.execute(query).scalar_one_or_none()
+    if value is None:
+        return None
+    # min() loses the column type on SQLite; read it back through it.
+    result: datetime | None = sqltypes.UTCDateTime().process_result_value(value, conn.dialect)
+    return result
+
+
+def fair_candidates_query(*, now: datetime, limit: int, tenant: object) -> sa.Select[Any]:
+    """Due runs, oldest first but taken from each tenant in turn.
+
+    Each tenant's due runs are numbered by age (``row_number() over (partition by
+    tenant order by due_at)``) and the list is ordered by that number first: every
+    tenant's oldest, then every tenant's second oldest, and so on. So with ``limit``
+    slots and ``k`` tenants that have due work, each tenant gets at least
+    ``min(its due, floor(limit / k))`` slots and one tenant's backlog never holds up
+    another's; a tenant alone gets all of them.
+
+    The due rows are first found by a range search on ``due_at`` in a subquery of
+    their own: with the window directly over the table, SQLite prefers walking the
+    whole ``(tenant, due_at)`` index, which costs every waiting run, not just the due.
+    """
+    table = schema.due
+    found = sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes).where(
+        table.c.due_at <= now
+    )
+    if tenant is not None:
+        found = found.where(table.c.tenant == tenant)
+    due_now = found.order_by(table.c.due_at).subquery("due_now")
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=due_now.c.tenant, order_by=(due_now.c.due_at, due_now.c.run_id))
+        .label("rank")
+    )
+    ranked = sa.select(due_now, rank).subquery("ranked")
+    return (
+        sa.select(ranked.c.run_id, ranked.c.tenant, ranked.c.due_at, ranked.c.wakes)
+        .where(ranked.c.rank <= limit)
+        .order_by(ranked.c.rank, ranked.c.due_at, ranked.c.run_id)
+        .limit(limit)
+    )
+
+
+def _fair_candidates(
+    conn: sa.Connection, *, now: datetime, limit: int, tenant: object
+) -> list[tuple[int, str | None, datetime, int]]:
+    query = fair_candidates_query(now=now, limit=limit, tenant=tenant)
+    return [(int(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]
+
+
+def _leases_in_use(conn: sa.Connection, run_ids: set[int]) -> set[int]:
+    """Runs whose lease row an open transaction is writing under (PostgreSQL).
+
+    Such a run is being worked on right now. Skipping it, instead of waiting for its
+    lease row, means a claimer never waits for a lease while holding due rows, so it
+    cannot deadlock with a worker that checked its lease and then writes its due row.
+    """
+    if not run_ids or conn.dialect.name != "postgresql":
+        return set()
+    table = schema.leases
+    names = {leases.run_lease(run_id): run_id for run_id in run_ids}
+    existing = set(conn.execute(sa.select(table.c.name).where(table.c.name.in_(names))).scalars())
+    free = set(
+        conn.execute(
+            dialects.skip_locked(conn, sa.select(table.c.name).where(table.c.name.in_(existing)))
+        ).scalars()
+    )
+    return {names[name] for name in existing - free}
+
+
+def claim_due(
+    engine: sa.Engine,
+    *,
+    now: datetime,
+    owner: str,
+    limit: int,
+    ttl: leases.Ttl,
+    tenant: object = None,
+) -> list[Claim]:
+    """Claim up to ``limit`` due runs for ``owner``, each under the lease ``run:<id>``.
+
+    Runs in its own short transaction. On PostgreSQL the due rows are locked with
+    ``FOR UPDATE SKIP LOCKED``, so concurrent claimers pass each other by; on SQLite
+    the transaction begins IMMEDIATE, so claimers take turns. A run whose lease
+    another owner holds is skipped and left due when that lease runs out.
+    """
+    if limit <= 0:
+        return []
+    # Ask for a few more than needed: some may be locked or leased by others.
+    wanted = limit + math.ceil(limit / 2)
+    claims: list[Claim] = []
+    with dialects.begin(engine) as conn:
+        candidates = _fair_candidates(conn, now=now, limit=wanted, tenant=tenant)
+        if not candidates:
+            return []
+        table = schema.due
+        # Window functions cannot be locked, so lock the chosen rows in a second
+        # statement, re-checking that they are still due.
+        # The wake count is read again under the lock: it is what a finishing worker
+        # compares with to tell whether the run was woken after this claim.
+        locked: dict[int, int] = {
+            int(run_id): int(wakes)
+            for run_id, wakes in conn.execute(
+                dialects.skip_locked(
+                    conn,
+                    sa.select(table.c.run_id, table.c.wakes).where(
+                        table.c.run_id.in_([c[0] for c in candidates]), table.c.due_at <= now
+                    ),
+                )
+            )
+        }
+        busy = _leases_in_use(conn, set(locked))
+        for run_id, run_tenant, due_at, _ in candidates:
+            if len(claims) >= limit:
+                break
+            if run_id not in locked or run_id in busy:
+                continue
+            name = leases.run_lease(run_id)
+            epoch = leases.acquire_lease(conn, name=name, owner=owner, now=now, ttl=ttl)
+            if epoch is None:
+                holder = leases.lease_holder(conn, name=name)
+                if holder is not None:
+                    conn.execute(
+                        sa.update(table).where(table.c.run_id == run_id).values(due_at=holder[2])
+                    )
+                continue
+            conn.execute(
+                sa.update(table)
+                .where(table.c.run_id == run_id)
+                .values(due_at=now + leases.as_timedelta(ttl))
+            )
+            claims.append(Claim(run_id, epoch, due_at, locked[run_id], run_tenant))
+    return claims
