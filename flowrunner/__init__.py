@@ -1,7 +1,23 @@
-"""flowrunner: database rows that run as durable workflows over an application's records."""
+"""flowrunner: database rows that run as durable workflows over an application's records.
+
+The public API::
+
+    from flowrunner import FlowBinding, Kind, NotifyRule, flow_runner
+
+    binding = FlowBinding(resource="ticket", flows_table="ticket_flow",
+                          steps_table="ticket_flow_step", set_columns=["priority"])
+    runner = flow_runner(binding, engine, commands={...})
+
+Conditions: ``flowrunner.parse("status = open and amount > 1000")``; durations:
+``flowrunner.parse_duration("1 day 4 hours")``; tests: ``flowrunner.testing.FlowDriver``.
+"""
 
 from __future__ import annotations
 
+from flowrunner.binding import FlowBinding, Kind, NotifyRule
+from flowrunner.commands import Command, CommandContext
+from flowrunner.durations import Duration, parse_duration
+from flowrunner.engine.config import RetryPolicy
 from flowrunner.errors import (
     BindingError,
     CommandRefused,
@@ -16,22 +32,40 @@ from flowrunner.errors import (
     SchemaOutdated,
     SnapshotBroken,
 )
+from flowrunner.query import ColumnType, Condition, parse, parse_value
+from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
+from flowrunner.sqltypes import UTCDateTime
 
 __all__ = [
     "BindingError",
+    "ColumnType",
+    "Command",
+    "CommandContext",
     "CommandRefused",
+    "Condition",
+    "Duration",
     "DurationError",
     "EventRejected",
     "FieldError",
+    "FlowBinding",
+    "FlowRunner",
     "FlowSnapshot",
     "FlowSpec",
     "FlowrunnerError",
+    "Kind",
     "LeaseLost",
+    "NotifyRule",
     "OperatorError",
     "QueryError",
+    "RetryPolicy",
     "RowInvalid",
     "SchemaOutdated",
     "SnapshotBroken",
     "StepSpec",
+    "UTCDateTime",
+    "flow_runner",
+    "parse",
+    "parse_duration",
+    "parse_value",
 ]

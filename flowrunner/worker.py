@@ -72,6 +72,7 @@ class Worker:
         self.batch = max(1, batch)
         self.crash_at = crash_at
         self.stats = WorkerStats()
+        self._lines: list[ops.LogLine] = []
 
     def _point(self, name: str) -> None:
         self.stats.points.append(name)
@@ -184,6 +185,7 @@ class Worker:
             step = interpret.advance(snap, current, seen, now, runner.config)
         wake_at: datetime | None = None
         working = dict(record) if record is not None else None
+        self._lines = []
         for _ in range(MAX_COMMAND_ROUNDS):
             results: list[happened.CommandResult] = []
             for effect in step.effects:
@@ -206,6 +208,7 @@ class Worker:
             )
         new = step.state
         ended = new.status in state.ENDED
+        ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self._lines)
         self._point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step.
@@ -265,17 +268,17 @@ class Worker:
             )
             self._point("after-notify")
         elif isinstance(effect, effects.Log):
-            ops.append_log(
-                conn,
-                run_id=run.id,
-                at=now,
-                position=effect.position,
-                step_id=None if effect.step_id is None else str(effect.step_id),
-                title=effect.title,
-                kind=effect.kind,
-                pass_=effect.pass_,
-                what=effect.what,
-                detail=effect.detail,
+            # Written together with the run's new state, in one statement.
+            self._lines.append(
+                ops.LogLine(
+                    what=effect.what,
+                    position=effect.position,
+                    step_id=None if effect.step_id is None else str(effect.step_id),
+                    title=effect.title,
+                    kind=effect.kind,
+                    pass_=effect.pass_,
+                    detail=effect.detail,
+                )
             )
         return working
 

@@ -1,0 +1,103 @@
+"""Every store operation under one name, for the worker, the runner and the CLI.
+
+    from flowrunner.store import operations as ops
+    ops.claim_due(engine, now=now, owner=owner, limit=10, ttl=timedelta(minutes=5))
+
+Each operation lives in the module of its concept (leases, due work, runs and their
+history, events and notices, idempotency and the journal); this module only gathers
+them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
+except ``claim_due``, which runs its own.
+"""
+
+from __future__ import annotations
+
+from flowrunner.store.due import Claim, claim_due, due_count, next_due, set_due, wake_record
+from flowrunner.store.events import (
+    EventRow,
+    NoticeRow,
+    events_after,
+    insert_event,
+    insert_notice,
+    mark_delivered,
+    notices,
+)
+from flowrunner.store.leases import (
+    acquire_lease,
+    check_lease,
+    expire_lease,
+    forget_lease,
+    lease_holder,
+    new_owner_id,
+    refresh_lease,
+    release_lease,
+    run_lease,
+)
+from flowrunner.store.ledger import (
+    IdemRow,
+    JournalRow,
+    begin_idempotent,
+    complete_idempotent,
+    find_idempotent,
+    journal,
+    journal_entries,
+    record_idempotent,
+)
+from flowrunner.store.runs import (
+    LogRow,
+    RunRow,
+    LogLine,
+    append_log,
+    append_logs,
+    find_run,
+    insert_run,
+    list_runs,
+    load_run,
+    run_history,
+    runs_for_record,
+    save_run,
+)
+
+__all__ = [
+    "LogLine",
+    "append_logs",
+    "Claim",
+    "EventRow",
+    "IdemRow",
+    "JournalRow",
+    "LogRow",
+    "NoticeRow",
+    "RunRow",
+    "acquire_lease",
+    "append_log",
+    "begin_idempotent",
+    "check_lease",
+    "claim_due",
+    "complete_idempotent",
+    "due_count",
+    "events_after",
+    "expire_lease",
+    "find_idempotent",
+    "find_run",
+    "forget_lease",
+    "insert_event",
+    "insert_notice",
+    "insert_run",
+    "journal",
+    "journal_entries",
+    "lease_holder",
+    "list_runs",
+    "load_run",
+    "mark_delivered",
+    "new_owner_id",
+    "next_due",
+    "notices",
+    "record_idempotent",
+    "refresh_lease",
+    "release_lease",
+    "run_history",
+    "run_lease",
+    "runs_for_record",
+    "save_run",
+    "set_due",
+    "wake_record",
+]

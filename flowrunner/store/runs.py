@@ -1,0 +1,333 @@
+"""Runs and their history: starting a run once per change, saving its state, reading it back.
+
+A run row holds the snapshot it executes and the interpreter's state. Saves are
+optimistic: each names the version it read and bumps it, so a save from a worker
+that fell behind (its lease taken over, or an operator's cancel in between) is
+refused with ``errors.LeaseLost`` instead of overwriting newer state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import errors, sanitize
+from flowrunner.store import dialects, schema
+
+ENDED_STATUSES = frozenset(schema.RUN_STATUSES) - frozenset(schema.OPEN_STATUSES)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run as stored."""
+
+    id: int
+    tenant: str | None
+    resource: str
+    record_id: str
+    flow_id: str
+    flow_name: str
+    start_key: str
+    snapshot: dict[str, Any]
+    digest: str
+    status: str
+    state: dict[str, Any]
+    version: int
+    started_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None
+    error: dict[str, Any] | None
+    reason: str | None
+    started_by: str | None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED_STATUSES
+
+
+@dataclass(frozen=True)
+class LogRow:
+    """One line of a run's history."""
+
+    id: int
+    run_id: int
+    tenant: str | None
+    at: datetime
+    position: int | None
+    step_id: str | None
+    title: str | None
+    kind: str | None
+    pass_: int | None
+    what: str
+    detail: Any
+
+
+def _run(row: sa.Row[Any]) -> RunRow:
+    values = row._asdict()
+    values["id"] = int(values["id"])
+    return RunRow(**values)
+
+
+def _check_status(status: str) -> None:
+    if status not in schema.RUN_STATUSES:
+        raise ValueError(f"a run's status is one of {', '.join(schema.RUN_STATUSES)}: {status!r}")
+
+
+def _error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if error is None else sanitize.sanitize_fields(error)
+
+
+def _reason(reason: str | None) -> str | None:
+    return None if reason is None else sanitize.sanitize_text(reason)
+
+
+def insert_run(
+    conn: sa.Connection,
+    *,
+    tenant: object,
+    resource: str,
+    record_id: str,
+    flow_id: str,
+    flow_name: str,
+    start_key: str,
+    snapshot: Mapping[str, Any],
+    digest: str,
+    state: Mapping[str, Any],
+    status: str = "running",
+    now: datetime,
+    started_by: str | None = None,
+    reason: str | None = None,
+    error: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Start a run; its id, or None when this flow already started for ``start_key``.
+
+    ``start_key`` (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``) is
+    unique per resource and flow: the guard that starts a flow once per change.
+    """
+    _check_status(status)
+    table = schema.runs
+    run_id = dialects.insert_ignore(
+        conn,
+        table,
+        {
+            "tenant": tenant,
+            "resource": resource,
+            "record_id": str(record_id),
+            "flow_id": str(flow_id),
+            "flow_name": flow_name,
+            "start_key": start_key,
+            "snapshot": dict(snapshot),
+            "digest": digest,
+            "status": status,
+            "state": dict(state),
+            "version": 1,
+            "started_at": now,
+            "updated_at": now,
+            "ended_at": now if status in ENDED_STATUSES else None,
+            "error": _error(error),
+            "reason": _reason(reason),
+            "started_by": started_by,
+        },
+        conflict=["resource", "flow_id", "start_key"],
+        returning=table.c.id,
+    )
+    return None if run_id is None else int(run_id)
+
+
+def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
+    """The run, or None when there is none with this id."""
+    row = conn.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).one_or_none()
+    return None if row is None else _run(row)
+
+
+def load_run(conn: sa.Connection, run_id: int) -> RunRow:
+    """The run; ``errors.OperatorError`` when there is none with this id."""
+    run = find_run(conn, run_id)
+    if run is None:
+        raise errors.OperatorError(f"there is no run {run_id}")
+    return run
+
+
+def save_run(
+    conn: sa.Connection,
+    run_id: int,
+    *,
+    expected_version: int,
+    state: Mapping[str, Any],
+    status: str,
+    now: datetime,
+    error: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+) -> int:
+    """Save the run's new state over the version that was read; returns the new version.
+
+    Raises ``errors.LeaseLost`` when the stored version is no longer
+    ``expected_version``: someone else saved the run since it was read.
+    """
+    _check_status(status)
+    table = schema.runs
+    ended = status in ENDED_STATUSES
+    result = conn.execute(
+        sa.update(table)
+        .where(table.c.id == run_id, table.c.version == expected_version)
+        .values(
+            state=dict(state),
+            status=status,
+            version=table.c.version + 1,
+            updated_at=now,
+            # Keep the first end time if an ended run is saved again; reopen on retry.
+            ended_at=sa.func.coalesce(table.c.ended_at, now) if ended else None,
+            error=_error(error),
+            reason=_reason(reason),
+        )
+    )
+    if result.rowcount != 1:
+        raise errors.LeaseLost(
+            f"run {run_id} changed since version {expected_version} was read; this save was refused"
+        )
+    return expected_version + 1
+
+
+def runs_for_record(
+    conn: sa.Connection, *, resource: str, record_id: str, tenant: object = None
+) -> list[RunRow]:
+    """Every run of one record, oldest first."""
+    table = schema.runs
+    query = sa.select(table).where(
+        table.c.resource == resource, table.c.record_id == str(record_id)
+    )
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    return [_run(row) for row in conn.execute(query.order_by(table.c.id))]
+
+
+def list_runs(
+    conn: sa.Connection,
+    *,
+    status: str | None = None,
+    tenant: object = None,
+    resource: str | None = None,
+    limit: int = 100,
+    before_id: int | None = None,
+) -> list[RunRow]:
+    """Runs, newest first, optionally of one status, tenant or resource; page with ``before_id``."""
+    table = schema.runs
+    query = sa.select(table)
+    if status is not None:
+        query = query.where(table.c.status == status)
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    if resource is not None:
+        query = query.where(table.c.resource == resource)
+    if before_id is not None:
+        query = query.where(table.c.id < before_id)
+    return [_run(row) for row in conn.execute(query.order_by(table.c.id.desc()).limit(limit))]
+
+
+def append_log(
+    conn: sa.Connection,
+    *,
+    run_id: int,
+    at: datetime,
+    what: str,
+    position: int | None = None,
+    step_id: str | None = None,
+    title: str | None = None,
+    kind: str | None = None,
+    pass_: int | None = None,
+    detail: Any = None,
+    tenant: object = None,
+) -> int:
+    """Add a line to the run's history (in the step's transaction); returns its id.
+
+    The detail is sanitized: history is shown to operators and may reach logs.
+    """
+    table = schema.step_log
+    # Without a tenant given, the line takes its run's, in the same statement.
+    owner: Any = (
+        tenant
+        if tenant is not None
+        else sa.select(schema.runs.c.tenant).where(schema.runs.c.id == run_id).scalar_subquery()
+    )
+    result = conn.execute(
+        sa.insert(table)
+        .values(
+            run_id=run_id,
+            tenant=owner,
+            at=at,
+            position=position,
+            step_id=step_id,
+            title=title,
+            kind=kind,
+            what=what,
+            detail=None if detail is None else sanitize.sanitize_value(detail),
+            **{"pass": pass_},
+        )
+        .returning(table.c.id)
+    )
+    return int(result.scalar_one())
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One history line to write, for ``append_logs``."""
+
+    what: str
+    position: int | None = None
+    step_id: str | None = None
+    title: str | None = None
+    kind: str | None = None
+    pass_: int | None = None
+    detail: Any = None
+
+
+def append_logs(
+    conn: sa.Connection, *, run_id: int, at: datetime, tenant: object, lines: list[LogLine]
+) -> None:
+    """Add several lines to the run's history in one statement (the worker's step)."""
+    if not lines:
+        return
+    conn.execute(
+        sa.insert(schema.step_log),
+        [
+            {
+                "run_id": run_id,
+                "tenant": tenant,
+                "at": at,
+                "position": line.position,
+                "step_id": line.step_id,
+                "title": line.title,
+                "kind": line.kind,
+                "what": line.what,
+                "detail": None if line.detail is None else sanitize.sanitize_value(line.detail),
+                "pass": line.pass_,
+            }
+            for line in lines
+        ],
+    )
+
+
+def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
+    """The run's history, in the order it happened."""
+    table = schema.step_log
+    rows = conn.execute(sa.select(table).where(table.c.run_id == run_id).order_by(table.c.id))
+    return [
+        LogRow(
+            id=int(row.id),
+            run_id=int(row.run_id),
+            tenant=row.tenant,
+            at=row.at,
+            position=row.position,
+            step_id=row.step_id,
+            title=row.title,
+            kind=row.kind,
+            pass_=row._mapping["pass"],
+            what=row.what,
+            detail=row.detail,
+        )
+        for row in rows
+    ]
