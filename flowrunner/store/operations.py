@@ -43,9 +43,9 @@ from flowrunner.store.ledger import (
     record_idempotent,
 )
 from flowrunner.store.runs import (
+    LogLine,
     LogRow,
     RunRow,
-    LogLine,
     append_log,
     append_logs,
     find_run,
@@ -58,17 +58,17 @@ from flowrunner.store.runs import (
 )
 
 __all__ = [
-    "LogLine",
-    "append_logs",
     "Claim",
     "EventRow",
     "IdemRow",
     "JournalRow",
+    "LogLine",
     "LogRow",
     "NoticeRow",
     "RunRow",
     "acquire_lease",
     "append_log",
+    "append_logs",
     "begin_idempotent",
     "check_lease",
     "claim_due",
