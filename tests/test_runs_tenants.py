@@ -1,0 +1,126 @@
+"""Tenancy: a flow only runs on its own tenant's records; a tenant never sees, starts,
+wakes or steers another tenant's work. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from running import T0
+
+from flowrunner import EventRejected, FlowBinding, OperatorError, flow_runner, tables, testing
+from flowrunner.store import migrate
+
+metadata = sa.MetaData()
+desk = sa.Table(
+    "desk_ticket",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("tenant_id", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(32)),
+    sa.Column("priority", sa.String(32)),
+)
+BINDING = FlowBinding(
+    resource="desk_ticket",
+    flows_table="desk_flow",
+    steps_table="desk_flow_step",
+    events={"desk.replied": "ticket"},
+    set_columns=["status", "priority"],
+    tenant="tenant_id",
+)
+tables.for_binding(metadata, BINDING)
+
+
+def mount(engine: sa.Engine) -> testing.FlowDriver:
+    metadata.create_all(engine)
+    migrate.upgrade(engine)
+    runner = flow_runner(BINDING, engine)
+    with engine.begin() as conn:
+        for tenant in ("acme", "globex"):
+            flow = runner.save_flow(
+                conn, {"name": "Triage", "start": "created", "tenant_id": tenant}
+            )
+            runner.save_step(
+                conn,
+                {
+                    "flow_id": flow,
+                    "position": 1,
+                    "kind": "set",
+                    "field": "status",
+                    "value": f"'seen by {tenant}'",
+                    "tenant_id": tenant,
+                },
+            )
+            runner.save_step(
+                conn,
+                {
+                    "flow_id": flow,
+                    "position": 2,
+                    "kind": "waitFor",
+                    "event": "desk.replied",
+                    "tenant_id": tenant,
+                },
+            )
+            runner.save_step(
+                conn,
+                {
+                    "flow_id": flow,
+                    "position": 3,
+                    "kind": "set",
+                    "field": "priority",
+                    "value": "replied",
+                    "tenant_id": tenant,
+                },
+            )
+    return testing.FlowDriver(runner, start=T0)
+
+
+def record(n: int, tenant: str) -> dict[str, Any]:
+    return {"id": n, "tenant_id": tenant, "status": "new", "priority": "low"}
+
+
+def test_each_record_runs_only_its_own_tenants_flows(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine)
+    driver.create(record(1, "acme"))
+    driver.create(record(2, "globex"))
+    assert driver.record(1, tenant="acme")["status"] == "seen by acme"
+    assert driver.record(2, tenant="globex")["status"] == "seen by globex"
+    [run] = driver.runs(1, tenant="acme")
+    assert run.tenant == "acme"
+    assert driver.runs(1, tenant="globex") == []
+
+
+def test_events_and_operators_stay_within_their_tenant(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine)
+    runner = driver.runner
+    driver.create(record(1, "acme"))
+    driver.create(record(2, "globex"))
+    with pytest.raises(EventRejected, match="does not exist"):
+        driver.emit("desk.replied", {"ticket": 1, "tenant_id": "globex"})
+    assert driver.record(1, tenant="acme")["priority"] == "low"
+    driver.emit("desk.replied", {"ticket": 1, "tenant_id": "acme"})
+    assert driver.record(1, tenant="acme")["priority"] == "replied"
+    assert driver.record(2, tenant="globex")["priority"] == "low"
+    [globex_run] = driver.runs(2, tenant="globex")
+    with pytest.raises(OperatorError, match="no run"):
+        runner.cancel(globex_run.id, operator="acme-admin", tenant="acme")
+    with pytest.raises(OperatorError):
+        runner.start("Triage", 2, operator="acme-admin", tenant="acme")
+    runner.cancel(globex_run.id, operator="globex-admin", tenant="globex")
+    assert driver.runs(2, tenant="globex")[0].status == "cancelled"
+
+
+def test_starting_existing_records_takes_one_tenant_at_a_time(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine)
+    with any_engine.begin() as conn:
+        conn.execute(
+            sa.insert(desk),
+            [record(n, "acme" if n % 3 else "globex") for n in range(1, 10)],
+        )
+    assert driver.runner.start_existing("status = new", tenant="globex") == 3
+    driver.run_until_idle()
+    with any_engine.connect() as conn:
+        seen = dict(conn.execute(sa.select(desk.c.id, desk.c.status)).all())
+    assert {n for n, status in seen.items() if status == "seen by globex"} == {3, 6, 9}
+    assert {n for n, status in seen.items() if status == "new"} == {1, 2, 4, 5, 7, 8}
