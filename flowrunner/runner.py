@@ -495,8 +495,11 @@ class FlowRunner:
 
     # -- ORM hook -------------------------------------------------------------------------------
 
-    def watch(self, mapped_class: type[Any]) -> None:
-        """Opt in: ORM inserts and updates of ``mapped_class`` call record_created/updated."""
+    def watch(self, mapped_class: type[Any]) -> Callable[[], None]:
+        """Opt in: ORM inserts and updates of ``mapped_class`` call record_created/updated.
+
+        They run in the flush's own transaction. Returns a function that stops watching.
+        """
         mapper = sa.inspect(mapped_class)
         names = [c.key for c in mapper.column_attrs]
 
@@ -520,6 +523,12 @@ class FlowRunner:
 
         sa.event.listen(mapped_class, "after_insert", after_insert)
         sa.event.listen(mapped_class, "after_update", after_update)
+
+        def unwatch() -> None:
+            sa.event.remove(mapped_class, "after_insert", after_insert)
+            sa.event.remove(mapped_class, "after_update", after_update)
+
+        return unwatch
 
 
 def _json_safe(value: Any) -> Any:
