@@ -81,6 +81,7 @@ ORDERS = [
     Action("create", (order(1),)),
     Action("create", (order(2),)),
     Action("create", (order(3, 500),)),
+    Action("create", (order(4),)),  # nobody answers: reminders, then the give-up
     Action("run"),
     Action("until", (at(25),)),
     Action("emit", ("po.decided", {"order": 1, "decision": "approved"})),
