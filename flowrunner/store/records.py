@@ -55,7 +55,7 @@ class AppTables:
         return record_id
 
     def _where_record(self, record_id: Any, tenant: Any) -> sa.ColumnElement[bool]:
-        clause = self.resource.c[self.key] == self.key_value(record_id)
+        clause: sa.ColumnElement[bool] = self.resource.c[self.key] == self.key_value(record_id)
         if self.tenant is not None:
             clause = sa.and_(clause, self.resource.c[self.tenant] == tenant)
         return clause
