@@ -23,9 +23,8 @@ import sqlalchemy as sa
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
-from flowrunner import editing, errors, query, snapshot, validate
+from flowrunner import editing, errors, operating, query, snapshot, validate
 from flowrunner.engine import config as config_mod
-from flowrunner.engine import interpret, state
 from flowrunner.store import dialects, migrate, records
 from flowrunner.store import operations as ops
 
@@ -392,106 +391,15 @@ class FlowRunner:
 
     def cancel(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
         """Cancel a run that has not ended; journaled with the operator's name."""
-        now = self.clock()
-        with dialects.begin(self.engine) as conn:
-            run = self._run_for_operator(conn, run_id, tenant)
-            if run.status in ("done", "cancelled"):
-                raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
-            why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
-            current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-            current.status = "cancelled"
-            current.reason = why
-            ops.save_run(
-                conn,
-                run_id,
-                expected_version=run.version,
-                state=current.to_dict(),
-                status="cancelled",
-                now=now,
-                reason=why,
-                error=run.error,
-            )
-            ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
-            ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=why)
-            self._journal(conn, run, operator, "cancel", now, {"reason": reason})
+        operating.cancel(self, run_id, operator=operator, reason=reason, tenant=tenant)
 
     def retry(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
         """Run a failed run's failed step again; journaled."""
-        now = self.clock()
-        with dialects.begin(self.engine) as conn:
-            run = self._run_for_operator(conn, run_id, tenant)
-            if run.status != "failed":
-                raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
-            snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-            if not run.state:
-                problem = validate.check(snap, self.binding, self.columns)
-                if problem:
-                    raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
-                new_state: dict[str, Any] = {}
-                status = "running"
-            else:
-                step = interpret.retry_failed(
-                    snap, state.RunState.from_dict(run.state), now, self.config
-                )
-                new_state, status = step.state.to_dict(), step.state.status
-            ops.save_run(
-                conn,
-                run_id,
-                expected_version=run.version,
-                state=new_state,
-                status=status,
-                now=now,
-                reason=None,
-                error=None,
-            )
-            ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-            ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=f"by {operator}")
-            self._journal(conn, run, operator, "retry", now, {})
+        operating.retry(self, run_id, operator=operator, tenant=tenant)
 
     def redrive(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
         """Make a stuck run due now and free its lease; journaled."""
-        now = self.clock()
-        with dialects.begin(self.engine) as conn:
-            run = self._run_for_operator(conn, run_id, tenant)
-            if run.status in state.ENDED:
-                raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
-            ops.expire_lease(conn, name=f"run:{run_id}", now=now)
-            ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-            self._journal(conn, run, operator, "redrive", now, {})
-
-    def _run_for_operator(self, conn: sa.Connection, run_id: int, tenant: Any) -> Any:
-        try:
-            run = ops.load_run(conn, run_id)
-        except errors.FlowrunnerError:
-            run = None
-        if (
-            run is None
-            or run.resource != self.binding.resource
-            or (self.binding.tenant and run.tenant != tenant)
-        ):
-            raise errors.OperatorError(f"there is no run {run_id}")
-        return run
-
-    def _journal(
-        self,
-        conn: sa.Connection,
-        run: Any,
-        operator: str,
-        action: str,
-        now: datetime,
-        detail: Mapping[str, Any],
-    ) -> None:
-        ops.journal(
-            conn,
-            operator=operator,
-            action=action,
-            at=now,
-            tenant=run.tenant,
-            run_id=run.id,
-            resource=run.resource,
-            record_id=run.record_id,
-            detail=dict(detail),
-        )
+        operating.redrive(self, run_id, operator=operator, tenant=tenant)
 
     # -- ORM hook -------------------------------------------------------------------------------
 
