@@ -28,7 +28,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 PG_ENV = "FLOWRUNNER_TEST_POSTGRES_URL"
 PG_SKIP = (
-    f"PostgreSQL tests skipped: set {PG_ENV}=postgresql+psycopg://USER@HOST:5432/DB to run them"
+    f"PostgreSQL tests skipped: set {PG_ENV}=postgresql+psycopg://USER@HOST:5432/DB "
+    "to run them"
 )
 
 
@@ -82,3 +83,18 @@ def any_engine(request: pytest.FixtureRequest) -> sa.Engine:
     name = "sqlite_engine" if request.param == "sqlite" else "pg_engine"
     engine: sa.Engine = request.getfixturevalue(name)
     return engine
+
+
+_pg_skipped = 0
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    global _pg_skipped
+    if report.skipped and PG_SKIP in str(report.longrepr):
+        _pg_skipped += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line for all PostgreSQL tests skipped, saying how to run them."""
+    if _pg_skipped:
+        terminalreporter.write_line(f"{_pg_skipped} {PG_SKIP}")
