@@ -38,16 +38,20 @@ _GROUP = re.compile(r"\d+")
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
 
 _SECRET_WORDS = (
-    r"[\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
-    r"|credentials?|auth)[\w.-]*"
+    r"[\w.-]*?(?:(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
+    r"|credentials?)[\w.-]*|auth(?:orization)?)"
 )
-# key=value, key: value, "key": "value" where the key names a secret.
+# key=value, key: value, "key": "value" where the key names a secret. Keys start only
+# where a run of key characters starts (not at every "." or "-" inside one), which
+# keeps matching linear on text such as "a.a.a.a…".
 _KEY_VALUE = re.compile(
-    r"(?i)(?P<key>[\"']?\b" + _SECRET_WORDS + r"[\"']?)(?P<sep>\s*[:=]\s*)"
+    r"(?i)(?<![\w.-])(?P<key>[\"']?" + _SECRET_WORDS + r"[\"']?)(?P<sep>\s*[:=]\s*)"
     r"(?P<value>\"[^\"]*\"|'[^']*'|(?:bearer\s+|basic\s+)?[^\s,;&\"']+)"
 )
 _AUTH_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?P<tail>@)")
+_URL_PASSWORD = re.compile(
+    r"(?P<head>(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?P<tail>@)"
+)
 # Token shapes that are secrets wherever they appear.
 _TOKEN_SHAPES = re.compile(
     r"\b(?:"
@@ -83,6 +87,7 @@ _SENSITIVE_WORDS = frozenset(
     {"ssn", "card", "pan", "pin", "cvv", "cvc", "cvv2", "pwd", "auth", "otp", "jwt", "iban"}
 )
 _CODE_CHARS = re.compile(r"[^A-Za-z0-9_.:-]+")
+_SPACES = re.compile(" {2,}")
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -157,17 +162,25 @@ def _one_line(text: str) -> str:
                 chars.append(" ")
             # Cf (bidi overrides, zero-width), Cs (lone surrogates), Co, Cn: dropped.
         text = "".join(chars)
-    return " ".join(text.split(" ")) if "  " not in text else re.sub(" {2,}", " ", text)
+    return _SPACES.sub(" ", text)
 
 
 def mask_secrets(text: str) -> str:
     """Mask card numbers, US social security numbers and secrets in one line of text."""
-    text = _DIGIT_RUN.sub(_mask_run, text)
-    text = _SSN.sub("***-**-****", text)
-    text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{REDACTED}{m.group('tail')}", text)
+    # Secrets first, so "token=4111..." reads "token=[redacted]" rather than half a card.
     text = _KEY_VALUE.sub(_mask_key_value, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{REDACTED}{m.group('tail')}", text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group('scheme')} {REDACTED}", text)
-    return _TOKEN_SHAPES.sub(REDACTED, text)
+    text = _TOKEN_SHAPES.sub(REDACTED, text)
+    text = _DIGIT_RUN.sub(_mask_run, text)
+    return _SSN.sub("***-**-****", text)
+
+
+def _as_text(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # a broken __str__, or an integer too long to print
+        return f"<{type(value).__name__}>"
 
 
 def sanitize_text(value: object, max_len: int = DEFAULT_MAX_LEN) -> str:
@@ -179,10 +192,10 @@ def sanitize_text(value: object, max_len: int = DEFAULT_MAX_LEN) -> str:
     """
     if max_len < 1:
         raise ValueError("max_len must be at least 1")
-    text = value if isinstance(value, str) else str(value)
+    text = value if isinstance(value, str) else _as_text(value)
     # Cut early so huge inputs cost little; the margin keeps a card number that
     # straddles max_len whole until it has been masked.
-    text = text[: max_len + 64]
+    text = text[: 2 * max_len + 64]
     text = mask_secrets(_one_line(text)).strip()
     if len(text) > max_len:
         text = text[: max_len - 1].rstrip() + "…"
@@ -213,9 +226,12 @@ def sanitize_value(value: Any, *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
+        if value.bit_length() > 64:
+            return sanitize_text(value, max_len)
         # A card number may arrive as a plain integer.
         text = str(value)
-        return value if mask_secrets(text) == text else mask_secrets(text)
+        masked = mask_secrets(text)
+        return value if masked == text else masked
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, Decimal):
@@ -306,6 +322,4 @@ def error_from_exception(
 ) -> dict[str, Any]:
     """The envelope of an exception: its class name as the code unless one is given."""
     message = str(exc) or type(exc).__name__
-    return error_envelope(
-        code or type(exc).__name__, message, details=details, retryable=retryable
-    )
+    return error_envelope(code or type(exc).__name__, message, details=details, retryable=retryable)

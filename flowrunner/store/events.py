@@ -1,0 +1,207 @@
+"""What comes in and what goes out: events about records, and the notices outbox.
+
+Events arrive in the application's own transaction and are read by the worker in
+order of their ids. Notices are written in the step's own transaction, keyed by
+``(run, step, pass)``, so a replayed run tells nobody twice; a deliverer reads the
+undelivered ones and marks them delivered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner.store import dialects, schema
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One stored event about one record."""
+
+    id: int
+    tenant: str | None
+    resource: str
+    record_id: str
+    name: str
+    payload: dict[str, Any]
+    at: datetime
+
+
+@dataclass(frozen=True)
+class NoticeRow:
+    """One notice in the outbox."""
+
+    id: int
+    tenant: str | None
+    run_id: int
+    step_id: str
+    pass_: int
+    audience: str
+    recipient: str | None
+    title: str | None
+    message: str
+    email: bool
+    at: datetime
+    delivered_at: datetime | None
+
+
+def insert_event(
+    conn: sa.Connection,
+    *,
+    tenant: object,
+    resource: str,
+    record_id: str,
+    name: str,
+    payload: Mapping[str, Any],
+    at: datetime,
+) -> int:
+    """Store an event about a record; returns its id.
+
+    Readers page through a record's events by id, so for each record ids must be
+    visible in commit order. PostgreSQL assigns ids before commit; a transaction
+    lock per record makes a second writer wait for the first to commit before it
+    takes its id. (SQLite has one writer at a time already.)
+    """
+    table = schema.events
+    dialects.lock_for_transaction(conn, f"event:{resource}:{record_id}")
+    result = conn.execute(
+        sa.insert(table)
+        .values(
+            tenant=tenant,
+            resource=resource,
+            record_id=str(record_id),
+            name=name,
+            payload=dict(payload),
+            at=at,
+        )
+        .returning(table.c.id)
+    )
+    return int(result.scalar_one())
+
+
+def events_after(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    record_id: str,
+    after_id: int = 0,
+    names: Iterable[str] | None = None,
+    tenant: object = None,
+    limit: int | None = None,
+) -> list[EventRow]:
+    """The record's events with ids above ``after_id``, oldest first, optionally by name."""
+    table = schema.events
+    query = sa.select(table).where(
+        table.c.resource == resource,
+        table.c.record_id == str(record_id),
+        table.c.id > after_id,
+    )
+    if names is not None:
+        query = query.where(table.c.name.in_(list(names)))
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    query = query.order_by(table.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return [
+        EventRow(
+            id=int(row.id),
+            tenant=row.tenant,
+            resource=row.resource,
+            record_id=row.record_id,
+            name=row.name,
+            payload=row.payload,
+            at=row.at,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def insert_notice(
+    conn: sa.Connection,
+    *,
+    tenant: object,
+    run_id: int,
+    step_id: str,
+    pass_: int,
+    audience: str,
+    recipient: str | None,
+    title: str | None,
+    message: str,
+    email: bool = False,
+    at: datetime,
+) -> bool:
+    """Put a notice in the outbox; False when this run's step already told it in this pass."""
+    inserted = dialects.insert_ignore(
+        conn,
+        schema.notices,
+        {
+            "tenant": tenant,
+            "run_id": run_id,
+            "step_id": str(step_id),
+            "pass": pass_,
+            "audience": audience,
+            "recipient": recipient,
+            "title": title,
+            "message": message,
+            "email": bool(email),
+            "at": at,
+        },
+        conflict=["run_id", "step_id", "pass"],
+    )
+    return inserted is not None
+
+
+def _notice(row: sa.Row[Any]) -> NoticeRow:
+    return NoticeRow(
+        id=int(row.id),
+        tenant=row.tenant,
+        run_id=int(row.run_id),
+        step_id=row.step_id,
+        pass_=int(row._mapping["pass"]),
+        audience=row.audience,
+        recipient=row.recipient,
+        title=row.title,
+        message=row.message,
+        email=bool(row.email),
+        at=row.at,
+        delivered_at=row.delivered_at,
+    )
+
+
+def notices(
+    conn: sa.Connection,
+    *,
+    run_id: int | None = None,
+    undelivered: bool = False,
+    tenant: object = None,
+    limit: int | None = None,
+) -> list[NoticeRow]:
+    """Notices in the order they were written, optionally of one run or not yet delivered."""
+    table = schema.notices
+    query = sa.select(table)
+    if run_id is not None:
+        query = query.where(table.c.run_id == run_id)
+    if undelivered:
+        query = query.where(table.c.delivered_at.is_(None))
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    query = query.order_by(table.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return [_notice(row) for row in conn.execute(query)]
+
+
+def mark_delivered(conn: sa.Connection, *, notice_id: int, at: datetime) -> bool:
+    """Record that a notice was delivered; False when it already was (or does not exist)."""
+    table = schema.notices
+    result = conn.execute(
+        sa.update(table)
+        .where(table.c.id == notice_id, table.c.delivered_at.is_(None))
+        .values(delivered_at=at)
+    )
+    return result.rowcount == 1

@@ -1,0 +1,149 @@
+"""Leases with fencing epochs: who may work on a run (or any named thing) right now.
+
+A lease is a row ``(name, owner, expires_at, epoch)``. Acquiring succeeds when the
+row is missing, expired, or already ours, and fails closed when another owner holds
+an unexpired one. The epoch grows whenever a *different* owner takes the lease, so
+a worker that paused past its lease and lost it to another is refused by
+``check_lease`` at its next write, while one whose lease merely expired (nobody took
+it) may still write. Every decision is one conditional statement whose row count is
+checked, so it is race-safe under PostgreSQL's READ COMMITTED and SQLite alike.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.store import dialects, schema
+
+Ttl = timedelta | float
+
+
+def as_timedelta(ttl: Ttl) -> timedelta:
+    """A lease time-to-live given as a timedelta or as seconds."""
+    return ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl)
+
+
+def new_owner_id(prefix: str = "worker") -> str:
+    """A fresh owner id: ``worker:host:pid:random``; a restarted process inherits nothing."""
+    return f"{prefix}:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def acquire_lease(
+    conn: sa.Connection, *, name: str, owner: str, now: datetime, ttl: Ttl
+) -> int | None:
+    """Take or renew the lease ``name`` until ``now + ttl``; return its epoch, or None.
+
+    None means another owner holds an unexpired lease (fail closed).
+    """
+    table = schema.leases
+    expires = now + as_timedelta(ttl)
+    # Under READ COMMITTED a concurrent taker blocks on the row and re-checks this
+    # WHERE against the committed row, so at most one of two racers matches.
+    taken = conn.execute(
+        sa.update(table)
+        .where(table.c.name == name, sa.or_(table.c.owner == owner, table.c.expires_at <= now))
+        .values(
+            owner=owner,
+            expires_at=expires,
+            epoch=sa.case((table.c.owner == owner, table.c.epoch), else_=table.c.epoch + 1),
+        )
+        .returning(table.c.epoch)
+    ).scalar_one_or_none()
+    if taken is not None:
+        return int(taken)
+    inserted = dialects.insert_ignore(
+        conn,
+        table,
+        {"name": name, "owner": owner, "expires_at": expires, "epoch": 1},
+        conflict=["name"],
+    )
+    # Not inserted: the row exists and another owner holds it unexpired (or has
+    # just created it concurrently) — either way it is not ours.
+    return 1 if inserted is not None else None
+
+
+def refresh_lease(
+    conn: sa.Connection, *, name: str, owner: str, epoch: int, now: datetime, ttl: Ttl
+) -> bool:
+    """Extend our lease to ``now + ttl``; False when it is no longer ours at this epoch."""
+    table = schema.leases
+    result = conn.execute(
+        sa.update(table)
+        .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
+        .values(expires_at=now + as_timedelta(ttl))
+    )
+    return result.rowcount == 1
+
+
+def release_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> bool:
+    """Give the lease up at once; False when it was not ours at this epoch.
+
+    The row stays (expired) so that the epoch keeps growing for the next owner.
+    """
+    table = schema.leases
+    result = conn.execute(
+        sa.update(table)
+        .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
+        .values(expires_at=dialects.epoch_start())
+    )
+    return result.rowcount == 1
+
+
+def check_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> None:
+    """Raise ``errors.LeaseLost`` unless the lease still has this owner and epoch.
+
+    Call it inside the transaction that writes under the lease: the check is a
+    no-op UPDATE, so it locks the lease row (PostgreSQL) or the database (SQLite)
+    until that transaction ends, and no one can take the lease in between.
+    """
+    table = schema.leases
+    result = conn.execute(
+        sa.update(table)
+        .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
+        .values(epoch=table.c.epoch)
+    )
+    if result.rowcount != 1:
+        raise errors.LeaseLost(
+            f"the lease {name!r} is no longer held by {owner} at epoch {epoch}; "
+            "another worker has taken the work over"
+        )
+
+
+def expire_lease(conn: sa.Connection, *, name: str, now: datetime) -> bool:
+    """Let anyone take the lease from ``now`` on, whoever holds it (an operator's redrive).
+
+    The holder keeps its epoch, so it may still write until another owner takes the
+    lease; from then on ``check_lease`` refuses it. False when there is no such lease.
+    """
+    table = schema.leases
+    result = conn.execute(
+        sa.update(table)
+        .where(table.c.name == name, table.c.expires_at > now)
+        .values(expires_at=now)
+    )
+    return result.rowcount == 1
+
+
+def forget_lease(conn: sa.Connection, *, name: str) -> None:
+    """Delete a lease row for good (e.g. when its run has ended)."""
+    conn.execute(sa.delete(schema.leases).where(schema.leases.c.name == name))
+
+
+def lease_holder(conn: sa.Connection, *, name: str) -> tuple[str, int, datetime] | None:
+    """``(owner, epoch, expires_at)`` of the lease row, or None when there is none."""
+    table = schema.leases
+    row = conn.execute(
+        sa.select(table.c.owner, table.c.epoch, table.c.expires_at).where(table.c.name == name)
+    ).one_or_none()
+    return None if row is None else (row.owner, int(row.epoch), row.expires_at)
+
+
+def run_lease(run_id: int) -> str:
+    """The lease name that guards work on one run."""
+    return f"run:{run_id}"

@@ -1,0 +1,194 @@
+"""What was done, for good: idempotency records of commands and the operator journal.
+
+An idempotency record is created ``IN_PROGRESS`` before an effect and marked
+``COMPLETED`` with its (sanitized) result in the transaction that commits the
+effect, so a retry can tell a finished effect from an interrupted one. The journal
+lists every operator action (start, cancel, retry, redrive) with the operator's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import sanitize
+from flowrunner.store import dialects, schema
+
+IN_PROGRESS = "IN_PROGRESS"
+COMPLETED = "COMPLETED"
+
+
+@dataclass(frozen=True)
+class IdemRow:
+    """An idempotency record; ``created`` is True when this call made it."""
+
+    key: str
+    tenant: str | None
+    status: str
+    result: Any
+    created_at: datetime
+    updated_at: datetime
+    created: bool = False
+
+    @property
+    def completed(self) -> bool:
+        return self.status == COMPLETED
+
+
+@dataclass(frozen=True)
+class JournalRow:
+    """One operator action."""
+
+    id: int
+    at: datetime
+    operator: str
+    action: str
+    tenant: str | None
+    run_id: int | None
+    resource: str | None
+    record_id: str | None
+    detail: Any
+
+
+def find_idempotent(conn: sa.Connection, *, key: str) -> IdemRow | None:
+    """The idempotency record of ``key``, or None."""
+    table = schema.idempotency
+    row = conn.execute(sa.select(table).where(table.c.key == key)).one_or_none()
+    if row is None:
+        return None
+    return IdemRow(
+        key=row.key,
+        tenant=row.tenant,
+        status=row.status,
+        result=row.result,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def begin_idempotent(
+    conn: sa.Connection, *, key: str, tenant: object = None, now: datetime
+) -> IdemRow:
+    """Create ``key`` as IN_PROGRESS if it is new; otherwise return the existing record."""
+    created = dialects.insert_ignore(
+        conn,
+        schema.idempotency,
+        {"key": key, "tenant": tenant, "status": IN_PROGRESS, "created_at": now, "updated_at": now},
+        conflict=["key"],
+    )
+    row = find_idempotent(conn, key=key)
+    assert row is not None
+    return IdemRow(**{**row.__dict__, "created": created is not None})
+
+
+def complete_idempotent(
+    conn: sa.Connection, *, key: str, result: Any = None, now: datetime
+) -> bool:
+    """Mark ``key`` COMPLETED with its sanitized result; False when there is no such key."""
+    table = schema.idempotency
+    outcome = conn.execute(
+        sa.update(table)
+        .where(table.c.key == key)
+        .values(status=COMPLETED, result=_result(result), updated_at=now)
+    )
+    return outcome.rowcount == 1
+
+
+def record_idempotent(
+    conn: sa.Connection, *, key: str, tenant: object = None, result: Any = None, now: datetime
+) -> None:
+    """Record ``key`` as COMPLETED with its result, whether or not it was begun."""
+    table = schema.idempotency
+    offered = dialects.excluded(conn, table)
+    dialects.upsert(
+        conn,
+        table,
+        {
+            "key": key,
+            "tenant": tenant,
+            "status": COMPLETED,
+            "result": _result(result),
+            "created_at": now,
+            "updated_at": now,
+        },
+        conflict=["key"],
+        update={"status": COMPLETED, "result": offered.result, "updated_at": offered.updated_at},
+    )
+
+
+def _result(result: Any) -> Any:
+    return None if result is None else sanitize.sanitize_value(result)
+
+
+def journal(
+    conn: sa.Connection,
+    *,
+    operator: str,
+    action: str,
+    at: datetime,
+    tenant: object = None,
+    run_id: int | None = None,
+    resource: str | None = None,
+    record_id: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> int:
+    """Write an operator action to the journal; returns its id."""
+    table = schema.journal
+    result = conn.execute(
+        sa.insert(table)
+        .values(
+            at=at,
+            operator=sanitize.sanitize_text(operator, 200),
+            action=action,
+            tenant=tenant,
+            run_id=run_id,
+            resource=resource,
+            record_id=None if record_id is None else str(record_id),
+            detail=None if detail is None else sanitize.sanitize_fields(detail),
+        )
+        .returning(table.c.id)
+    )
+    return int(result.scalar_one())
+
+
+def journal_entries(
+    conn: sa.Connection,
+    *,
+    run_id: int | None = None,
+    tenant: object = None,
+    resource: str | None = None,
+    record_id: str | None = None,
+    operator: str | None = None,
+    limit: int = 100,
+) -> list[JournalRow]:
+    """Journal entries, oldest first, narrowed by any of the given fields."""
+    table = schema.journal
+    query = sa.select(table)
+    for column, value in (
+        (table.c.run_id, run_id),
+        (table.c.tenant, tenant),
+        (table.c.resource, resource),
+        (table.c.record_id, None if record_id is None else str(record_id)),
+        (table.c.operator, operator),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    rows = conn.execute(query.order_by(table.c.id).limit(limit))
+    return [
+        JournalRow(
+            id=int(row.id),
+            at=row.at,
+            operator=row.operator,
+            action=row.action,
+            tenant=row.tenant,
+            run_id=None if row.run_id is None else int(row.run_id),
+            resource=row.resource,
+            record_id=row.record_id,
+            detail=row.detail,
+        )
+        for row in rows
+    ]

@@ -1,0 +1,132 @@
+"""Creating and moving the engine's tables with Alembic, driven from code (no alembic.ini).
+
+``upgrade(engine)`` brings the tables to the newest revision (``flowrunner migrate
+up``); ``status(engine)`` says where they stand; ``ensure_current(engine)`` is what
+serving calls: it never migrates, it refuses with the command to run. Migrations
+are forward-only and keep their own version table, ``flowrunner_alembic_version``,
+beside any the application has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from flowrunner import errors
+from flowrunner.store import dialects
+
+VERSION_TABLE = "flowrunner_alembic_version"
+TABLE_PREFIX = "flowrunner_"
+MIGRATIONS = Path(__file__).with_name("migrations")
+UP_COMMAND = "flowrunner migrate up --app MODULE:ATTR"
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Alembic's filter: only flowrunner's own tables are compared or touched."""
+    if type_ == "table":
+        return name is not None and name.startswith(TABLE_PREFIX) and name != VERSION_TABLE
+    return True
+
+
+def alembic_config(connection: sa.Connection | None = None) -> Config:
+    """An Alembic configuration pointing at the migrations inside the installed package."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head() -> str:
+    """The newest revision this flowrunner knows."""
+    revision = _scripts().get_current_head()
+    assert revision is not None
+    return revision
+
+
+def current(conn: sa.Connection) -> str | None:
+    """The revision the database is at, or None before the first ``migrate up``."""
+    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    revision: str | None = context.get_current_revision()
+    return revision
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    """Where the engine's tables stand against this flowrunner's migrations."""
+
+    current: str | None
+    head: str
+    pending: tuple[str, ...]
+    # False when the database is at a revision this flowrunner does not know (a newer one).
+    known: bool = True
+
+    @property
+    def is_current(self) -> bool:
+        return self.known and self.current == self.head
+
+    def describe(self) -> str:
+        if not self.known:
+            return (
+                f"the flowrunner tables are at revision {self.current}, which this "
+                f"flowrunner does not know; upgrade flowrunner (it knows up to {self.head})"
+            )
+        if self.current is None:
+            return f"the flowrunner tables do not exist yet; run: {UP_COMMAND}"
+        if self.is_current:
+            return f"the flowrunner tables are current (revision {self.head})"
+        return (
+            f"the flowrunner tables are at revision {self.current}, behind {self.head} "
+            f"({len(self.pending)} migration(s) to apply); run: {UP_COMMAND}"
+        )
+
+
+def status(engine: sa.Engine) -> MigrationStatus:
+    """Read the database's revision and compare it with this flowrunner's newest."""
+    scripts = _scripts()
+    newest = head()
+    with engine.connect() as conn:
+        at = current(conn)
+    known_revisions = {script.revision for script in scripts.walk_revisions()}
+    if at is not None and at not in known_revisions:
+        return MigrationStatus(current=at, head=newest, pending=(), known=False)
+    pending = tuple(
+        script.revision
+        for script in reversed(list(scripts.iterate_revisions(newest, at or "base")))
+    )
+    return MigrationStatus(current=at, head=newest, pending=pending)
+
+
+def upgrade(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
+    """Apply every pending migration in one transaction; a current database is left alone.
+
+    Two deploys migrating at once take turns (an advisory lock on PostgreSQL, the
+    immediate transaction on SQLite); the second finds nothing left to do.
+    """
+    dialects.prepare_engine(engine)
+    with dialects.begin(engine) as conn:
+        dialects.lock_for_transaction(conn, "flowrunner:migrate")
+        command.upgrade(alembic_config(conn), revision)
+    return status(engine)
+
+
+def ensure_current(engine: sa.Engine) -> MigrationStatus:
+    """Refuse to serve unless the tables are at this flowrunner's newest revision.
+
+    Raises ``errors.SchemaOutdated`` whose message names the command to run.
+    """
+    found = status(engine)
+    if not found.is_current:
+        raise errors.SchemaOutdated(found.describe())
+    return found

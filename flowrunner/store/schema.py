@@ -1,0 +1,177 @@
+"""The engine's own tables: the one ``MetaData`` that migrations create and move.
+
+Every table holding tenant-owned data has a nullable ``tenant`` column; every
+timestamp is UTC (``UTCDateTime``); JSON is JSONB on PostgreSQL. A change here
+needs a new migration in ``flowrunner/store/migrations/versions`` — a test
+compares this metadata with the migrated schema on both databases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import sqltypes
+from flowrunner.store import dialects
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# What a run can be; `running` and `waiting` runs are not yet ended.
+RUN_STATUSES = ("running", "waiting", "done", "failed", "cancelled")
+OPEN_STATUSES = ("running", "waiting")
+
+Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite autoincrements INTEGER keys
+
+
+class TenantText(sa.types.TypeDecorator[str]):
+    """Text that takes any tenant key: an application's integer tenant ids are stored as
+    their text, on both databases, and compare equal to it in queries."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+        return None if value is None else str(value)
+
+
+def _tenant() -> sa.Column[str]:
+    return sa.Column("tenant", TenantText(), nullable=True)
+
+
+def _at(name: str, *, nullable: bool = False) -> sa.Column[object]:
+    return sa.Column(name, sqltypes.UTCDateTime(), nullable=nullable)
+
+
+runs = sa.Table(
+    "flowrunner_runs",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    _tenant(),
+    sa.Column("resource", sa.Text, nullable=False),
+    sa.Column("record_id", sa.Text, nullable=False),
+    sa.Column("flow_id", sa.Text, nullable=False),
+    sa.Column("flow_name", sa.Text, nullable=False),
+    # The "once per change" guard: created:<record>, updated:<uuid>, manual:<uuid>.
+    sa.Column("start_key", sa.Text, nullable=False),
+    sa.Column("snapshot", dialects.json_type(), nullable=False),
+    sa.Column("digest", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("state", dialects.json_type(), nullable=False),
+    # Incremented by every save; a save names the version it read.
+    sa.Column("version", sa.Integer, nullable=False),
+    _at("started_at"),
+    _at("updated_at"),
+    _at("ended_at", nullable=True),
+    sa.Column("error", dialects.json_type(), nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("started_by", sa.Text, nullable=True),
+    sa.UniqueConstraint("resource", "flow_id", "start_key"),
+    sa.Index(None, "resource", "record_id"),
+    sa.Index(None, "status"),
+)
+
+step_log = sa.Table(
+    "flowrunner_step_log",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("run_id", Id, nullable=False),
+    _tenant(),
+    _at("at"),
+    sa.Column("position", sa.Integer, nullable=True),
+    sa.Column("step_id", sa.Text, nullable=True),
+    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("kind", sa.Text, nullable=True),
+    sa.Column("pass", sa.Integer, nullable=True),
+    # started, done, waiting, woke, arrived, timed_out, failed, notice, set, command, ...
+    sa.Column("what", sa.Text, nullable=False),
+    sa.Column("detail", dialects.json_type(), nullable=True),
+    sa.Index(None, "run_id", "id"),
+)
+
+due = sa.Table(
+    "flowrunner_due",
+    metadata,
+    sa.Column("run_id", Id, primary_key=True, autoincrement=False),
+    _tenant(),
+    _at("due_at"),
+    # Bumped by every wake-up, so a worker finishing a claim can tell it was woken
+    # meanwhile and must not postpone the wake-up it did not see.
+    sa.Column("wakes", sa.Integer, nullable=False, server_default="0"),
+    sa.Index(None, "due_at"),
+    sa.Index(None, "tenant", "due_at"),
+)
+
+events = sa.Table(
+    "flowrunner_events",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    _tenant(),
+    sa.Column("resource", sa.Text, nullable=False),
+    sa.Column("record_id", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("payload", dialects.json_type(), nullable=False),
+    _at("at"),
+    sa.Index(None, "resource", "record_id", "id"),
+)
+
+notices = sa.Table(
+    "flowrunner_notices",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    _tenant(),
+    sa.Column("run_id", Id, nullable=False),
+    sa.Column("step_id", sa.Text, nullable=False),
+    sa.Column("pass", sa.Integer, nullable=False),
+    sa.Column("audience", sa.Text, nullable=False),
+    sa.Column("recipient", sa.Text, nullable=True),
+    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("email", sa.Boolean, nullable=False, server_default=sa.false()),
+    _at("at"),
+    _at("delivered_at", nullable=True),
+    # A replayed run tells nobody twice.
+    sa.UniqueConstraint("run_id", "step_id", "pass"),
+)
+
+leases = sa.Table(
+    "flowrunner_leases",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    _at("expires_at"),
+    # The fencing token: increases whenever a different owner acquires.
+    sa.Column("epoch", sa.Integer, nullable=False),
+)
+
+idempotency = sa.Table(
+    "flowrunner_idempotency",
+    metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    _tenant(),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("result", dialects.json_type(), nullable=True),
+    _at("created_at"),
+    _at("updated_at"),
+)
+
+journal = sa.Table(
+    "flowrunner_journal",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    _at("at"),
+    sa.Column("operator", sa.Text, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    _tenant(),
+    sa.Column("run_id", Id, nullable=True),
+    sa.Column("resource", sa.Text, nullable=True),
+    sa.Column("record_id", sa.Text, nullable=True),
+    sa.Column("detail", dialects.json_type(), nullable=True),
+    sa.Index(None, "run_id"),
+)

@@ -1,0 +1,103 @@
+"""``flowrunner migrate up|status`` through click's runner, on a SQLite file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from flowrunner.cli import cli
+from flowrunner.store import migrate
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'app.db'}"
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["migrate", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_status_of_an_empty_database(url: str) -> None:
+    code, out, _ = invoke("status", "--database", url)
+    assert code == 0
+    assert "do not exist yet" in out and "flowrunner migrate up" in out
+    assert f"pending: {migrate.head()}" in out
+    code, _, _ = invoke("status", "--database", url, "--check")
+    assert code == 1
+
+
+def test_up_then_up_again_is_a_no_op(url: str) -> None:
+    code, out, _ = invoke("up", "--database", url)
+    assert code == 0
+    assert out.strip() == f"migrated from nothing to {migrate.head()} (1 migration applied)"
+    code, out, _ = invoke("up", "--database", url)
+    assert code == 0
+    assert out.strip() == f"already current (revision {migrate.head()}); nothing to do"
+    code, out, _ = invoke("status", "--database", url, "--check")
+    assert code == 0
+    assert "current" in out
+    engine = sa.create_engine(url)
+    try:
+        assert migrate.status(engine).is_current
+    finally:
+        engine.dispose()
+
+
+def test_no_target_is_a_usage_error() -> None:
+    code, _, err = invoke("up")
+    assert code == 2
+    assert "give --app MODULE:ATTR or --database URL" in err
+
+
+def test_a_bad_url_is_one_line(tmp_path: Path) -> None:
+    code, out, err = invoke("status", "--database", "nosuchdb://x")
+    assert code == 1
+    assert err.startswith("Error: cannot use the database URL 'nosuchdb://x'")
+    assert "Traceback" not in out + err
+
+
+def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "app.db"
+    code, out, err = invoke("up", "--database", f"sqlite:///{missing}")
+    assert code == 1
+    assert err.startswith("Error: cannot reach the database:")
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in out + err
+
+
+def test_an_app_that_cannot_be_loaded_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "notanapp.py").write_text("runner = 42\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke("up", "--app", "notanapp:runner")
+    assert code == 1
+    assert "neither a FlowRunner nor a function returning one" in err
+    code, _, err = invoke("status", "--app", "no_such_module_here:runner")
+    assert code == 1
+    assert "cannot import" in err
+
+
+def test_up_through_the_applications_runner(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app's runner refuses to serve before `migrate up`, yet `migrate up` can load it."""
+    from flowrunner import app, errors
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    spec = "fixtures.purchase_orders.app:runner"
+    with pytest.raises(errors.SchemaOutdated, match="flowrunner migrate up"):
+        app.load_app(spec, database_url=url)
+    code, out, _ = invoke("up", "--app", spec, "--database", url)
+    assert code == 0, out
+    assert out.startswith("migrated from nothing to")
+    runner = app.load_app(spec, database_url=url)
+    try:
+        assert migrate.ensure_current(runner.engine).is_current
+    finally:
+        runner.engine.dispose()

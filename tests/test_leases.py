@@ -1,0 +1,191 @@
+"""Leases with fencing epochs, on real SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.store import dialects, leases, migrate
+from flowrunner.store import operations as ops
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+TTL = timedelta(seconds=30)
+
+
+@pytest.fixture
+def engine(any_engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(any_engine)
+    return any_engine
+
+
+def acquire(engine: sa.Engine, owner: str, now: datetime, name: str = "run:1") -> int | None:
+    with dialects.begin(engine) as conn:
+        return leases.acquire_lease(conn, name=name, owner=owner, now=now, ttl=TTL)
+
+
+def check(engine: sa.Engine, owner: str, epoch: int, name: str = "run:1") -> None:
+    with dialects.begin(engine) as conn:
+        leases.check_lease(conn, name=name, owner=owner, epoch=epoch)
+
+
+def holder(engine: sa.Engine, name: str = "run:1") -> tuple[str, int, datetime] | None:
+    with engine.connect() as conn:
+        return leases.lease_holder(conn, name=name)
+
+
+def test_acquire_when_missing_then_renew_when_ours(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    assert acquire(engine, "A", T0 + timedelta(seconds=10)) == 1
+    assert holder(engine) == ("A", 1, T0 + timedelta(seconds=40))
+
+
+def test_another_owner_is_refused_while_the_lease_runs(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    assert acquire(engine, "B", T0 + timedelta(seconds=29)) is None
+    assert holder(engine) == ("A", 1, T0 + TTL)
+
+
+def test_takeover_after_expiry_bumps_the_epoch(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    assert acquire(engine, "B", T0 + TTL) == 2
+    assert acquire(engine, "A", T0 + 2 * TTL) == 3
+    # Renewing one's own lease keeps the epoch.
+    assert acquire(engine, "A", T0 + 2 * TTL + timedelta(seconds=1)) == 3
+
+
+def test_a_paused_worker_is_fenced_off_after_a_takeover(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = ops.insert_run(
+            conn,
+            tenant=None,
+            resource="po",
+            record_id="1",
+            flow_id="f1",
+            flow_name="Approve",
+            start_key="created:1",
+            snapshot={},
+            digest="d",
+            state={"at": 1},
+            now=T0,
+        )
+    assert run_id is not None
+    name = leases.run_lease(run_id)
+    epoch_a = acquire(engine, "A", T0, name)
+    assert epoch_a == 1
+    with engine.connect() as conn:
+        read_by_a = ops.load_run(conn, run_id)
+    # A pauses past its lease; B takes the run over and moves it on.
+    epoch_b = acquire(engine, "B", T0 + TTL + timedelta(seconds=1), name)
+    assert epoch_b == 2
+    with dialects.begin(engine) as conn:
+        leases.check_lease(conn, name=name, owner="B", epoch=2)
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=read_by_a.version,
+            state={"at": 2},
+            status="waiting",
+            now=T0 + TTL,
+        )
+    # A wakes up and tries to write: both fences refuse it.
+    with pytest.raises(errors.LeaseLost, match="no longer held by A"):
+        check(engine, "A", 1, name)
+    with pytest.raises(errors.LeaseLost), dialects.begin(engine) as conn:
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=read_by_a.version,
+            state={"at": "late"},
+            status="running",
+            now=T0 + 2 * TTL,
+        )
+    with engine.connect() as conn:
+        assert ops.load_run(conn, run_id).state == {"at": 2}
+
+
+def test_an_expired_lease_nobody_took_still_lets_its_owner_write(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    check(engine, "A", 1)  # long past T0 + TTL, but no one else took it
+
+
+def test_refresh_extends_only_our_own_lease(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    with dialects.begin(engine) as conn:
+        later = T0 + timedelta(seconds=20)
+        assert leases.refresh_lease(conn, name="run:1", owner="A", epoch=1, now=later, ttl=TTL)
+        assert not leases.refresh_lease(conn, name="run:1", owner="B", epoch=1, now=later, ttl=TTL)
+        assert not leases.refresh_lease(conn, name="run:1", owner="A", epoch=7, now=later, ttl=TTL)
+    assert holder(engine) == ("A", 1, T0 + timedelta(seconds=50))
+    assert acquire(engine, "B", T0 + timedelta(seconds=45)) is None
+
+
+def test_release_frees_the_lease_at_once_and_keeps_the_epoch_growing(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    with dialects.begin(engine) as conn:
+        assert not leases.release_lease(conn, name="run:1", owner="B", epoch=1)
+        assert leases.release_lease(conn, name="run:1", owner="A", epoch=1)
+    assert acquire(engine, "B", T0 + timedelta(seconds=1)) == 2
+
+
+def test_an_operator_can_expire_a_lease(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    with dialects.begin(engine) as conn:
+        assert leases.expire_lease(conn, name="run:1", now=T0 + timedelta(seconds=5))
+    assert acquire(engine, "B", T0 + timedelta(seconds=5)) == 2
+    with pytest.raises(errors.LeaseLost):
+        check(engine, "A", 1)
+
+
+def test_forgetting_a_lease_deletes_it(engine: sa.Engine) -> None:
+    assert acquire(engine, "A", T0) == 1
+    with dialects.begin(engine) as conn:
+        leases.forget_lease(conn, name="run:1")
+    assert holder(engine) is None
+
+
+@pytest.mark.parametrize("lease", ["expired", "missing"])
+def test_racing_owners_get_the_lease_once(engine: sa.Engine, lease: str) -> None:
+    """Eight threads, each on its own connection, try to take one lease at once."""
+    if lease == "expired":
+        assert acquire(engine, "old", T0) == 1
+    later = T0 + TTL
+    barrier = threading.Barrier(8)
+    won: list[tuple[str, int | None]] = []
+    failures: list[BaseException] = []
+
+    def contend(owner: str) -> None:
+        try:
+            barrier.wait()
+            won.append((owner, acquire(engine, owner, later)))
+        except BaseException as exc:  # surfaced below: a thread must not hide a failure
+            failures.append(exc)
+
+    threads = [threading.Thread(target=contend, args=(f"w{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    winners = [(owner, epoch) for owner, epoch in won if epoch is not None]
+    epoch = 2 if lease == "expired" else 1
+    assert winners == [(winners[0][0], epoch)]
+    assert holder(engine) == (winners[0][0], epoch, later + TTL)
+
+
+def test_owner_ids_are_new_in_every_process() -> None:
+    code = "from flowrunner.store import leases; print(leases.new_owner_id())"
+    ids = [
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert ids[0] != ids[1]
+    assert all(i.startswith("worker:") for i in ids)
+    assert leases.new_owner_id("cli") != leases.new_owner_id("cli")

@@ -1,0 +1,156 @@
+"""The engine's migrations: a migrated schema equals the metadata, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from flowrunner import errors
+from flowrunner.store import migrate, schema
+
+
+def differences(engine: sa.Engine) -> list[Any]:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"include_name": migrate.include_name, "compare_type": True}
+        )
+        return list(compare_metadata(context, schema.metadata))
+
+
+def shape(engine: sa.Engine) -> dict[str, Any]:
+    """Tables, columns (name, type class, nullability), keys and indexes, as reflected."""
+    inspector = sa.inspect(engine)
+    found: dict[str, Any] = {}
+    for table in sorted(inspector.get_table_names()):
+        if not table.startswith("flowrunner_") or table == migrate.VERSION_TABLE:
+            continue
+        found[table] = {
+            "columns": [
+                (c["name"], type(c["type"]).__name__, c["nullable"])
+                for c in inspector.get_columns(table)
+            ],
+            "pk": inspector.get_pk_constraint(table)["constrained_columns"],
+            "unique": sorted(
+                (u["name"], tuple(u["column_names"]))
+                for u in inspector.get_unique_constraints(table)
+            ),
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                for i in inspector.get_indexes(table)
+                # PostgreSQL reports unique constraints as indexes too.
+                if i["name"] not in {u["name"] for u in inspector.get_unique_constraints(table)}
+            ),
+        }
+    return found
+
+
+def test_a_migrated_schema_has_no_differences_from_the_metadata(any_engine: sa.Engine) -> None:
+    migrate.upgrade(any_engine)
+    assert differences(any_engine) == []
+
+
+def test_a_fresh_schema_equals_a_migrated_one(any_engine: sa.Engine) -> None:
+    migrate.upgrade(any_engine)
+    migrated = shape(any_engine)
+    assert set(migrated) == {table.name for table in schema.metadata.sorted_tables}
+    with any_engine.begin() as conn:
+        schema.metadata.drop_all(conn)
+    with any_engine.begin() as conn:
+        schema.metadata.create_all(conn)
+    assert shape(any_engine) == migrated
+
+
+def test_an_empty_database_is_refused_with_the_command_to_run(any_engine: sa.Engine) -> None:
+    found = migrate.status(any_engine)
+    assert found.current is None and not found.is_current
+    assert found.pending == (migrate.head(),)
+    with pytest.raises(errors.SchemaOutdated, match="flowrunner migrate up --app MODULE:ATTR"):
+        migrate.ensure_current(any_engine)
+
+
+def test_upgrade_makes_it_current(any_engine: sa.Engine) -> None:
+    after = migrate.upgrade(any_engine)
+    assert after.is_current and after.current == migrate.head() and after.pending == ()
+    assert migrate.ensure_current(any_engine).is_current
+    assert "current" in after.describe()
+
+
+def test_upgrading_twice_changes_nothing_and_keeps_data(any_engine: sa.Engine) -> None:
+    migrate.upgrade(any_engine)
+    with any_engine.begin() as conn:
+        conn.execute(
+            sa.insert(schema.journal).values(
+                at=sa.func.current_timestamp(), operator="ann", action="start"
+            )
+        )
+    before = shape(any_engine)
+    again = migrate.upgrade(any_engine)
+    assert again.is_current
+    assert shape(any_engine) == before
+    with any_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(schema.journal)).scalar() == 1
+
+
+def test_a_revision_this_flowrunner_does_not_know_is_refused(any_engine: sa.Engine) -> None:
+    migrate.upgrade(any_engine)
+    with any_engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = '9999'"))
+    found = migrate.status(any_engine)
+    assert not found.known and not found.is_current
+    with pytest.raises(errors.SchemaOutdated, match="upgrade flowrunner"):
+        migrate.ensure_current(any_engine)
+
+
+def test_a_database_behind_is_described_with_what_is_pending() -> None:
+    behind = migrate.MigrationStatus(current="0001", head="0003", pending=("0002", "0003"))
+    assert not behind.is_current
+    assert behind.describe() == (
+        "the flowrunner tables are at revision 0001, behind 0003 (2 migration(s) to apply); "
+        "run: flowrunner migrate up --app MODULE:ATTR"
+    )
+
+
+def test_the_applications_own_alembic_and_tables_are_left_alone(any_engine: sa.Engine) -> None:
+    with any_engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+        conn.execute(sa.text("INSERT INTO alembic_version VALUES ('app_rev_7')"))
+        conn.execute(sa.text("CREATE TABLE purchase_order (id INTEGER PRIMARY KEY)"))
+    migrate.upgrade(any_engine)
+    with any_engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() == (
+            "app_rev_7"
+        )
+    # The application's tables are not flowrunner's to compare (or drop).
+    assert differences(any_engine) == []
+
+
+def test_migrations_are_found_inside_the_package() -> None:
+    assert (migrate.MIGRATIONS / "env.py").is_file()
+    assert migrate.MIGRATIONS.parent.name == "store"
+    assert migrate.alembic_config().get_main_option("script_location") == str(migrate.MIGRATIONS)
+
+
+def test_deploys_migrating_at_once_take_turns(any_engine: sa.Engine) -> None:
+    barrier = threading.Barrier(3)
+    failures: list[BaseException] = []
+
+    def deploy() -> None:
+        try:
+            barrier.wait()
+            migrate.upgrade(any_engine)
+        except BaseException as exc:  # surfaced below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=deploy) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert migrate.status(any_engine).is_current
+    assert differences(any_engine) == []

@@ -1,0 +1,321 @@
+"""The due-work index: claims under leases, wake-ups, tenant fairness, concurrent claimers."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flowrunner.store import dialects, due, leases, migrate, schema
+from flowrunner.store import operations as ops
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+TTL = timedelta(minutes=5)
+
+
+@pytest.fixture
+def engine(any_engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(any_engine)
+    return any_engine
+
+
+def new_run(
+    conn: sa.Connection,
+    record_id: str,
+    *,
+    tenant: str | None = None,
+    status: str = "waiting",
+    due_at: datetime | None = None,
+) -> int:
+    run_id = ops.insert_run(
+        conn,
+        tenant=tenant,
+        resource="po",
+        record_id=record_id,
+        flow_id="f1",
+        flow_name="Approve",
+        start_key=f"created:{record_id}",
+        snapshot={},
+        digest="d",
+        state={},
+        status=status,
+        now=T0,
+    )
+    assert run_id is not None
+    if due_at is not None:
+        ops.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant)
+    return run_id
+
+
+def due_at(engine: sa.Engine, run_id: int) -> datetime | None:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(schema.due.c.due_at).where(schema.due.c.run_id == run_id)
+        ).scalar_one_or_none()
+
+
+def claim(engine: sa.Engine, owner: str, now: datetime = T0, limit: int = 10) -> list[due.Claim]:
+    return ops.claim_due(engine, now=now, owner=owner, limit=limit, ttl=TTL)
+
+
+def test_set_due_and_next_due(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        first = new_run(conn, "1", due_at=T0 + timedelta(hours=1))
+        new_run(conn, "2", due_at=T0 + timedelta(hours=2))
+        assert ops.next_due(conn) == T0 + timedelta(hours=1)
+        assert ops.due_count(conn, now=T0 + timedelta(hours=1)) == 1
+        ops.set_due(conn, run_id=first, due_at=None)
+        assert ops.next_due(conn) == T0 + timedelta(hours=2)
+        ops.set_due(conn, run_id=first, due_at=T0)
+        assert ops.due_count(conn, now=T0 + timedelta(hours=3)) == 2
+
+
+def test_only_due_runs_are_claimed_and_held_until_the_lease_runs_out(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        now_run = new_run(conn, "1", due_at=T0)
+        new_run(conn, "2", due_at=T0 + timedelta(minutes=1))
+    claims = claim(engine, "A")
+    assert [(c.run_id, c.epoch, c.due_at) for c in claims] == [(now_run, 1, T0)]
+    assert due_at(engine, now_run) == T0 + TTL
+    with engine.connect() as conn:
+        assert leases.lease_holder(conn, name=f"run:{now_run}") == ("A", 1, T0 + TTL)
+    # Claimed work is not handed out twice ...
+    assert [c.run_id for c in claim(engine, "B", T0 + timedelta(seconds=59))] == []
+    # ... until its worker is presumed dead: then another takes it over at a new epoch.
+    taken = claim(engine, "B", T0 + TTL)
+    assert {(c.run_id, c.epoch) for c in taken} == {(now_run, 2), (now_run + 1, 1)}
+
+
+def test_a_run_leased_elsewhere_is_skipped_until_that_lease_runs_out(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = new_run(conn, "1", due_at=T0)
+        leases.acquire_lease(
+            conn, name=f"run:{run_id}", owner="operator", now=T0, ttl=timedelta(minutes=1)
+        )
+    assert claim(engine, "A") == []
+    assert due_at(engine, run_id) == T0 + timedelta(minutes=1)
+    assert [c.run_id for c in claim(engine, "A", T0 + timedelta(minutes=1))] == [run_id]
+
+
+def test_wake_record_makes_open_runs_due_now(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        waiting = new_run(conn, "7", due_at=T0 + timedelta(days=2))
+        early = ops.insert_run(
+            conn,
+            tenant=None,
+            resource="po",
+            record_id="7",
+            flow_id="f2",
+            flow_name="Other",
+            start_key="created:7",
+            snapshot={},
+            digest="d",
+            state={},
+            now=T0,
+        )
+        assert early is not None
+        ops.set_due(conn, run_id=early, due_at=T0 - timedelta(hours=1))
+        ended = ops.insert_run(
+            conn,
+            tenant=None,
+            resource="po",
+            record_id="7",
+            flow_id="f3",
+            flow_name="Done",
+            start_key="created:7",
+            snapshot={},
+            digest="d",
+            state={},
+            status="done",
+            now=T0,
+        )
+        other_record = new_run(conn, "8")
+        woken = ops.wake_record(conn, resource="po", record_id="7", now=T0)
+    assert woken == [waiting, early]
+    assert due_at(engine, waiting) == T0
+    assert due_at(engine, early) == T0 - timedelta(hours=1)  # an earlier time is kept
+    assert ended is not None and due_at(engine, ended) is None
+    assert due_at(engine, other_record) is None
+
+
+def test_a_wake_during_a_claim_is_not_lost(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = new_run(conn, "1", due_at=T0)
+    (mine,) = claim(engine, "A")
+    # While A works, an event arrives and wakes the record.
+    with dialects.begin(engine) as conn:
+        ops.wake_record(conn, resource="po", record_id="1", now=T0 + timedelta(seconds=5))
+    # A finishes, planning nothing more: the wake it did not see keeps the run due.
+    with dialects.begin(engine) as conn:
+        assert not ops.set_due(conn, run_id=run_id, due_at=None, claim=mine)
+    assert due_at(engine, run_id) == T0
+    with dialects.begin(engine) as conn:
+        leases.release_lease(conn, name=f"run:{run_id}", owner="A", epoch=mine.epoch)
+    (again,) = claim(engine, "A", T0 + timedelta(seconds=6))
+    # Without a wake in between, the claimant's plan is applied.
+    with dialects.begin(engine) as conn:
+        assert ops.set_due(conn, run_id=run_id, due_at=T0 + timedelta(days=1), claim=again)
+    assert due_at(engine, run_id) == T0 + timedelta(days=1)
+
+
+def test_no_tenants_backlog_holds_up_another(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        for i in range(50):  # a big, older backlog
+            new_run(conn, f"a{i}", tenant="acme", due_at=T0 - timedelta(hours=1, seconds=i))
+        for i in range(3):
+            new_run(conn, f"b{i}", tenant="bolt", due_at=T0)
+        for i in range(4):
+            new_run(conn, f"c{i}", tenant="cora", due_at=T0 - timedelta(minutes=1))
+    claims = claim(engine, "A", limit=9)
+    by_tenant = Counter(c.tenant for c in claims)
+    assert by_tenant == {"acme": 3, "bolt": 3, "cora": 3}
+    # The oldest of each tenant go first.
+    acme = sorted(c.due_at for c in claims if c.tenant == "acme")
+    assert acme == [T0 - timedelta(hours=1, seconds=s) for s in (49, 48, 47)]
+    # When other tenants run out, the rest of the slots go to who still has work.
+    more = Counter(c.tenant for c in claim(engine, "A", limit=10))
+    assert more == {"acme": 9, "cora": 1}
+
+
+def test_a_tenant_alone_gets_every_slot_and_a_tenant_can_be_claimed_alone(
+    engine: sa.Engine,
+) -> None:
+    with dialects.begin(engine) as conn:
+        for i in range(12):
+            new_run(conn, f"a{i}", tenant="acme", due_at=T0)
+        new_run(conn, "b", tenant="bolt", due_at=T0)
+    only_bolt = ops.claim_due(engine, now=T0, owner="A", limit=5, ttl=TTL, tenant="bolt")
+    assert [c.tenant for c in only_bolt] == ["bolt"]
+    assert len(claim(engine, "A", limit=10)) == 10
+
+
+def test_concurrent_claimers_never_claim_the_same_run(engine: sa.Engine) -> None:
+    """Four workers, each on its own connection, drain 120 due runs at the same moment."""
+    with dialects.begin(engine) as conn:
+        runs = [
+            new_run(conn, str(i), tenant=f"t{i % 3}", due_at=T0 - timedelta(seconds=i))
+            for i in range(120)
+        ]
+    barrier = threading.Barrier(4)
+    claimed: dict[str, list[int]] = {}
+    failures: list[BaseException] = []
+
+    def work(owner: str) -> None:
+        mine: list[int] = []
+        try:
+            barrier.wait()
+            while batch := claim(engine, owner, limit=7):
+                mine.extend(c.run_id for c in batch)
+        except BaseException as exc:  # surfaced below
+            failures.append(exc)
+        claimed[owner] = mine
+
+    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    everything = [run_id for ids in claimed.values() for run_id in ids]
+    assert len(everything) == len(set(everything))
+    assert sorted(everything) == sorted(runs)
+    with engine.connect() as conn:
+        owners = {row.name: row.owner for row in conn.execute(sa.select(schema.leases)).all()}
+    for owner, ids in claimed.items():
+        assert all(owners[f"run:{run_id}"] == owner for run_id in ids)
+
+
+def test_claiming_nothing(engine: sa.Engine) -> None:
+    assert claim(engine, "A") == []
+    assert ops.claim_due(engine, now=T0, owner="A", limit=0, ttl=TTL) == []
+    with engine.connect() as conn:
+        assert ops.next_due(conn) is None
+
+
+def test_a_claimer_passes_by_a_run_whose_worker_is_mid_transaction(pg_engine: sa.Engine) -> None:
+    """A worker holds its lease row (checked) and will write its due row; a claimer must
+    not wait on that lease while holding the due row, or the two would deadlock."""
+    migrate.upgrade(pg_engine)
+    with pg_engine.connect() as conn:
+        schema_name = conn.execute(sa.text("SELECT current_schema()")).scalar()
+    # A safety net, not a timing assertion: a regression fails here instead of hanging.
+    claimer = sa.create_engine(
+        pg_engine.url, connect_args={"options": f"-csearch_path={schema_name} -clock_timeout=10s"}
+    )
+    try:
+        with dialects.begin(pg_engine) as conn:
+            run_id = new_run(conn, "1", due_at=T0)
+        (first,) = claim(pg_engine, "A")
+        with dialects.begin(pg_engine) as conn:  # woken while A works
+            ops.wake_record(conn, resource="po", record_id="1", now=T0)
+        with dialects.begin(pg_engine) as worker:
+            leases.check_lease(worker, name=f"run:{run_id}", owner="A", epoch=first.epoch)
+            assert ops.claim_due(claimer, now=T0, owner="B", limit=5, ttl=TTL) == []
+            ops.set_due(worker, run_id=run_id, due_at=None, claim=first)
+        assert due_at(pg_engine, run_id) == T0  # the wake is kept for the next claim
+    finally:
+        claimer.dispose()
+
+
+def explain(conn: sa.Connection, query: sa.Select[Any]) -> str:
+    compiled = query.compile(conn)
+    if conn.dialect.name == "sqlite":
+        values = tuple(
+            v.strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v
+            for v in (compiled.params[name] for name in compiled.positiontup or ())
+        )
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), values)
+        return "\n".join(str(row[-1]) for row in rows)
+    rows = conn.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params)
+    return "\n".join(str(row[0]) for row in rows)
+
+
+def test_finding_due_work_searches_the_due_at_index(engine: sa.Engine) -> None:
+    """What is due is found by a range search, so its cost follows the due, not the waiting."""
+    with dialects.begin(engine) as conn:
+        for i in range(3000):  # waiting far ahead
+            ops.set_due(
+                conn, run_id=i, due_at=T0 + timedelta(days=30, seconds=i), tenant=f"t{i % 5}"
+            )
+        for i in range(3000, 3003):
+            ops.set_due(conn, run_id=i, due_at=T0, tenant="t0")
+        conn.execute(sa.text("ANALYZE"))
+    query = due.fair_candidates_query(now=T0, limit=10, tenant=None)
+    with engine.connect() as conn:
+        plan = explain(conn, query)
+    assert "ix_flowrunner_due_due_at" in plan, plan
+    assert "SCAN flowrunner_due" not in plan and "Seq Scan on flowrunner_due" not in plan, plan
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+@given(
+    backlogs=st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=5),
+    limit=st.integers(min_value=1, max_value=20),
+)
+def test_every_tenant_gets_its_share_of_the_slots(
+    engine: sa.Engine, backlogs: list[int], limit: int
+) -> None:
+    with dialects.begin(engine) as conn:
+        conn.execute(sa.delete(schema.due))
+        conn.execute(sa.delete(schema.leases))
+        run_id = 0
+        for index, backlog in enumerate(backlogs):
+            for age in range(backlog):
+                run_id += 1
+                # Earlier tenants' work is older, so age alone would starve the later ones.
+                moment = T0 - timedelta(days=len(backlogs) - index, seconds=age)
+                ops.set_due(conn, run_id=run_id, due_at=moment, tenant=f"t{index}")
+    claims = ops.claim_due(engine, now=T0, owner="A", limit=limit, ttl=TTL)
+    got = Counter(c.tenant for c in claims)
+    waiting = {f"t{i}": n for i, n in enumerate(backlogs) if n}
+    assert len(claims) == min(limit, sum(backlogs))
+    assert len({c.run_id for c in claims}) == len(claims)
+    share = limit // len(waiting) if waiting else 0
+    for tenant, backlog in waiting.items():
+        assert got[tenant] >= min(backlog, share), (tenant, got)

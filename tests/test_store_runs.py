@@ -1,0 +1,189 @@
+"""Runs and their history: once per start key, optimistic saves, sanitized errors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.store import dialects, migrate
+from flowrunner.store import operations as ops
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine(any_engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(any_engine)
+    return any_engine
+
+
+def start(conn: sa.Connection, **overrides: Any) -> int | None:
+    values: dict[str, Any] = {
+        "tenant": None,
+        "resource": "po",
+        "record_id": "42",
+        "flow_id": "7",
+        "flow_name": "Approve",
+        "start_key": "created:42",
+        "snapshot": {"flow": {"name": "Approve"}, "steps": [{"kind": "wait"}]},
+        "digest": "abc",
+        "state": {},
+        "now": T0,
+        "started_by": "automation",
+    }
+    values.update(overrides)
+    return ops.insert_run(conn, **values)
+
+
+def test_a_flow_starts_once_per_start_key(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        first = start(conn)
+        assert first is not None
+        assert start(conn) is None
+        other_flow = start(conn, flow_id="8")
+        other_change = start(conn, start_key="updated:1b2c")
+        other_resource = start(conn, resource="ticket")
+    assert len({first, other_flow, other_change, other_resource}) == 4
+
+
+def test_a_run_reads_back_as_written(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, tenant="acme")
+    assert run_id is not None
+    with engine.connect() as conn:
+        run = ops.load_run(conn, run_id)
+    assert run.id == run_id and run.tenant == "acme" and run.record_id == "42"
+    assert run.snapshot == {"flow": {"name": "Approve"}, "steps": [{"kind": "wait"}]}
+    assert run.status == "running" and run.version == 1 and not run.ended
+    assert run.started_at == T0 and run.started_at.tzinfo is not None
+    assert run.ended_at is None and run.error is None and run.started_by == "automation"
+
+
+def test_a_run_started_broken_is_ended(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, status="failed", reason="step 'Ask' at position 2: no such kind")
+        assert run_id is not None
+        run = ops.load_run(conn, run_id)
+    assert run.ended and run.ended_at == T0
+    assert run.reason == "step 'Ask' at position 2: no such kind"
+
+
+def test_a_missing_run_is_an_operator_error(engine: sa.Engine) -> None:
+    with engine.connect() as conn:
+        assert ops.find_run(conn, 999) is None
+        with pytest.raises(errors.OperatorError, match="there is no run 999"):
+            ops.load_run(conn, 999)
+
+
+def test_saves_are_optimistic(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = start(conn)
+    assert run_id is not None
+    with dialects.begin(engine) as conn:
+        version = ops.save_run(
+            conn, run_id, expected_version=1, state={"p": 1}, status="waiting", now=T0
+        )
+    assert version == 2
+    with (
+        pytest.raises(errors.LeaseLost, match="changed since version 1"),
+        dialects.begin(engine) as conn,
+    ):
+        ops.save_run(conn, run_id, expected_version=1, state={"p": 9}, status="done", now=T0)
+    with engine.connect() as conn:
+        run = ops.load_run(conn, run_id)
+    assert (run.version, run.state, run.status) == (2, {"p": 1}, "waiting")
+
+
+def test_ending_records_the_end_once_and_a_retry_reopens(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = start(conn)
+        assert run_id is not None
+        failed_at = T0 + timedelta(hours=1)
+        error = {"code": "command_failed", "message": "boom\nsecret=xyz", "password": "p"}
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=1,
+            state={},
+            status="failed",
+            now=failed_at,
+            error=error,
+            reason="the command failed",
+        )
+        run = ops.load_run(conn, run_id)
+        assert run.ended_at == failed_at
+        assert run.error == {
+            "code": "command_failed",
+            "message": "boom secret=[redacted]",
+            "password": "[redacted]",
+        }
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=2,
+            state={},
+            status="failed",
+            now=failed_at + timedelta(1),
+        )
+        assert ops.load_run(conn, run_id).ended_at == failed_at
+        ops.save_run(conn, run_id, expected_version=3, state={}, status="running", now=T0)
+        reopened = ops.load_run(conn, run_id)
+    assert reopened.ended_at is None and reopened.error is None and not reopened.ended
+
+
+def test_an_unknown_status_is_refused(engine: sa.Engine) -> None:
+    with pytest.raises(ValueError, match="status"), dialects.begin(engine) as conn:
+        start(conn, status="paused")
+
+
+def test_runs_for_a_record_and_lists(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        a = start(conn, tenant="acme")
+        b = start(conn, tenant="acme", flow_id="8", status="done")
+        start(conn, tenant="bolt", record_id="43", start_key="created:43")
+        mine = ops.runs_for_record(conn, resource="po", record_id="42", tenant="acme")
+        assert [r.id for r in mine] == [a, b]
+        assert ops.runs_for_record(conn, resource="po", record_id="42", tenant="bolt") == []
+        assert [r.id for r in ops.list_runs(conn, status="done")] == [b]
+        assert [r.id for r in ops.list_runs(conn, tenant="acme")] == [b, a]
+        assert [r.id for r in ops.list_runs(conn, limit=1, before_id=b)] == [a]
+
+
+def test_history_is_kept_in_order_and_sanitized(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, tenant="acme")
+        assert run_id is not None
+        ops.append_log(
+            conn, run_id=run_id, at=T0, what="started", position=1, step_id="s1", kind="wait"
+        )
+        ops.append_log(
+            conn,
+            run_id=run_id,
+            at=T0 + timedelta(minutes=1),
+            what="failed",
+            position=1,
+            step_id="s1",
+            title="Ask",
+            kind="approval",
+            pass_=2,
+            detail={"error": "card 4111111111111111\nrefused", "token": "t0k"},
+        )
+        history = ops.run_history(conn, run_id)
+    assert [line.what for line in history] == ["started", "failed"]
+    assert history[0].tenant == "acme"  # taken from the run
+    assert history[1].pass_ == 2 and history[1].title == "Ask"
+    assert history[1].detail == {"error": "card [card ****1111] refused", "token": "[redacted]"}
+
+
+def test_integer_tenants_are_kept_as_text_and_found_either_way(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, tenant=7)
+        assert ops.load_run(conn, run_id or 0).tenant == "7"
+        assert [r.id for r in ops.runs_for_record(conn, resource="po", record_id="42", tenant=7)]
+        assert [r.id for r in ops.list_runs(conn, tenant="7")] == [run_id]
+        ops.set_due(conn, run_id=run_id or 0, due_at=T0, tenant=7)
+        assert ops.due_count(conn, now=T0, tenant=7) == 1
