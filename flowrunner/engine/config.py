@@ -1,0 +1,58 @@
+"""What the interpreter knows about the application: its columns, kinds, events and limits.
+
+The runner builds one ``EngineConfig`` from the binding; the interpreter reads it and
+nothing else about the application, so it stays pure and testable without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta, tzinfo
+
+from flowrunner import query
+
+
+@dataclass(frozen=True)
+class KindConfig:
+    """An application kind of step: the command it runs and what it then waits for."""
+
+    name: str
+    command: str
+    inputs: tuple[str, ...] = ()
+    wait_for: str | None = None
+    remind: str | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a failing command is tried again: exponential backoff with a cap.
+
+    Attempt ``n`` (1-based) that fails waits ``min(cap, base * factor ** (n - 1))``
+    before attempt ``n + 1``; after ``max_attempts`` the step fails.
+    """
+
+    max_attempts: int = 5
+    base: timedelta = timedelta(seconds=10)
+    factor: float = 2.0
+    cap: timedelta = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything about the binding the interpreter needs (built by the runner).
+
+    ``columns`` are the resource's columns and their types; ``events`` maps an event
+    name to the payload field naming the record; ``audiences`` are the notify rules'
+    audiences; ``max_moves`` bounds the positions a run may enter (a loop guard);
+    ``timezone`` is the wall clock that day arithmetic follows.
+    """
+
+    columns: Mapping[str, query.ColumnType] = field(default_factory=dict)
+    kinds: Mapping[str, KindConfig] = field(default_factory=dict)
+    events: Mapping[str, str] = field(default_factory=dict)
+    audiences: frozenset[str] = frozenset()
+    set_columns: frozenset[str] = frozenset()
+    max_moves: int = 1000
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timezone: tzinfo | None = None

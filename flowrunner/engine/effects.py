@@ -1,0 +1,75 @@
+"""What an advance asks the driver to do, in order, inside the run's transaction.
+
+Effects are plain frozen values: the interpreter decides, the worker applies. Every
+advance ends with exactly one ``Wake`` saying when the run is next due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SetField:
+    """Write ``value`` (already resolved to its Python value) to the record's ``field``."""
+
+    step_id: Any
+    field: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Tell ``audience`` the ``message``; the driver writes one notice per (run, step, pass)."""
+
+    step_id: Any
+    pass_: int
+    audience: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    """Run an application command in the step's transaction, then advance with its result.
+
+    ``key`` is stable across retries of one pass (``step-7/pass-1``, or
+    ``step-7/pass-1/remind-2`` for a reminder); the driver prefixes the run id to make
+    the idempotency key. ``reminder`` is the reminder's number, or ``None`` for the
+    kind's own command.
+    """
+
+    key: str
+    step_id: Any
+    pass_: int
+    kind: str
+    command: str
+    inputs: Mapping[str, Any]
+    attempt: int
+    reminder: int | None = None
+
+
+@dataclass(frozen=True)
+class Log:
+    """One history line: ``what`` happened at a step (started, done, waiting, failed, ...)."""
+
+    position: int | None
+    step_id: Any
+    title: str | None
+    kind: str | None
+    pass_: int | None
+    what: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Wake:
+    """When the run is next due; ``None`` when only an event, a record change or an
+    operator can move it (or it has ended)."""
+
+    at: datetime | None
+
+
+Effect = SetField | Notify | RunCommand | Log | Wake

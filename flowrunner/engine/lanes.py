@@ -1,0 +1,304 @@
+"""How each kind of step runs as a lane: begin, answers, events and the passing of time.
+
+Every function takes the advance's ``Turn`` and one (step, lane) pair and moves the
+lane along the transition table. Readers in ``reading`` raise ``Broken`` for a step
+that cannot run; the interpreter turns that into a failed run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from flowrunner import durations, snapshot
+from flowrunner.engine import effects, happened, reading, retry, state
+from flowrunner.engine.turn import Turn
+
+BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
+
+
+def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    """Start a ready lane: do what is done at once, or start waiting or commanding."""
+    lane.started_at = turn.now
+    lane.since_event_id = turn.horizon
+    turn.log("started", "", step, lane)
+    if step.kind == "set":
+        name, value = reading.set_value(step, turn.cfg, turn.now)
+        turn.effects.append(effects.SetField(step_id=step.id, field=name, value=value))
+        turn.working_record()[name] = value
+        turn.log("set", f"{name} = {value}", step, lane)
+        turn.finish(step, lane, "done")
+    elif step.kind == "notify":
+        audience, message = reading.notice(step, turn.cfg)
+        turn.effects.append(
+            effects.Notify(step_id=step.id, pass_=lane.pass_, audience=audience, message=message)
+        )
+        turn.log("notice", audience, step, lane)
+        turn.finish(step, lane, "done")
+    elif step.kind == "branch":
+        _branch(turn, step, lane)
+    elif step.kind == "wait":
+        length = reading.duration(step)
+        if length is None:
+            raise reading.Broken(step, "its duration is empty")
+        lane.timer = length.add_to(turn.now, turn.cfg.timezone)
+        _start_waiting(turn, step, lane, f"until {lane.timer.isoformat()}")
+    elif step.kind == "until":
+        lane.timer = reading.until_target(step, turn.working_record(), turn.cfg)
+        _start_waiting(turn, step, lane, _until_text(lane.timer))
+    elif step.kind == "waitFor":
+        name = reading.event_name(step, turn.cfg)
+        length = reading.duration(step)
+        if length is not None:
+            lane.deadline = length.add_to(turn.now, turn.cfg.timezone)
+        _start_waiting(turn, step, lane, f"for {name}")
+    else:
+        kind = reading.kind(step, turn.cfg)
+        if kind.wait_for is not None:
+            # Read every waiting column now, so a broken one fails before anything runs.
+            reading.mode(step)
+            reading.duration(step)
+            _remind_every(step)
+            if reading.text(step, "condition") is not None:
+                reading.condition(step, turn.cfg, event=True)
+        lane.attempts = 1
+        _command(turn, step, lane)
+
+
+def tick(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    """Look at a lane again: start it if ready, or see whether its time has come."""
+    if lane.status == "ready":
+        begin(turn, step, lane)
+    elif lane.status == "retrying":
+        if lane.retry_at is not None and lane.retry_at <= turn.now:
+            lane.attempts += 1
+            lane.retry_at = None
+            _command(turn, step, lane)
+    elif lane.status == "waiting":
+        if step.kind == "wait":
+            if lane.timer is not None and lane.timer <= turn.now:
+                turn.finish(step, lane, "done")
+        elif step.kind == "until":
+            _until(turn, step, lane)
+        elif step.kind == "waitFor":
+            if lane.deadline is not None and lane.deadline <= turn.now:
+                turn.finish(step, lane, "timed_out", "timed_out")
+        else:
+            _app_wait(turn, step, lane)
+
+
+def on_result(
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
+) -> None:
+    """Take the answer to this lane's command or reminder (answers to nothing are stale)."""
+    if lane.status == "commanding" and result.key == lane.pending:
+        lane.pending = None
+        if result.ok:
+            _answered(turn, step, lane, result)
+        elif result.refused:
+            turn.fail_lane(
+                step, lane, "command.refused", f"the command refused: {_said(result)}", result.error
+            )
+        else:
+            decision = retry.decide(turn.cfg.retry, lane.attempts, turn.now)
+            if decision.retry_at is None:
+                message = f"the command failed {lane.attempts} times: {_said(result)}"
+                turn.fail_lane(step, lane, "command.failed", message, result.error)
+            else:
+                lane.retry_at = decision.retry_at
+                lane.status = "retrying"
+                detail = f"attempt {lane.attempts} failed ({_said(result)}); again at "
+                turn.log("retry", detail + decision.retry_at.isoformat(), step, lane)
+    elif lane.reminding is not None and result.key == _remind_key(step, lane, lane.reminding):
+        number, lane.reminding = lane.reminding, None
+        if result.ok:
+            turn.log("reminded", f"reminder {number}", step, lane)
+        else:
+            # A reminder is a nudge: a failed one is recorded, never retried.
+            turn.log("reminder_failed", f"reminder {number}: {_said(result)}", step, lane)
+
+
+def on_event(
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, event: happened.EventIn
+) -> None:
+    """An event about the record arrived: count it where this lane waits for it."""
+    if event.id <= lane.since_event_id or not lane.active:
+        return
+    if lane.deadline is not None and event.at > lane.deadline:
+        return  # it came after the wait gave up
+    if step.kind == "waitFor":
+        if lane.status == "waiting" and event.name == reading.event_name(step, turn.cfg):
+            lane.received += 1
+            lane.event = dict(event.payload)
+            turn.finish(step, lane, "arrived", "arrived")
+        return
+    if step.kind in BUILTIN:
+        return
+    kind = reading.kind(step, turn.cfg)
+    if kind.wait_for is None or event.name != kind.wait_for:
+        return
+    # Events count from the step's start, also while its command is still retried.
+    lane.received += 1
+    lane.event = dict(event.payload)
+    turn.log("arrived", f"{event.name} #{event.id}", step, lane)
+    _check_condition(turn, step, lane)
+    if lane.status == "waiting":
+        _app_done(turn, step, lane)
+
+
+# -- the kinds' details ------------------------------------------------------------------
+
+
+def _branch(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    if len(turn.snap.steps_at(step.position)) > 1:
+        raise reading.Broken(step, "a branch must stand alone at its position")
+    condition = reading.condition(step, turn.cfg)
+    target = reading.goto(step, turn.snap)
+    if condition.matches(turn.working_record(), turn.now):
+        turn.log("condition", "held", step, lane)
+        turn.finish(step, lane, "held")
+    elif target is not None:
+        turn.log("condition", f"did not hold; going to position {target}", step, lane)
+        turn.finish(step, lane, "goto")
+    else:
+        turn.log("condition", "did not hold; the run ends", step, lane)
+        turn.finish(step, lane, "ended")
+
+
+def _start_waiting(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, what: str) -> None:
+    lane.waiting_since = turn.now
+    lane.status = "waiting"
+    turn.log("waiting", what, step, lane)
+    tick(turn, step, lane)
+
+
+def _until_text(target: datetime | None) -> str:
+    return "while the date is empty" if target is None else f"until {target.isoformat()}"
+
+
+def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    # Follows the record: the target is read again from the record as it is now.
+    target = reading.until_target(step, turn.working_record(), turn.cfg)
+    if target != lane.timer:
+        lane.timer = target
+        turn.log("waiting", _until_text(target), step, lane)
+    if target is not None and target <= turn.now:
+        turn.finish(step, lane, "done")
+
+
+def _command(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    kind = reading.kind(step, turn.cfg)
+    lane.pending = turn.key(step, lane)
+    lane.status = "commanding"
+    turn.log("command", f"{kind.command}, attempt {lane.attempts}", step, lane)
+    turn.command(step, lane, kind)
+
+
+def _answered(
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
+) -> None:
+    kind = reading.kind(step, turn.cfg)
+    answer = result.answer or {}
+    if "asked" in answer:
+        try:
+            lane.asked = max(0, int(answer["asked"]))
+        except (TypeError, ValueError, OverflowError):
+            lane.asked = 1
+    if kind.wait_for is None:
+        turn.finish(step, lane, "done")
+        return
+    length = reading.duration(step)
+    if length is not None:
+        lane.deadline = length.add_to(turn.now, turn.cfg.timezone)
+    every = _remind_every(step)
+    if every is not None:
+        lane.next_remind_at = every.add_to(turn.now, turn.cfg.timezone)
+    need = reading.mode(step).need(lane.asked)
+    _start_waiting(turn, step, lane, f"for {need} {kind.wait_for} of {lane.asked} asked")
+
+
+def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    # The record may have changed since the latest event: look at the condition again.
+    _check_condition(turn, step, lane)
+    _app_done(turn, step, lane)
+    if lane.status != "waiting":
+        return
+    if lane.deadline is not None and lane.deadline <= turn.now:
+        turn.finish(step, lane, "timed_out", "timed_out")
+        return
+    if (
+        lane.next_remind_at is not None
+        and lane.next_remind_at <= turn.now
+        and lane.reminding is None
+    ):
+        _remind(turn, step, lane)
+
+
+def _check_condition(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    # Without an event a condition such as `event.decision = rejected` means nothing yet.
+    if lane.held or lane.event is None or reading.text(step, "condition") is None:
+        return
+    condition = reading.condition(step, turn.cfg, event=True)
+    if condition.matches(turn.working_record(), turn.now, event=lane.event):
+        lane.held = True
+
+
+def _app_done(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    if lane.held:
+        turn.finish(step, lane, "condition", "condition")
+    elif lane.received >= reading.mode(step).need(lane.asked):
+        turn.finish(step, lane, "complete")
+
+
+def _remind_every(step: snapshot.StepSpec) -> durations.Duration | None:
+    every = reading.duration(step, "remind")
+    if every is not None and (every.is_zero or every.is_negative):
+        raise reading.Broken(step, "its remind must be longer than zero")
+    return every
+
+
+def _remind_at(lane: state.LaneState, every: durations.Duration, k: int, turn: Turn) -> datetime:
+    base = lane.waiting_since or turn.now
+    multiple = durations.Duration(every.months * k, every.days * k, every.seconds * k)
+    return multiple.add_to(base, turn.cfg.timezone)
+
+
+def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    """Send the latest reminder that is due.
+
+    Reminder k is due at k intervals after the wait began. After a clock jump over
+    several intervals only the latest is sent: a burst of stale nudges helps nobody,
+    and each number is still sent at most once.
+    """
+    every = _remind_every(step)
+    kind = reading.kind(step, turn.cfg)
+    if every is None:
+        return
+    first = lane.reminders_sent + 1
+    base = lane.waiting_since or turn.now
+    k = max(first, int((turn.now - base).total_seconds() // max(1.0, every.approx_seconds())))
+    while k > first and _remind_at(lane, every, k, turn) > turn.now:
+        k -= 1
+    while _remind_at(lane, every, k + 1, turn) <= turn.now:
+        k += 1
+    lane.reminders_sent = k
+    lane.reminding = k
+    lane.next_remind_at = _remind_at(lane, every, k + 1, turn)
+    turn.log("reminder", f"reminder {k}", step, lane)
+    turn.command(step, lane, kind, reminder=k)
+
+
+def _remind_key(step: snapshot.StepSpec, lane: state.LaneState, number: int) -> str:
+    return f"{Turn.key(step, lane)}/remind-{number}"
+
+
+def _said(result: happened.CommandResult) -> str:
+    error = result.error or {}
+    return str(error.get("message") or error.get("code") or "no reason given")
+
+
+def reissue(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    """Ask again for a command whose answer never came (a state saved mid-protocol)."""
+    if lane.status == "commanding" and lane.pending and lane.pending not in turn.emitted:
+        turn.command(step, lane, reading.kind(step, turn.cfg))
+    if lane.reminding is not None and _remind_key(step, lane, lane.reminding) not in turn.emitted:
+        turn.command(step, lane, reading.kind(step, turn.cfg), reminder=lane.reminding)

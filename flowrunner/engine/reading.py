@@ -1,0 +1,213 @@
+"""Reading a step's columns at run time; a column that no longer reads breaks the step.
+
+Rows are validated when written, but a snapshot can still hold a row that broke later
+(a kind removed, a column dropped, a row written around validation). Every reader here
+raises ``Broken`` with a sentence instead, and the interpreter fails the run with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+from flowrunner import durations, errors, query, snapshot
+from flowrunner.engine import config as config_mod
+
+MESSAGE_MAX = 500
+
+
+class Broken(Exception):
+    """A step that cannot run as written; ``message`` says what is wrong with it."""
+
+    def __init__(self, step: snapshot.StepSpec, message: str) -> None:
+        self.step = step
+        self.message = message
+        super().__init__(f"{describe(step)} is broken: {message}")
+
+
+def describe(step: snapshot.StepSpec) -> str:
+    """How a sentence names a step: ``step 'Manager approval' (approval, position 2)``."""
+    name = step.title or step.kind
+    return f"step '{name}' ({step.kind}, position {step.position})"
+
+
+def text(step: snapshot.StepSpec, column: str, *, required: bool = False) -> str | None:
+    """The column as text (``None`` when empty); ``required`` breaks the step if empty."""
+    value = step.get(column)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise Broken(step, f"its {column} is empty")
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
+
+
+def duration(
+    step: snapshot.StepSpec, column: str = "duration", *, allow_sign: bool = False
+) -> durations.Duration | None:
+    raw = text(step, column)
+    if raw is None:
+        return None
+    try:
+        return durations.parse_duration(raw, allow_sign=allow_sign)
+    except errors.QueryError as error:
+        raise Broken(step, f"its {column} cannot be read: {error.message}") from None
+
+
+def condition(
+    step: snapshot.StepSpec, cfg: config_mod.EngineConfig, *, event: bool = False
+) -> query.Condition:
+    raw = text(step, "condition", required=True)
+    assert raw is not None
+    try:
+        # With no columns known there is nothing to check the condition against.
+        return query.parse(raw, dict(cfg.columns) or None, event=event)
+    except errors.FlowrunnerError as error:
+        raise Broken(step, f"its condition cannot be read: {error}") from None
+
+
+def goto(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | None:
+    raw = text(step, "goto")
+    if raw is None:
+        return None
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not number.is_integer():
+        raise Broken(step, f"its goto '{raw}' is not a position")
+    target = int(number)
+    if target not in snap.positions:
+        raise Broken(step, f"its goto names position {target}, which the flow does not have")
+    return target
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How many events end an app kind's wait: ``any``, ``all``, a count or a share."""
+
+    how: str
+    amount: int = 1
+
+    def need(self, asked: int) -> int:
+        """The events needed, given how many the command asked."""
+        if self.how == "any":
+            return 1
+        if self.how == "all":
+            # Asking nobody leaves nothing to wait for.
+            return max(0, asked)
+        if self.how == "count":
+            return self.amount
+        return max(1, math.ceil(max(0, asked) * self.amount / 100))
+
+
+def mode(step: snapshot.StepSpec) -> Mode:
+    raw = text(step, "mode")
+    if raw is None or raw.lower() == "any":
+        return Mode("any")
+    lowered = raw.lower()
+    if lowered == "all":
+        return Mode("all")
+    try:
+        if lowered.endswith("%"):
+            share = int(lowered[:-1].strip())
+            if 1 <= share <= 100:
+                return Mode("share", share)
+        else:
+            count = int(lowered)
+            if count >= 1:
+                return Mode("count", count)
+    except ValueError:
+        pass
+    raise Broken(step, f"its mode '{raw}' is not any, all, a count like 2 or a share like 60%")
+
+
+def set_value(
+    step: snapshot.StepSpec, cfg: config_mod.EngineConfig, now: datetime
+) -> tuple[str, Any]:
+    """The field a set step writes and the value, resolved at ``now``."""
+    name = text(step, "field", required=True)
+    assert name is not None
+    if name not in cfg.set_columns:
+        raise Broken(step, f"'{name}' is not one of the columns a set step may write")
+    raw = text(step, "value")
+    column_type = cfg.columns.get(name)
+    if raw is None:
+        return name, None
+    try:
+        value = query.parse_value(raw, column_type).resolve(now)
+    except errors.FlowrunnerError as error:
+        raise Broken(step, f"its value cannot be written to {name}: {error}") from None
+    return name, value
+
+
+def until_target(
+    step: snapshot.StepSpec,
+    record: Mapping[str, Any],
+    cfg: config_mod.EngineConfig,
+) -> datetime | None:
+    """When an until step is due: the record's date plus its duration, or ``None`` if null."""
+    name = text(step, "field", required=True)
+    assert name is not None
+    column_type = cfg.columns.get(name)
+    if column_type not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):
+        raise Broken(step, f"'{name}' is not a date or timestamp column")
+    offset = duration(step, allow_sign=True)
+    raw = record.get(name)
+    if raw is None:
+        return None
+    try:
+        value = query.coerce(raw, column_type)
+    except (errors.FlowrunnerError, ValueError, TypeError):
+        raise Broken(step, f"the record's {name} is not a date: {raw!r}") from None
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    elif isinstance(value, date):
+        # A date means its first moment on the binding's wall clock.
+        moment = datetime.combine(value, time(0), tzinfo=cfg.timezone or UTC)
+    else:
+        raise Broken(step, f"the record's {name} is not a date: {raw!r}")
+    return moment if offset is None else offset.add_to(moment, cfg.timezone)
+
+
+def notice(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> tuple[str, str]:
+    audience = text(step, "audience", required=True)
+    assert audience is not None
+    if audience not in cfg.audiences:
+        raise Broken(step, f"no notify rule has the audience '{audience}'")
+    message = text(step, "message", required=True)
+    assert message is not None
+    if len(message) > MESSAGE_MAX:
+        raise Broken(step, f"its message is longer than {MESSAGE_MAX} characters")
+    return audience, message
+
+
+def event_name(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> str:
+    name = text(step, "event", required=True)
+    assert name is not None
+    if name not in cfg.events:
+        raise Broken(step, f"'{name}' is not one of the binding's events")
+    return name
+
+
+def kind(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> config_mod.KindConfig:
+    found = cfg.kinds.get(step.kind)
+    if found is None:
+        raise Broken(step, f"the binding has no kind '{step.kind}'")
+    if found.wait_for is None:
+        for column in ("mode", "condition", "duration", "remind"):
+            if text(step, column) is not None:
+                raise Broken(step, f"its {column} is set, but the {step.kind} kind does not wait")
+    elif text(step, "remind") is not None and found.remind is None:
+        raise Broken(step, f"its remind is set, but the {step.kind} kind has no remind command")
+    return found
+
+
+def inputs(step: snapshot.StepSpec, found: config_mod.KindConfig) -> dict[str, Any]:
+    return {name: step.get(name) for name in found.inputs}

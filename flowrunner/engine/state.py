@@ -1,0 +1,194 @@
+"""A run's instance state: where it is, each lane at that position, and why it ended.
+
+The snapshot is the spec; this is the instance (SpiffWorkflow's split). Statuses move
+only along ``TRANSITIONS``: assigning ``status`` checks the table and raises
+``IllegalMove`` (a bug in the engine, never a user's mistake). ``to_dict``/``from_dict``
+round-trip a running state through JSON for storage on the run row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+RUN_STATUSES = ("running", "waiting", "done", "failed", "cancelled")
+LANE_STATUSES = ("ready", "commanding", "waiting", "retrying", "done", "failed")
+# A run in one of these no longer moves by itself (only an operator retries a failed one).
+ENDED = frozenset({"done", "failed", "cancelled"})
+
+# The one table of legal moves: (what, from) -> the statuses it may move to.
+TRANSITIONS: Mapping[tuple[str, str], frozenset[str]] = {
+    ("run", "running"): frozenset({"waiting", "done", "failed", "cancelled"}),
+    ("run", "waiting"): frozenset({"running", "done", "failed", "cancelled"}),
+    # An operator may retry a failed run, or cancel it.
+    ("run", "failed"): frozenset({"running", "cancelled"}),
+    ("run", "done"): frozenset(),
+    ("run", "cancelled"): frozenset(),
+    ("lane", "ready"): frozenset({"commanding", "waiting", "done", "failed"}),
+    ("lane", "commanding"): frozenset({"waiting", "retrying", "done", "failed"}),
+    ("lane", "retrying"): frozenset({"commanding", "failed"}),
+    ("lane", "waiting"): frozenset({"done", "failed"}),
+    ("lane", "failed"): frozenset({"ready"}),
+    ("lane", "done"): frozenset(),
+}
+
+
+class IllegalMove(RuntimeError):
+    """A status change the transition table does not allow: an engine bug."""
+
+
+def check_move(what: str, current: str, target: str) -> None:
+    """Raise ``IllegalMove`` unless ``what`` may go from ``current`` to ``target``."""
+    if current == target:
+        return
+    if target not in TRANSITIONS.get((what, current), frozenset()):
+        raise IllegalMove(f"a {what} cannot move from {current!r} to {target!r}")
+
+
+class _Guarded:
+    """Checks every assignment to ``status`` after the first against ``TRANSITIONS``."""
+
+    _what = ""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "status" and "status" in self.__dict__:
+            check_move(self._what, self.__dict__["status"], value)
+        object.__setattr__(self, name, value)
+
+
+def _when(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _moment(value: Any) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(str(value))
+
+
+_MOMENTS = ("started_at", "waiting_since", "deadline", "timer", "next_remind_at", "retry_at")
+
+
+@dataclass
+class LaneState(_Guarded):
+    """One step at the current position, as it runs.
+
+    ``since_event_id``: only events after it count for this lane. ``asked``/``received``
+    count what an app kind's command asked for and the events that came; ``event`` is
+    the latest that came (for a wait's condition). ``pending`` is the key of the
+    command this lane awaits an answer to; ``reminding`` the reminder awaiting one.
+    """
+
+    _what = "lane"
+
+    step_id: Any
+    kind: str
+    pass_: int
+    status: str = "ready"
+    started_at: datetime | None = None
+    waiting_since: datetime | None = None
+    deadline: datetime | None = None
+    timer: datetime | None = None
+    since_event_id: int = 0
+    asked: int = 1
+    received: int = 0
+    event: dict[str, Any] | None = None
+    held: bool = False
+    reminders_sent: int = 0
+    next_remind_at: datetime | None = None
+    attempts: int = 0
+    retry_at: datetime | None = None
+    pending: str | None = None
+    reminding: int | None = None
+    outcome: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status not in ("done", "failed")
+
+    def restart(self) -> None:
+        """Back to ``ready`` with nothing remembered but which step and pass it is."""
+        self.status = "ready"
+        fresh = LaneState(step_id=self.step_id, kind=self.kind, pass_=self.pass_)
+        for f in fields(self):
+            if f.name != "status":
+                object.__setattr__(self, f.name, getattr(fresh, f.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            name = "pass" if f.name == "pass_" else f.name
+            data[name] = _when(value) if f.name in _MOMENTS else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LaneState:
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = "pass" if f.name == "pass_" else f.name
+            if name not in data:
+                continue
+            value = data[name]
+            values[f.name] = _moment(value) if f.name in _MOMENTS else value
+        if values.get("event") is not None:
+            values["event"] = dict(values["event"])
+        return cls(**values)
+
+
+@dataclass
+class RunState(_Guarded):
+    """A run's state: status, current position and lanes, and how it ended.
+
+    ``moves`` counts positions entered (the loop bound); ``passes`` how often each
+    position was entered (a step's pass number); ``last_event_id`` the highest event
+    id already seen; ``error`` a sanitized envelope when failed; ``reason`` a sentence
+    saying why the run ended; ``last_goto`` the position of the latest goto taken.
+    """
+
+    _what = "run"
+
+    status: str = "running"
+    position: int | None = None
+    moves: int = 0
+    passes: dict[int, int] = field(default_factory=dict)
+    lanes: list[LaneState] = field(default_factory=list)
+    last_event_id: int = 0
+    error: dict[str, Any] | None = None
+    reason: str | None = None
+    last_goto: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "position": self.position,
+            "moves": self.moves,
+            "passes": {str(p): n for p, n in sorted(self.passes.items())},
+            "lanes": [lane.to_dict() for lane in self.lanes],
+            "last_event_id": self.last_event_id,
+            "error": self.error,
+            "reason": self.reason,
+            "last_goto": self.last_goto,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
+        return cls(
+            status=str(data["status"]),
+            position=None if data.get("position") is None else int(data["position"]),
+            moves=int(data.get("moves", 0)),
+            passes={int(p): int(n) for p, n in dict(data.get("passes") or {}).items()},
+            lanes=[LaneState.from_dict(lane) for lane in data.get("lanes") or ()],
+            last_event_id=int(data.get("last_event_id", 0)),
+            error=None if data.get("error") is None else dict(data["error"]),
+            reason=data.get("reason"),
+            last_goto=None if data.get("last_goto") is None else int(data["last_goto"]),
+        )
+
+    def copy(self) -> RunState:
+        """A deep, independent copy (advance never changes the state it is given)."""
+        return RunState.from_dict(self.to_dict())

@@ -1,0 +1,165 @@
+"""The working context of one advance: the state being changed and the effects so far.
+
+An advance copies the run state, works on the copy and a copy of the record, and
+collects effects in order; ``Turn`` holds these and the few moves every kind shares
+(log, run a command, finish or fail a lane, end the run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from flowrunner import sanitize, snapshot
+from flowrunner.engine import config as config_mod
+from flowrunner.engine import effects, happened, reading, state
+
+
+class Turn:
+    """One advance in progress over a copy of the run state."""
+
+    def __init__(
+        self,
+        snap: snapshot.FlowSnapshot,
+        run: state.RunState,
+        seen: happened.Happened,
+        now: datetime,
+        cfg: config_mod.EngineConfig,
+    ) -> None:
+        self.snap = snap
+        self.run = run.copy()
+        self.seen = seen
+        self.now = now
+        self.cfg = cfg
+        self.record: dict[str, Any] | None = None if seen.record is None else dict(seen.record)
+        self.events = sorted(
+            (e for e in seen.events if e.id > run.last_event_id), key=lambda e: e.id
+        )
+        # Events up to here happened before any lane this advance starts.
+        self.horizon = max([run.last_event_id, seen.latest_event_id, *(e.id for e in self.events)])
+        self.effects: list[effects.Effect] = []
+        self.emitted: set[str] = set()
+        # Whether this advance read the new events (a failed run leaves them for later).
+        self.consumed = False
+
+    # -- where we are ---------------------------------------------------------------
+
+    def pairs(self) -> Iterator[tuple[snapshot.StepSpec, state.LaneState]]:
+        """Each step at the current position with its lane (lanes follow step order)."""
+        if self.run.position is None:
+            return iter(())
+        return zip(self.snap.steps_at(self.run.position), self.run.lanes, strict=False)
+
+    @property
+    def live(self) -> bool:
+        return self.run.status in ("running", "waiting")
+
+    def working_record(self) -> dict[str, Any]:
+        # Only called while the run goes on, which needs a record.
+        return self.record if self.record is not None else {}
+
+    # -- shared moves ---------------------------------------------------------------
+
+    def log(
+        self,
+        what: str,
+        detail: str = "",
+        step: snapshot.StepSpec | None = None,
+        lane: state.LaneState | None = None,
+    ) -> None:
+        self.effects.append(
+            effects.Log(
+                position=step.position if step is not None else self.run.position,
+                step_id=step.id if step is not None else None,
+                title=step.title if step is not None else None,
+                kind=step.kind if step is not None else None,
+                pass_=lane.pass_ if lane is not None else None,
+                what=what,
+                detail=sanitize.sanitize_text(detail),
+            )
+        )
+
+    @staticmethod
+    def key(step: snapshot.StepSpec, lane: state.LaneState) -> str:
+        ident = step.id if step.id is not None else f"p{step.position}"
+        return f"step-{ident}/pass-{lane.pass_}"
+
+    def command(
+        self,
+        step: snapshot.StepSpec,
+        lane: state.LaneState,
+        kind: config_mod.KindConfig,
+        *,
+        reminder: int | None = None,
+    ) -> None:
+        """Ask the driver to run the kind's command (or its remind command) now."""
+        key = self.key(step, lane)
+        if reminder is None:
+            name, attempt = kind.command, lane.attempts
+        else:
+            key = f"{key}/remind-{reminder}"
+            name, attempt = kind.remind or "", 1
+        self.emitted.add(key)
+        self.effects.append(
+            effects.RunCommand(
+                key=key,
+                step_id=step.id,
+                pass_=lane.pass_,
+                kind=kind.name,
+                command=name,
+                inputs=reading.inputs(step, kind),
+                attempt=attempt,
+                reminder=reminder,
+            )
+        )
+
+    def finish(
+        self, step: snapshot.StepSpec, lane: state.LaneState, outcome: str, what: str = "done"
+    ) -> None:
+        lane.outcome = outcome
+        lane.status = "done"
+        lane.pending = None
+        self.log(what, outcome if what == "done" else "", step, lane)
+
+    def fail_lane(
+        self,
+        step: snapshot.StepSpec,
+        lane: state.LaneState,
+        code: str,
+        message: str,
+        cause: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The lane failed, and with it the run (a failing lane fails the run)."""
+        lane.status = "failed"
+        lane.pending = None
+        reason = f"{reading.describe(step)} failed: {message}"
+        details: dict[str, Any] = {
+            "step_id": step.id,
+            "kind": step.kind,
+            "position": step.position,
+            "pass": lane.pass_,
+            "attempts": lane.attempts,
+        }
+        if cause is not None:
+            details["cause"] = dict(cause)
+        self.log("failed", message, step, lane)
+        self.fail_run(code, reason, details)
+
+    def fail_run(self, code: str, reason: str, details: Mapping[str, Any] | None = None) -> None:
+        if self.run.status == "failed":
+            return  # a second failure while taking answers: the first stays the reason
+        self.run.status = "failed"
+        self.run.reason = sanitize.sanitize_text(reason)
+        self.run.error = sanitize.error_envelope(code, reason, details=details)
+        self.log("ended", self.run.reason)
+
+    def end_run(self, status: str, reason: str) -> None:
+        """End the run for good (done or cancelled) with a sentence saying why."""
+        self.run.status = status
+        self.run.reason = sanitize.sanitize_text(reason)
+        for lane in self.run.lanes:
+            # Nothing is awaited any more; keep lanes' history but drop their claims.
+            lane.pending = None
+            lane.reminding = None
+        self.log("ended", self.run.reason)

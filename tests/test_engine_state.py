@@ -1,0 +1,174 @@
+"""Run state: the transition table is enforced, and states round-trip through JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from flowrunner.engine import interpret, retry, state
+from flowrunner.engine.config import RetryPolicy
+
+T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def lane(**values: object) -> state.LaneState:
+    return state.LaneState(step_id=3, kind="approval", pass_=1, **values)  # type: ignore[arg-type]
+
+
+def test_every_status_has_a_row_in_the_transition_table() -> None:
+    for status in state.RUN_STATUSES:
+        assert ("run", status) in state.TRANSITIONS
+    for status in state.LANE_STATUSES:
+        assert ("lane", status) in state.TRANSITIONS
+    for (what, _), targets in state.TRANSITIONS.items():
+        known = state.RUN_STATUSES if what == "run" else state.LANE_STATUSES
+        assert targets <= set(known)
+
+
+@pytest.mark.parametrize(
+    ("current", "target"),
+    [("done", "waiting"), ("waiting", "ready"), ("waiting", "commanding"), ("failed", "done")],
+)
+def test_an_illegal_lane_move_is_refused(current: str, target: str) -> None:
+    moving = lane(status=current)
+    with pytest.raises(state.IllegalMove, match=f"from '{current}' to '{target}'"):
+        moving.status = target
+    assert moving.status == current
+
+
+@pytest.mark.parametrize(
+    ("current", "target"), [("done", "running"), ("cancelled", "failed"), ("failed", "done")]
+)
+def test_an_illegal_run_move_is_refused(current: str, target: str) -> None:
+    run = state.RunState(status=current)
+    with pytest.raises(state.IllegalMove):
+        run.status = target
+
+
+def test_legal_moves_are_taken_and_staying_put_is_no_move() -> None:
+    moving = lane()
+    for target in ("commanding", "retrying", "commanding", "waiting", "waiting", "done"):
+        moving.status = target
+    assert moving.status == "done"
+    run = state.RunState()
+    for target in ("waiting", "running", "failed", "running", "done"):
+        run.status = target
+    assert run.ended
+
+
+def test_a_state_mid_run_round_trips_through_json() -> None:
+    run = state.RunState(
+        status="waiting",
+        position=2,
+        moves=3,
+        passes={1: 1, 2: 2},
+        lanes=[
+            lane(
+                status="waiting",
+                started_at=T,
+                waiting_since=T + timedelta(seconds=1),
+                deadline=T + timedelta(days=2),
+                next_remind_at=T + timedelta(days=1),
+                since_event_id=7,
+                asked=3,
+                received=1,
+                event={"order": 42, "decision": "approved", "by": ["ann"]},
+                reminders_sent=2,
+                attempts=1,
+            ),
+            state.LaneState(step_id="x", kind="until", pass_=2, status="waiting", timer=None),
+        ],
+        last_event_id=9,
+        last_goto=3,
+    )
+    stored = json.loads(json.dumps(run.to_dict()))
+    assert state.RunState.from_dict(stored) == run
+    assert stored["passes"] == {"1": 1, "2": 2}
+    assert stored["lanes"][0]["pass"] == 1
+
+
+def test_copy_is_independent() -> None:
+    run = state.RunState(lanes=[lane()], passes={1: 1})
+    twin = run.copy()
+    twin.lanes[0].received = 5
+    twin.passes[1] = 2
+    assert run.lanes[0].received == 0 and run.passes == {1: 1}
+
+
+def test_retry_decisions_back_off_exponentially_up_to_the_cap() -> None:
+    policy = RetryPolicy(max_attempts=8, base=timedelta(seconds=10), cap=timedelta(minutes=2))
+    waits = [retry.decide(policy, n, T).retry_at for n in range(1, 8)]
+    assert [w - T for w in waits if w is not None] == [
+        timedelta(seconds=s) for s in (10, 20, 40, 80, 120, 120, 120)
+    ]
+    assert retry.decide(policy, 8, T).gives_up
+
+
+def test_a_huge_attempt_count_does_not_overflow_the_backoff() -> None:
+    policy = RetryPolicy(max_attempts=10**9)
+    assert retry.backoff(policy, 10_000) == policy.cap
+
+
+def test_advance_fails_a_run_whose_stored_state_is_corrupt_instead_of_raising() -> None:
+    from test_engine_driver import Sim
+
+    sim = Sim([{"position": 1, "kind": "wait", "duration": "1 day"}])
+    sim.run()
+    assert sim.state is not None
+    data = sim.state.to_dict()
+    data["lanes"][0]["timer"] = "2026-03-02T09:00:00"  # lost its time zone
+    corrupt = state.RunState.from_dict(data)
+    step = interpret.advance(sim.snap, corrupt, sim.happened(), sim.now, sim.cfg)
+    assert step.state.status == "failed"
+    assert step.state.reason is not None
+    assert step.state.reason.startswith("step 'wait' (wait, position 1) failed: TypeError")
+    assert step.wake is None
+
+
+def test_the_engine_exports_what_its_all_names() -> None:
+    import flowrunner.engine as engine
+
+    for name in engine.__all__:
+        assert hasattr(engine, name), name
+    assert len(set(engine.__all__)) == len(engine.__all__)
+
+
+def test_the_engine_is_pure_no_sql_clock_threads_or_io() -> None:
+    import ast
+    import pathlib
+
+    import flowrunner.engine as engine
+
+    forbidden = {"sqlalchemy", "threading", "time", "random", "os", "socket", "subprocess"}
+    forbidden_from = {"flowrunner.store", "flowrunner.worker", "flowrunner.runner"}
+    for path in pathlib.Path(engine.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = {alias.name.split(".")[0] for alias in node.names}
+                assert not names & forbidden, f"{path.name} imports {names & forbidden}"
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module.split(".")[0] not in forbidden, f"{path.name}: {node.module}"
+                modules = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+                assert not any(m.startswith(tuple(forbidden_from)) for m in modules), path.name
+            elif isinstance(node, ast.Attribute) and node.attr in ("now", "utcnow", "today"):
+                # The clock comes in as `now`; reading it here would break replays.
+                assert not (
+                    isinstance(node.value, ast.Name) and node.value.id in ("datetime", "date")
+                )
+
+
+def test_retry_docstring_examples_hold() -> None:
+    import doctest
+
+    assert doctest.testmod(retry).failed == 0
+
+
+def test_restart_forgets_everything_but_the_step_and_pass() -> None:
+    failed = lane(status="failed", attempts=5, received=2, event={"a": 1}, since_event_id=4)
+    failed.restart()
+    assert failed == lane()
+    with pytest.raises(state.IllegalMove):
+        lane(status="done").restart()
