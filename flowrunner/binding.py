@@ -1,0 +1,359 @@
+"""The application's binding: which resource its flows run on, and what flow rows may say.
+
+A ``FlowBinding`` is checked when constructed (names, kinds, notify rules) and again
+against the database at startup (``binding.check(engine)``), so a misconfigured
+binding fails with one ``BindingError`` sentence before any run starts.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+import sqlalchemy as sa
+
+from flowrunner import errors, query
+
+# Kinds every binding has; an application's kinds may not reuse these names.
+BUILTIN_KINDS = ("set", "wait", "until", "branch", "waitFor", "notify")
+
+# The fixed columns of the flows and steps tables, as the seed names them.
+FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
+STEP_COLUMNS = (
+    "id",
+    "flow_id",
+    "position",
+    "kind",
+    "title",
+    "duration",
+    "field",
+    "value",
+    "condition",
+    "goto",
+    "event",
+    "audience",
+    "message",
+    "mode",
+    "remind",
+)
+
+# Placeholders a notify title may use besides the resource's own columns.
+TITLE_PLACEHOLDERS = ("message", "flow", "title")
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EVENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
+
+
+def _name(value: str, what: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(f"{what} {value!r} must be a name of letters, digits and underscores")
+    return value
+
+
+class _Model(pydantic.BaseModel):
+    """A frozen model whose construction errors are ``BindingError`` sentences."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise errors.BindingError(_sentences(type(self).__name__, exc)) from None
+
+
+def _sentences(model: str, exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return f"{model}: " + "; ".join(parts)
+
+
+class Kind(_Model):
+    """An application kind: a command run on the record, maybe waiting for an event after.
+
+    ``input`` names the steps-table columns the command receives; ``wait_for`` the
+    binding event that ends the step; ``remind`` a command run while it waits.
+    """
+
+    command: str
+    input: Sequence[str] = ()
+    wait_for: str | None = None
+    remind: str | None = None
+
+    @pydantic.field_validator("command", "remind")
+    @classmethod
+    def _command(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("a command name cannot be empty")
+        return value
+
+    @pydantic.field_validator("input")
+    @classmethod
+    def _inputs(cls, value: Sequence[str]) -> tuple[str, ...]:
+        for column in value:
+            _name(column, "input column")
+            if column in STEP_COLUMNS:
+                raise ValueError(
+                    f"input column {column!r} is one of the steps table's fixed columns; "
+                    "give the input its own column"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("an input column is listed twice")
+        return tuple(value)
+
+    @pydantic.model_validator(mode="after")
+    def _remind_needs_wait(self) -> Kind:
+        if self.remind is not None and self.wait_for is None:
+            raise ValueError(
+                f"remind {self.remind!r} needs wait_for: a kind reminds only while it waits"
+            )
+        return self
+
+    @property
+    def waits(self) -> bool:
+        return self.wait_for is not None
+
+
+class NotifyRule(_Model):
+    """Who a notify step's ``audience`` reaches: the user in column ``to``, on which channel."""
+
+    audience: str
+    to: str
+    title: str = "{message}"
+    email: bool = False
+
+    @pydantic.field_validator("audience")
+    @classmethod
+    def _audience(cls, value: str) -> str:
+        return _name(value, "audience")
+
+    @pydantic.field_validator("to")
+    @classmethod
+    def _to(cls, value: str) -> str:
+        return _name(value, "column")
+
+    @pydantic.field_validator("title")
+    @classmethod
+    def _title(cls, value: str) -> str:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"title {value!r} is not a valid template: {exc}") from None
+        for name in fields:
+            if not _NAME.match(name):
+                raise ValueError(f"title placeholder {{{name}}} must be a plain column name")
+        return value
+
+    def placeholders(self) -> tuple[str, ...]:
+        return tuple(f for _, f, _, _ in string.Formatter().parse(self.title) if f)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What ``FlowBinding.check`` learned from the database, kept by the runner."""
+
+    resource_columns: dict[str, query.ColumnType]
+    flows_columns: frozenset[str]
+    steps_columns: frozenset[str]
+
+
+class FlowBinding(_Model):
+    """Mounts flows on one resource table; see the product contract for each field."""
+
+    resource: str
+    flows_table: str
+    steps_table: str
+    events: dict[str, str] = pydantic.Field(default_factory=dict)
+    kinds: dict[str, Kind] = pydantic.Field(default_factory=dict)
+    set_columns: Sequence[str] = ()
+    notify: Sequence[NotifyRule] = ()
+    tenant: str | None = None
+    key: str = "id"
+
+    @pydantic.field_validator("resource", "flows_table", "steps_table", "key")
+    @classmethod
+    def _table(cls, value: str) -> str:
+        return _name(value, "name")
+
+    @pydantic.field_validator("tenant")
+    @classmethod
+    def _tenant(cls, value: str | None) -> str | None:
+        return None if value is None else _name(value, "tenant column")
+
+    @pydantic.field_validator("events")
+    @classmethod
+    def _events(cls, value: dict[str, str]) -> dict[str, str]:
+        for event, field in value.items():
+            if not _EVENT.match(event):
+                raise ValueError(f"event name {event!r} must be letters, digits, '.', '_' or '-'")
+            _name(field, f"the field of event {event!r}")
+        return value
+
+    @pydantic.field_validator("set_columns")
+    @classmethod
+    def _set_columns(cls, value: Sequence[str]) -> tuple[str, ...]:
+        for column in value:
+            _name(column, "set column")
+        if len(set(value)) != len(value):
+            raise ValueError("a set column is listed twice")
+        return tuple(value)
+
+    @pydantic.field_validator("notify")
+    @classmethod
+    def _notify(cls, value: Sequence[NotifyRule]) -> tuple[NotifyRule, ...]:
+        return tuple(value)
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> FlowBinding:
+        if len({self.resource, self.flows_table, self.steps_table}) != 3:
+            raise ValueError("the resource, flows and steps tables must be three different tables")
+        for name, kind in self.kinds.items():
+            _name(name, "kind")
+            if name in BUILTIN_KINDS:
+                raise ValueError(
+                    f"kind {name!r} is a built-in kind ({', '.join(BUILTIN_KINDS)}); "
+                    "give the application's kind another name"
+                )
+            if kind.wait_for is not None and kind.wait_for not in self.events:
+                raise ValueError(
+                    f"kind {name!r} waits for {kind.wait_for!r}, which is not one of the "
+                    f"binding's events ({', '.join(self.events) or 'none'})"
+                )
+        audiences = [rule.audience for rule in self.notify]
+        for audience in audiences:
+            if audiences.count(audience) > 1:
+                raise ValueError(f"audience {audience!r} has more than one notify rule")
+        for column in (self.key, self.tenant):
+            if column is not None and column in self.set_columns:
+                raise ValueError(f"set column {column!r} is the key or tenant column")
+        return self
+
+    # -- what later layers ask of the binding --------------------------------------
+
+    @property
+    def kind_names(self) -> tuple[str, ...]:
+        return (*BUILTIN_KINDS, *self.kinds)
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        """Every app kind's input columns, each once, in binding order."""
+        seen: dict[str, None] = {}
+        for kind in self.kinds.values():
+            seen.update(dict.fromkeys(kind.input))
+        return tuple(seen)
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        return tuple(rule.audience for rule in self.notify)
+
+    def rule_for(self, audience: str) -> NotifyRule:
+        for rule in self.notify:
+            if rule.audience == audience:
+                return rule
+        raise errors.BindingError(f"no notify rule has audience {audience!r}")
+
+    def event_field(self, event: str) -> str:
+        """The field of ``event``'s payload that names the record (``"order"``)."""
+        try:
+            return self.events[event]
+        except KeyError:
+            known = ", ".join(self.events) or "none"
+            raise errors.BindingError(
+                f"event {event!r} is not one of the binding's events ({known})"
+            ) from None
+
+    # -- against the database ------------------------------------------------------
+
+    def resource_columns(
+        self, bind: sa.Engine | sa.Connection | sa.MetaData
+    ) -> dict[str, query.ColumnType]:
+        """The resource's columns and their query-language types, read from ``bind``."""
+        return self.check(bind).resource_columns
+
+    def check(self, bind: sa.Engine | sa.Connection | sa.MetaData) -> Schema:
+        """Check the binding against the database (or a MetaData); raise ``BindingError``.
+
+        Reads the tables by reflection, so it works for tables the application
+        already has as well as those declared with ``flowrunner.tables``.
+        """
+        resource = _columns(bind, self.resource, "resource")
+        flows = _columns(bind, self.flows_table, "flows")
+        steps = _columns(bind, self.steps_table, "steps")
+        for column in (self.key, *self.set_columns):
+            _need(resource, column, f"the resource table {self.resource!r}", _use(self, column))
+        for name, kind in self.kinds.items():
+            for column in kind.input:
+                _need(
+                    steps,
+                    column,
+                    f"the steps table {self.steps_table!r}",
+                    f"which kind {name!r} reads",
+                )
+        for column in FLOW_COLUMNS:
+            _need(flows, column, f"the flows table {self.flows_table!r}", "a fixed flow column")
+        for column in STEP_COLUMNS:
+            _need(steps, column, f"the steps table {self.steps_table!r}", "a fixed step column")
+        for rule in self.notify:
+            where = f"the resource table {self.resource!r}"
+            _need(resource, rule.to, where, f"which notify rule {rule.audience!r} sends to")
+            for name in rule.placeholders():
+                if name not in TITLE_PLACEHOLDERS:
+                    _need(
+                        resource, name, where, f"which notify rule {rule.audience!r}'s title uses"
+                    )
+        if self.tenant is not None:
+            for table, cols, what in (
+                (self.resource, resource, "resource"),
+                (self.flows_table, flows, "flows"),
+                (self.steps_table, steps, "steps"),
+            ):
+                _need(cols, self.tenant, f"the {what} table {table!r}", "the tenant column")
+        types = _usable_types(resource)
+        return Schema(
+            resource_columns=types,
+            flows_columns=frozenset(flows),
+            steps_columns=frozenset(steps),
+        )
+
+
+def _usable_types(columns: Mapping[str, sa.types.TypeEngine[Any]]) -> dict[str, query.ColumnType]:
+    # A column conditions cannot compare (JSON, binary) is left out, as for a Table:
+    # a condition naming it is told the column is unknown.
+    found: dict[str, query.ColumnType] = {}
+    for name, sql_type in columns.items():
+        try:
+            found.update(query.column_types({name: sql_type}))
+        except errors.BindingError:
+            continue
+    return found
+
+
+def _use(binding: FlowBinding, column: str) -> str:
+    return "the key column" if column == binding.key else "a set column"
+
+
+def _need(columns: Mapping[str, Any], column: str, where: str, why: str) -> None:
+    if column not in columns:
+        raise errors.BindingError(f"{where} has no column {column!r}, {why}")
+
+
+def _columns(
+    bind: sa.Engine | sa.Connection | sa.MetaData, table: str, what: str
+) -> dict[str, sa.types.TypeEngine[Any]]:
+    """Column name -> SQLAlchemy type of ``table``, from a MetaData or by reflection."""
+    if isinstance(bind, sa.MetaData):
+        found = bind.tables.get(table)
+        if found is None:
+            raise errors.BindingError(f"the {what} table {table!r} is not in the MetaData")
+        return {c.name: c.type for c in found.columns}
+    inspector = sa.inspect(bind)
+    if not inspector.has_table(table):
+        raise errors.BindingError(f"the {what} table {table!r} does not exist in the database")
+    return {c["name"]: c["type"] for c in inspector.get_columns(table)}

@@ -1,0 +1,488 @@
+"""Flow and step rows as pydantic models, and the checks one row can make on its own.
+
+The models read what users typed (blank text is empty, ``"3"`` is position 3); the
+checks then hold each row to its kind and the binding, returning every problem as a
+``FieldError`` sentence. Checks across rows (gotos, a branch alone, unique names)
+live in ``flowrunner.validate``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+import pydantic
+import pydantic_core
+
+from flowrunner import binding as binding_mod
+from flowrunner import durations, errors, query
+
+STARTS = ("created", "updated", "manual")
+MESSAGE_LIMIT = 500
+NAME_LIMIT = 200
+
+# Built-in kind -> (columns it needs, columns it may have); title is open to every kind.
+BUILTIN_READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "set": (("field", "value"), ()),
+    "wait": (("duration",), ()),
+    "until": (("field",), ("duration",)),
+    "branch": (("condition",), ("goto",)),
+    "waitFor": (("event",), ("duration",)),
+    "notify": (("audience", "message"), ()),
+}
+# What a waiting app-kind step may also say.
+WAITING_EXTRAS = ("mode", "condition", "duration", "remind")
+STEP_READ_COLUMNS = tuple(c for c in binding_mod.STEP_COLUMNS if c not in ("id", "flow_id"))
+
+
+def _text(value: Any) -> str | None:
+    """What a user typed, as text; blank is empty (None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | Decimal):
+        return str(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            # PostgreSQL cannot store it; say so rather than fail at the write.
+            raise pydantic_core.PydanticCustomError(
+                "type_invalid", "the text holds a NUL character, which cannot be stored"
+            )
+        return value.strip() or None
+    raise pydantic_core.PydanticCustomError(
+        "type_invalid", "{text} is not text", {"text": repr(value)}
+    )
+
+
+# Positions and gotos are stored as 32-bit integers on every database.
+WHOLE_LIMIT = 2**31
+
+
+def whole(value: Any) -> int | None:
+    """A whole number, from an int or from text such as ``" 3 "``; ValueError if it is not."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif _integral(value):
+        number = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d{1,10}", value.strip()):
+        number = int(value.strip())
+    if number is None:
+        raise pydantic_core.PydanticCustomError(
+            "type_invalid", "{text} is not a whole number", {"text": repr(value)}
+        )
+    if not -WHOLE_LIMIT <= number < WHOLE_LIMIT:
+        raise pydantic_core.PydanticCustomError(
+            "type_invalid", "{text} is too large a number", {"text": repr(value)}
+        )
+    return number
+
+
+def _integral(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value) and value.is_integer()
+    return isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value()
+
+
+def _flag(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0"):
+        return value.strip().lower() in ("true", "yes", "1")
+    raise pydantic_core.PydanticCustomError(
+        "type_invalid", "{text} is not true or false", {"text": repr(value)}
+    )
+
+
+Text = Annotated[str | None, pydantic.BeforeValidator(_text)]
+Whole = Annotated[int | None, pydantic.BeforeValidator(whole)]
+Flag = Annotated[bool | None, pydantic.BeforeValidator(_flag)]
+
+
+class _Row(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(frozen=True, extra="ignore")
+
+    id: Any = None
+
+    def present(self, column: str) -> Any:
+        return getattr(self, column, None)
+
+
+class FlowRow(_Row):
+    """A flow row as typed: ``name, start`` and optionally ``condition, changes, active``."""
+
+    name: Text = None
+    start: Text = None
+    condition: Text = None
+    changes: Text = None
+    active: Flag = None
+
+
+class StepRow(_Row):
+    """A step row as typed; an app kind's input columns are added per binding."""
+
+    flow_id: Whole = None
+    position: Whole = None
+    kind: Text = None
+    title: Text = None
+    duration: Text = None
+    field: Text = None
+    value: Text = None
+    condition: Text = None
+    goto: Whole = None
+    event: Text = None
+    audience: Text = None
+    message: Text = None
+    mode: Text = None
+    remind: Text = None
+
+
+@functools.lru_cache(maxsize=64)
+def step_model(inputs: tuple[str, ...]) -> type[StepRow]:
+    """The step model with the given input columns (as text)."""
+    if not inputs:
+        return StepRow
+    fields: dict[str, Any] = {column: (Text, None) for column in inputs}
+    model: type[StepRow] = pydantic.create_model("StepRow", __base__=StepRow, **fields)
+    return model
+
+
+def _read(
+    model: type[_Row], row: Mapping[str, Any], allowed: frozenset[str]
+) -> tuple[Any, list[errors.FieldError]]:
+    """The model of ``row`` and the problems of reading it; a bad field reads as empty."""
+    problems = [
+        errors.FieldError(str(key), f"'{key}' is not a column of this table", "column_unknown")
+        for key in row
+        if key not in allowed
+    ]
+    data = {k: v for k, v in row.items() if k in allowed}
+    try:
+        return model.model_validate(data), problems
+    except pydantic.ValidationError as exc:
+        bad = set()
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "row"
+            bad.add(field)
+            code = err["type"] if err["type"] == "type_invalid" else "type_invalid"
+            problems.append(errors.FieldError(field, str(err["msg"]), code))
+        return model.model_validate({k: v for k, v in data.items() if k not in bad}), problems
+
+
+def read_flow(
+    binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
+) -> tuple[FlowRow, list[errors.FieldError]]:
+    """The flow model of ``row``; ``extra`` are further columns its table has (not read)."""
+    allowed = frozenset(binding_mod.FLOW_COLUMNS) | _tenant(binding) | frozenset(extra)
+    model, problems = _read(FlowRow, row, allowed)
+    flow: FlowRow = model
+    return flow, problems
+
+
+def read_step(
+    binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
+) -> tuple[StepRow, list[errors.FieldError]]:
+    """The step model of ``row``; ``extra`` are further columns its table has (not read)."""
+    inputs = binding.input_columns
+    allowed = frozenset(binding_mod.STEP_COLUMNS) | frozenset(inputs) | _tenant(binding)
+    allowed |= frozenset(extra)
+    model, problems = _read(step_model(inputs), row, allowed)
+    step: StepRow = model
+    return step, problems
+
+
+def _tenant(binding: binding_mod.FlowBinding) -> frozenset[str]:
+    return frozenset() if binding.tenant is None else frozenset({binding.tenant})
+
+
+# -- one flow row ------------------------------------------------------------------
+
+
+def flow_errors(
+    binding: binding_mod.FlowBinding,
+    row: Mapping[str, Any],
+    columns: Mapping[str, query.ColumnType],
+    *,
+    extra: Collection[str] = (),
+) -> list[errors.FieldError]:
+    """Every problem of one flow row on its own (not its name's uniqueness)."""
+    flow, problems = read_flow(binding, row, extra)
+    add = problems.append
+    if flow.name is None:
+        add(errors.FieldError("name", "a flow needs a name", "column_required"))
+    elif len(flow.name) > NAME_LIMIT:
+        message = f"a flow's name has at most {NAME_LIMIT} characters"
+        add(errors.FieldError("name", message, "name_too_long"))
+    if flow.start is None:
+        message = "say when the flow starts: created, updated or manual"
+        add(errors.FieldError("start", message, "column_required"))
+    elif flow.start not in STARTS:
+        message = f"'{flow.start}' is not a start — write created, updated or manual"
+        add(errors.FieldError("start", message, "start_invalid"))
+    if flow.condition is not None:
+        add_condition(problems, flow.condition, columns, event=False)
+    if flow.changes is not None:
+        if flow.start != "updated":
+            message = "only a flow that starts on 'updated' can name the column an update changes"
+            add(errors.FieldError("changes", message, "changes_without_update"))
+        if flow.changes not in columns:
+            message = f"'{flow.changes}' is not a column of {binding.resource}"
+            add(errors.FieldError("changes", message, "column_unknown"))
+    if binding.tenant is not None and _blank(row.get(binding.tenant)):
+        message = "a flow belongs to a tenant; name it"
+        add(errors.FieldError(binding.tenant, message, "column_required"))
+    return _ordered(problems)
+
+
+# -- one step row ------------------------------------------------------------------
+
+
+def reads(binding: binding_mod.FlowBinding, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The columns a kind needs and the ones it may also have (besides ``title``)."""
+    if kind in BUILTIN_READS:
+        return BUILTIN_READS[kind]
+    app = binding.kinds[kind]
+    optional: tuple[str, ...] = ()
+    if app.waits:
+        optional = ("mode", "condition", "duration") + (("remind",) if app.remind else ())
+    return tuple(app.input), optional
+
+
+def step_errors(
+    binding: binding_mod.FlowBinding,
+    row: Mapping[str, Any],
+    columns: Mapping[str, query.ColumnType],
+    *,
+    need_flow: bool = True,
+    extra: Collection[str] = (),
+) -> list[errors.FieldError]:
+    """Every problem of one step row on its own (not its goto's target).
+
+    ``extra`` are columns the steps table has beyond flowrunner's (the application's
+    own, such as audit columns): allowed, and not read.
+    """
+    step, problems = read_step(binding, row, extra)
+    add = problems.append
+    if need_flow and step.flow_id is None and "flow_id" not in _fields(problems):
+        message = "a step belongs to a flow; name its flow"
+        add(errors.FieldError("flow_id", message, "column_required"))
+    if step.position is None:
+        if "position" not in _fields(problems):
+            add(errors.FieldError("position", "a step needs a position, e.g. 1", "column_required"))
+    elif step.position < 0:
+        message = "a position is a whole number of 0 or more"
+        add(errors.FieldError("position", message, "position_invalid"))
+    if step.goto is not None and step.goto < 0:
+        message = "a goto names a position, a whole number of 0 or more"
+        add(errors.FieldError("goto", message, "goto_invalid"))
+    if step.kind is None:
+        if "kind" not in _fields(problems):
+            add(errors.FieldError("kind", "a step needs a kind", "column_required"))
+        return _ordered(problems)
+    if step.kind not in binding.kind_names:
+        known = ", ".join(binding.kind_names)
+        message = f"kind '{step.kind}' is not in the binding — use one of {known}"
+        add(errors.FieldError("kind", message, "kind_unknown"))
+        return _ordered(problems)
+    needed, optional = reads(binding, step.kind)
+    skip = _fields(problems)
+    for column in needed:
+        if column not in skip and step.present(column) is None:
+            message = f"{_a(step.kind)} step needs '{column}'"
+            add(errors.FieldError(column, message, "column_required"))
+    open_columns = {*needed, *optional, "title"}
+    for column in (*STEP_READ_COLUMNS, *binding.input_columns):
+        if column in open_columns or column in ("position", "kind"):
+            continue
+        if step.present(column) is not None:
+            add(_not_read(binding, step.kind, column))
+    for column in sorted(open_columns & set(type(step).model_fields)):
+        value = step.present(column)
+        if value is not None and column not in skip:
+            _check_value(problems, binding, step, column, value, columns)
+    return _ordered(problems)
+
+
+def _ordered(problems: list[errors.FieldError]) -> list[errors.FieldError]:
+    # A column the table does not know is the least telling problem: say it last.
+    return sorted(problems, key=lambda p: p.code == "column_unknown")
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
+
+
+def _fields(problems: list[errors.FieldError]) -> set[str]:
+    return {p.field for p in problems}
+
+
+def _not_read(binding: binding_mod.FlowBinding, kind: str, column: str) -> errors.FieldError:
+    app = binding.kinds.get(kind)
+    if app is not None and column in WAITING_EXTRAS:
+        if column == "remind" and app.waits:
+            message = (
+                f"kind '{kind}' has no remind command, so its steps cannot remind; "
+                "leave 'remind' empty"
+            )
+            return errors.FieldError(column, message, "remind_unavailable")
+        message = f"kind '{kind}' does not wait, so its steps have no '{column}'; leave it empty"
+        return errors.FieldError(column, message, "column_not_read")
+    message = f"{_a(kind)} step does not read '{column}'; leave it empty"
+    return errors.FieldError(column, message, "column_not_read")
+
+
+def _check_value(
+    problems: list[errors.FieldError],
+    binding: binding_mod.FlowBinding,
+    step: StepRow,
+    column: str,
+    value: Any,
+    columns: Mapping[str, query.ColumnType],
+) -> None:
+    add = problems.append
+    kind = str(step.kind)
+    if column == "duration":
+        signed = kind == "until"
+        add_duration(problems, column, value, signed=signed)
+    elif column == "remind":
+        add_duration(problems, column, value, signed=False)
+    elif column == "field":
+        _check_field(problems, binding, step, value, columns)
+    elif column == "condition":
+        add_condition(problems, value, columns, event=kind in binding.kinds)
+    elif column == "event" and value not in binding.events:
+        known = ", ".join(binding.events) or "none"
+        message = f"'{value}' is not one of the binding's events ({known})"
+        add(errors.FieldError(column, message, "event_unknown"))
+    elif column == "audience" and value not in binding.audiences:
+        known = ", ".join(binding.audiences) or "none"
+        message = f"'{value}' is not an audience of the notify rules ({known})"
+        add(errors.FieldError(column, message, "audience_unknown"))
+    elif column == "message" and len(value) > MESSAGE_LIMIT:
+        message = f"a message has at most {MESSAGE_LIMIT} characters; this one has {len(value)}"
+        add(errors.FieldError(column, message, "message_too_long"))
+    elif column == "mode":
+        try:
+            Mode.parse(value)
+        except ValueError as exc:
+            add(errors.FieldError(column, str(exc), "mode_invalid"))
+
+
+def _check_field(
+    problems: list[errors.FieldError],
+    binding: binding_mod.FlowBinding,
+    step: StepRow,
+    field: str,
+    columns: Mapping[str, query.ColumnType],
+) -> None:
+    add = problems.append
+    if step.kind == "set":
+        if field not in binding.set_columns or field not in columns:
+            known = ", ".join(c for c in binding.set_columns if c in columns) or "none"
+            message = f"'{field}' is not a column a set step may write ({known})"
+            add(errors.FieldError("field", message, "field_not_settable"))
+            return
+        if step.value is not None:
+            try:
+                query.parse_value(step.value, columns[field])
+            except errors.QueryError as exc:
+                message = f"'{step.value}' cannot be written to '{field}': {exc.message}"
+                add(errors.FieldError("value", message, "value_invalid"))
+    elif step.kind == "until":
+        kind = columns.get(field)
+        if kind not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):
+            dates = ", ".join(
+                c
+                for c, t in columns.items()
+                if t in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP)
+            )
+            message = (
+                f"'{field}' is not a date or timestamp column of {binding.resource} "
+                f"({dates or 'none'})"
+            )
+            add(errors.FieldError("field", message, "field_not_date"))
+
+
+def add_duration(
+    problems: list[errors.FieldError], column: str, text: str, *, signed: bool
+) -> None:
+    try:
+        duration = durations.parse_duration(text, allow_sign=signed)
+    except errors.DurationError as exc:
+        problems.append(errors.FieldError(column, exc.message, "duration_invalid"))
+        return
+    if not signed and (duration.is_zero or duration.is_negative):
+        problems.append(
+            errors.FieldError(
+                column,
+                f"'{text}' must be longer than nothing, e.g. '1 day'",
+                "duration_not_positive",
+            )
+        )
+
+
+def add_condition(
+    problems: list[errors.FieldError],
+    text: str,
+    columns: Mapping[str, query.ColumnType],
+    *,
+    event: bool,
+) -> None:
+    try:
+        query.parse(text, columns, event=event)
+    except errors.QueryError as exc:
+        problems.append(
+            errors.FieldError(
+                "condition", f"the condition cannot be read: {exc}", "condition_invalid"
+            )
+        )
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How many events end a waiting app-kind step: ``any``, ``all``, ``2`` or ``60%``."""
+
+    how: Literal["any", "all", "count", "share"]
+    number: int = 1
+
+    @classmethod
+    def parse(cls, text: str | None) -> Mode:
+        """``None`` is ``any``; raises ValueError with a sentence for anything else unreadable."""
+        if text is None or not text.strip():
+            return cls("any")
+        word = text.strip().lower()
+        if word in ("any", "all"):
+            return cls("any" if word == "any" else "all")
+        if re.fullmatch(r"\d{1,6}", word) and int(word) >= 1:
+            return cls("count", int(word))
+        share = re.fullmatch(r"(\d{1,3})\s*%", word)
+        if share and 1 <= int(share.group(1)) <= 100:
+            return cls("share", int(share.group(1)))
+        raise ValueError(
+            f"'{text}' is not a mode — write any, all, a number of events like 2, "
+            "or a share like 60%"
+        )
+
+    def needed(self, asked: int) -> int:
+        """How many events end the wait when the command asked ``asked`` (at least one)."""
+        if self.how == "any":
+            return 1
+        if self.how == "all":
+            return max(asked, 1)
+        if self.how == "count":
+            return self.number
+        return max(1, math.ceil(asked * self.number / 100))

@@ -1,0 +1,330 @@
+"""The validated save paths (Core helpers and the ORM flush hook) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from fixtures.purchase_orders import app as po
+from flowrunner import editing, errors, tables, validate
+from flowrunner.binding import FlowBinding
+
+BINDING = po.binding
+
+
+@pytest.fixture
+def engine(any_engine: sa.Engine) -> sa.Engine:
+    po.metadata.create_all(any_engine)
+    return any_engine
+
+
+def counts(engine: sa.Engine) -> tuple[int, int]:
+    with engine.connect() as conn:
+        flows = conn.scalar(sa.select(sa.func.count()).select_from(po.po_flow))
+        steps = conn.scalar(sa.select(sa.func.count()).select_from(po.po_flow_step))
+    return int(flows or 0), int(steps or 0)
+
+
+def stored_steps(engine: sa.Engine) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.select(po.po_flow_step).order_by("id")).mappings()]
+
+
+def a_flow(engine: sa.Engine) -> tuple[int, dict[str, int]]:
+    """A flow with a wait at 1, a branch at 2 going back to 1, and a send at 3."""
+    with engine.begin() as conn:
+        flow_id = editing.save_flow(conn, BINDING, {"name": "Big orders", "start": "created"})
+        ids = {
+            "wait": editing.save_step(
+                conn,
+                BINDING,
+                {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": "1 day"},
+            ),
+            "branch": editing.save_step(
+                conn,
+                BINDING,
+                {
+                    "flow_id": flow_id,
+                    "position": 2,
+                    "kind": "branch",
+                    "condition": "status = open",
+                    "goto": 1,
+                    "title": "Still open?",
+                },
+            ),
+            "send": editing.save_step(
+                conn, BINDING, {"flow_id": flow_id, "position": 3, "kind": "send"}
+            ),
+        }
+    return flow_id, ids
+
+
+def test_core_saves_store_normalized_rows(engine: sa.Engine) -> None:
+    flow_id, ids = a_flow(engine)
+    with engine.begin() as conn:
+        editing.update_step(conn, BINDING, ids["wait"], {"duration": " 2 days ", "title": "  "})
+        snap = editing.snapshot(conn, BINDING, flow_id)
+    assert [(s.position, s.kind) for s in snap.steps] == [(1, "wait"), (2, "branch"), (3, "send")]
+    assert snap.steps[0].get("duration") == "2 days" and snap.steps[0].title is None
+    assert snap.flow.name == "Big orders" and snap.flow.active is True
+    with engine.begin() as conn:
+        editing.update_flow(conn, BINDING, flow_id, {"active": False})
+        editing.delete_step(conn, BINDING, ids["send"])
+        assert editing.snapshot(conn, BINDING, flow_id).flow.active is False
+    assert counts(engine) == (1, 2)
+
+
+def test_core_refuses_a_bad_step_and_stores_nothing(engine: sa.Engine) -> None:
+    flow_id, _ = a_flow(engine)
+    before = stored_steps(engine)
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.save_step(
+            conn,
+            BINDING,
+            {"flow_id": flow_id, "position": 4, "kind": "wait", "duration": "2 dayz", "field": "x"},
+        )
+    assert [(e.field, e.code) for e in caught.value.errors] == [
+        ("field", "column_not_read"),
+        ("duration", "duration_invalid"),
+    ]
+    assert caught.value.row == "flow 'Big orders', step (wait, position 4)"
+    assert stored_steps(engine) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "code"),
+    [
+        ({"flow_id": 999, "position": 1, "kind": "send"}, "flow_id", "flow_unknown"),
+        ({"position": 2, "kind": "send"}, "position", "branch_not_alone"),
+        (
+            {"position": 5, "kind": "branch", "condition": "amount > 1", "goto": 4},
+            "goto",
+            "goto_unknown",
+        ),
+        (
+            {"position": 5, "kind": "notify", "audience": "boss", "message": "x"},
+            "audience",
+            "audience_unknown",
+        ),
+    ],
+)
+def test_core_refuses_cross_row_problems(
+    engine: sa.Engine, change: dict[str, Any], field: str, code: str
+) -> None:
+    flow_id, _ = a_flow(engine)
+    before = stored_steps(engine)
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.save_step(conn, BINDING, {"flow_id": flow_id, **change})
+    assert (field, code) in [(e.field, e.code) for e in caught.value.errors]
+    assert stored_steps(engine) == before
+
+
+def test_the_last_step_a_goto_names_cannot_go(engine: sa.Engine) -> None:
+    flow_id, ids = a_flow(engine)
+    before = stored_steps(engine)
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.delete_step(conn, BINDING, ids["wait"])
+    (error,) = caught.value.errors
+    assert (error.field, error.code) == ("position", "goto_target_in_use")
+    assert error.message == (
+        "'Still open?' at position 2 goes to position 1, so its last step cannot be removed"
+    )
+    # Moving it away is removing it from position 1 too.
+    with pytest.raises(errors.RowInvalid), engine.begin() as conn:
+        editing.update_step(conn, BINDING, ids["wait"], {"position": 7})
+    assert stored_steps(engine) == before
+    # With a second step at position 1, the first may go.
+    with engine.begin() as conn:
+        editing.save_step(
+            conn,
+            BINDING,
+            {"flow_id": flow_id, "position": 1, "kind": "send", "title": "Early send"},
+        )
+        editing.delete_step(conn, BINDING, ids["wait"])
+    assert counts(engine) == (1, 3)
+
+
+def test_flow_names_are_unique_and_flows_delete_with_their_steps(engine: sa.Engine) -> None:
+    flow_id, _ = a_flow(engine)
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.save_flow(conn, BINDING, {"name": "Big orders", "start": "manual"})
+    assert [e.code for e in caught.value.errors] == ["name_taken"]
+    with engine.begin() as conn:
+        editing.save_flow(conn, BINDING, {"id": flow_id, "name": "Big orders", "start": "manual"})
+        editing.delete_flow(conn, BINDING, flow_id)
+    assert counts(engine) == (0, 0)
+
+
+# -- the ORM -----------------------------------------------------------------------
+
+
+class Base(orm.DeclarativeBase):
+    pass
+
+
+class Flow(Base):
+    __table__ = po.po_flow
+    steps: orm.Mapped[list[Step]] = orm.relationship(back_populates="flow")
+
+
+class Step(Base):
+    __table__ = po.po_flow_step
+    flow: orm.Mapped[Flow] = orm.relationship(back_populates="steps")
+
+
+@pytest.fixture
+def session(engine: sa.Engine) -> Any:
+    maker = orm.sessionmaker(engine)
+    editing.validate_on_flush(maker, BINDING)
+    with maker() as session:
+        yield session
+
+
+def test_orm_adds_a_flow_with_its_steps_in_one_flush(
+    engine: sa.Engine, session: orm.Session
+) -> None:
+    flow = Flow(name="Small orders", start="created", condition="amount <= 10000")
+    flow.steps = [
+        Step(position=2, kind="branch", condition="status = open", goto=3),
+        Step(position=3, kind="send", title="Send to supplier"),
+    ]
+    session.add(flow)
+    session.commit()
+    assert counts(engine) == (1, 2)
+
+
+def test_orm_refuses_bad_rows_and_stores_nothing(engine: sa.Engine, session: orm.Session) -> None:
+    flow_id, ids = a_flow(engine)
+    before = stored_steps(engine)
+    session.add(Step(flow_id=flow_id, position=4, kind="notify", audience="requester"))
+    session.add(Flow(name="Big orders", start="sometimes"))
+    with pytest.raises(errors.RowInvalid) as caught:
+        session.commit()
+    codes = sorted(e.code for e in caught.value.errors)
+    assert codes == ["column_required", "name_taken", "start_invalid"]
+    assert "flow 'Big orders'" in str(caught.value)
+    session.rollback()
+    # A dirty row is judged as it will stand.
+    wait = session.get(Step, ids["wait"])
+    assert wait is not None
+    wait.duration = "soon"
+    with pytest.raises(errors.RowInvalid) as caught:
+        session.flush()
+    assert [e.code for e in caught.value.errors] == ["duration_invalid"]
+    session.rollback()
+    # A deletion the goto still needs is refused.
+    wait = session.get(Step, ids["wait"])
+    session.delete(wait)
+    with pytest.raises(errors.RowInvalid) as caught:
+        session.flush()
+    assert [e.code for e in caught.value.errors] == ["goto_target_in_use"]
+    session.rollback()
+    assert stored_steps(engine) == before
+    assert counts(engine) == (1, 3)
+
+
+def test_orm_accepts_good_changes(engine: sa.Engine, session: orm.Session) -> None:
+    flow_id, ids = a_flow(engine)
+    send = session.get(Step, ids["send"])
+    assert send is not None
+    send.title = "Send it"
+    session.add(
+        Step(flow_id=flow_id, position=4, kind="notify", audience="requester", message="Sent.")
+    )
+    branch = session.get(Step, ids["branch"])
+    session.delete(branch)
+    session.commit()
+    assert sorted(s["kind"] for s in stored_steps(engine)) == ["notify", "send", "wait"]
+    # The flow goes with all of its steps, or not at all.
+    flow = session.get(Flow, flow_id)
+    session.delete(flow)
+    with pytest.raises(errors.RowInvalid, match="still has 3 step"):
+        session.flush()
+    session.rollback()
+    flow = session.get(Flow, flow_id)
+    assert flow is not None
+    for step in list(flow.steps):
+        session.delete(step)
+    session.delete(flow)
+    session.commit()
+    assert counts(engine) == (0, 0)
+
+
+# -- tenants -----------------------------------------------------------------------
+
+
+def tenant_app(engine: sa.Engine) -> FlowBinding:
+    binding = FlowBinding(
+        resource="account",
+        flows_table="account_flow",
+        steps_table="account_flow_step",
+        set_columns=["status"],
+        tenant="tenant_id",
+    )
+    metadata = sa.MetaData()
+    sa.Table(
+        "account",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("status", sa.String(20)),
+        sa.Column("tenant_id", sa.String(20)),
+    )
+    tables.for_binding(metadata, binding)
+    metadata.create_all(engine)
+    binding.check(engine)
+    return binding
+
+
+def test_flows_and_steps_belong_to_a_tenant(engine: sa.Engine) -> None:
+    binding = tenant_app(engine)
+    with engine.begin() as conn:
+        acme = editing.save_flow(
+            conn, binding, {"name": "Close", "start": "manual", "tenant_id": "acme"}
+        )
+        editing.save_flow(
+            conn, binding, {"name": "Close", "start": "manual", "tenant_id": "globex"}
+        )
+        step = {"flow_id": acme, "position": 1, "kind": "set", "field": "status", "value": "closed"}
+        editing.save_step(conn, binding, step)
+        snap = editing.snapshot(conn, binding, acme)
+    assert snap.flow.tenant == "acme" and snap.steps[0].get("tenant_id") == "acme"
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.save_flow(conn, binding, {"name": "Close", "start": "created", "tenant_id": "acme"})
+    assert [e.code for e in caught.value.errors] == ["name_taken"]
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.save_flow(conn, binding, {"name": "Open", "start": "created"})
+    assert [(e.field, e.code) for e in caught.value.errors] == [("tenant_id", "column_required")]
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        editing.save_step(conn, binding, {**step, "position": 2, "tenant_id": "globex"})
+    assert [(e.field, e.code) for e in caught.value.errors] == [("tenant_id", "tenant_mismatch")]
+
+
+def test_the_apps_own_columns_are_kept_and_not_judged(sqlite_engine: sa.Engine) -> None:
+    binding = FlowBinding(
+        resource="account", flows_table="acct_flow", steps_table="acct_step", set_columns=["status"]
+    )
+    metadata = sa.MetaData()
+    sa.Table(
+        "account",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("status", sa.String(20)),
+    )
+    _, steps = tables.for_binding(metadata, binding)
+    steps.append_column(sa.Column("created_by", sa.String(20)))
+    metadata.create_all(sqlite_engine)
+    with sqlite_engine.begin() as conn:
+        flow_id = editing.save_flow(conn, binding, {"name": "Audit", "start": "manual"})
+        row = {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": "1 day"}
+        editing.save_step(conn, binding, {**row, "created_by": "ann"})
+        snap = editing.snapshot(conn, binding, flow_id)
+        assert conn.scalar(sa.select(steps.c.created_by)) == "ann"
+    assert validate.check(snap, binding, binding.resource_columns(sqlite_engine)) is None
+    with (
+        pytest.raises(errors.RowInvalid, match="'colour' is not a column"),
+        sqlite_engine.begin() as conn,
+    ):
+        editing.save_step(conn, binding, {**row, "colour": "red"})

@@ -1,0 +1,161 @@
+"""Flows as files: import all or nothing, export and import again, and the guide's examples."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from fixtures.purchase_orders import app as po
+from fixtures.tickets import app as tk
+from flowrunner import flowfiles, query, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = """
+flows:
+  - name: Good one
+    start: manual
+    steps:
+      - {position: 1, kind: send}
+  - name: Bad one
+    start: created
+    condition: amount >
+    steps:
+      - {position: 1, kind: wait, duration: 2 dayz, title: Pause}
+      - {position: 2, kind: branch, condition: status = open, goto: 8}
+      - {position: 3, kind: notify, audience: requester, message: Hello}
+"""
+
+
+def counts(engine: sa.Engine, app: object = po) -> tuple[int, int]:
+    flows, steps = (
+        (po.po_flow, po.po_flow_step) if app is po else (tk.ticket_flow, tk.ticket_flow_step)
+    )
+    with engine.connect() as conn:
+        return (
+            int(conn.scalar(sa.select(sa.func.count()).select_from(flows)) or 0),
+            int(conn.scalar(sa.select(sa.func.count()).select_from(steps)) or 0),
+        )
+
+
+def test_an_import_is_all_or_nothing(any_engine: sa.Engine) -> None:
+    po.metadata.create_all(any_engine)
+    docs = flowfiles.loads_yaml(BAD)
+    with pytest.raises(validate.RowsInvalid) as caught, any_engine.begin() as conn:
+        flowfiles.import_flows(conn, po.binding, docs)
+    labels = [label for label, _ in caught.value.rows]
+    assert labels == [
+        "flow 'Bad one'",
+        "flow 'Bad one', step 'Pause' (wait, position 1)",
+        "flow 'Bad one', step (branch, position 2)",
+    ]
+    codes = [e.code for _, found in caught.value.rows for e in found]
+    assert codes == ["condition_invalid", "duration_invalid", "goto_unknown"]
+    assert counts(any_engine) == (0, 0)
+
+
+@pytest.mark.parametrize("app", [po, tk], ids=["purchase_orders", "tickets"])
+def test_export_then_import_round_trips(any_engine: sa.Engine, app: object, tmp_path: Path) -> None:
+    app.metadata.create_all(any_engine)  # type: ignore[attr-defined]
+    binding = app.binding  # type: ignore[attr-defined]
+    docs = flowfiles.read_file(app.FLOWS_FILE)  # type: ignore[attr-defined]
+    with any_engine.begin() as conn:
+        result = flowfiles.import_flows(conn, binding, docs)
+    assert result.created == [d.flow["name"] for d in docs] and not result.replaced
+    with any_engine.connect() as conn:
+        exported = flowfiles.export_flows(conn, binding)
+    assert [(d.flow["name"], len(d.steps)) for d in exported] == [
+        (d.flow["name"], len(d.steps)) for d in docs
+    ]
+    text = flowfiles.dumps_yaml(exported)
+    csv_text = flowfiles.dumps_csv(exported, binding)
+    # Into a second database, from YAML and from CSV alike.
+    other = sa.create_engine(f"sqlite:///{tmp_path / 'other.db'}")
+    app.metadata.create_all(other)  # type: ignore[attr-defined]
+    with other.begin() as conn:
+        flowfiles.import_flows(conn, binding, flowfiles.loads_yaml(text))
+    with other.connect() as conn:
+        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding)) == text
+    # Again from the CSV text, replacing flows by name: the same rows come back.
+    with any_engine.begin() as conn:
+        again = flowfiles.import_flows(conn, binding, flowfiles.loads_csv(csv_text), replace=True)
+    assert again.replaced == result.created and not again.created
+    with any_engine.connect() as conn:
+        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding)) == text
+    other.dispose()
+
+
+def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) -> None:
+    po.metadata.create_all(sqlite_engine)
+    docs = flowfiles.read_file(po.FLOWS_FILE)
+    with sqlite_engine.begin() as conn:
+        flowfiles.import_flows(conn, po.binding, docs)
+    with pytest.raises(validate.RowsInvalid) as caught, sqlite_engine.begin() as conn:
+        flowfiles.import_flows(conn, po.binding, docs[:1])
+    assert (
+        str(caught.value) == "flow 'Big orders': name: there is already a flow named 'Big orders'"
+    )
+    twice = flowfiles.loads_yaml(
+        "- {name: Twice, start: manual}\n- {name: Twice, start: created}\n"
+    )
+    with (
+        pytest.raises(validate.RowsInvalid, match="already a flow named 'Twice'"),
+        sqlite_engine.begin() as conn,
+    ):
+        flowfiles.import_flows(conn, po.binding, twice)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("flows: [", "the file is not readable YAML at line"),
+        ("name: x", "the file must hold a list of flows"),
+        ("- just text", "flow 1 in the file is not a mapping of columns"),
+        ("- {name: x, steps: 3}", "the steps of flow 1 must be a list of mappings"),
+    ],
+)
+def test_unreadable_files(text: str, message: str) -> None:
+    with pytest.raises(flowfiles.FileInvalid, match=message):
+        flowfiles.loads_yaml(text)
+
+
+# -- the business user's guide -----------------------------------------------------
+
+GUIDE = ROOT / "docs" / "flows.md"
+BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)
+APPS = {"purchase_orders": (po, po.purchase_order), "tickets": (tk, tk.ticket)}
+
+
+def guide_examples() -> list[str]:
+    return BLOCK.findall(GUIDE.read_text(encoding="utf-8"))
+
+
+def test_the_guide_has_examples() -> None:
+    assert len(guide_examples()) >= 8
+
+
+@pytest.mark.parametrize("number", range(len(guide_examples())))
+def test_every_yaml_example_in_the_guide_is_valid(number: int) -> None:
+    text = guide_examples()[number]
+    # An example names its application on its first line, e.g. "# tickets".
+    first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
+    app, resource = APPS.get(first, APPS["purchase_orders"])
+    docs = flowfiles.loads_yaml(text)
+    assert docs
+    columns = query.column_types(resource)
+    assert flowfiles.problems(app.binding, docs, columns) == []
+
+
+def test_every_code_is_in_the_guide() -> None:
+    text = GUIDE.read_text(encoding="utf-8").split("## Every problem a row can have")[1]
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.M))
+    assert documented == set(validate.CODES)
+    sources = "".join(
+        (ROOT / "flowrunner" / name).read_text(encoding="utf-8")
+        for name in ("rows.py", "validate.py", "editing.py")
+    )
+    # Each code the checks use is listed (a typo in a code would show here).
+    used = set(re.findall(r'"([a-z]+_[a-z_]+)"[,)]', sources)) - {"flow_id", "before_flush"}
+    assert used - set(validate.CODES) == set()
