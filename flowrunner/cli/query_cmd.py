@@ -1,0 +1,143 @@
+"""``flowrunner query``: try a condition — its canonical form, its SQL, its result on a record."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from flowrunner import errors, sqltypes
+from flowrunner import query as ql  # `query` names the command here
+from flowrunner.query import ast
+
+_SQL_TYPES: dict[ql.ColumnType, sa.types.TypeEngine[Any]] = {
+    ql.ColumnType.TEXT: sa.String(),
+    ql.ColumnType.NUMBER: sa.Numeric(),
+    ql.ColumnType.BOOLEAN: sa.Boolean(),
+    ql.ColumnType.DATE: sa.Date(),
+    ql.ColumnType.TIMESTAMP: sqltypes.UTCDateTime(),
+}
+_DIALECTS = {"sqlite": sqlite.dialect, "postgresql": postgresql.dialect}
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(
+            f"is not JSON: {exc.msg} at column {exc.colno}", param_hint=option
+        ) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    return value
+
+
+def _guess(value: Any) -> ql.ColumnType | None:
+    """The type a record's JSON value most likely has, for a table to compile against."""
+    if isinstance(value, bool):
+        return ql.ColumnType.BOOLEAN
+    if isinstance(value, int | float):
+        return ql.ColumnType.NUMBER
+    if isinstance(value, str):
+        if len(value) == 10 and ql.coerce(value, ql.ColumnType.DATE) is not None:
+            return ql.ColumnType.DATE
+        if len(value) > 10 and ql.coerce(value, ql.ColumnType.TIMESTAMP) is not None:
+            return ql.ColumnType.TIMESTAMP
+        return ql.ColumnType.TEXT
+    return None
+
+
+def _table(
+    condition: ql.Condition, types: dict[str, ql.ColumnType], record: dict[str, Any]
+) -> sa.Table:
+    names = dict(types)
+    for name, value in record.items():
+        guessed = _guess(value)
+        if name not in names and guessed is not None:
+            names[name] = guessed
+    for node in ast.walk(condition.node):
+        if isinstance(node, ast.Compare | ast.In) and node.left.scope == "record":
+            names.setdefault(node.left.name, node.ctype or ql.ColumnType.TEXT)
+        elif isinstance(node, ast.IsNull) and node.left.scope == "record":
+            names.setdefault(node.left.name, ql.ColumnType.TEXT)
+    return sa.Table(
+        "records",
+        sa.MetaData(),
+        *(sa.Column(name, _SQL_TYPES[kind]) for name, kind in sorted(names.items())),
+    )
+
+
+def _fail(exc: errors.QueryError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    context = exc.context()
+    if context:
+        click.echo(context, err=True)
+    raise SystemExit(1)
+
+
+@click.command("query")
+@click.argument("condition")
+@click.option(
+    "--record", "record_json", help="A record as a JSON object, to test the condition on."
+)
+@click.option("--columns", "columns_json", help='Column types as JSON, e.g. {"amount": "number"}.')
+@click.option("--event", "event_json", help="The latest event's payload as JSON (allows event.x).")
+@click.option(
+    "--sql",
+    "dialect",
+    type=click.Choice(sorted(_DIALECTS)),
+    default="sqlite",
+    show_default=True,
+    help="The database to show the SQL for.",
+)
+@click.option("--now", "now_text", help="The moment now() means, ISO 8601 (default: the clock).")
+def query(
+    condition: str,
+    record_json: str | None,
+    columns_json: str | None,
+    event_json: str | None,
+    dialect: str,
+    now_text: str | None,
+) -> None:
+    """Check CONDITION: print its canonical form, its SQL and, with --record, the result."""
+    record = _json_object(record_json, "--record") or {}
+    columns = _json_object(columns_json, "--columns")
+    event = _json_object(event_json, "--event")
+    now = datetime.now(UTC)
+    if now_text is not None:
+        moment = ql.coerce(now_text, ql.ColumnType.TIMESTAMP)
+        if moment is None:
+            raise click.BadParameter(f"{now_text!r} is not an ISO 8601 moment", param_hint="--now")
+        now = moment
+    try:
+        types = ql.column_types(columns) if columns is not None else {}
+    except errors.BindingError as exc:
+        raise click.BadParameter(str(exc), param_hint="--columns") from None
+    try:
+        parsed = ql.parse(condition, types or None, event=event is not None)
+        table = _table(parsed, types, record)
+        clause = parsed.to_sql(table, now=now, event=event)
+    except errors.QueryError as exc:
+        _fail(exc)
+        return
+    compiled = (
+        sa.select(sa.literal_column("*"))
+        .select_from(table)
+        .where(clause)
+        .compile(dialect=_DIALECTS[dialect]())
+    )
+    click.echo(f"condition: {parsed}")
+    click.echo(f"sql ({dialect}): {' '.join(str(compiled).split())}")
+    if compiled.params:
+        click.echo("parameters:")
+        for name, value in compiled.params.items():
+            click.echo(f"  {name} = {value!r}")
+    if record_json is not None:
+        result = parsed.matches(record, now=now, event=event)
+        click.echo(f"matches: {'true' if result else 'false'}")

@@ -1,0 +1,218 @@
+"""Hypothesis strategies shared by the query-language property tests (no tests of its own)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+from hypothesis import strategies as st
+
+from flowrunner import durations, sqltypes
+from flowrunner.query import ast
+from flowrunner.query.types import ColumnType as T
+
+NOW = datetime(2025, 3, 30, 12, 30, tzinfo=UTC)
+
+COLUMNS: dict[str, T] = {
+    "title": T.TEXT,
+    "status": T.TEXT,
+    "amount": T.NUMBER,
+    "qty": T.NUMBER,
+    "flag": T.BOOLEAN,
+    "due": T.DATE,
+    "at": T.TIMESTAMP,
+    "ratio": T.NUMBER,
+    "naive_at": T.TIMESTAMP,
+}
+# Columns whose SQL type is not the default for their query type.
+_SQL_OVERRIDES = {"ratio": sa.Float(), "naive_at": sa.DateTime()}
+
+_SQL_TYPES = {
+    T.TEXT: sa.String(),
+    T.NUMBER: sa.Numeric(),
+    T.BOOLEAN: sa.Boolean(),
+    T.DATE: sa.Date(),
+    T.TIMESTAMP: sqltypes.UTCDateTime(),
+}
+
+
+def table(name: str = "t") -> sa.Table:
+    return sa.Table(
+        name,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        *(
+            sa.Column(col, _SQL_OVERRIDES.get(col, _SQL_TYPES[kind]))
+            for col, kind in COLUMNS.items()
+        ),
+    )
+
+
+_text_alphabet = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
+TEXT_POOL = [
+    "open",
+    "Open",
+    "OPEN",
+    "closed",
+    "",
+    "a",
+    "ab",
+    "abc",
+    "b",
+    "é",
+    "e\u0301",
+    "日本",
+    "Z",
+    "z",
+    "'",
+    "%",
+    "_",
+    "a%b",
+    "\\",
+    "x y",
+]
+texts = st.one_of(st.sampled_from(TEXT_POOL), st.text(_text_alphabet, max_size=6))
+
+NUMBER_POOL: list[Any] = [
+    0,
+    1,
+    -1,
+    100,
+    Decimal("100.00"),
+    Decimal("1.0"),
+    Decimal("0.1"),
+    Decimal("-0.5"),
+    Decimal("99.99"),
+    10**12,
+    Decimal("123456789012.345"),
+]
+numbers = st.one_of(
+    st.sampled_from(NUMBER_POOL),
+    st.integers(-(10**12), 10**12),
+    st.decimals(-(10**6), 10**6, places=2, allow_nan=False, allow_infinity=False),
+)
+
+DATE_POOL = [NOW.date() + timedelta(days=k) for k in (-40, -3, -2, -1, 0, 1, 2, 3, 31)]
+dates = st.one_of(st.sampled_from(DATE_POOL), st.dates(date(2000, 1, 1), date(2040, 12, 31)))
+
+_zones = st.sampled_from(
+    [UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-7, minutes=-30))]
+)
+TS_POOL = [NOW + timedelta(hours=k) for k in (-49, -48, -24, -1, 0, 1, 24, 48, 49)] + [
+    datetime.combine(NOW.date(), datetime.min.time(), UTC)
+]
+timestamps = st.one_of(
+    st.sampled_from(TS_POOL),
+    st.builds(
+        lambda moment, zone: moment.astimezone(zone),
+        st.datetimes(datetime(2000, 1, 1), datetime(2040, 1, 1), timezones=st.just(UTC)),
+        _zones,
+    ),
+)
+
+VALUES = {
+    T.TEXT: texts,
+    T.NUMBER: numbers,
+    T.BOOLEAN: st.booleans(),
+    T.DATE: dates,
+    T.TIMESTAMP: timestamps,
+}
+
+_offsets = st.builds(
+    durations.Duration,
+    months=st.integers(-2, 2),
+    days=st.integers(-3, 3),
+    seconds=st.sampled_from([0, 3600, -3600, 86400]),
+).filter(lambda d: not (d.months > 0 and (d.days < 0 or d.seconds < 0)))
+
+
+def _same_sign(d: durations.Duration) -> durations.Duration:
+    # A Duration is all >= 0 or all <= 0.
+    return durations.Duration(abs(d.months), abs(d.days), abs(d.seconds))
+
+
+relatives = st.builds(
+    lambda base, off, neg: ast.Relative(base, -_same_sign(off) if neg else _same_sign(off)),
+    st.sampled_from(["now", "today"]),
+    st.one_of(st.none().map(lambda _: durations.Duration()), _offsets),
+    st.booleans(),
+)
+
+
+def literal(kind: T) -> st.SearchStrategy[ast.Literal]:
+    return VALUES[kind].map(lambda v: ast.Literal(v, kind))
+
+
+def _comparison(column: str) -> st.SearchStrategy[ast.Node]:
+    kind = COLUMNS[column]
+    ref = ast.Ref(column)
+    ops = ["=", "!="]
+    if kind is not T.BOOLEAN:
+        ops += ["<", "<=", ">", ">="]
+    if kind is T.TEXT:
+        ops += ["contains", "starts with"]
+    right: st.SearchStrategy[ast.ValueExpr] = literal(kind)
+    if kind is T.TIMESTAMP:
+        right = st.one_of(literal(kind), relatives)
+    elif kind is T.DATE:
+        right = st.one_of(literal(kind), relatives.filter(lambda r: r.type is T.DATE))
+    compare = st.builds(lambda op, value: ast.Compare(ref, op, value), st.sampled_from(ops), right)
+    in_list = st.builds(
+        lambda values, negated: ast.In(ref, tuple(values), negated),
+        st.lists(literal(kind), min_size=1, max_size=4),
+        st.booleans(),
+    )
+    is_null = st.builds(lambda negated: ast.IsNull(ref, negated), st.booleans())
+    return st.one_of(compare, compare, in_list, is_null)
+
+
+leaves = st.sampled_from(sorted(COLUMNS)).flatmap(_comparison)
+
+conditions: st.SearchStrategy[ast.Node] = st.recursive(
+    leaves,
+    lambda inner: st.one_of(
+        inner.map(ast.Not),
+        st.lists(inner, min_size=2, max_size=3).map(lambda items: ast.And(tuple(items))),
+        st.lists(inner, min_size=2, max_size=3).map(lambda items: ast.Or(tuple(items))),
+    ),
+    max_leaves=8,
+)
+
+
+def _python_view(kind: T, value: Any, draw: Any) -> Any:
+    """The value as an application might hand it over in a record (floats, 0/1, naive UTC)."""
+    if value is None:
+        return None
+    if kind is T.NUMBER and isinstance(value, Decimal) and draw(st.booleans()):
+        return float(value)
+    if kind is T.BOOLEAN and draw(st.booleans()):
+        return int(value)
+    if kind is T.TIMESTAMP and draw(st.booleans()):
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+@st.composite
+def records(draw: Any, ident: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the row stored in the database, the record the Python evaluator sees)."""
+    row: dict[str, Any] = {"id": ident}
+    record: dict[str, Any] = {"id": ident}
+    for column, kind in COLUMNS.items():
+        value = draw(st.one_of(st.none(), VALUES[kind], VALUES[kind]))
+        if column == "naive_at" and value is not None:
+            # A column without time zone holds UTC wall-clock times, written naive.
+            row[column] = value.astimezone(UTC).replace(tzinfo=None)
+        else:
+            row[column] = value
+        if value is None and draw(st.booleans()):
+            continue  # missing from the record altogether
+        record[column] = _python_view(kind, value, draw)
+    return row, record
+
+
+@st.composite
+def record_batches(draw: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    size = draw(st.integers(1, 25))
+    return [draw(records(i)) for i in range(1, size + 1)]
