@@ -27,7 +27,7 @@ def cancel(
     """Cancel a run that has not ended; journaled with the operator's name."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
-        run = _run_for_operator(runner, conn, run_id, tenant)
+        run = run_for_operator(runner, conn, run_id, tenant)
         if run.status in ("done", "cancelled"):
             raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
@@ -53,16 +53,19 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None)
     """Run a failed run's failed step again; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
-        run = _run_for_operator(runner, conn, run_id, tenant)
+        run = run_for_operator(runner, conn, run_id, tenant)
         if run.status != "failed":
             raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-        if not run.state:
+        saved = state.RunState.from_dict(run.state) if run.state else None
+        if saved is None or saved.status != "failed":
+            # It failed before its first step, or outside its steps (a row that broke
+            # after it started, an engine error): it goes on from its saved state.
             problem = validate.check(snap, runner.binding, runner.columns)
             if problem:
                 raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
-            new_state: dict[str, Any] = {}
-            status = "running"
+            new_state: dict[str, Any] = run.state or {}
+            status = saved.status if saved is not None else "running"
         else:
             step = interpret.retry_failed(
                 snap, state.RunState.from_dict(run.state), now, runner.config
@@ -87,7 +90,7 @@ def redrive(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = Non
     """Make a stuck run due now and free its lease; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
-        run = _run_for_operator(runner, conn, run_id, tenant)
+        run = run_for_operator(runner, conn, run_id, tenant)
         if run.status in state.ENDED:
             raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
@@ -95,7 +98,9 @@ def redrive(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = Non
         _journal(conn, run, operator, "redrive", now, {})
 
 
-def _run_for_operator(runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: Any) -> Any:
+def run_for_operator(runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: Any) -> Any:
+    """The run, if it is on this runner's resource and of the tenant; else OperatorError."""
+    tenant = None if tenant is None else str(tenant)
     try:
         run = ops.load_run(conn, run_id)
     except errors.FlowrunnerError:

@@ -376,8 +376,16 @@ class FlowRunner:
 
     # -- seeing and operating -----------------------------------------------------------------
 
+    def _need_tenant(self, tenant: Any) -> Any:
+        if self.binding.tenant and tenant is None:
+            raise errors.OperatorError(
+                f"{self.binding.resource} records belong to tenants: name the tenant"
+            )
+        return None if tenant is None else str(tenant)
+
     def runs(self, record_id: Any, *, tenant: Any = None) -> list[Any]:
-        """The record's runs, newest first."""
+        """The record's runs, newest first (with a tenant binding: of that tenant's record)."""
+        tenant = self._need_tenant(tenant)
         with self.engine.connect() as conn:
             return list(
                 ops.runs_for_record(
@@ -385,9 +393,33 @@ class FlowRunner:
                 )
             )
 
-    def history(self, run_id: int) -> list[Any]:
+    def history(self, run_id: int, *, tenant: Any = None) -> list[Any]:
+        """What happened in the run, step by step, in order."""
         with self.engine.connect() as conn:
+            operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
             return list(ops.run_history(conn, run_id))
+
+    def notices(self, *, undelivered: bool = False, tenant: Any = None) -> list[Any]:
+        """The notices outbox: what notify steps wrote, for your mailer to deliver."""
+        with self.engine.connect() as conn:
+            return list(
+                ops.notices(conn, undelivered=undelivered, tenant=self._need_tenant(tenant))
+            )
+
+    def mark_delivered(self, notice_id: int) -> bool:
+        """Record that a notice was delivered; False if it already was."""
+        with dialects.begin(self.engine) as conn:
+            return ops.mark_delivered(conn, notice_id=notice_id, at=self.clock())
+
+    def record_deleted(self, conn: sa.Connection, record_id: Any, *, tenant: Any = None) -> None:
+        """Tell the runner a record was deleted (in your transaction): its waiting runs end."""
+        ops.wake_record(
+            conn,
+            resource=self.binding.resource,
+            record_id=str(record_id),
+            tenant=self._need_tenant(tenant),
+            now=self.clock(),
+        )
 
     def cancel(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
         """Cancel a run that has not ended; journaled with the operator's name."""

@@ -125,13 +125,7 @@ class FlowDriver:
                     tables.resource.c[tables.key] == tables.key_value(record_id)
                 )
             )
-            ops.wake_record(
-                conn,
-                resource=self.runner.binding.resource,
-                record_id=str(record_id),
-                tenant=tenant,
-                now=self.now,
-            )
+            self.runner.record_deleted(conn, record_id, tenant=tenant)
         if run:
             self.run_until_idle()
 
@@ -158,9 +152,10 @@ class FlowDriver:
     def runs(self, record_id: Any, *, tenant: Any = None) -> list[Any]:
         return self.runner.runs(record_id, tenant=tenant)
 
-    def history(self, run_id: int) -> list[Any]:
-        return self.runner.history(run_id)
+    def history(self, run_id: int, *, tenant: Any = None) -> list[Any]:
+        return self.runner.history(run_id, tenant=tenant)
 
     def notices(self, run_id: int | None = None) -> list[Any]:
+        """Every notice written (of one run, if given), across tenants."""
         with self.runner.engine.connect() as conn:
             return list(ops.notices(conn, run_id=run_id))

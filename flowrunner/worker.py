@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import commands, errors, sanitize, snapshot, templates
+from flowrunner import commands, errors, sanitize, snapshot, templates, validate
 from flowrunner.engine import effects, happened, interpret, state
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -28,9 +27,6 @@ if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
 
 log = logging.getLogger("flowrunner.worker")
-
-# A command loop longer than this in one advance is an engine bug, not a business flow.
-MAX_COMMAND_ROUNDS = 200
 
 
 @dataclass
@@ -73,10 +69,12 @@ class Worker:
         self.crash_at = crash_at
         self.stats = WorkerStats()
         self._lines: list[ops.LogLine] = []
+        self._wrote_record = False
+        self._checked: dict[str, str | None] = {}
 
     def _point(self, name: str) -> None:
-        self.stats.points.append(name)
         if self.crash_at is not None:
+            self.stats.points.append(name)
             self.crash_at(name)
 
     def run_due(self, limit: int = 100) -> int:
@@ -91,7 +89,7 @@ class Worker:
             group = claims[start : start + self.batch]
             with dialects.begin(self.runner.engine) as conn:
                 for claim in group:
-                    if self._one(conn, claim, now):
+                    if self._one(conn, claim):
                         # Released in the step's own transaction: if it rolls back, the
                         # lease simply expires and another worker takes the run over.
                         ops.release_lease(
@@ -101,15 +99,25 @@ class Worker:
             self._point("committed")
         return len(claims)
 
-    def _one(self, conn: sa.Connection, claim: Any, now: datetime) -> bool:
+    def _one(self, conn: sa.Connection, claim: Any) -> bool:
         """Advance one claimed run inside its own savepoint; True if its lease is to be released.
 
-        False when its write was refused (the lease is another's now) or the run ended
-        (its lease row is gone).
+        False when its write was refused (the lease is another's now), the database
+        failed for a moment (the lease expires and the run is tried again), or the run
+        ended (its lease row is gone).
         """
+        # The clock is read per run, and the lease renewed, so a slow run before this
+        # one in the same claim costs neither a stale time nor a lapsed lease.
+        now = self.runner.clock()
+        name = f"run:{claim.run_id}"
+        if not ops.refresh_lease(
+            conn, name=name, owner=self.owner, epoch=claim.epoch, now=now, ttl=self.lease_ttl
+        ):
+            self.stats.refused += 1
+            return False
         savepoint = conn.begin_nested()
         try:
-            new = self.advance_run(conn, claim.run_id, now, claim=claim)
+            new = self._advance(conn, claim, now)
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -117,11 +125,17 @@ class Worker:
             return False
         except Crash:
             raise
+        except sa.exc.OperationalError:
+            # A deadlock, a lock timeout, a dropped connection: not the run's fault.
+            savepoint.rollback()
+            self.stats.errors += 1
+            log.warning("run %s: the database failed; it will be tried again", claim.run_id)
+            return False
         except Exception as exc:  # an engine bug must not stall the other runs
             savepoint.rollback()
             self.stats.errors += 1
             log.exception("run %s could not be advanced", claim.run_id)
-            self._fail_run(conn, claim.run_id, now, exc)
+            self._fail_run(conn, claim, now, exc)
             return True
         savepoint.commit()
         self.stats.advanced += 1
@@ -131,10 +145,14 @@ class Worker:
             return False
         return True
 
-    def _fail_run(self, conn: sa.Connection, run_id: int, now: datetime, exc: Exception) -> None:
+    def _fail_run(self, conn: sa.Connection, claim: Any, now: datetime, exc: Exception) -> None:
+        """Fail the run with a sanitized envelope; its saved state stays as it was, so an
+        operator's retry advances it again from there."""
+        run_id = claim.run_id
         with conn.begin_nested():
+            ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch)
             run = ops.load_run(conn, run_id)
-            envelope = sanitize.error_envelope("engine_error", f"{type(exc).__name__}: {exc}")
+            envelope = sanitize.error_envelope("engine_error", describe(exc))
             ops.save_run(
                 conn,
                 run_id,
@@ -149,29 +167,67 @@ class Worker:
 
     # -- one run ---------------------------------------------------------------------
 
-    def advance_run(
-        self, conn: sa.Connection, run_id: int, now: datetime, *, claim: Any = None
-    ) -> state.RunState | None:
-        """Advance one run in ``conn``'s transaction; returns its new state.
+    def _problem(self, snap: snapshot.FlowSnapshot) -> str | None:
+        """The load check of SPEC 2 (snapshots), once per snapshot digest in this process."""
+        if snap.digest not in self._checked:
+            self._checked[snap.digest] = validate.check(
+                snap, self.runner.binding, self.runner.columns
+            )
+        return self._checked[snap.digest]
 
-        With ``claim`` (this worker's), the save is fenced by the claim's lease epoch and
-        a wake-up that arrived meanwhile is kept.
+    def _stop(self, conn: sa.Connection, run: Any, claim: Any, now: datetime, why: str) -> None:
+        ops.check_lease(conn, name=f"run:{run.id}", owner=self.owner, epoch=claim.epoch)
+        ops.save_run(
+            conn,
+            run.id,
+            expected_version=run.version,
+            state=run.state,
+            status="failed",
+            now=now,
+            error=sanitize.error_envelope("snapshot_broken", why),
+            reason=why,
+        )
+        ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
+        ops.append_logs(
+            conn,
+            run_id=run.id,
+            at=now,
+            tenant=run.tenant,
+            lines=[ops.LogLine("failed", detail=why)],
+        )
+
+    def _advance(self, conn: sa.Connection, claim: Any, now: datetime) -> state.RunState | None:
+        """Advance one claimed run in ``conn``'s transaction; returns its new state.
+
+        The save is fenced by the claim's lease epoch, and a wake-up that arrived
+        meanwhile is kept.
         """
         runner = self.runner
+        run_id = claim.run_id
         run = ops.load_run(conn, run_id)
         if run.status in state.ENDED:
             ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
             return None
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        problem = self._problem(snap)
+        if problem is not None:
+            # A row that broke after the run started (a kind removed, a column dropped):
+            # the run fails before it does anything more, with the sentence naming it.
+            self._stop(conn, run, claim, now, problem)
+            return None
         record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
         current = state.RunState.from_dict(run.state) if run.state else None
         after = current.last_event_id if current is not None else 0
-        arrived = ops.events_after(
-            conn,
-            resource=runner.binding.resource,
-            record_id=run.record_id,
-            after_id=after,
-            tenant=run.tenant,
+        arrived = (
+            ops.events_after(
+                conn,
+                resource=runner.binding.resource,
+                record_id=run.record_id,
+                after_id=after,
+                tenant=run.tenant,
+            )
+            if runner.binding.events
+            else []
         )
         latest = max([after, *(e.id for e in arrived)])
         seen = happened.Happened(
@@ -186,7 +242,9 @@ class Worker:
         wake_at: datetime | None = None
         working = dict(record) if record is not None else None
         self._lines = []
-        for _ in range(MAX_COMMAND_ROUNDS):
+        self._wrote_record = False
+        rounds = 0
+        while True:
             results: list[happened.CommandResult] = []
             for effect in step.effects:
                 if isinstance(effect, effects.Wake):
@@ -197,6 +255,10 @@ class Worker:
                     working = self._apply(conn, run, snap, effect, working, now)
             if not results:
                 break
+            rounds += 1
+            if rounds > 2 * runner.config.max_moves + 10:
+                # The interpreter's loop bound should end any flow long before this.
+                raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
             if working is not None:
                 working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
             step = interpret.advance(
@@ -208,12 +270,21 @@ class Worker:
             )
         new = step.state
         ended = new.status in state.ENDED
+        if self._wrote_record:
+            # The record's other runs follow it (an until step on a date this set).
+            ops.wake_record(
+                conn,
+                resource=runner.binding.resource,
+                record_id=run.record_id,
+                tenant=run.tenant,
+                now=now,
+                except_run=run_id,
+            )
         ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self._lines)
         self._point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step.
-        if claim is not None:
-            ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch)
+        ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch)
         ops.save_run(
             conn,
             run_id,
@@ -249,6 +320,7 @@ class Worker:
             )
             if working is not None:
                 working[effect.field] = effect.value
+            self._wrote_record = True
             self._point("after-set")
         elif isinstance(effect, effects.Notify):
             rule = runner.binding.rule_for(effect.audience)
@@ -332,9 +404,7 @@ class Worker:
             return happened.CommandResult(
                 key=effect.key,
                 ok=False,
-                error=sanitize.error_envelope(
-                    "command_failed", f"{type(exc).__name__}: {exc}", retryable=True
-                ),
+                error=sanitize.error_envelope("command_failed", describe(exc), retryable=True),
             )
         savepoint.commit()
         self._point(f"after-command:{effect.command}")
@@ -365,12 +435,12 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-@contextmanager
-def crash_points(points: Sequence[str]) -> Iterator[Any]:
-    """A crash hook raising ``Crash`` at the first point named in ``points``."""
+def describe(exc: BaseException) -> str:
+    """An exception as one line for an error envelope, without the SQL or its parameters.
 
-    def hook(name: str) -> None:
-        if name in points:
-            raise Crash(name)
-
-    yield hook
+    A SQLAlchemy statement error's text carries the statement and its bound values
+    (record data); only the driver's own message is kept.
+    """
+    if isinstance(exc, sa.exc.StatementError) and exc.orig is not None:
+        return f"{type(exc.orig).__name__}: {exc.orig}"
+    return f"{type(exc).__name__}: {exc}"

@@ -28,8 +28,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 PG_ENV = "FLOWRUNNER_TEST_POSTGRES_URL"
 PG_SKIP = (
-    f"PostgreSQL tests skipped: set {PG_ENV}=postgresql+psycopg://USER@HOST:5432/DB "
-    "to run them"
+    f"PostgreSQL tests skipped: set {PG_ENV}=postgresql+psycopg://USER@HOST:5432/DB to run them"
 )
 
 

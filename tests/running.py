@@ -28,6 +28,7 @@ def mount(
     flows: str | None = None,
     commands: Mapping[str, Any] | None = None,
     start: datetime = T0,
+    binding: Any = None,
     **options: Any,
 ) -> testing.FlowDriver:
     """Create the app's and the engine's tables, mount a runner, import flows, drive it.
@@ -38,7 +39,10 @@ def mount(
     module.metadata.create_all(engine)
     migrate.upgrade(engine)
     runner = flow_runner(
-        module.binding, engine, commands={**module.COMMANDS, **(commands or {})}, **options
+        binding or module.binding,
+        engine,
+        commands={**module.COMMANDS, **(commands or {})},
+        **options,
     )
     docs = (
         flowfiles.loads_yaml(flows) if flows is not None else flowfiles.read_file(module.FLOWS_FILE)

@@ -107,6 +107,11 @@ def test_events_and_operators_stay_within_their_tenant(any_engine: sa.Engine) ->
         runner.cancel(globex_run.id, operator="acme-admin", tenant="acme")
     with pytest.raises(OperatorError):
         runner.start("Triage", 2, operator="acme-admin", tenant="acme")
+    with pytest.raises(OperatorError, match="no run"):
+        runner.history(globex_run.id, tenant="acme")
+    with pytest.raises(OperatorError, match="name the tenant"):
+        runner.runs(2)
+    assert runner.history(globex_run.id, tenant="globex")
     runner.cancel(globex_run.id, operator="globex-admin", tenant="globex")
     assert driver.runs(2, tenant="globex")[0].status == "cancelled"
 

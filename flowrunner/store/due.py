@@ -83,11 +83,13 @@ def wake_record(
     record_id: str,
     tenant: object = None,
     now: datetime,
+    except_run: int | None = None,
 ) -> list[int]:
     """Make every run of the record that has not ended due now; returns their ids.
 
-    Called in the transaction that changed the record or stored an event about it.
-    A run already due earlier keeps its earlier time.
+    Called in the transaction that changed the record or stored an event about it
+    (``except_run``: the run whose own step changed it). A run already due earlier
+    keeps its earlier time.
     """
     runs = schema.runs
     query = sa.select(runs.c.id, runs.c.tenant).where(
@@ -97,6 +99,8 @@ def wake_record(
     )
     if tenant is not None:
         query = query.where(runs.c.tenant == tenant)
+    if except_run is not None:
+        query = query.where(runs.c.id != except_run)
     woken = conn.execute(query.order_by(runs.c.id)).all()
     table = schema.due
     offered = dialects.excluded(conn, table)
