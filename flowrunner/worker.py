@@ -86,7 +86,7 @@ class Worker:
         self.stats.claimed += len(claims)
         self._point("claimed")
         for start in range(0, len(claims), self.batch):
-            group = claims[start : start + self.batch]
+            group = self._still_ours(claims[start : start + self.batch], now)
             with dialects.begin(self.runner.engine) as conn:
                 for claim in group:
                     if self._one(conn, claim):
@@ -99,6 +99,33 @@ class Worker:
             self._point("committed")
         return len(claims)
 
+    def _still_ours(self, group: list[Any], claimed_at: datetime) -> list[Any]:
+        """The claims of a group whose leases still hold, renewed if half their time is gone.
+
+        A slow run earlier in the same claim must not let the later ones lapse. Renewed
+        in a short transaction of its own, so the lease rows are not held locked while
+        the steps run: a worker that then pauses past its lease can still be taken over,
+        and its late write is refused by the fence at save.
+        """
+        now = self.runner.clock()
+        if now - claimed_at < self.lease_ttl / 2:
+            return group
+        kept = []
+        with dialects.begin(self.runner.engine) as conn:
+            for claim in group:
+                if ops.refresh_lease(
+                    conn,
+                    name=f"run:{claim.run_id}",
+                    owner=self.owner,
+                    epoch=claim.epoch,
+                    now=now,
+                    ttl=self.lease_ttl,
+                ):
+                    kept.append(claim)
+                else:
+                    self.stats.refused += 1
+        return kept
+
     def _one(self, conn: sa.Connection, claim: Any) -> bool:
         """Advance one claimed run inside its own savepoint; True if its lease is to be released.
 
@@ -106,15 +133,8 @@ class Worker:
         failed for a moment (the lease expires and the run is tried again), or the run
         ended (its lease row is gone).
         """
-        # The clock is read per run, and the lease renewed, so a slow run before this
-        # one in the same claim costs neither a stale time nor a lapsed lease.
+        # The clock is read per run: a slow run before this one costs no stale time.
         now = self.runner.clock()
-        name = f"run:{claim.run_id}"
-        if not ops.refresh_lease(
-            conn, name=name, owner=self.owner, epoch=claim.epoch, now=now, ttl=self.lease_ttl
-        ):
-            self.stats.refused += 1
-            return False
         savepoint = conn.begin_nested()
         try:
             new = self._advance(conn, claim, now)

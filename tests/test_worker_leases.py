@@ -134,3 +134,31 @@ def test_a_batch_isolates_each_run(any_engine: sa.Engine) -> None:
     assert ("1", "Tell", "done") in statuses
     assert ("2", "Tell", "done") in statuses
     assert len(driver.notices()) == 2
+
+
+def test_claims_that_lapse_behind_a_slow_run_are_renewed_or_given_up(
+    any_engine: sa.Engine,
+) -> None:
+    driver = mount(any_engine, "tickets", flows=NOTIFY)
+    driver.create(ticket(1), run=False)
+    driver.create(ticket(2), run=False)
+    driver.create(ticket(3), run=False)
+    other = worker.Worker(driver.runner, lease_ttl=LEASE)
+    groups = {"n": 0}
+
+    def slow(point: str) -> None:
+        if point != "committed":
+            return
+        groups["n"] += 1
+        if groups["n"] == 1:  # the first run took 40 s: past half the lease, renewed
+            driver.now += timedelta(seconds=40)
+        elif groups["n"] == 2:  # the second took 2 minutes: the third's lease lapsed
+            driver.now += timedelta(minutes=2)
+            assert other.run_due() == 1  # ...and another worker took it over
+
+    first = worker.Worker(driver.runner, lease_ttl=LEASE, crash_at=slow)
+    assert first.run_due() == 3
+    assert first.stats.advanced == 2 and first.stats.refused == 1
+    assert other.stats.advanced == 1
+    assert len(driver.notices()) == 3
+    assert [r.status for n in (1, 2, 3) for r in driver.runs(n)] == ["done"] * 3
