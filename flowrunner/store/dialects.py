@@ -105,6 +105,11 @@ def begin(engine: sa.Engine, *, immediate: bool = True) -> Iterator[sa.Connectio
             yield conn
 
 
+def insert_statement(conn: sa.Connection, table: sa.Table) -> Any:
+    """The dialect's INSERT, which knows ON CONFLICT."""
+    return _insert(conn, table)
+
+
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)

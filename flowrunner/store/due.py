@@ -51,7 +51,18 @@ def set_due(
     """
     table = schema.due
     if claim is not None:
-        # Locked, so a wake-up committing meanwhile is either seen here or waits for us.
+        # The common case in one statement: not woken since the claim. The WHERE is
+        # checked against the row under its lock, so a wake-up committing meanwhile
+        # either came first (no match) or waits for us.
+        unchanged = sa.and_(table.c.run_id == run_id, table.c.wakes == claim.wakes)
+        if due_at is None:
+            done = conn.execute(sa.delete(table).where(unchanged))
+        else:
+            done = conn.execute(
+                sa.update(table).where(unchanged).values(due_at=due_at, tenant=tenant)
+            )
+        if done.rowcount == 1:
+            return True
         woken = conn.execute(
             sa.select(table.c.wakes).where(table.c.run_id == run_id).with_for_update()
         ).scalar_one_or_none()
@@ -247,24 +258,42 @@ def claim_due(
             )
         }
         busy = _leases_in_use(conn, set(locked))
-        for run_id, run_tenant, due_at, _ in candidates:
-            if len(claims) >= limit:
+        eligible = [c for c in candidates if c[0] in locked and c[0] not in busy]
+        taken: dict[str, int] = {}
+        for start in range(0, len(eligible), limit):
+            # Usually one round; another only when some leases were held by others.
+            needed = limit - len(taken)
+            if needed <= 0:
                 break
-            if run_id not in locked or run_id in busy:
-                continue
-            name = leases.run_lease(run_id)
-            epoch = leases.acquire_lease(conn, name=name, owner=owner, now=now, ttl=ttl)
-            if epoch is None:
-                holder = leases.lease_holder(conn, name=name)
-                if holder is not None:
-                    conn.execute(
-                        sa.update(table).where(table.c.run_id == run_id).values(due_at=holder[2])
-                    )
-                continue
+            chunk = eligible[start : start + needed]
+            taken.update(
+                leases.acquire_leases(
+                    conn,
+                    names=[leases.run_lease(c[0]) for c in chunk],
+                    owner=owner,
+                    now=now,
+                    ttl=ttl,
+                )
+            )
+            for run_id, _, _, _ in chunk:
+                if leases.run_lease(run_id) not in taken:
+                    # Held by another worker: due again when that lease runs out.
+                    holder = leases.lease_holder(conn, name=leases.run_lease(run_id))
+                    if holder is not None:
+                        conn.execute(
+                            sa.update(table)
+                            .where(table.c.run_id == run_id)
+                            .values(due_at=holder[2])
+                        )
+        for run_id, run_tenant, due_at, _ in eligible:
+            epoch = taken.get(leases.run_lease(run_id))
+            if epoch is not None:
+                claims.append(Claim(run_id, epoch, due_at, locked[run_id], run_tenant))
+        if claims:
+            # A claim that dies with its worker is due again once the lease runs out.
             conn.execute(
                 sa.update(table)
-                .where(table.c.run_id == run_id)
+                .where(table.c.run_id.in_([c.run_id for c in claims]))
                 .values(due_at=now + leases.as_timedelta(ttl))
             )
-            claims.append(Claim(run_id, epoch, due_at, locked[run_id], run_tenant))
     return claims
