@@ -1,6 +1,6 @@
 """Engine throughput and due-work claim cost, measured side by side in one process.
 
-    python bench/engine.py [--runs 2000] [--waiting 1000000] [--postgres URL]
+    python bench/engine.py [--runs 1000] [--waiting 1000000] [--repeat 3] [--postgres URL]
 
 1. Step transitions per second of N runs of a 5-step flow (set, notify, branch, set,
    end), with one run per transaction and with a worker batching 50 runs per
@@ -205,15 +205,20 @@ def claim_cost(engine: sa.Engine, waiting: int, due: int = 100, repeat: int = 15
 
 
 def measure(
-    kind: str, pg_url: str | None, runs: int, waiting: int, say: Callable[[str], None]
+    kind: str, pg_url: str | None, runs: int, waiting: int, repeat: int, say: Callable[[str], None]
 ) -> None:
     say(f"\n== {kind} ==")
-    with database(kind, pg_url) as engine:
-        single = engine_runs(engine, runs, batch=1)
-    with database(kind, pg_url) as engine:
-        batched = engine_runs(engine, runs, batch=50)
-    with database(kind, pg_url) as engine:
-        plain = storage_limit(engine, runs)
+    # Interleaved and repeated, medians reported: the machine's own noise (other
+    # processes, the disk) then falls on both sides alike.
+    single_t, batched_t, plain_t = [], [], []
+    for _ in range(repeat):
+        with database(kind, pg_url) as engine:
+            plain_t.append(storage_limit(engine, runs))
+        with database(kind, pg_url) as engine:
+            single_t.append(engine_runs(engine, runs, batch=1))
+        with database(kind, pg_url) as engine:
+            batched_t.append(engine_runs(engine, runs, batch=50))
+    single, batched, plain = (statistics.median(t) for t in (single_t, batched_t, plain_t))
     limit = runs / plain
     one = runs * STEPS_PER_RUN / single
     many = runs * STEPS_PER_RUN / batched
@@ -239,15 +244,16 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--waiting", type=int, default=1_000_000)
     parser.add_argument("--postgres", default=os.environ.get("FLOWRUNNER_TEST_POSTGRES_URL"))
     parser.add_argument("--only", choices=["sqlite", "postgresql"], default=None)
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (medians)")
     args = parser.parse_args()
     kinds = ["sqlite"] + (["postgresql"] if args.postgres else [])
     for kind in kinds:
         if args.only is None or args.only == kind:
-            measure(kind, args.postgres, args.runs, args.waiting, print)
+            measure(kind, args.postgres, args.runs, args.waiting, args.repeat, print)
 
 
 if __name__ == "__main__":
