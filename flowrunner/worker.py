@@ -89,12 +89,7 @@ class Worker:
             group = self._still_ours(claims[start : start + self.batch], now)
             with dialects.begin(self.runner.engine) as conn:
                 for claim in group:
-                    if self._one(conn, claim):
-                        # Released in the step's own transaction: if it rolls back, the
-                        # lease simply expires and another worker takes the run over.
-                        ops.release_lease(
-                            conn, name=f"run:{claim.run_id}", owner=self.owner, epoch=claim.epoch
-                        )
+                    self._one(conn, claim)
                 self._point("before-commit")
             self._point("committed")
         return len(claims)
@@ -127,17 +122,17 @@ class Worker:
         return kept
 
     def _one(self, conn: sa.Connection, claim: Any) -> bool:
-        """Advance one claimed run inside its own savepoint; True if its lease is to be released.
+        """Advance one claimed run inside its own savepoint; False if nothing was saved.
 
-        False when its write was refused (the lease is another's now), the database
-        failed for a moment (the lease expires and the run is tried again), or the run
-        ended (its lease row is gone).
+        Nothing is saved when its write was refused (the lease is another's now) or the
+        database failed for a moment (the lease expires and the run is tried again).
+        The lease is given up in the step's own transaction, with the save.
         """
         # The clock is read per run: a slow run before this one costs no stale time.
         now = self.runner.clock()
         savepoint = conn.begin_nested()
         try:
-            new = self._advance(conn, claim, now)
+            self._advance(conn, claim, now)
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -159,10 +154,6 @@ class Worker:
             return True
         savepoint.commit()
         self.stats.advanced += 1
-        if new is None or new.status in state.ENDED:
-            # An ended run needs no lease again; its row would only pile up.
-            ops.forget_lease(conn, name=f"run:{claim.run_id}")
-            return False
         return True
 
     def _fail_run(self, conn: sa.Connection, claim: Any, now: datetime, exc: Exception) -> None:
@@ -170,7 +161,9 @@ class Worker:
         operator's retry advances it again from there."""
         run_id = claim.run_id
         with conn.begin_nested():
-            ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch)
+            ops.finish_lease(
+                conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=True
+            )
             run = ops.load_run(conn, run_id)
             envelope = sanitize.error_envelope("engine_error", describe(exc))
             ops.save_run(
@@ -196,7 +189,9 @@ class Worker:
         return self._checked[snap.digest]
 
     def _stop(self, conn: sa.Connection, run: Any, claim: Any, now: datetime, why: str) -> None:
-        ops.check_lease(conn, name=f"run:{run.id}", owner=self.owner, epoch=claim.epoch)
+        ops.finish_lease(
+            conn, name=f"run:{run.id}", owner=self.owner, epoch=claim.epoch, forget=True
+        )
         ops.save_run(
             conn,
             run.id,
@@ -227,6 +222,9 @@ class Worker:
         run = ops.load_run(conn, run_id)
         if run.status in state.ENDED:
             ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
+            ops.finish_lease(
+                conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=True
+            )
             return None
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         problem = self._problem(snap)
@@ -262,6 +260,7 @@ class Worker:
         wake_at: datetime | None = None
         working = dict(record) if record is not None else None
         self._lines = []
+        self._sets: dict[str, Any] = {}
         self._wrote_record = False
         rounds = 0
         while True:
@@ -280,6 +279,7 @@ class Worker:
                 # The interpreter's loop bound should end any flow long before this.
                 raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
             if working is not None:
+                self._flush_sets(conn, run)  # then read back what the commands wrote too
                 working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
             step = interpret.advance(
                 snap,
@@ -290,6 +290,7 @@ class Worker:
             )
         new = step.state
         ended = new.status in state.ENDED
+        self._flush_sets(conn, run)
         if self._wrote_record:
             # The record's other runs follow it (an until step on a date this set).
             ops.wake_record(
@@ -303,8 +304,11 @@ class Worker:
         ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self._lines)
         self._point("before-save")
         # The fence: a worker that paused past its lease while another took the run
-        # over is refused here, and everything it wrote rolls back with this step.
-        ops.check_lease(conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch)
+        # over is refused here, and everything it wrote rolls back with this step. The
+        # same statement gives the lease up (an ended run's lease row goes).
+        ops.finish_lease(
+            conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=ended
+        )
         ops.save_run(
             conn,
             run_id,
@@ -335,13 +339,11 @@ class Worker:
     ) -> dict[str, Any] | None:
         runner = self.runner
         if isinstance(effect, effects.SetField):
-            records.write_fields(
-                conn, runner.tables, run.record_id, run.tenant, {effect.field: effect.value}
-            )
+            # Written with the step's other sets in one statement (before any command
+            # runs, and at the end); later steps read the working copy meanwhile.
+            self._sets[effect.field] = effect.value
             if working is not None:
                 working[effect.field] = effect.value
-            self._wrote_record = True
-            self._point("after-set")
         elif isinstance(effect, effects.Notify):
             rule = runner.binding.rule_for(effect.audience)
             values = {**(working or {}), "message": effect.message}
@@ -374,6 +376,13 @@ class Worker:
             )
         return working
 
+    def _flush_sets(self, conn: sa.Connection, run: Any) -> None:
+        if self._sets:
+            records.write_fields(conn, self.runner.tables, run.record_id, run.tenant, self._sets)
+            self._sets = {}
+            self._wrote_record = True
+            self._point("after-set")
+
     def _command(
         self,
         conn: sa.Connection,
@@ -384,6 +393,7 @@ class Worker:
         now: datetime,
     ) -> happened.CommandResult:
         runner = self.runner
+        self._flush_sets(conn, run)  # the command reads the record as the flow left it
         key = f"run-{run.id}/{effect.key}"
         step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
         context = commands.CommandContext(

@@ -138,6 +138,31 @@ def release_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> 
     return result.rowcount == 1
 
 
+def finish_lease(
+    conn: sa.Connection, *, name: str, owner: str, epoch: int, forget: bool = False
+) -> None:
+    """The fence and the release in one statement, inside the transaction that writes.
+
+    Raises ``errors.LeaseLost`` unless the lease still has this owner and epoch; else
+    gives it up (kept, expired, so the epoch keeps growing) or, with ``forget``, deletes
+    it (the work is over). Either way the row stays locked until the transaction ends,
+    and if that transaction rolls back the lease is still held and simply expires.
+    """
+    table = schema.leases
+    ours = sa.and_(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
+    if forget:
+        result = conn.execute(sa.delete(table).where(ours))
+    else:
+        result = conn.execute(
+            sa.update(table).where(ours).values(expires_at=dialects.epoch_start())
+        )
+    if result.rowcount != 1:
+        raise errors.LeaseLost(
+            f"the lease {name!r} is no longer held by {owner} at epoch {epoch}; "
+            "another worker has taken the work over"
+        )
+
+
 def check_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> None:
     """Raise ``errors.LeaseLost`` unless the lease still has this owner and epoch.
 
