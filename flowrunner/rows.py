@@ -396,7 +396,13 @@ def _check_field(
             try:
                 query.parse_value(step.value, columns[field])
             except errors.QueryError as exc:
-                message = f"'{step.value}' cannot be written to '{field}': {exc.message}"
+                text = str(step.value).strip()
+                if columns[field] is query.ColumnType.TEXT and " " in text and text[0] not in "'\"":
+                    # The commonest slip: several words, read as a value and then garbage.
+                    hint = f"text with spaces goes in quotes — write '{text}' with the quotes"
+                else:
+                    hint = exc.message
+                message = f"'{step.value}' cannot be written to '{field}': {hint}"
                 add(errors.FieldError("value", message, "value_invalid"))
     elif step.kind == "until":
         kind = columns.get(field)

@@ -267,6 +267,12 @@ def test_value_must_fit_the_field() -> None:
     (problem,) = found({"kind": "set", "field": "amount", "value": "lots"}, binding)
     assert problem[:2] == ("value", "value_invalid")
     assert problem[2].startswith("'lots' cannot be written to 'amount': ")
+    (problem,) = found({"kind": "set", "field": "status", "value": "on hold"}, binding)
+    assert problem[2] == (
+        "'on hold' cannot be written to 'status': text with spaces goes in quotes — "
+        "write 'on hold' with the quotes"
+    )
+    assert found({"kind": "set", "field": "status", "value": "'on hold'"}, binding) == []
 
 
 def test_remind_needs_a_kind_that_reminds() -> None:
