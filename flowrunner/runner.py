@@ -124,18 +124,64 @@ class FlowRunner:
 
     # -- editing flows (validated on save) ----------------------------------------------
 
-    def save_flow(self, conn: sa.Connection, row: Mapping[str, Any]) -> Any:
-        """Insert or update a flow row after validating it; raises ``RowInvalid``."""
+    def _owned(self, row: Mapping[str, Any], tenant: Any, what: str) -> Mapping[str, Any]:
+        """On a tenant binding, the row as the named tenant's (its flow must be theirs too)."""
+        column = self.binding.tenant
+        if column is None:
+            return row
+        owner = row.get(column, tenant)
+        if owner is None:
+            raise errors.RowInvalid(
+                [
+                    errors.FieldError(
+                        column, f"a {what} belongs to a tenant; name it", "column_required"
+                    )
+                ]
+            )
+        if tenant is not None and str(owner) != str(tenant):
+            raise errors.RowInvalid(
+                [errors.FieldError(column, f"a {what} of another tenant", "tenant_mismatch")]
+            )
+        return {**row, column: owner}
+
+    def _flow_of_tenant(self, conn: sa.Connection, flow_id: Any, tenant: Any) -> None:
+        if self.binding.tenant is None:
+            return
+        flow = records.find_flow(conn, self.tables, flow_id, self._need_tenant(tenant))
+        if flow is None or str(flow["id"]) != str(flow_id):
+            raise errors.OperatorError(f"there is no flow {flow_id!r}")
+
+    def save_flow(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
+        """Insert or update a flow row after validating it; raises ``RowInvalid``.
+
+        On a tenant binding the row is the ``tenant``'s (or names its tenant).
+        """
+        row = self._owned(row, tenant, "flow")
         return editing.save_flow(conn, self.binding, row, columns=self.columns)
 
-    def save_step(self, conn: sa.Connection, row: Mapping[str, Any]) -> Any:
-        """Insert or update a step row after validating it; raises ``RowInvalid``."""
+    def save_step(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
+        """Insert or update a step row after validating it; raises ``RowInvalid``.
+
+        On a tenant binding the step is the ``tenant``'s, and its flow must be too.
+        """
+        row = self._owned(row, tenant, "step")
         return editing.save_step(conn, self.binding, row, columns=self.columns)
 
-    def delete_step(self, conn: sa.Connection, step_id: Any) -> None:
+    def delete_step(self, conn: sa.Connection, step_id: Any, *, tenant: Any = None) -> None:
+        if self.binding.tenant is not None:
+            steps = self.tables.steps
+            owner = conn.execute(
+                sa.select(steps.c[self.binding.tenant]).where(steps.c.id == step_id)
+            ).scalar_one_or_none()
+            if owner is None or str(owner) != str(self._need_tenant(tenant)):
+                raise errors.OperatorError(f"there is no step {step_id!r}")
         editing.delete_step(conn, self.binding, step_id, columns=self.columns)
 
-    def snapshot(self, conn: sa.Connection, flow_id: Any) -> snapshot.FlowSnapshot:
+    def snapshot(
+        self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None
+    ) -> snapshot.FlowSnapshot:
+        """The flow and its steps as a run would keep them."""
+        self._flow_of_tenant(conn, flow_id, tenant)
         return editing.snapshot(conn, self.binding, flow_id)
 
     # -- starting runs --------------------------------------------------------------------

@@ -9,7 +9,15 @@ import pytest
 import sqlalchemy as sa
 from running import T0
 
-from flowrunner import EventRejected, FlowBinding, OperatorError, flow_runner, tables, testing
+from flowrunner import (
+    EventRejected,
+    FlowBinding,
+    OperatorError,
+    RowInvalid,
+    flow_runner,
+    tables,
+    testing,
+)
 from flowrunner.store import migrate
 
 metadata = sa.MetaData()
@@ -129,3 +137,28 @@ def test_starting_existing_records_takes_one_tenant_at_a_time(any_engine: sa.Eng
         seen = dict(conn.execute(sa.select(desk.c.id, desk.c.status)).all())
     assert {n for n, status in seen.items() if status == "seen by globex"} == {3, 6, 9}
     assert {n for n, status in seen.items() if status == "new"} == {1, 2, 4, 5, 7, 8}
+
+
+def test_a_tenant_edits_only_its_own_flows(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine)
+    runner = driver.runner
+    with any_engine.connect() as conn:
+        flows = runner.tables.flows
+        acme_flow = conn.execute(
+            sa.select(flows.c.id).where(flows.c.tenant_id == "acme")
+        ).scalar_one()
+    step = {"flow_id": acme_flow, "position": 9, "kind": "set", "field": "priority", "value": "x"}
+    with any_engine.begin() as conn:
+        with pytest.raises(RowInvalid) as refused:
+            runner.save_step(conn, step, tenant="globex")
+        assert refused.value.errors[0].code == "tenant_mismatch"
+        with pytest.raises(RowInvalid) as unnamed:
+            runner.save_step(conn, step)
+        assert unnamed.value.errors[0].code == "column_required"
+        with pytest.raises(OperatorError):
+            runner.snapshot(conn, acme_flow, tenant="globex")
+        assert runner.snapshot(conn, acme_flow, tenant="acme").flow.tenant == "acme"
+        step_id = runner.save_step(conn, step, tenant="acme")
+        with pytest.raises(OperatorError):
+            runner.delete_step(conn, step_id, tenant="globex")
+        runner.delete_step(conn, step_id, tenant="acme")
