@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import sqltypes
-from flowrunner.store import dialects, leases, schema
+from flowrunner.store import dialects, leases, prepared, schema
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,25 @@ def set_due(
         # The common case in one statement: not woken since the claim. The WHERE is
         # checked against the row under its lock, so a wake-up committing meanwhile
         # either came first (no match) or waits for us.
-        unchanged = sa.and_(table.c.run_id == run_id, table.c.wakes == claim.wakes)
-        if due_at is None:
-            done = conn.execute(sa.delete(table).where(unchanged))
-        else:
-            done = conn.execute(
-                sa.update(table).where(unchanged).values(due_at=due_at, tenant=tenant)
+        def build() -> sa.Delete | sa.Update:
+            unchanged = sa.and_(
+                table.c.run_id == sa.bindparam("p_run"), table.c.wakes == sa.bindparam("p_wakes")
             )
+            if due_at is None:
+                return sa.delete(table).where(unchanged)
+            return (
+                sa.update(table)
+                .where(unchanged)
+                .values(
+                    due_at=prepared.param("p_due", table.c.due_at),
+                    tenant=prepared.param("p_tenant", table.c.tenant),
+                )
+            )
+
+        values: dict[str, Any] = {"p_run": run_id, "p_wakes": claim.wakes}
+        if due_at is not None:
+            values |= {"p_due": due_at, "p_tenant": tenant}
+        done = conn.execute(prepared.statement(("set_due", due_at is None), build), values)
         if done.rowcount == 1:
             return True
         woken = conn.execute(
@@ -103,16 +115,28 @@ def wake_record(
     keeps its earlier time.
     """
     runs = schema.runs
-    query = sa.select(runs.c.id, runs.c.tenant).where(
-        runs.c.resource == resource,
-        runs.c.record_id == str(record_id),
-        runs.c.status.in_(schema.OPEN_STATUSES),
-    )
-    if tenant is not None:
-        query = query.where(runs.c.tenant == tenant)
-    if except_run is not None:
-        query = query.where(runs.c.id != except_run)
-    woken = conn.execute(query.order_by(runs.c.id)).all()
+
+    def build() -> sa.Select[Any]:
+        query = sa.select(runs.c.id, runs.c.tenant).where(
+            runs.c.resource == sa.bindparam("p_resource"),
+            runs.c.record_id == sa.bindparam("p_record"),
+            runs.c.status.in_(schema.OPEN_STATUSES),
+        )
+        if tenant is not None:
+            query = query.where(runs.c.tenant == prepared.param("p_tenant", runs.c.tenant))
+        if except_run is not None:
+            query = query.where(runs.c.id != sa.bindparam("p_except"))
+        return query.order_by(runs.c.id)
+
+    woken = conn.execute(
+        prepared.statement(("wake_record", tenant is None, except_run is None), build),
+        {
+            "p_resource": resource,
+            "p_record": str(record_id),
+            "p_tenant": tenant,
+            "p_except": except_run,
+        },
+    ).all()
     table = schema.due
     offered = dialects.excluded(conn, table)
     for run_id, run_tenant in woken:

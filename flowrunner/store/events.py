@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.store import dialects, schema
+from flowrunner.store import dialects, prepared, schema
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,17 @@ def insert_notice(
     at: datetime,
 ) -> bool:
     """Put a notice in the outbox; False when this run's step already told it in this pass."""
-    inserted = dialects.insert_ignore(
-        conn,
-        schema.notices,
+    table = schema.notices
+    stmt = prepared.statement(
+        ("insert_notice", conn.dialect.name),
+        lambda: (
+            dialects.insert_statement(conn, table)
+            .on_conflict_do_nothing(index_elements=["run_id", "step_id", "pass"])
+            .returning(table.c.id)
+        ),
+    )
+    inserted = conn.execute(
+        stmt,
         {
             "tenant": tenant,
             "run_id": run_id,
@@ -151,8 +159,7 @@ def insert_notice(
             "email": bool(email),
             "at": at,
         },
-        conflict=["run_id", "step_id", "pass"],
-    )
+    ).scalar_one_or_none()
     return inserted is not None
 
 

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from flowrunner import errors
-from flowrunner.store import dialects, schema
+from flowrunner.store import dialects, prepared, schema
 
 Ttl = timedelta | float
 
@@ -149,13 +149,26 @@ def finish_lease(
     and if that transaction rolls back the lease is still held and simply expires.
     """
     table = schema.leases
-    ours = sa.and_(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
-    if forget:
-        result = conn.execute(sa.delete(table).where(ours))
-    else:
-        result = conn.execute(
-            sa.update(table).where(ours).values(expires_at=dialects.epoch_start())
+
+    def build() -> sa.Delete | sa.Update:
+        ours = sa.and_(
+            table.c.name == sa.bindparam("p_name"),
+            table.c.owner == sa.bindparam("p_owner"),
+            table.c.epoch == sa.bindparam("p_epoch"),
         )
+        if forget:
+            return sa.delete(table).where(ours)
+        return (
+            sa.update(table)
+            .where(ours)
+            .values(expires_at=prepared.param("p_expires", table.c.expires_at))
+        )
+
+    result = conn.execute(
+        prepared.statement(("finish_lease", forget), build),
+        {"p_name": name, "p_owner": owner, "p_epoch": epoch}
+        | ({} if forget else {"p_expires": dialects.epoch_start()}),
+    )
     if result.rowcount != 1:
         raise errors.LeaseLost(
             f"the lease {name!r} is no longer held by {owner} at epoch {epoch}; "

@@ -8,7 +8,7 @@ transaction.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +23,14 @@ class AppTables:
     steps: sa.Table
     key: str
     tenant: str | None
+    # Statements built once for this runner's tables (see store.prepared).
+    built: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def statement(self, key: Any, build: Any) -> Any:
+        found = self.built.get(key)
+        if found is None:
+            found = self.built[key] = build()
+        return found
 
     @classmethod
     def reflect(
@@ -60,12 +68,22 @@ class AppTables:
             clause = sa.and_(clause, self.resource.c[self.tenant] == tenant)
         return clause
 
+    def where_record_params(self) -> sa.ColumnElement[bool]:
+        """``_where_record`` with parameters ``p_key`` and ``p_tenant``, for built statements."""
+        clause: sa.ColumnElement[bool] = self.resource.c[self.key] == sa.bindparam("p_key")
+        if self.tenant is not None:
+            clause = sa.and_(clause, self.resource.c[self.tenant] == sa.bindparam("p_tenant"))
+        return clause
+
 
 def load_record(
     conn: sa.Connection, tables: AppTables, record_id: Any, tenant: Any = None
 ) -> dict[str, Any] | None:
+    query = tables.statement(
+        "load_record", lambda: sa.select(tables.resource).where(tables.where_record_params())
+    )
     row = (
-        conn.execute(sa.select(tables.resource).where(tables._where_record(record_id, tenant)))
+        conn.execute(query, {"p_key": tables.key_value(record_id), "p_tenant": tenant})
         .mappings()
         .first()
     )
@@ -82,8 +100,19 @@ def write_fields(
     """Write a set step's values to the record; returns the number of rows changed."""
     if not values:
         return 0
+    names = tuple(sorted(values))
+    stmt = tables.statement(
+        ("write_fields", names),
+        lambda: (
+            sa.update(tables.resource)
+            .where(tables.where_record_params())
+            .values({n: sa.bindparam(f"v_{n}", type_=tables.resource.c[n].type) for n in names})
+        ),
+    )
     result = conn.execute(
-        sa.update(tables.resource).where(tables._where_record(record_id, tenant)).values(**values)
+        stmt,
+        {"p_key": tables.key_value(record_id), "p_tenant": tenant}
+        | {f"v_{n}": values[n] for n in names},
     )
     return int(result.rowcount or 0)
 

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors, sanitize
-from flowrunner.store import dialects, schema
+from flowrunner.store import dialects, prepared, schema
 
 ENDED_STATUSES = frozenset(schema.RUN_STATUSES) - frozenset(schema.OPEN_STATUSES)
 
@@ -140,7 +140,11 @@ def insert_run(
 
 def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     """The run, or None when there is none with this id."""
-    row = conn.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).one_or_none()
+    table = schema.runs
+    query = prepared.statement(
+        "find_run", lambda: sa.select(table).where(table.c.id == sa.bindparam("p_run"))
+    )
+    row = conn.execute(query, {"p_run": run_id}).one_or_none()
     return None if row is None else _run(row)
 
 
@@ -171,19 +175,35 @@ def save_run(
     _check_status(status)
     table = schema.runs
     ended = status in ENDED_STATUSES
-    result = conn.execute(
-        sa.update(table)
-        .where(table.c.id == run_id, table.c.version == expected_version)
-        .values(
-            state=dict(state),
-            status=status,
-            version=table.c.version + 1,
-            updated_at=now,
-            # Keep the first end time if an ended run is saved again; reopen on retry.
-            ended_at=sa.func.coalesce(table.c.ended_at, now) if ended else None,
-            error=_error(error),
-            reason=_reason(reason),
+
+    def build() -> sa.Update:
+        at = prepared.param("p_now", table.c.updated_at)
+        return (
+            sa.update(table)
+            .where(table.c.id == sa.bindparam("p_run"), table.c.version == sa.bindparam("p_ver"))
+            .values(
+                state=prepared.param("p_state", table.c.state),
+                status=prepared.param("p_status", table.c.status),
+                version=table.c.version + 1,
+                updated_at=at,
+                # Keep the first end time if an ended run is saved again; reopen on retry.
+                ended_at=sa.func.coalesce(table.c.ended_at, at) if ended else None,
+                error=prepared.param("p_error", table.c.error),
+                reason=prepared.param("p_reason", table.c.reason),
+            )
         )
+
+    result = conn.execute(
+        prepared.statement(("save_run", ended), build),
+        {
+            "p_run": run_id,
+            "p_ver": expected_version,
+            "p_state": dict(state),
+            "p_status": status,
+            "p_now": now,
+            "p_error": _error(error),
+            "p_reason": _reason(reason),
+        },
     )
     if result.rowcount != 1:
         raise errors.LeaseLost(
@@ -292,7 +312,7 @@ def append_logs(
     if not lines:
         return
     conn.execute(
-        sa.insert(schema.step_log),
+        prepared.statement("append_logs", lambda: sa.insert(schema.step_log)),
         [
             {
                 "run_id": run_id,
