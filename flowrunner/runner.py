@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
-from flowrunner import editing, errors, operating, query, snapshot, validate
+from flowrunner import editing, errors, operating, query, snapshot, starting
 from flowrunner.engine import config as config_mod
 from flowrunner.store import dialects, migrate, records
 from flowrunner.store import operations as ops
@@ -197,52 +197,6 @@ class FlowRunner:
                 f"the record has no {self.binding.key!r}, the key of {self.binding.resource!r}"
             ) from None
 
-    def _start(
-        self,
-        conn: sa.Connection,
-        flow: Mapping[str, Any],
-        record: Mapping[str, Any],
-        start_key: str,
-        started_by: str,
-        now: datetime,
-    ) -> int | None:
-        tenant = self._tenant_of(record)
-        record_id = self._record_id(record)
-        snap = snapshot.FlowSnapshot.build(
-            {**flow, "tenant": tenant}, records.flow_steps(conn, self.tables, flow["id"])
-        )
-        problem = validate.check(snap, self.binding, self.columns)
-        run_id = ops.insert_run(
-            conn,
-            tenant=tenant,
-            resource=self.binding.resource,
-            record_id=record_id,
-            flow_id=str(flow["id"]),
-            flow_name=str(flow.get("name") or ""),
-            start_key=start_key,
-            snapshot=snap.to_dict(),
-            digest=snap.digest,
-            state={},
-            status="failed" if problem else "running",
-            now=now,
-            started_by=started_by,
-            reason=problem,
-        )
-        if run_id is not None and problem is None:
-            ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
-        return run_id
-
-    def _matches(self, flow: Mapping[str, Any], record: Mapping[str, Any], now: datetime) -> bool:
-        text = flow.get("condition")
-        if text is None or not str(text).strip():
-            return True
-        try:
-            return query.parse(str(text), self.columns).matches(record, now)
-        except errors.QueryError:
-            # A condition that broke after it was written starts a run that fails with
-            # a sentence naming it, rather than silently never starting.
-            return True
-
     def record_created(self, conn: sa.Connection, record: Mapping[str, Any]) -> list[int]:
         """Start every active ``created`` flow whose condition holds, in ``conn``'s transaction.
 
@@ -251,9 +205,9 @@ class FlowRunner:
         now = self.clock()
         started = []
         for flow in records.flows_to_start(conn, self.tables, "created", self._tenant_of(record)):
-            if self._matches(flow, record, now):
+            if starting.matches(self, flow, record, now):
                 key = f"created:{self._record_id(record)}"
-                run_id = self._start(conn, flow, record, key, self.run_as, now)
+                run_id = starting.start_run(self, conn, flow, record, key, self.run_as, now)
                 if run_id is not None:
                     started.append(run_id)
         return started
@@ -275,8 +229,10 @@ class FlowRunner:
             column = flow.get("changes")
             if column and before.get(column) == after.get(column):
                 continue
-            if self._matches(flow, after, now):
-                run_id = self._start(conn, flow, after, f"updated:{change}", self.run_as, now)
+            if starting.matches(self, flow, after, now):
+                run_id = starting.start_run(
+                    self, conn, flow, after, f"updated:{change}", self.run_as, now
+                )
                 if run_id is not None:
                     started.append(run_id)
         ops.wake_record(
@@ -286,37 +242,7 @@ class FlowRunner:
 
     def start(self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None) -> int:
         """An operator starts a manual flow (by name or id) for a record; journaled."""
-        now = self.clock()
-        with dialects.begin(self.engine) as conn:
-            found = records.find_flow(conn, self.tables, flow, tenant)
-            if found is None:
-                raise errors.OperatorError(f"there is no flow {flow!r}")
-            if found.get("start") != "manual":
-                raise errors.OperatorError(
-                    f"flow {found['name']!r} starts when a record is {found['start']}; "
-                    "only manual flows are started by an operator"
-                )
-            record = records.load_record(conn, self.tables, record_id, tenant)
-            if record is None:
-                raise errors.OperatorError(
-                    f"there is no {self.binding.resource} {record_id!r}"
-                    + (f" for tenant {tenant!r}" if self.binding.tenant else "")
-                )
-            key = f"manual:{uuid.uuid4().hex}"
-            run_id = self._start(conn, found, record, key, operator, now)
-            assert run_id is not None
-            ops.journal(
-                conn,
-                operator=operator,
-                action="start",
-                at=now,
-                tenant=tenant,
-                run_id=run_id,
-                resource=self.binding.resource,
-                record_id=str(record_id),
-                detail={"flow": found["name"]},
-            )
-            return run_id
+        return starting.start_manual(self, flow, record_id, operator=operator, tenant=tenant)
 
     def start_existing(
         self,
@@ -332,35 +258,7 @@ class FlowRunner:
         (``flow`` names one). Running it again starts nothing new. ``progress`` is called
         with (done, total). Returns the number of runs started.
         """
-        now = self.clock()
-        condition = query.parse(where, self.columns) if where else None
-        clause = condition.to_sql(self.tables.resource, now) if condition else None
-        with self.engine.connect() as conn:
-            total = records.count_records(conn, self.tables, clause, tenant)
-            flows = records.flows_to_start(conn, self.tables, "created", tenant)
-            if flow is not None:
-                flows = [f for f in flows if f["name"] == flow or str(f["id"]) == str(flow)]
-                if not flows:
-                    raise errors.OperatorError(
-                        f"there is no active flow {flow!r} that starts when a record is created"
-                    )
-            batches = list(records.record_ids(conn, self.tables, clause, tenant))
-        started = done = 0
-        for ids in batches:
-            with dialects.begin(self.engine) as conn:
-                for record_id in ids:
-                    record = records.load_record(conn, self.tables, record_id, tenant)
-                    if record is None:
-                        continue
-                    for found in flows:
-                        if self._matches(found, record, now):
-                            key = f"created:{self._record_id(record)}"
-                            if self._start(conn, found, record, key, self.run_as, now):
-                                started += 1
-            done += len(ids)
-            if progress is not None:
-                progress(done, total)
-        return started
+        return starting.start_existing(self, where, flow=flow, tenant=tenant, progress=progress)
 
     # -- events ---------------------------------------------------------------------------
 

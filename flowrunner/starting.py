@@ -1,0 +1,153 @@
+"""Starting runs: a flow's snapshot, its load check, and the run row with its first due time.
+
+Also the two ways to start a run besides a record's change: an operator starting a
+manual flow, and records that existed before their flows (``flowrunner flows start``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner import errors, query, snapshot, validate
+from flowrunner.store import dialects, records
+from flowrunner.store import operations as ops
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+
+def start_run(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    flow: Mapping[str, Any],
+    record: Mapping[str, Any],
+    start_key: str,
+    started_by: str,
+    now: datetime,
+) -> int | None:
+    tenant = runner._tenant_of(record)
+    record_id = runner._record_id(record)
+    snap = snapshot.FlowSnapshot.build(
+        {**flow, "tenant": tenant}, records.flow_steps(conn, runner.tables, flow["id"])
+    )
+    problem = validate.check(snap, runner.binding, runner.columns)
+    run_id = ops.insert_run(
+        conn,
+        tenant=tenant,
+        resource=runner.binding.resource,
+        record_id=record_id,
+        flow_id=str(flow["id"]),
+        flow_name=str(flow.get("name") or ""),
+        start_key=start_key,
+        snapshot=snap.to_dict(),
+        digest=snap.digest,
+        state={},
+        status="failed" if problem else "running",
+        now=now,
+        started_by=started_by,
+        reason=problem,
+    )
+    if run_id is not None and problem is None:
+        ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
+    return run_id
+
+
+def matches(
+    runner: FlowRunner, flow: Mapping[str, Any], record: Mapping[str, Any], now: datetime
+) -> bool:
+    text = flow.get("condition")
+    if text is None or not str(text).strip():
+        return True
+    try:
+        return query.parse(str(text), runner.columns).matches(record, now)
+    except errors.QueryError:
+        # A condition that broke after it was written starts a run that fails with
+        # a sentence naming it, rather than silently never starting.
+        return True
+
+
+def start_manual(
+    runner: FlowRunner, flow: Any, record_id: Any, *, operator: str, tenant: Any = None
+) -> int:
+    """An operator starts a manual flow (by name or id) for a record; journaled."""
+    now = runner.clock()
+    with dialects.begin(runner.engine) as conn:
+        found = records.find_flow(conn, runner.tables, flow, tenant)
+        if found is None:
+            raise errors.OperatorError(f"there is no flow {flow!r}")
+        if found.get("start") != "manual":
+            raise errors.OperatorError(
+                f"flow {found['name']!r} starts when a record is {found['start']}; "
+                "only manual flows are started by an operator"
+            )
+        record = records.load_record(conn, runner.tables, record_id, tenant)
+        if record is None:
+            raise errors.OperatorError(
+                f"there is no {runner.binding.resource} {record_id!r}"
+                + (f" for tenant {tenant!r}" if runner.binding.tenant else "")
+            )
+        key = f"manual:{uuid.uuid4().hex}"
+        run_id = start_run(runner, conn, found, record, key, operator, now)
+        assert run_id is not None
+        ops.journal(
+            conn,
+            operator=operator,
+            action="start",
+            at=now,
+            tenant=tenant,
+            run_id=run_id,
+            resource=runner.binding.resource,
+            record_id=str(record_id),
+            detail={"flow": found["name"]},
+        )
+        return run_id
+
+
+def start_existing(
+    runner: FlowRunner,
+    where: str | None = None,
+    *,
+    flow: Any = None,
+    tenant: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Hand records that existed before their flows to the runner as though just created.
+
+    Each chosen record starts each active ``created`` flow whose condition holds
+    (``flow`` names one). Running it again starts nothing new. ``progress`` is called
+    with (done, total). Returns the number of runs started.
+    """
+    now = runner.clock()
+    condition = query.parse(where, runner.columns) if where else None
+    clause = condition.to_sql(runner.tables.resource, now) if condition else None
+    with runner.engine.connect() as conn:
+        total = records.count_records(conn, runner.tables, clause, tenant)
+        flows = records.flows_to_start(conn, runner.tables, "created", tenant)
+        if flow is not None:
+            flows = [f for f in flows if f["name"] == flow or str(f["id"]) == str(flow)]
+            if not flows:
+                raise errors.OperatorError(
+                    f"there is no active flow {flow!r} that starts when a record is created"
+                )
+        batches = list(records.record_ids(conn, runner.tables, clause, tenant))
+    started = done = 0
+    for ids in batches:
+        with dialects.begin(runner.engine) as conn:
+            for record_id in ids:
+                record = records.load_record(conn, runner.tables, record_id, tenant)
+                if record is None:
+                    continue
+                for found in flows:
+                    if matches(runner, found, record, now):
+                        key = f"created:{runner._record_id(record)}"
+                        if start_run(runner, conn, found, record, key, runner.run_as, now):
+                            started += 1
+        done += len(ids)
+        if progress is not None:
+            progress(done, total)
+    return started
