@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, snapshot, validate
+from flowrunner import errors, snapshot
 from flowrunner.engine import interpret, state
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -61,7 +61,7 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None)
         if saved is None or saved.status != "failed":
             # It failed before its first step, or outside its steps (a row that broke
             # after it started, an engine error): it goes on from its saved state.
-            problem = validate.check(snap, runner.binding, runner.columns)
+            problem = runner.check_snapshot(snap)
             if problem:
                 raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
             new_state: dict[str, Any] = run.state or {}

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
-from flowrunner import editing, errors, operating, query, snapshot, starting
+from flowrunner import editing, errors, operating, query, snapshot, starting, validate
 from flowrunner.engine import config as config_mod
 from flowrunner.store import dialects, migrate, records
 from flowrunner.store import operations as ops
@@ -76,6 +76,7 @@ class FlowRunner:
             tenant=binding.tenant,
         )
         self._check_commands()
+        self._checked: dict[str, str | None] = {}
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
@@ -114,6 +115,15 @@ class FlowRunner:
                         f"principal {self.run_as!r} is not allowed to run command {command!r}, "
                         f"which kind {name!r} needs"
                     )
+
+    def check_snapshot(self, snap: snapshot.FlowSnapshot) -> str | None:
+        """The load check of a run's snapshot against this binding (a sentence, or None).
+
+        Remembered per snapshot digest: the binding does not change while a runner lives.
+        """
+        if snap.digest not in self._checked:
+            self._checked[snap.digest] = validate.check(snap, self.binding, self.columns)
+        return self._checked[snap.digest]
 
     def authorize_command(self, command: str) -> None:
         """Checked on every attempt: a revoked grant refuses the step."""

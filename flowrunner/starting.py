@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, query, snapshot, validate
+from flowrunner import errors, query, snapshot
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 
@@ -29,13 +29,18 @@ def start_run(
     start_key: str,
     started_by: str,
     now: datetime,
+    steps: list[dict[str, Any]] | None = None,
 ) -> int | None:
+    """Insert the run of ``flow`` on ``record`` with its snapshot, due now; None if the
+    ``start_key`` already started one. A snapshot that fails its load check starts the
+    run failed, with the sentence naming the broken row. ``steps``: the flow's step rows,
+    when the caller has read them already."""
     tenant = runner._tenant_of(record)
     record_id = runner._record_id(record)
-    snap = snapshot.FlowSnapshot.build(
-        {**flow, "tenant": tenant}, records.flow_steps(conn, runner.tables, flow["id"])
-    )
-    problem = validate.check(snap, runner.binding, runner.columns)
+    if steps is None:
+        steps = records.flow_steps(conn, runner.tables, flow["id"])
+    snap = snapshot.FlowSnapshot.build({**flow, "tenant": tenant}, steps)
+    problem = runner.check_snapshot(snap)
     run_id = ops.insert_run(
         conn,
         tenant=tenant,
@@ -138,6 +143,8 @@ def start_existing(
     started = done = 0
     for ids in batches:
         with dialects.begin(runner.engine) as conn:
+            # Each flow's steps once per batch, not once per record.
+            steps = {f["id"]: records.flow_steps(conn, runner.tables, f["id"]) for f in flows}
             for record_id in ids:
                 record = records.load_record(conn, runner.tables, record_id, tenant)
                 if record is None:
@@ -145,7 +152,9 @@ def start_existing(
                 for found in flows:
                     if matches(runner, found, record, now):
                         key = f"created:{runner._record_id(record)}"
-                        if start_run(runner, conn, found, record, key, runner.run_as, now):
+                        if start_run(
+                            runner, conn, found, record, key, runner.run_as, now, steps[found["id"]]
+                        ):
                             started += 1
         done += len(ids)
         if progress is not None:

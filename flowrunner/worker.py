@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import commands, errors, sanitize, snapshot, templates, validate
+from flowrunner import commands, errors, sanitize, snapshot, templates
 from flowrunner.engine import effects, happened, interpret, state
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -70,7 +70,6 @@ class Worker:
         self.stats = WorkerStats()
         self._lines: list[ops.LogLine] = []
         self._wrote_record = False
-        self._checked: dict[str, str | None] = {}
 
     def _point(self, name: str) -> None:
         if self.crash_at is not None:
@@ -180,14 +179,6 @@ class Worker:
 
     # -- one run ---------------------------------------------------------------------
 
-    def _problem(self, snap: snapshot.FlowSnapshot) -> str | None:
-        """The load check of SPEC 2 (snapshots), once per snapshot digest in this process."""
-        if snap.digest not in self._checked:
-            self._checked[snap.digest] = validate.check(
-                snap, self.runner.binding, self.runner.columns
-            )
-        return self._checked[snap.digest]
-
     def _stop(self, conn: sa.Connection, run: Any, claim: Any, now: datetime, why: str) -> None:
         ops.finish_lease(
             conn, name=f"run:{run.id}", owner=self.owner, epoch=claim.epoch, forget=True
@@ -227,7 +218,7 @@ class Worker:
             )
             return None
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-        problem = self._problem(snap)
+        problem = runner.check_snapshot(snap)
         if problem is not None:
             # A row that broke after the run started (a kind removed, a column dropped):
             # the run fails before it does anything more, with the sentence naming it.

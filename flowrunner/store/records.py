@@ -62,14 +62,8 @@ class AppTables:
             return str(record_id)
         return record_id
 
-    def _where_record(self, record_id: Any, tenant: Any) -> sa.ColumnElement[bool]:
-        clause: sa.ColumnElement[bool] = self.resource.c[self.key] == self.key_value(record_id)
-        if self.tenant is not None:
-            clause = sa.and_(clause, self.resource.c[self.tenant] == tenant)
-        return clause
-
     def where_record_params(self) -> sa.ColumnElement[bool]:
-        """``_where_record`` with parameters ``p_key`` and ``p_tenant``, for built statements."""
+        """This record (of this tenant): parameters ``p_key`` and ``p_tenant``."""
         clause: sa.ColumnElement[bool] = self.resource.c[self.key] == sa.bindparam("p_key")
         if self.tenant is not None:
             clause = sa.and_(clause, self.resource.c[self.tenant] == sa.bindparam("p_tenant"))
