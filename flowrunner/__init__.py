@@ -17,7 +17,6 @@ from __future__ import annotations
 from flowrunner.binding import FlowBinding, Kind, NotifyRule
 from flowrunner.commands import Command, CommandContext
 from flowrunner.durations import Duration, parse_duration
-from flowrunner.engine.config import RetryPolicy
 from flowrunner.errors import (
     BindingError,
     CommandRefused,
@@ -32,6 +31,7 @@ from flowrunner.errors import (
     SchemaOutdated,
     SnapshotBroken,
 )
+from flowrunner.interpreter.config import RetryPolicy
 from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from flowrunner import errors, snapshot
-from flowrunner.engine import interpret, state
+from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 

@@ -24,7 +24,7 @@ from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
 from flowrunner import editing, errors, operating, query, snapshot, starting, validate
-from flowrunner.engine import config as config_mod
+from flowrunner.interpreter import config as config_mod
 from flowrunner.store import dialects, migrate, records
 from flowrunner.store import operations as ops
 
@@ -81,7 +81,7 @@ class FlowRunner:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
             migrate.ensure_current(self.engine)
-        self.config = config_mod.EngineConfig(
+        self.config = config_mod.InterpreterConfig(
             columns=self.columns,
             kinds={
                 name: config_mod.KindConfig(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from flowrunner import commands, errors, sanitize, snapshot, templates
-from flowrunner.engine import effects, happened, interpret, state
+from flowrunner.interpreter import effects, happened, interpret, state
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 

@@ -1,6 +1,6 @@
 """The architecture, enforced: imports flow one way, and the public API is what it says.
 
-query → rows/validation → snapshot → engine (pure) → store → worker/runner/CLI.
+query → rows/validation → snapshot → interpreter (pure) → store → worker/runner/CLI.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "flowrunner.binding",
         "flowrunner.rows",
         "flowrunner.validate",
-        "flowrunner.engine",
+        "flowrunner.interpreter",
         "flowrunner.store",
         "flowrunner.runner",
         "flowrunner.worker",
         "flowrunner.cli",
     ),
-    "flowrunner.durations": ("flowrunner.query", "flowrunner.engine", "flowrunner.store"),
-    "flowrunner.snapshot": ("flowrunner.engine", "flowrunner.store", "flowrunner.runner"),
+    "flowrunner.durations": ("flowrunner.query", "flowrunner.interpreter", "flowrunner.store"),
+    "flowrunner.snapshot": ("flowrunner.interpreter", "flowrunner.store", "flowrunner.runner"),
     # The interpreter is pure: no SQL, no storage, no clock-owning modules.
-    "flowrunner.engine": (
+    "flowrunner.interpreter": (
         "sqlalchemy",
         "flowrunner.store",
         "flowrunner.runner",

@@ -1,6 +1,6 @@
 """What the interpreter knows about the application: its columns, kinds, events and limits.
 
-The runner builds one ``EngineConfig`` from the binding; the interpreter reads it and
+The runner builds one ``InterpreterConfig`` from the binding; the interpreter reads it and
 nothing else about the application, so it stays pure and testable without a database.
 """
 
@@ -39,7 +39,7 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
-class EngineConfig:
+class InterpreterConfig:
     """Everything about the binding the interpreter needs (built by the runner).
 
     ``columns`` are the resource's columns and their types; ``events`` maps an event

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from flowrunner.engine import config
+from flowrunner.interpreter import config
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flowrunner.engine import interpret, retry, state
-from flowrunner.engine.config import RetryPolicy
+from flowrunner.interpreter import interpret, retry, state
+from flowrunner.interpreter.config import RetryPolicy
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
@@ -112,7 +112,7 @@ def test_a_huge_attempt_count_does_not_overflow_the_backoff() -> None:
 
 
 def test_advance_fails_a_run_whose_stored_state_is_corrupt_instead_of_raising() -> None:
-    from test_engine_driver import Sim
+    from test_interpreter_driver import Sim
 
     sim = Sim([{"position": 1, "kind": "wait", "duration": "1 day"}])
     sim.run()
@@ -128,7 +128,7 @@ def test_advance_fails_a_run_whose_stored_state_is_corrupt_instead_of_raising() 
 
 
 def test_the_engine_exports_what_its_all_names() -> None:
-    import flowrunner.engine as engine
+    import flowrunner.interpreter as engine
 
     for name in engine.__all__:
         assert hasattr(engine, name), name
@@ -139,7 +139,7 @@ def test_the_engine_is_pure_no_sql_clock_threads_or_io() -> None:
     import ast
     import pathlib
 
-    import flowrunner.engine as engine
+    import flowrunner.interpreter as engine
 
     forbidden = {"sqlalchemy", "threading", "time", "random", "os", "socket", "subprocess"}
     forbidden_from = {"flowrunner.store", "flowrunner.worker", "flowrunner.runner"}

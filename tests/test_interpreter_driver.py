@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flowrunner import query, snapshot
-from flowrunner.engine import effects, interpret, state
-from flowrunner.engine.config import EngineConfig, KindConfig, RetryPolicy
-from flowrunner.engine.happened import CommandResult, EventIn, Happened
+from flowrunner.interpreter import effects, interpret, state
+from flowrunner.interpreter.config import InterpreterConfig, KindConfig, RetryPolicy
+from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -49,7 +49,7 @@ def columns() -> dict[str, Any]:
     }
 
 
-def config(**overrides: Any) -> EngineConfig:
+def config(**overrides: Any) -> InterpreterConfig:
     values: dict[str, Any] = {
         "columns": columns(),
         "kinds": KINDS,
@@ -59,7 +59,7 @@ def config(**overrides: Any) -> EngineConfig:
         "retry": RetryPolicy(max_attempts=3, base=timedelta(seconds=10), cap=timedelta(minutes=1)),
     }
     values.update(overrides)
-    return EngineConfig(**values)
+    return InterpreterConfig(**values)
 
 
 def build(steps: Sequence[Mapping[str, Any]]) -> snapshot.FlowSnapshot:
@@ -84,7 +84,7 @@ class Sim:
         steps: Sequence[Mapping[str, Any]],
         *,
         record: Mapping[str, Any] | None = None,
-        cfg: EngineConfig | None = None,
+        cfg: InterpreterConfig | None = None,
         now: datetime = T0,
         handlers: Mapping[str, Callable[[effects.RunCommand], CommandResult]] | None = None,
         check_replay: bool = True,

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flowrunner import errors, sanitize, snapshot
-from flowrunner.engine import config as config_mod
-from flowrunner.engine import effects as effects_mod
-from flowrunner.engine import happened, lanes, reading
-from flowrunner.engine import state as state_mod
-from flowrunner.engine.turn import Turn
+from flowrunner.interpreter import config as config_mod
+from flowrunner.interpreter import effects as effects_mod
+from flowrunner.interpreter import happened, lanes, reading
+from flowrunner.interpreter import state as state_mod
+from flowrunner.interpreter.turn import Turn
 
 _Move = Callable[[snapshot.StepSpec, state_mod.LaneState], None]
 
@@ -52,7 +52,7 @@ def start(
     snap: snapshot.FlowSnapshot,
     seen: happened.Happened,
     now: datetime,
-    cfg: config_mod.EngineConfig,
+    cfg: config_mod.InterpreterConfig,
 ) -> Step:
     """A fresh run entering its flow's first position (events so far do not count)."""
     return advance(snap, state_mod.RunState(), seen, now, cfg)
@@ -63,7 +63,7 @@ def advance(
     run: state_mod.RunState,
     seen: happened.Happened,
     now: datetime,
-    cfg: config_mod.EngineConfig,
+    cfg: config_mod.InterpreterConfig,
 ) -> Step:
     """Move the run on from what happened; the given state is never changed."""
     turn = Turn(snap, run, seen, now, cfg)
@@ -86,7 +86,7 @@ def retry_failed(
     snap: snapshot.FlowSnapshot,
     run: state_mod.RunState,
     now: datetime,
-    cfg: config_mod.EngineConfig,
+    cfg: config_mod.InterpreterConfig,
 ) -> Step:
     """An operator's retry: the failed lanes start again with their attempts reset.
 

@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any
 
 from flowrunner import durations, errors, query, snapshot
-from flowrunner.engine import config as config_mod
+from flowrunner.interpreter import config as config_mod
 
 MESSAGE_MAX = 500
 
@@ -59,7 +59,7 @@ def duration(
 
 
 def condition(
-    step: snapshot.StepSpec, cfg: config_mod.EngineConfig, *, event: bool = False
+    step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig, *, event: bool = False
 ) -> query.Condition:
     raw = text(step, "condition", required=True)
     assert raw is not None
@@ -127,7 +127,7 @@ def mode(step: snapshot.StepSpec) -> Mode:
 
 
 def set_value(
-    step: snapshot.StepSpec, cfg: config_mod.EngineConfig, now: datetime
+    step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig, now: datetime
 ) -> tuple[str, Any]:
     """The field a set step writes and the value, resolved at ``now``."""
     name = text(step, "field", required=True)
@@ -148,7 +148,7 @@ def set_value(
 def until_target(
     step: snapshot.StepSpec,
     record: Mapping[str, Any],
-    cfg: config_mod.EngineConfig,
+    cfg: config_mod.InterpreterConfig,
 ) -> datetime | None:
     """When an until step is due: the record's date plus its duration, or ``None`` if null."""
     name = text(step, "field", required=True)
@@ -176,7 +176,7 @@ def until_target(
     return moment if offset is None else offset.add_to(moment, cfg.timezone)
 
 
-def notice(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> tuple[str, str]:
+def notice(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> tuple[str, str]:
     audience = text(step, "audience", required=True)
     assert audience is not None
     if audience not in cfg.audiences:
@@ -188,7 +188,7 @@ def notice(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> tuple[str, 
     return audience, message
 
 
-def event_name(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> str:
+def event_name(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> str:
     name = text(step, "event", required=True)
     assert name is not None
     if name not in cfg.events:
@@ -196,7 +196,7 @@ def event_name(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> str:
     return name
 
 
-def kind(step: snapshot.StepSpec, cfg: config_mod.EngineConfig) -> config_mod.KindConfig:
+def kind(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> config_mod.KindConfig:
     found = cfg.kinds.get(step.kind)
     if found is None:
         raise Broken(step, f"the binding has no kind '{step.kind}'")

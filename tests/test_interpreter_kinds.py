@@ -6,9 +6,9 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from test_engine_driver import T0, Sim, config
+from test_interpreter_driver import T0, Sim, config
 
-from flowrunner.engine import effects
+from flowrunner.interpreter import effects
 
 
 def notify(position: int, message: str = "done", **extra: object) -> dict[str, object]:

@@ -16,12 +16,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from test_engine_driver import Sim, config
-from test_engine_properties import builtin_step, waits_on_something_real
+from test_interpreter_driver import Sim, config
+from test_interpreter_properties import builtin_step, waits_on_something_real
 
 from flowrunner import snapshot
-from flowrunner.engine import effects, interpret, reading, state
-from flowrunner.engine.happened import CommandResult
+from flowrunner.interpreter import effects, interpret, reading, state
+from flowrunner.interpreter.happened import CommandResult
 
 
 def app_step(position: int) -> st.SearchStrategy[dict[str, Any]]:

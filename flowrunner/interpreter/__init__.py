@@ -8,21 +8,21 @@ Nothing here touches a database, a clock or a thread.
 
 from __future__ import annotations
 
-from flowrunner.engine.config import EngineConfig, KindConfig, RetryPolicy
-from flowrunner.engine.effects import Effect, Log, Notify, RunCommand, SetField, Wake
-from flowrunner.engine.happened import CommandResult, EventIn, Happened
-from flowrunner.engine.interpret import Step, advance, retry_failed, start
-from flowrunner.engine.retry import RetryDecision, decide
-from flowrunner.engine.state import TRANSITIONS, IllegalMove, LaneState, RunState
+from flowrunner.interpreter.config import InterpreterConfig, KindConfig, RetryPolicy
+from flowrunner.interpreter.effects import Effect, Log, Notify, RunCommand, SetField, Wake
+from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
+from flowrunner.interpreter.interpret import Step, advance, retry_failed, start
+from flowrunner.interpreter.retry import RetryDecision, decide
+from flowrunner.interpreter.state import TRANSITIONS, IllegalMove, LaneState, RunState
 
 __all__ = [
     "TRANSITIONS",
     "CommandResult",
     "Effect",
-    "EngineConfig",
     "EventIn",
     "Happened",
     "IllegalMove",
+    "InterpreterConfig",
     "KindConfig",
     "LaneState",
     "Log",

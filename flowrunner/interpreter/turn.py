@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from flowrunner import sanitize, snapshot
-from flowrunner.engine import config as config_mod
-from flowrunner.engine import effects, happened, reading, state
+from flowrunner.interpreter import config as config_mod
+from flowrunner.interpreter import effects, happened, reading, state
 
 
 class Turn:
@@ -25,7 +25,7 @@ class Turn:
         run: state.RunState,
         seen: happened.Happened,
         now: datetime,
-        cfg: config_mod.EngineConfig,
+        cfg: config_mod.InterpreterConfig,
     ) -> None:
         self.snap = snap
         self.run = run.copy()

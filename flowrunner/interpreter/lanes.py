@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from flowrunner import durations, snapshot
-from flowrunner.engine import effects, happened, reading, retry, state
-from flowrunner.engine.turn import Turn
+from flowrunner.interpreter import effects, happened, reading, retry, state
+from flowrunner.interpreter.turn import Turn
 
 BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_engine_driver import T0, Sim, config
+from test_interpreter_driver import T0, Sim, config
 
 from flowrunner import snapshot
-from flowrunner.engine import effects, state
+from flowrunner.interpreter import effects, state
 
 WORDS = ["open", "closed", "high", "low"]
 

@@ -7,12 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from test_engine_driver import T0, Sim, config, failing, ok
+from test_interpreter_driver import T0, Sim, config, failing, ok
 
 from flowrunner import errors
-from flowrunner.engine import effects, interpret
-from flowrunner.engine.config import RetryPolicy
-from flowrunner.engine.happened import CommandResult
+from flowrunner.interpreter import effects, interpret
+from flowrunner.interpreter.config import RetryPolicy
+from flowrunner.interpreter.happened import CommandResult
 
 
 def approval(position: int = 1, **extra: Any) -> dict[str, Any]:
@@ -427,7 +427,7 @@ def test_reminders_number_from_one_per_pass() -> None:
 def test_a_run_saved_and_restored_between_passes_does_exactly_the_same() -> None:
     import json
 
-    from flowrunner.engine import state
+    from flowrunner.interpreter import state
 
     rows = [
         approval(mode="2", remind="1 day", duration="5 days", condition="event.decision = no"),
