@@ -212,7 +212,7 @@ def _answered(
     every = _remind_every(step)
     if every is not None:
         lane.next_remind_at = every.add_to(turn.now, turn.cfg.timezone)
-    need = reading.mode(step).need(lane.asked)
+    need = reading.mode(step).needed(lane.asked)
     _start_waiting(turn, step, lane, f"for {need} {kind.wait_for} of {lane.asked} asked")
 
 
@@ -245,7 +245,7 @@ def _check_condition(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState)
 def _app_done(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     if lane.held:
         turn.finish(step, lane, "condition", "condition")
-    elif lane.received >= reading.mode(step).need(lane.asked):
+    elif lane.received >= reading.mode(step).needed(lane.asked):
         turn.finish(step, lane, "complete")
 
 
