@@ -36,6 +36,7 @@ from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
 from flowrunner.sqltypes import UTCDateTime
+from flowrunner.statuses import LaneStatus, RunStatus
 
 __all__ = [
     "BindingError",
@@ -54,12 +55,14 @@ __all__ = [
     "FlowSpec",
     "FlowrunnerError",
     "Kind",
+    "LaneStatus",
     "LeaseLost",
     "NotifyRule",
     "OperatorError",
     "QueryError",
     "RetryPolicy",
     "RowInvalid",
+    "RunStatus",
     "SchemaOutdated",
     "SnapshotBroken",
     "StepSpec",

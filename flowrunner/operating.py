@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, snapshot
+from flowrunner import errors, snapshot, statuses
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -28,18 +28,18 @@ def cancel(
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
-        if run.status in ("done", "cancelled"):
+        if run.status in statuses.FINAL:
             raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-        current.status = "cancelled"
+        current.status = statuses.RunStatus.CANCELLED
         current.reason = why
         ops.save_run(
             conn,
             run_id,
             expected_version=run.version,
             state=current.to_dict(),
-            status="cancelled",
+            status=statuses.RunStatus.CANCELLED,
             now=now,
             reason=why,
             error=run.error,
@@ -54,18 +54,18 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None)
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
-        if run.status != "failed":
+        if run.status != statuses.RunStatus.FAILED:
             raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
-        if saved is None or saved.status != "failed":
+        if saved is None or saved.status != statuses.RunStatus.FAILED:
             # It failed before its first step, or outside its steps (a row that broke
             # after it started, an engine error): it goes on from its saved state.
             problem = runner.check_snapshot(snap)
             if problem:
                 raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
             new_state: dict[str, Any] = run.state or {}
-            status = saved.status if saved is not None else "running"
+            status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
             step = interpret.retry_failed(
                 snap, state.RunState.from_dict(run.state), now, runner.config
@@ -91,7 +91,7 @@ def redrive(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = Non
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
-        if run.status in state.ENDED:
+        if run.status in statuses.ENDED:
             raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, query, snapshot
+from flowrunner import errors, query, snapshot, statuses
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 
@@ -52,7 +52,7 @@ def start_run(
         snapshot=snap.to_dict(),
         digest=snap.digest,
         state={},
-        status="failed" if problem else "running",
+        status=statuses.RunStatus.FAILED if problem else statuses.RunStatus.RUNNING,
         now=now,
         started_by=started_by,
         reason=problem,

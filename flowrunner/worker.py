@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import commands, errors, sanitize, snapshot, templates
+from flowrunner import commands, errors, sanitize, snapshot, statuses, templates
 from flowrunner.interpreter import effects, happened, interpret, state
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -211,7 +211,7 @@ class Worker:
         runner = self.runner
         run_id = claim.run_id
         run = ops.load_run(conn, run_id)
-        if run.status in state.ENDED:
+        if run.status in statuses.ENDED:
             ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
             ops.finish_lease(
                 conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=True
@@ -280,7 +280,7 @@ class Worker:
                 runner.config,
             )
         new = step.state
-        ended = new.status in state.ENDED
+        ended = new.status in statuses.ENDED
         self._flush_sets(conn, run)
         if self._wrote_record:
             # The record's other runs follow it (an until step on a date this set).

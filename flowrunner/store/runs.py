@@ -15,10 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, sanitize
+from flowrunner import errors, sanitize, statuses
 from flowrunner.store import dialects, prepared, schema
-
-ENDED_STATUSES = frozenset(schema.RUN_STATUSES) - frozenset(schema.OPEN_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -34,7 +32,7 @@ class RunRow:
     start_key: str
     snapshot: dict[str, Any]
     digest: str
-    status: str
+    status: statuses.RunStatus
     state: dict[str, Any]
     version: int
     started_at: datetime
@@ -46,7 +44,7 @@ class RunRow:
 
     @property
     def ended(self) -> bool:
-        return self.status in ENDED_STATUSES
+        return self.status in statuses.ENDED
 
 
 @dataclass(frozen=True)
@@ -69,12 +67,17 @@ class LogRow:
 def _run(row: sa.Row[Any]) -> RunRow:
     values = row._asdict()
     values["id"] = int(values["id"])
+    values["status"] = statuses.RunStatus(values["status"])
     return RunRow(**values)
 
 
-def _check_status(status: str) -> None:
-    if status not in schema.RUN_STATUSES:
-        raise ValueError(f"a run's status is one of {', '.join(schema.RUN_STATUSES)}: {status!r}")
+def _status(status: str) -> str:
+    """The status as the plain word stored (never an enum's repr); ValueError if none."""
+    try:
+        return statuses.RunStatus(status).value
+    except ValueError:
+        known = ", ".join(statuses.RunStatus)
+        raise ValueError(f"a run's status is one of {known}: {status!r}") from None
 
 
 def _error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -97,7 +100,7 @@ def insert_run(
     snapshot: Mapping[str, Any],
     digest: str,
     state: Mapping[str, Any],
-    status: str = "running",
+    status: str = statuses.RunStatus.RUNNING,
     now: datetime,
     started_by: str | None = None,
     reason: str | None = None,
@@ -108,7 +111,7 @@ def insert_run(
     ``start_key`` (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``) is
     unique per resource and flow: the guard that starts a flow once per change.
     """
-    _check_status(status)
+    status = _status(status)
     table = schema.runs
     run_id = dialects.insert_ignore(
         conn,
@@ -127,7 +130,7 @@ def insert_run(
             "version": 1,
             "started_at": now,
             "updated_at": now,
-            "ended_at": now if status in ENDED_STATUSES else None,
+            "ended_at": now if status in statuses.ENDED else None,
             "error": _error(error),
             "reason": _reason(reason),
             "started_by": started_by,
@@ -172,9 +175,9 @@ def save_run(
     Raises ``errors.LeaseLost`` when the stored version is no longer
     ``expected_version``: someone else saved the run since it was read.
     """
-    _check_status(status)
+    status = _status(status)
     table = schema.runs
-    ended = status in ENDED_STATUSES
+    ended = status in statuses.ENDED
 
     def build() -> sa.Update:
         at = prepared.param("p_now", table.c.updated_at)
@@ -238,7 +241,7 @@ def list_runs(
     table = schema.runs
     query = sa.select(table)
     if status is not None:
-        query = query.where(table.c.status == status)
+        query = query.where(table.c.status == _status(status))
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
     if resource is not None:
