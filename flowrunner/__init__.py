@@ -36,6 +36,8 @@ from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
 from flowrunner.sqltypes import UTCDateTime
+from flowrunner.store.events import NoticeRow
+from flowrunner.store.runs import LogRow, RunRow
 
 __all__ = [
     "BindingError",
@@ -55,11 +57,14 @@ __all__ = [
     "FlowrunnerError",
     "Kind",
     "LeaseLost",
+    "LogRow",
+    "NoticeRow",
     "NotifyRule",
     "OperatorError",
     "QueryError",
     "RetryPolicy",
     "RowInvalid",
+    "RunRow",
     "SchemaOutdated",
     "SnapshotBroken",
     "StepSpec",
