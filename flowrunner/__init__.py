@@ -37,6 +37,8 @@ from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
 from flowrunner.sqltypes import UTCDateTime
 from flowrunner.statuses import LaneStatus, RunStatus
+from flowrunner.store.events import NoticeRow
+from flowrunner.store.runs import LogRow, RunRow
 
 __all__ = [
     "BindingError",
@@ -57,11 +59,14 @@ __all__ = [
     "Kind",
     "LaneStatus",
     "LeaseLost",
+    "LogRow",
+    "NoticeRow",
     "NotifyRule",
     "OperatorError",
     "QueryError",
     "RetryPolicy",
     "RowInvalid",
+    "RunRow",
     "RunStatus",
     "SchemaOutdated",
     "SnapshotBroken",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from flowrunner import errors, snapshot, statuses
+from flowrunner import binding, errors, snapshot, statuses
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -22,7 +22,12 @@ if TYPE_CHECKING:
 
 
 def cancel(
-    runner: FlowRunner, run_id: int, *, operator: str, reason: str = "", tenant: Any = None
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
 ) -> None:
     """Cancel a run that has not ended; journaled with the operator's name."""
     now = runner.clock()
@@ -49,7 +54,7 @@ def cancel(
         _journal(conn, run, operator, "cancel", now, {"reason": reason})
 
 
-def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None) -> None:
+def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None) -> None:
     """Run a failed run's failed step again; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
@@ -64,7 +69,7 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None)
             problem = runner.check_snapshot(snap)
             if problem:
                 raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
-            new_state: dict[str, Any] = run.state or {}
+            new_state: dict[str, object] = run.state or {}
             status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
             step = interpret.retry_failed(
@@ -86,7 +91,9 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None)
         _journal(conn, run, operator, "retry", now, {})
 
 
-def redrive(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None) -> None:
+def redrive(
+    runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None
+) -> None:
     """Make a stuck run due now and free its lease; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
@@ -98,7 +105,9 @@ def redrive(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = Non
         _journal(conn, run, operator, "redrive", now, {})
 
 
-def run_for_operator(runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: Any) -> Any:
+def run_for_operator(
+    runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: binding.Tenant
+) -> ops.RunRow:
     """The run, if it is on this runner's resource and of the tenant; else OperatorError."""
     tenant = None if tenant is None else str(tenant)
     try:
@@ -116,11 +125,11 @@ def run_for_operator(runner: FlowRunner, conn: sa.Connection, run_id: int, tenan
 
 def _journal(
     conn: sa.Connection,
-    run: Any,
+    run: ops.RunRow,
     operator: str,
     action: str,
     now: datetime,
-    detail: Mapping[str, Any],
+    detail: Mapping[str, object],
 ) -> None:
     ops.journal(
         conn,

@@ -21,26 +21,44 @@ from flowrunner.store import dialects, prepared, schema
 
 @dataclass(frozen=True)
 class RunRow:
-    """One run as stored."""
+    """One run as stored: one flow executing on one record."""
 
     id: int
+    """The run's id."""
     tenant: str | None
+    """The tenant the run's record belongs to; None on a binding without tenants."""
     resource: str
+    """The table of the record the run is on (the binding's resource)."""
     record_id: str
+    """The record's key, as text."""
     flow_id: str
+    """The id of the flow row the run started from, as text."""
     flow_name: str
+    """The flow's name when the run started."""
     start_key: str
-    snapshot: dict[str, Any]
+    """What started it (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``)."""
+    snapshot: dict[str, object]
+    """The flow and its steps as the run executes them (``FlowSnapshot.to_dict``)."""
     digest: str
+    """The snapshot's content hash."""
     status: statuses.RunStatus
-    state: dict[str, Any]
+    """``running``, ``waiting``, ``done``, ``failed`` or ``cancelled``."""
+    state: dict[str, object]
+    """Where the run is (``RunState.to_dict``); empty before its first step."""
     version: int
+    """Bumped by every save; a save names the version it read."""
     started_at: datetime
+    """When the run started."""
     updated_at: datetime
+    """When the run was last saved."""
     ended_at: datetime | None
-    error: dict[str, Any] | None
+    """When it ended; None while it has not."""
+    error: dict[str, object] | None
+    """The sanitized error envelope of a failed run (``code``, ``message``, ...)."""
     reason: str | None
+    """Why it is as it is, in a sentence (why it failed, who cancelled it)."""
     started_by: str | None
+    """Who started it: the runner's principal, or the operator of a manual start."""
 
     @property
     def ended(self) -> bool:
@@ -52,16 +70,27 @@ class LogRow:
     """One line of a run's history."""
 
     id: int
+    """The line's id; a run's lines are in the order of their ids."""
     run_id: int
+    """The run the line is about."""
     tenant: str | None
+    """The run's tenant; None on a binding without tenants."""
     at: datetime
+    """When it happened (the runner's clock)."""
     position: int | None
+    """The step's position in its flow; None for a line about the whole run."""
     step_id: str | None
+    """The step's id, as text; None for a line about the whole run."""
     title: str | None
+    """The step's title."""
     kind: str | None
+    """The step's kind: a built-in one (``set``, ``wait``, ``notify``, ...) or the binding's."""
     pass_: int | None
+    """Which pass through the step (a flow that loops back passes a step again)."""
     what: str
-    detail: Any
+    """What happened: ``started``, ``waiting``, ``done``, ``failed``, ``retried``, ..."""
+    detail: object
+    """More about it, sanitized: usually a short text (may be empty); any JSON value."""
 
 
 def _run(row: sa.Row[Any]) -> RunRow:
