@@ -16,9 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors, sanitize
-from flowrunner.store import dialects, prepared, schema
+from flowrunner.store import dialects, engine_tables, prepared
 
-ENDED_STATUSES = frozenset(schema.RUN_STATUSES) - frozenset(schema.OPEN_STATUSES)
+ENDED_STATUSES = frozenset(engine_tables.RUN_STATUSES) - frozenset(engine_tables.OPEN_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,10 @@ def _run(row: sa.Row[Any]) -> RunRow:
 
 
 def _check_status(status: str) -> None:
-    if status not in schema.RUN_STATUSES:
-        raise ValueError(f"a run's status is one of {', '.join(schema.RUN_STATUSES)}: {status!r}")
+    if status not in engine_tables.RUN_STATUSES:
+        raise ValueError(
+            f"a run's status is one of {', '.join(engine_tables.RUN_STATUSES)}: {status!r}"
+        )
 
 
 def _error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -109,7 +111,7 @@ def insert_run(
     unique per resource and flow: the guard that starts a flow once per change.
     """
     _check_status(status)
-    table = schema.runs
+    table = engine_tables.runs
     run_id = dialects.insert_ignore(
         conn,
         table,
@@ -140,7 +142,7 @@ def insert_run(
 
 def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     """The run, or None when there is none with this id."""
-    table = schema.runs
+    table = engine_tables.runs
     query = prepared.statement(
         "find_run", lambda: sa.select(table).where(table.c.id == sa.bindparam("p_run"))
     )
@@ -173,7 +175,7 @@ def save_run(
     ``expected_version``: someone else saved the run since it was read.
     """
     _check_status(status)
-    table = schema.runs
+    table = engine_tables.runs
     ended = status in ENDED_STATUSES
 
     def build() -> sa.Update:
@@ -216,7 +218,7 @@ def runs_for_record(
     conn: sa.Connection, *, resource: str, record_id: str, tenant: object = None
 ) -> list[RunRow]:
     """Every run of one record, oldest first."""
-    table = schema.runs
+    table = engine_tables.runs
     query = sa.select(table).where(
         table.c.resource == resource, table.c.record_id == str(record_id)
     )
@@ -235,7 +237,7 @@ def list_runs(
     before_id: int | None = None,
 ) -> list[RunRow]:
     """Runs, newest first, optionally of one status, tenant or resource; page with ``before_id``."""
-    table = schema.runs
+    table = engine_tables.runs
     query = sa.select(table)
     if status is not None:
         query = query.where(table.c.status == status)
@@ -266,12 +268,14 @@ def append_log(
 
     The detail is sanitized: history is shown to operators and may reach logs.
     """
-    table = schema.step_log
+    table = engine_tables.step_log
     # Without a tenant given, the line takes its run's, in the same statement.
     owner: Any = (
         tenant
         if tenant is not None
-        else sa.select(schema.runs.c.tenant).where(schema.runs.c.id == run_id).scalar_subquery()
+        else sa.select(engine_tables.runs.c.tenant)
+        .where(engine_tables.runs.c.id == run_id)
+        .scalar_subquery()
     )
     result = conn.execute(
         sa.insert(table)
@@ -312,7 +316,7 @@ def append_logs(
     if not lines:
         return
     conn.execute(
-        prepared.statement("append_logs", lambda: sa.insert(schema.step_log)),
+        prepared.statement("append_logs", lambda: sa.insert(engine_tables.step_log)),
         [
             {
                 "run_id": run_id,
@@ -333,7 +337,7 @@ def append_logs(
 
 def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
     """The run's history, in the order it happened."""
-    table = schema.step_log
+    table = engine_tables.step_log
     rows = conn.execute(sa.select(table).where(table.c.run_id == run_id).order_by(table.c.id))
     return [
         LogRow(
