@@ -104,7 +104,9 @@ def engine_runs(engine: sa.Engine, runs: int, batch: int) -> float:
     migrate.upgrade(engine)
     runner = flow_runner(BINDING, engine, clock=lambda: NOW)
     with engine.begin() as conn:
-        flowfiles.import_flows(conn, BINDING, flowfiles.loads_yaml(FLOW), columns=runner.columns)
+        flowfiles.import_flows(
+            conn, BINDING, runner.tables, flowfiles.loads_yaml(FLOW), columns=runner.columns
+        )
         for start in range(0, runs, 500):
             rows = [
                 {"id": n, "status": "new", "priority": "low", "owner": f"u{n}"}
