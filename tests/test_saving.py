@@ -11,6 +11,8 @@ from sqlalchemy import orm
 from fixtures.purchase_orders import app as po
 from flowrunner import errors, orm_hook, saving, starting, tables, validate
 from flowrunner.binding import FlowBinding
+from flowrunner.runner import flow_runner
+from flowrunner.store import app_tables
 
 BINDING = po.binding
 
@@ -276,6 +278,48 @@ def test_orm_accepts_good_changes(
     session.delete(flow)
     session.commit()
     assert counts(engine) == (0, 0)
+
+
+# -- the tables are read once ------------------------------------------------------
+
+
+@pytest.fixture
+def reflections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The binding names each reading of the application's tables was for."""
+    seen: list[str] = []
+    real = app_tables.reflect
+
+    def counted(bind: Any, binding: FlowBinding) -> app_tables.AppTables:
+        seen.append(binding.resource)
+        return real(bind, binding)
+
+    monkeypatch.setattr(app_tables, "reflect", counted)
+    return seen
+
+
+def test_a_runner_reads_the_tables_once_at_mount(engine: sa.Engine, reflections: list[str]) -> None:
+    runner = flow_runner(BINDING, engine, commands=po.COMMANDS, check_schema=False)
+    for name in ("One", "Two"):
+        with engine.begin() as conn:
+            flow_id = runner.save_flow(conn, {"name": name, "start": "manual"})
+            runner.save_step(conn, {"flow_id": flow_id, "position": 1, "kind": "send"})
+            runner.snapshot(conn, flow_id)
+    assert reflections == ["purchase_order"]
+
+
+def test_the_flush_hook_reads_the_tables_once_for_every_session(
+    engine: sa.Engine, reflections: list[str]
+) -> None:
+    maker = orm.sessionmaker(engine)
+    orm_hook.validate_on_flush(maker, BINDING)
+    with maker() as session:
+        session.commit()  # nothing to judge: nothing read
+    assert reflections == []
+    for name in ("One", "Two"):
+        with maker() as session:
+            session.add(Flow(name=name, start="manual"))
+            session.commit()
+    assert reflections == ["purchase_order"]
 
 
 # -- tenants -----------------------------------------------------------------------
