@@ -11,12 +11,14 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 import pydantic
 import sqlalchemy as sa
 
-from flowrunner import errors, query
+from flowrunner import durations, errors, query
+from flowrunner.interpreter import config as config_mod
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -85,12 +87,17 @@ class Kind(_Model):
 
     ``input`` names the steps-table columns the command receives; ``wait_for`` the
     binding event that ends the step; ``remind`` a command run while it waits.
+    ``retry`` (a ``RetryPolicy``) replaces the runner's policy for this kind's command;
+    ``timeout`` (``"30 seconds"``) is how long one attempt of its commands may take —
+    an attempt that ends later counts as a failed one and is retried.
     """
 
     command: str
     input: Sequence[str] = ()
     wait_for: str | None = None
     remind: str | None = None
+    retry: config_mod.RetryPolicy | None = None
+    timeout: str | None = None
 
     @pydantic.field_validator("command", "remind")
     @classmethod
@@ -113,6 +120,13 @@ class Kind(_Model):
             raise ValueError("an input column is listed twice")
         return tuple(value)
 
+    @pydantic.field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        if value is not None:
+            _as_timeout(value)
+        return value
+
     @pydantic.model_validator(mode="after")
     def _remind_needs_wait(self) -> Kind:
         if self.remind is not None and self.wait_for is None:
@@ -124,6 +138,24 @@ class Kind(_Model):
     @property
     def waits(self) -> bool:
         return self.wait_for is not None
+
+    @property
+    def timeout_delta(self) -> timedelta | None:
+        """``timeout`` as elapsed time, or None when the kind has none."""
+        return None if self.timeout is None else _as_timeout(self.timeout)
+
+
+def _as_timeout(text: str) -> timedelta:
+    """A kind's timeout as elapsed time: positive, in days at most (a month has no length)."""
+    try:
+        length = durations.parse_duration(text)
+    except errors.DurationError as exc:
+        raise ValueError(exc.message) from None
+    if length.months:
+        raise ValueError(f"{text!r} must be given in days or less, not months or years")
+    if length.is_zero:
+        raise ValueError(f"{text!r} must be longer than zero")
+    return timedelta(days=length.days, seconds=length.seconds)
 
 
 class NotifyRule(_Model):

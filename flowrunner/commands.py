@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
@@ -17,6 +17,11 @@ class CommandContext:
     writes through it commits with the step, exactly once. Calls to outside
     systems should pass ``idempotency_key``, which is the same on every retry of
     this step's pass (they happen at least once).
+
+    With a kind ``timeout``, ``deadline`` is when this attempt's time is up and
+    ``time_left()`` the seconds until then: pass it on to whatever may block, e.g.
+    ``httpx.post(url, timeout=ctx.time_left())``. An attempt that ends after its deadline
+    is rolled back and counts as failed, whatever it answered.
     """
 
     record: Mapping[str, object]
@@ -34,6 +39,15 @@ class CommandContext:
     # The runner's clock at this step: use it rather than the wall clock, so tests
     # that move the clock by hand see consistent times.
     now: datetime | None = None
+    deadline: datetime | None = None
+    # The runner's clock, which ``deadline`` is on.
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
+
+    def time_left(self) -> float | None:
+        """Seconds until ``deadline`` (0.0 once it has passed), or None without a timeout."""
+        if self.deadline is None:
+            return None
+        return max(0.0, (self.deadline - self.clock()).total_seconds())
 
 
 # A command answers nothing, or a mapping such as {"asked": 3}.

@@ -85,6 +85,8 @@ class FlowRunner:
                     inputs=tuple(kind.input),
                     wait_for=kind.wait_for,
                     remind=kind.remind,
+                    retry=kind.retry,
+                    timeout=kind.timeout_delta,
                 )
                 for name, kind in binding.kinds.items()
             },

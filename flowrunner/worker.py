@@ -8,6 +8,8 @@ was taken over (or whose run moved on) has its late write refused.
 
 The ``Worker`` lives as long as its process and keeps only its lease owner and counts;
 each claimed run's step is an ``_Advance``, made for that run and dropped after it.
+While a command runs, a heartbeat keeps the step's leases (``flowrunner.heartbeat``);
+a kind's ``timeout`` bounds one attempt (see ``_Advance._command``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,23 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from flowrunner import commands, errors, sanitize, snapshot, statuses, templates
+from flowrunner import (
+    commands,
+    durations,
+    errors,
+    heartbeat,
+    sanitize,
+    snapshot,
+    statuses,
+    templates,
+)
 from flowrunner.interpreter import effects, happened, interpret, state
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -33,7 +44,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("flowrunner.worker")
 
 # Given the name of each commit boundary the worker passes ("claimed", "after-set",
-# "before-save", ...); crash-injection tests raise there to stop the worker.
+# "before-save", ...); crash-injection tests raise there to stop the worker. During a
+# command, "heartbeat" is passed from the heartbeat's thread after each lease renewal;
+# what it raises stops the worker when the command returns.
 Hook = Callable[[str], None]
 
 
@@ -95,8 +108,8 @@ class Worker:
         for start in range(0, len(claims), self.batch):
             group = self._still_ours(claims[start : start + self.batch], now)
             with dialects.begin(self.runner.engine) as conn:
-                for claim in group:
-                    self._one(conn, claim)
+                for index, claim in enumerate(group):
+                    self._one(conn, claim, later=group[index + 1 :])
                 self._point("before-commit")
             self._point("committed")
         return len(claims)
@@ -128,18 +141,19 @@ class Worker:
                     self.stats.refused += 1
         return kept
 
-    def _one(self, conn: sa.Connection, claim: ops.Claim) -> bool:
+    def _one(self, conn: sa.Connection, claim: ops.Claim, later: Sequence[ops.Claim] = ()) -> bool:
         """Advance one claimed run inside its own savepoint; False if nothing was saved.
 
         Nothing is saved when its write was refused (the lease is another's now) or the
         database failed for a moment (the lease expires and the run is tried again).
-        The lease is given up in the step's own transaction, with the save.
+        The lease is given up in the step's own transaction, with the save. ``later``
+        are the claims this transaction advances next: a long command keeps them too.
         """
         # The clock is read per run: a slow run before this one costs no stale time.
         now = self.runner.clock()
         savepoint = conn.begin_nested()
         try:
-            _Advance(self, conn, claim, now).advance()
+            _Advance(self, conn, claim, now, later).advance()
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -213,13 +227,20 @@ class _Advance:
     """
 
     def __init__(
-        self, worker: Worker, conn: sa.Connection, claim: ops.Claim, now: datetime
+        self,
+        worker: Worker,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim] = (),
     ) -> None:
         self.runner = worker.runner
         self.owner = worker.owner
+        self.lease_ttl = worker.lease_ttl
         self.point = worker._point
         self.conn = conn
         self.claim = claim
+        self.later = tuple(later)
         self.now = now
         self.run = ops.load_run(conn, claim.run_id)
         self.lines: list[ops.LogLine] = []
@@ -428,10 +449,23 @@ class _Advance:
     def _command(
         self, effect: effects.RunCommand, working: Mapping[str, object] | None
     ) -> happened.CommandResult:
+        """Run the command in a savepoint of the step's transaction, under a heartbeat.
+
+        With a kind ``timeout`` the attempt has a deadline: the command sees it
+        (``ctx.deadline``, ``ctx.time_left()``), PostgreSQL cancels its statements that
+        run past it, the heartbeat keeps the lease only until it, and an attempt that
+        ends after it — answering or raising — is rolled back and counts as a failed,
+        retried one. Python cannot stop a running function: the command keeps its
+        deadline by passing its time on, and the worker holds it to it when it ends.
+        """
         runner, conn, run, snap = self.runner, self.conn, self.run, self.snap
         self._flush_sets()  # the command reads the record as the flow left it
         key = f"run-{run.id}/{effect.key}"
         step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
+        kind = runner.config.kinds.get(effect.kind)
+        timeout = kind.timeout if kind is not None else None
+        began = runner.clock()
+        deadline = None if timeout is None else began + timeout
         context = commands.CommandContext(
             record=dict(working or {}),
             inputs=dict(effect.inputs),
@@ -446,35 +480,70 @@ class _Advance:
             reminder=effect.reminder,
             tenant=run.tenant,
             now=self.now,
+            deadline=deadline,
+            clock=runner.clock,
+        )
+        beat = heartbeat.Heartbeat(
+            runner.engine,
+            owner=self.owner,
+            claims=(self.claim, *self.later),
+            ttl=self.lease_ttl,
+            clock=runner.clock,
+            until=deadline,
+            point=self.point,
         )
         savepoint = conn.begin_nested()
+        failed: happened.CommandResult | None = None
+        answer: Mapping[str, object] | None = None
         try:
-            runner.authorize_command(effect.command)
-            function = runner.commands[effect.command]
-            answer = function(context)
+            with beat, dialects.statement_time_limited(conn, timeout):
+                runner.authorize_command(effect.command)
+                function = runner.commands[effect.command]
+                answer = function(context)
             if answer is not None and not isinstance(answer, Mapping):
                 raise TypeError(f"command {effect.command!r} answered {type(answer).__name__}")
         except errors.CommandRefused as refused:
-            savepoint.rollback()
-            return happened.CommandResult(
+            failed = happened.CommandResult(
                 key=effect.key,
                 ok=False,
                 refused=True,
                 error=sanitize.error_envelope("command_refused", str(refused)),
             )
         except Exception as exc:
-            savepoint.rollback()
-            return happened.CommandResult(
+            failed = happened.CommandResult(
                 key=effect.key,
                 ok=False,
                 error=sanitize.error_envelope("command_failed", describe(exc), retryable=True),
             )
+        if run.id in beat.lost:
+            savepoint.rollback()
+            raise errors.LeaseLost(
+                f"the lease of run {run.id} was taken over while its command ran; "
+                "another worker does the step"
+            )
+        if deadline is not None and timeout is not None and runner.clock() > deadline:
+            # Whatever it said, it said it too late: another attempt may already be due.
+            failed = happened.CommandResult(
+                key=effect.key,
+                ok=False,
+                error=sanitize.error_envelope(
+                    "command_timed_out", f"timed out after {_words(timeout)}", retryable=True
+                ),
+            )
+        if failed is not None:
+            savepoint.rollback()
+            return failed
         savepoint.commit()
         self.point(f"after-command:{effect.command}")
         ops.record_idempotent(
             conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=self.now
         )
         return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
+
+
+def _words(length: timedelta) -> str:
+    """A timeout in words: ``30 seconds``, ``1 hour 30 minutes``."""
+    return str(durations.Duration(days=length.days, seconds=length.seconds))
 
 
 def _text(value: object) -> str | None:

@@ -15,13 +15,19 @@ from flowrunner import query
 
 @dataclass(frozen=True)
 class KindConfig:
-    """An application kind of step: the command it runs and what it then waits for."""
+    """An application kind of step: the command it runs and what it then waits for.
+
+    ``retry`` is the kind's own policy for its failing command (None: the runner's);
+    ``timeout`` the time one attempt of its commands may take (None: no limit).
+    """
 
     name: str
     command: str
     inputs: tuple[str, ...] = ()
     wait_for: str | None = None
     remind: str | None = None
+    retry: RetryPolicy | None = None
+    timeout: timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,14 @@ class RetryPolicy:
     base: timedelta = timedelta(seconds=10)
     factor: float = 2.0
     cap: timedelta = timedelta(hours=1)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("a retry policy needs max_attempts of at least 1")
+        if self.base < timedelta(0) or self.cap < timedelta(0):
+            raise ValueError("a retry policy's base and cap cannot be negative")
+        if self.factor < 1:
+            raise ValueError("a retry policy's factor must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -56,3 +70,8 @@ class InterpreterConfig:
     max_moves: int = 1000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timezone: tzinfo | None = None
+
+    def retry_for(self, kind: str) -> RetryPolicy:
+        """The retry policy of ``kind``'s command: the kind's own, else the runner's."""
+        own = self.kinds.get(kind)
+        return own.retry if own is not None and own.retry is not None else self.retry

@@ -99,7 +99,7 @@ def on_result(
                 step, lane, "command.refused", f"the command refused: {_said(result)}", result.error
             )
         else:
-            decision = retry.decide(turn.cfg.retry, lane.attempts, turn.now)
+            decision = retry.decide(turn.cfg.retry_for(step.kind), lane.attempts, turn.now)
             if decision.retry_at is None:
                 message = f"the command failed {lane.attempts} times: {_said(result)}"
                 turn.fail_lane(step, lane, "command.failed", message, result.error)

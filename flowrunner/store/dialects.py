@@ -5,16 +5,19 @@
 - row claims: PostgreSQL ``FOR UPDATE SKIP LOCKED``; SQLite has no row locks (and
   SQLAlchemy silently drops the clause), so there the immediate transaction serializes;
 - inserts that may collide: ``INSERT … ON CONFLICT`` through each dialect's construct;
-- JSON: JSONB on PostgreSQL, JSON on SQLite (timestamps: ``flowrunner.sqltypes.UTCDateTime``).
+- JSON: JSONB on PostgreSQL, JSON on SQLite (timestamps: ``flowrunner.sqltypes.UTCDateTime``);
+- time limits: PostgreSQL's ``statement_timeout`` and ``lock_timeout``, local to a
+  transaction; SQLite has only its busy timeout.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -186,3 +189,37 @@ def lock_id(key: str) -> int:
 def epoch_start() -> datetime:
     """A moment before any lease: what a released lease expires at."""
     return datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@contextmanager
+def statement_time_limited(conn: sa.Connection, limit: timedelta | None) -> Iterator[None]:
+    """Inside the block, PostgreSQL cancels any statement on ``conn`` running past ``limit``.
+
+    ``statement_timeout`` is set local to the transaction and put back when the block
+    ends normally; a block left by an exception must roll back to a savepoint taken
+    before it, which puts it back too. SQLite cannot cut a statement this way: there the
+    block changes nothing.
+    """
+    if limit is None or conn.dialect.name != "postgresql":
+        yield
+        return
+    setting = sa.func.current_setting("statement_timeout")
+    before = conn.execute(sa.select(setting)).scalar_one()
+    _set_local(conn, "statement_timeout", limit)
+    yield
+    conn.execute(sa.select(sa.func.set_config("statement_timeout", before, True)))
+
+
+def limit_lock_wait(conn: sa.Connection, limit: timedelta) -> None:
+    """For the rest of the transaction, a statement waits at most ``limit`` for a row lock.
+
+    PostgreSQL's ``lock_timeout``; on SQLite the busy timeout applies (its writers queue
+    for the whole database).
+    """
+    if conn.dialect.name == "postgresql":
+        _set_local(conn, "lock_timeout", limit)
+
+
+def _set_local(conn: sa.Connection, name: str, limit: timedelta) -> None:
+    milliseconds = max(1, math.ceil(limit.total_seconds() * 1000))
+    conn.execute(sa.select(sa.func.set_config(name, str(milliseconds), True)))
