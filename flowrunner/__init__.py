@@ -31,8 +31,8 @@ from flowrunner.errors import (
     SchemaOutdated,
     SnapshotBroken,
 )
-from flowrunner.interpreter.config import RetryPolicy
 from flowrunner.query import ColumnType, Condition, parse, parse_value
+from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
 from flowrunner.sqltypes import UTCDateTime

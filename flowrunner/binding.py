@@ -17,8 +17,7 @@ from typing import Any, TypeAlias
 import pydantic
 import sqlalchemy as sa
 
-from flowrunner import durations, errors, query
-from flowrunner.interpreter import config as config_mod
+from flowrunner import durations, errors, query, retry_policy
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -96,7 +95,7 @@ class Kind(_Model):
     input: Sequence[str] = ()
     wait_for: str | None = None
     remind: str | None = None
-    retry: config_mod.RetryPolicy | None = None
+    retry: retry_policy.RetryPolicy | None = None
     timeout: str | None = None
 
     @pydantic.field_validator("command", "remind")

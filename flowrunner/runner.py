@@ -24,7 +24,7 @@ from sqlalchemy import orm
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
-from flowrunner import errors, operating, query, saving, snapshot, starting, validate
+from flowrunner import errors, operating, query, retry_policy, saving, snapshot, starting, validate
 from flowrunner.interpreter import config as config_mod
 from flowrunner.store import app_tables, dialects, flow_rows, migrate, records
 from flowrunner.store import operations as ops
@@ -56,7 +56,7 @@ class FlowRunner:
         clock: Clock = utc_now,
         authorize: Authorize | None = None,
         max_moves: int = 1000,
-        retry: config_mod.RetryPolicy | None = None,
+        retry: retry_policy.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
         check_schema: bool | None = None,
     ) -> None:
@@ -94,7 +94,7 @@ class FlowRunner:
             audiences=frozenset(binding.audiences),
             set_columns=frozenset(binding.set_columns),
             max_moves=max_moves,
-            retry=retry or config_mod.RetryPolicy(),
+            retry=retry or retry_policy.RetryPolicy(),
             timezone=timezone,
         )
 

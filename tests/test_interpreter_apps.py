@@ -11,8 +11,8 @@ from test_interpreter_driver import T0, Sim, config, failing, ok
 
 from flowrunner import errors
 from flowrunner.interpreter import effects, interpret
-from flowrunner.interpreter.config import RetryPolicy
 from flowrunner.interpreter.happened import CommandResult
+from flowrunner.retry_policy import RetryPolicy
 
 
 def approval(position: int = 1, **extra: Any) -> dict[str, Any]:

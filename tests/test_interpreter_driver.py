@@ -17,8 +17,9 @@ from typing import Any
 
 from flowrunner import query, snapshot
 from flowrunner.interpreter import effects, interpret, state
-from flowrunner.interpreter.config import InterpreterConfig, KindConfig, RetryPolicy
+from flowrunner.interpreter.config import InterpreterConfig, KindConfig
 from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
+from flowrunner.retry_policy import RetryPolicy
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import pytest
 
 from flowrunner import statuses
 from flowrunner.interpreter import interpret, retry, state
-from flowrunner.interpreter.config import RetryPolicy
+from flowrunner.retry_policy import RetryPolicy
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 

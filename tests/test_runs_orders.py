@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from running import app, count, mount, whats
 
 from flowrunner import commands, errors
-from flowrunner.interpreter.config import RetryPolicy
+from flowrunner.retry_policy import RetryPolicy
 from flowrunner.store import operations as ops
 
 PO = app("purchase_orders")

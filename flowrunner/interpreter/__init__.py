@@ -8,12 +8,13 @@ Nothing here touches a database, a clock or a thread.
 
 from __future__ import annotations
 
-from flowrunner.interpreter.config import InterpreterConfig, KindConfig, RetryPolicy
+from flowrunner.interpreter.config import InterpreterConfig, KindConfig
 from flowrunner.interpreter.effects import Effect, Log, Notify, RunCommand, SetField, Wake
 from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
 from flowrunner.interpreter.interpret import Step, advance, retry_failed, start
 from flowrunner.interpreter.retry import RetryDecision, decide
 from flowrunner.interpreter.state import TRANSITIONS, IllegalMove, LaneState, RunState
+from flowrunner.retry_policy import RetryPolicy
 
 __all__ = [
     "TRANSITIONS",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta, tzinfo
 
 from flowrunner import query
+from flowrunner.retry_policy import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -28,28 +29,6 @@ class KindConfig:
     remind: str | None = None
     retry: RetryPolicy | None = None
     timeout: timedelta | None = None
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often a failing command is tried again: exponential backoff with a cap.
-
-    Attempt ``n`` (1-based) that fails waits ``min(cap, base * factor ** (n - 1))``
-    before attempt ``n + 1``; after ``max_attempts`` the step fails.
-    """
-
-    max_attempts: int = 5
-    base: timedelta = timedelta(seconds=10)
-    factor: float = 2.0
-    cap: timedelta = timedelta(hours=1)
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("a retry policy needs max_attempts of at least 1")
-        if self.base < timedelta(0) or self.cap < timedelta(0):
-            raise ValueError("a retry policy's base and cap cannot be negative")
-        if self.factor < 1:
-            raise ValueError("a retry policy's factor must be at least 1")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from flowrunner.interpreter import config
+from flowrunner import retry_policy
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class RetryDecision:
         return self.retry_at is None
 
 
-def backoff(policy: config.RetryPolicy, attempts: int) -> timedelta:
+def backoff(policy: retry_policy.RetryPolicy, attempts: int) -> timedelta:
     """The wait after failed attempt number ``attempts`` (1-based), capped."""
     exponent = max(0, attempts - 1)
     # Compare in seconds before building a timedelta, so a huge exponent cannot overflow.
@@ -35,14 +35,14 @@ def backoff(policy: config.RetryPolicy, attempts: int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def decide(policy: config.RetryPolicy, attempts: int, now: datetime) -> RetryDecision:
+def decide(policy: retry_policy.RetryPolicy, attempts: int, now: datetime) -> RetryDecision:
     """Decide after ``attempts`` failed tries (the latest just now).
 
     >>> from datetime import UTC
     >>> t = datetime(2026, 1, 1, tzinfo=UTC)
-    >>> decide(config.RetryPolicy(), 1, t).retry_at - t
+    >>> decide(retry_policy.RetryPolicy(), 1, t).retry_at - t
     datetime.timedelta(seconds=10)
-    >>> decide(config.RetryPolicy(max_attempts=2), 2, t).gives_up
+    >>> decide(retry_policy.RetryPolicy(max_attempts=2), 2, t).gives_up
     True
     """
     if attempts >= policy.max_attempts:
