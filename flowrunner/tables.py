@@ -1,7 +1,7 @@
 """Declaring an application's flows and steps tables in its own SQLAlchemy ``MetaData``.
 
 An application may instead bring tables it already has; ``FlowBinding.check`` reads
-them by reflection and names any fixed column they lack.
+them by reflection and names any fixed column they lack. ::
 
     metadata = sa.MetaData()
     po_flow = tables.flows_table(metadata, "po_flow")

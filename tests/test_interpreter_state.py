@@ -160,12 +160,6 @@ def test_the_engine_is_pure_no_sql_clock_threads_or_io() -> None:
                 )
 
 
-def test_retry_docstring_examples_hold() -> None:
-    import doctest
-
-    assert doctest.testmod(retry).failed == 0
-
-
 def test_restart_forgets_everything_but_the_step_and_pass() -> None:
     failed = lane(status="failed", attempts=5, received=2, event={"a": 1}, since_event_id=4)
     failed.restart()

@@ -132,7 +132,15 @@ class Condition:
     def evaluator(
         self, now: datetime | None = None, event: Mapping[str, Any] | None = None
     ) -> Callable[[Mapping[str, Any]], bool]:
-        """A function of one record, for testing many records at the same ``now``."""
+        """A function of one record, for testing many records at the same ``now``.
+
+        >>> from datetime import UTC, datetime
+        >>> from flowrunner import query
+        >>> overdue = query.parse("due_at < now()").evaluator(datetime(2026, 3, 2, tzinfo=UTC))
+        >>> rows = [{"id": 1, "due_at": datetime(2026, 3, 1, tzinfo=UTC)}, {"id": 2}]
+        >>> [row["id"] for row in rows if overdue(row)]
+        [1]
+        """
         compiled = self._compiled
         if not compiled.relatives and event is None:
             return compiled.function
