@@ -21,6 +21,7 @@ class Base(orm.DeclarativeBase):
 
 class Ticket(Base):
     __table__ = TICKETS.ticket
+    status: orm.Mapped[str | None]  # typing only: the columns come from the table
 
 
 def test_orm_inserts_and_updates_start_flows_in_the_same_flush(any_engine: sa.Engine) -> None:
