@@ -38,6 +38,9 @@ from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
 from flowrunner.sqltypes import UTCDateTime
+from flowrunner.statuses import LaneStatus, RunStatus
+from flowrunner.store.events import NoticeRow
+from flowrunner.store.runs import LogRow, RunRow
 
 __all__ = [
     "BindingError",
@@ -56,12 +59,17 @@ __all__ = [
     "FlowSpec",
     "FlowrunnerError",
     "Kind",
+    "LaneStatus",
     "LeaseLost",
+    "LogRow",
+    "NoticeRow",
     "NotifyRule",
     "OperatorError",
     "QueryError",
     "RetryPolicy",
     "RowInvalid",
+    "RunRow",
+    "RunStatus",
     "SchemaOutdated",
     "SnapshotBroken",
     "StepSpec",

@@ -11,12 +11,17 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pydantic
 import sqlalchemy as sa
 
 from flowrunner import errors, query
+
+# A record's key as the application passes it: its key column's value (runs keep it as text).
+RecordId: TypeAlias = int | str
+# A tenant as the application passes it: its tenant column's value; None without tenants.
+Tenant: TypeAlias = str | int | None
 
 # Kinds every binding has; an application's kinds may not reuse these names.
 BUILTIN_KINDS = ("set", "wait", "until", "branch", "waitFor", "notify")

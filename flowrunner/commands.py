@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -20,8 +19,8 @@ class CommandContext:
     this step's pass (they happen at least once).
     """
 
-    record: Mapping[str, Any]
-    inputs: Mapping[str, Any]
+    record: Mapping[str, object]
+    inputs: Mapping[str, object]
     conn: sa.Connection
     principal: str
     idempotency_key: str
@@ -31,11 +30,11 @@ class CommandContext:
     position: int
     attempt: int = 1
     reminder: int | None = None
-    tenant: Any = None
+    tenant: str | None = None
     # The runner's clock at this step: use it rather than the wall clock, so tests
     # that move the clock by hand see consistent times.
     now: datetime | None = None
 
 
 # A command answers nothing, or a mapping such as {"asked": 3}.
-Command = Callable[[CommandContext], Mapping[str, Any] | None]
+Command = Callable[[CommandContext], Mapping[str, object] | None]

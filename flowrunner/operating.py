@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from flowrunner import errors, snapshot
+from flowrunner import binding, errors, snapshot, statuses
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -22,24 +22,29 @@ if TYPE_CHECKING:
 
 
 def cancel(
-    runner: FlowRunner, run_id: int, *, operator: str, reason: str = "", tenant: Any = None
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
 ) -> None:
     """Cancel a run that has not ended; journaled with the operator's name."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
-        if run.status in ("done", "cancelled"):
+        if run.status in statuses.FINAL:
             raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-        current.status = "cancelled"
+        current.status = statuses.RunStatus.CANCELLED
         current.reason = why
         ops.save_run(
             conn,
             run_id,
             expected_version=run.version,
             state=current.to_dict(),
-            status="cancelled",
+            status=statuses.RunStatus.CANCELLED,
             now=now,
             reason=why,
             error=run.error,
@@ -49,23 +54,23 @@ def cancel(
         _journal(conn, run, operator, "cancel", now, {"reason": reason})
 
 
-def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None) -> None:
+def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None) -> None:
     """Run a failed run's failed step again; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
-        if run.status != "failed":
+        if run.status != statuses.RunStatus.FAILED:
             raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
-        if saved is None or saved.status != "failed":
+        if saved is None or saved.status != statuses.RunStatus.FAILED:
             # It failed before its first step, or outside its steps (a row that broke
             # after it started, an engine error): it goes on from its saved state.
             problem = runner.check_snapshot(snap)
             if problem:
                 raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
-            new_state: dict[str, Any] = run.state or {}
-            status = saved.status if saved is not None else "running"
+            new_state: dict[str, object] = run.state or {}
+            status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
             step = interpret.retry_failed(
                 snap, state.RunState.from_dict(run.state), now, runner.config
@@ -86,19 +91,23 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None)
         _journal(conn, run, operator, "retry", now, {})
 
 
-def redrive(runner: FlowRunner, run_id: int, *, operator: str, tenant: Any = None) -> None:
+def redrive(
+    runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None
+) -> None:
     """Make a stuck run due now and free its lease; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
-        if run.status in state.ENDED:
+        if run.status in statuses.ENDED:
             raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
         _journal(conn, run, operator, "redrive", now, {})
 
 
-def run_for_operator(runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: Any) -> Any:
+def run_for_operator(
+    runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: binding.Tenant
+) -> ops.RunRow:
     """The run, if it is on this runner's resource and of the tenant; else OperatorError."""
     tenant = None if tenant is None else str(tenant)
     try:
@@ -116,11 +125,11 @@ def run_for_operator(runner: FlowRunner, conn: sa.Connection, run_id: int, tenan
 
 def _journal(
     conn: sa.Connection,
-    run: Any,
+    run: ops.RunRow,
     operator: str,
     action: str,
     now: datetime,
-    detail: Mapping[str, Any],
+    detail: Mapping[str, object],
 ) -> None:
     ops.journal(
         conn,

@@ -12,15 +12,14 @@ import functools
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import pydantic
 import pydantic_core
 
 from flowrunner import binding as binding_mod
-from flowrunner import durations, errors, query
+from flowrunner import durations, errors, modes, query
 
 STARTS = ("created", "updated", "manual")
 MESSAGE_LIMIT = 500
@@ -373,7 +372,7 @@ def _check_value(
         add(errors.FieldError(column, message, "message_too_long"))
     elif column == "mode":
         try:
-            Mode.parse(value)
+            modes.parse(value)
         except ValueError as exc:
             add(errors.FieldError(column, str(exc), "mode_invalid"))
 
@@ -456,39 +455,3 @@ def add_condition(
 
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
-
-
-@dataclass(frozen=True)
-class Mode:
-    """How many events end a waiting app-kind step: ``any``, ``all``, ``2`` or ``60%``."""
-
-    how: Literal["any", "all", "count", "share"]
-    number: int = 1
-
-    @classmethod
-    def parse(cls, text: str | None) -> Mode:
-        """``None`` is ``any``; raises ValueError with a sentence for anything else unreadable."""
-        if text is None or not text.strip():
-            return cls("any")
-        word = text.strip().lower()
-        if word in ("any", "all"):
-            return cls("any" if word == "any" else "all")
-        if re.fullmatch(r"\d{1,6}", word) and int(word) >= 1:
-            return cls("count", int(word))
-        share = re.fullmatch(r"(\d{1,3})\s*%", word)
-        if share and 1 <= int(share.group(1)) <= 100:
-            return cls("share", int(share.group(1)))
-        raise ValueError(
-            f"'{text}' is not a mode — write any, all, a number of events like 2, "
-            "or a share like 60%"
-        )
-
-    def needed(self, asked: int) -> int:
-        """How many events end the wait when the command asked ``asked`` (at least one)."""
-        if self.how == "any":
-            return 1
-        if self.how == "all":
-            return max(asked, 1)
-        if self.how == "count":
-            return self.number
-        return max(1, math.ceil(asked * self.number / 100))

@@ -337,8 +337,10 @@ class FlowRunner:
             )
         return None if tenant is None else str(tenant)
 
-    def runs(self, record_id: Any, *, tenant: Any = None) -> list[Any]:
-        """The record's runs, newest first (with a tenant binding: of that tenant's record)."""
+    def runs(
+        self, record_id: binding_mod.RecordId, *, tenant: binding_mod.Tenant = None
+    ) -> list[ops.RunRow]:
+        """The record's runs, oldest first (with a tenant binding: of that tenant's record)."""
         tenant = self._need_tenant(tenant)
         with self.engine.connect() as conn:
             return list(
@@ -347,13 +349,15 @@ class FlowRunner:
                 )
             )
 
-    def history(self, run_id: int, *, tenant: Any = None) -> list[Any]:
+    def history(self, run_id: int, *, tenant: binding_mod.Tenant = None) -> list[ops.LogRow]:
         """What happened in the run, step by step, in order."""
         with self.engine.connect() as conn:
             operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
             return list(ops.run_history(conn, run_id))
 
-    def notices(self, *, undelivered: bool = False, tenant: Any = None) -> list[Any]:
+    def notices(
+        self, *, undelivered: bool = False, tenant: binding_mod.Tenant = None
+    ) -> list[ops.NoticeRow]:
         """The notices outbox: what notify steps wrote, for your mailer to deliver."""
         with self.engine.connect() as conn:
             return list(

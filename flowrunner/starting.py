@@ -9,11 +9,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from flowrunner import errors, query, snapshot
+from flowrunner import binding, errors, query, snapshot, statuses
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 def start_run(
     runner: FlowRunner,
     conn: sa.Connection,
-    flow: Mapping[str, Any],
-    record: Mapping[str, Any],
+    flow: Mapping[str, object],
+    record: Mapping[str, object],
     start_key: str,
     started_by: str,
     now: datetime,
-    steps: list[dict[str, Any]] | None = None,
+    steps: list[dict[str, object]] | None = None,
 ) -> int | None:
     """Insert the run of ``flow`` on ``record`` with its snapshot, due now; None if the
     ``start_key`` already started one. A snapshot that fails its load check starts the
@@ -52,7 +52,7 @@ def start_run(
         snapshot=snap.to_dict(),
         digest=snap.digest,
         state={},
-        status="failed" if problem else "running",
+        status=statuses.RunStatus.FAILED if problem else statuses.RunStatus.RUNNING,
         now=now,
         started_by=started_by,
         reason=problem,
@@ -63,7 +63,7 @@ def start_run(
 
 
 def matches(
-    runner: FlowRunner, flow: Mapping[str, Any], record: Mapping[str, Any], now: datetime
+    runner: FlowRunner, flow: Mapping[str, object], record: Mapping[str, object], now: datetime
 ) -> bool:
     text = flow.get("condition")
     if text is None or not str(text).strip():
@@ -77,7 +77,12 @@ def matches(
 
 
 def start_manual(
-    runner: FlowRunner, flow: Any, record_id: Any, *, operator: str, tenant: Any = None
+    runner: FlowRunner,
+    flow: str | int,
+    record_id: binding.RecordId,
+    *,
+    operator: str,
+    tenant: binding.Tenant = None,
 ) -> int:
     """An operator starts a manual flow (by name or id) for a record; journaled."""
     now = runner.clock()
@@ -117,8 +122,8 @@ def start_existing(
     runner: FlowRunner,
     where: str | None = None,
     *,
-    flow: Any = None,
-    tenant: Any = None,
+    flow: str | int | None = None,
+    tenant: binding.Tenant = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Hand records that existed before their flows to the runner as though just created.

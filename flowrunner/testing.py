@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import durations, errors, worker
+from flowrunner import binding, durations, errors, worker
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -149,13 +149,15 @@ class FlowDriver:
         with self.runner.engine.connect() as conn:
             return records.load_record(conn, self.runner.tables, record_id, tenant)
 
-    def runs(self, record_id: Any, *, tenant: Any = None) -> list[Any]:
+    def runs(
+        self, record_id: binding.RecordId, *, tenant: binding.Tenant = None
+    ) -> list[ops.RunRow]:
         return self.runner.runs(record_id, tenant=tenant)
 
-    def history(self, run_id: int, *, tenant: Any = None) -> list[Any]:
+    def history(self, run_id: int, *, tenant: binding.Tenant = None) -> list[ops.LogRow]:
         return self.runner.history(run_id, tenant=tenant)
 
-    def notices(self, run_id: int | None = None) -> list[Any]:
+    def notices(self, run_id: int | None = None) -> list[ops.NoticeRow]:
         """Every notice written (of one run, if given), across tenants."""
         with self.runner.engine.connect() as conn:
             return list(ops.notices(conn, run_id=run_id))

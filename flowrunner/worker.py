@@ -5,20 +5,24 @@ command's own writes, the history lines and the run's new state and due time —
 together or not at all, so a worker that dies at any point leaves the run as it was
 and the next worker does the step exactly once. Saves are fenced: a worker whose lease
 was taken over (or whose run moved on) has its late write refused.
+
+The ``Worker`` lives as long as its process and keeps only its lease owner and counts;
+each claimed run's step is an ``_Advance``, made for that run and dropped after it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from flowrunner import commands, errors, sanitize, snapshot, templates
+from flowrunner import commands, errors, sanitize, snapshot, statuses, templates
 from flowrunner.interpreter import effects, happened, interpret, state
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -28,10 +32,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flowrunner.worker")
 
+# Given the name of each commit boundary the worker passes ("claimed", "after-set",
+# "before-save", ...); crash-injection tests raise there to stop the worker.
+Hook = Callable[[str], None]
+
+
+def _pass(point: str) -> None:
+    """The hook outside tests: a commit boundary is passed without a word."""
+
 
 @dataclass
-class Crash(Exception):
-    """Raised by a test's crash hook to stop the worker at a named point."""
+class Crash(BaseException):
+    """Raised by a test's hook to stop the worker at a named point, as a killed process.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: the worker's own handlers (a run's
+    failure, a command's) let it through, and the open transaction rolls back.
+    """
 
     point: str
 
@@ -42,7 +58,6 @@ class WorkerStats:
     advanced: int = 0
     refused: int = 0
     errors: int = 0
-    points: list[str] = field(default_factory=list)
 
 
 class Worker:
@@ -60,21 +75,14 @@ class Worker:
         owner: str | None = None,
         lease_ttl: timedelta = timedelta(minutes=5),
         batch: int = 1,
-        crash_at: Any = None,
+        crash_at: Hook | None = None,
     ) -> None:
         self.runner = runner
         self.owner = owner or ops.new_owner_id("worker")
         self.lease_ttl = lease_ttl
         self.batch = max(1, batch)
-        self.crash_at = crash_at
         self.stats = WorkerStats()
-        self._lines: list[ops.LogLine] = []
-        self._wrote_record = False
-
-    def _point(self, name: str) -> None:
-        if self.crash_at is not None:
-            self.stats.points.append(name)
-            self.crash_at(name)
+        self._point: Hook = _pass if crash_at is None else crash_at
 
     def run_due(self, limit: int = 100) -> int:
         """Advance up to ``limit`` due runs; returns how many were claimed."""
@@ -93,7 +101,7 @@ class Worker:
             self._point("committed")
         return len(claims)
 
-    def _still_ours(self, group: list[Any], claimed_at: datetime) -> list[Any]:
+    def _still_ours(self, group: list[ops.Claim], claimed_at: datetime) -> list[ops.Claim]:
         """The claims of a group whose leases still hold, renewed if half their time is gone.
 
         A slow run earlier in the same claim must not let the later ones lapse. Renewed
@@ -120,7 +128,7 @@ class Worker:
                     self.stats.refused += 1
         return kept
 
-    def _one(self, conn: sa.Connection, claim: Any) -> bool:
+    def _one(self, conn: sa.Connection, claim: ops.Claim) -> bool:
         """Advance one claimed run inside its own savepoint; False if nothing was saved.
 
         Nothing is saved when its write was refused (the lease is another's now) or the
@@ -131,14 +139,12 @@ class Worker:
         now = self.runner.clock()
         savepoint = conn.begin_nested()
         try:
-            self._advance(conn, claim, now)
+            _Advance(self, conn, claim, now).advance()
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
             log.info("run %s: late write refused (%s)", claim.run_id, lost)
             return False
-        except Crash:
-            raise
         except sa.exc.OperationalError:
             # A deadlock, a lock timeout, a dropped connection: not the run's fault.
             savepoint.rollback()
@@ -155,7 +161,9 @@ class Worker:
         self.stats.advanced += 1
         return True
 
-    def _fail_run(self, conn: sa.Connection, claim: Any, now: datetime, exc: Exception) -> None:
+    def _fail_run(
+        self, conn: sa.Connection, claim: ops.Claim, now: datetime, exc: Exception
+    ) -> None:
         """Fail the run with a sanitized envelope; its saved state stays as it was, so an
         operator's retry advances it again from there."""
         run_id = claim.run_id
@@ -170,59 +178,72 @@ class Worker:
                 run_id,
                 expected_version=run.version,
                 state=run.state,
-                status="failed",
+                status=statuses.RunStatus.FAILED,
                 now=now,
                 error=envelope,
                 reason=f"the engine could not advance this run: {envelope['message']}",
             )
             ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
 
-    # -- one run ---------------------------------------------------------------------
+    # -- serving -----------------------------------------------------------------------
 
-    def _stop(self, conn: sa.Connection, run: Any, claim: Any, now: datetime, why: str) -> None:
-        ops.finish_lease(
-            conn, name=f"run:{run.id}", owner=self.owner, epoch=claim.epoch, forget=True
-        )
-        ops.save_run(
-            conn,
-            run.id,
-            expected_version=run.version,
-            state=run.state,
-            status="failed",
-            now=now,
-            error=sanitize.error_envelope("snapshot_broken", why),
-            reason=why,
-        )
-        ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
-        ops.append_logs(
-            conn,
-            run_id=run.id,
-            at=now,
-            tenant=run.tenant,
-            lines=[ops.LogLine("failed", detail=why)],
-        )
+    def serve(
+        self,
+        stop: threading.Event,
+        *,
+        poll: float = 1.0,
+        limit: int = 100,
+    ) -> None:
+        """Advance due runs until ``stop`` is set, resting ``poll`` seconds when idle."""
+        while not stop.is_set():
+            try:
+                claimed = self.run_due(limit=limit)
+            except sa.exc.OperationalError:
+                log.exception("the database could not be reached; trying again")
+                claimed = 0
+            if claimed == 0:
+                stop.wait(poll)
 
-    def _advance(self, conn: sa.Connection, claim: Any, now: datetime) -> state.RunState | None:
-        """Advance one claimed run in ``conn``'s transaction; returns its new state.
 
-        The save is fenced by the claim's lease epoch, and a wake-up that arrived
-        meanwhile is kept.
-        """
-        runner = self.runner
-        run_id = claim.run_id
-        run = ops.load_run(conn, run_id)
-        if run.status in state.ENDED:
-            ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
-            ops.finish_lease(
-                conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=True
-            )
+class _Advance:
+    """One claimed run's step, in ``conn``'s transaction: made for the run, then dropped.
+
+    It holds what the step read — the run, its snapshot, the claim, the clock — and
+    what it gathers to write at once: the record's pending sets and the history lines.
+    """
+
+    def __init__(
+        self, worker: Worker, conn: sa.Connection, claim: ops.Claim, now: datetime
+    ) -> None:
+        self.runner = worker.runner
+        self.owner = worker.owner
+        self.point = worker._point
+        self.conn = conn
+        self.claim = claim
+        self.now = now
+        self.run = ops.load_run(conn, claim.run_id)
+        self.lines: list[ops.LogLine] = []
+        self.sets: dict[str, object] = {}
+        self.wrote_record = False
+
+    @functools.cached_property
+    def snap(self) -> snapshot.FlowSnapshot:
+        """What the run executes; read only for a run that goes on."""
+        return snapshot.FlowSnapshot.from_dict(self.run.snapshot)
+
+    def advance(self) -> state.RunState | None:
+        """Advance the run and save it; its new state, or None if it had ended or stopped."""
+        runner, conn, run, now = self.runner, self.conn, self.run, self.now
+        if run.status in statuses.ENDED:
+            ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
+            self._give_up_lease(forget=True)
             return None
-        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        snap = self.snap
         problem = runner.check_snapshot(snap)
         if problem is not None:
             # A row that broke after the run started (a kind removed, a column dropped):
             # the run fails before it does anything more, with the sentence naming it.
-            self._stop(conn, run, claim, now, problem)
+            self._stop(problem)
             return None
         record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
         current = state.RunState.from_dict(run.state) if run.state else None
@@ -250,9 +271,6 @@ class Worker:
             step = interpret.advance(snap, current, seen, now, runner.config)
         wake_at: datetime | None = None
         working = dict(record) if record is not None else None
-        self._lines = []
-        self._sets: dict[str, Any] = {}
-        self._wrote_record = False
         rounds = 0
         while True:
             results: list[happened.CommandResult] = []
@@ -260,9 +278,9 @@ class Worker:
                 if isinstance(effect, effects.Wake):
                     wake_at = effect.at
                 elif isinstance(effect, effects.RunCommand):
-                    results.append(self._command(conn, run, snap, effect, working, now))
+                    results.append(self._command(effect, working))
                 else:
-                    working = self._apply(conn, run, snap, effect, working, now)
+                    self._apply(effect, working)
             if not results:
                 break
             rounds += 1
@@ -270,7 +288,7 @@ class Worker:
                 # The interpreter's loop bound should end any flow long before this.
                 raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
             if working is not None:
-                self._flush_sets(conn, run)  # then read back what the commands wrote too
+                self._flush_sets()  # then read back what the commands wrote too
                 working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
             step = interpret.advance(
                 snap,
@@ -279,10 +297,19 @@ class Worker:
                 now,
                 runner.config,
             )
-        new = step.state
-        ended = new.status in state.ENDED
-        self._flush_sets(conn, run)
-        if self._wrote_record:
+        self._save(step.state, wake_at)
+        return step.state
+
+    def _save(self, new: state.RunState, wake_at: datetime | None) -> None:
+        """Write what the step gathered and the run's new state and due time.
+
+        The save is fenced by the claim's lease epoch, and a wake-up that arrived
+        meanwhile is kept.
+        """
+        runner, conn, run, now = self.runner, self.conn, self.run, self.now
+        ended = new.status in statuses.ENDED
+        self._flush_sets()
+        if self.wrote_record:
             # The record's other runs follow it (an until step on a date this set).
             ops.wake_record(
                 conn,
@@ -290,19 +317,17 @@ class Worker:
                 record_id=run.record_id,
                 tenant=run.tenant,
                 now=now,
-                except_run=run_id,
+                except_run=run.id,
             )
-        ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self._lines)
-        self._point("before-save")
+        ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self.lines)
+        self.point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step. The
         # same statement gives the lease up (an ended run's lease row goes).
-        ops.finish_lease(
-            conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=ended
-        )
+        self._give_up_lease(forget=ended)
         ops.save_run(
             conn,
-            run_id,
+            run.id,
             expected_version=run.version,
             state=new.to_dict(),
             status=new.status,
@@ -312,34 +337,58 @@ class Worker:
         )
         ops.set_due(
             conn,
-            run_id=run_id,
+            run_id=run.id,
             due_at=None if ended else wake_at,
             tenant=run.tenant,
-            claim=claim,
+            claim=self.claim,
         )
-        return new
 
-    def _apply(
-        self,
-        conn: sa.Connection,
-        run: Any,
-        snap: snapshot.FlowSnapshot,
-        effect: effects.Effect,
-        working: dict[str, Any] | None,
-        now: datetime,
-    ) -> dict[str, Any] | None:
-        runner = self.runner
+    def _give_up_lease(self, *, forget: bool) -> None:
+        ops.finish_lease(
+            self.conn,
+            name=f"run:{self.run.id}",
+            owner=self.owner,
+            epoch=self.claim.epoch,
+            forget=forget,
+        )
+
+    def _stop(self, why: str) -> None:
+        """Fail the run, whose snapshot no longer loads, without advancing it."""
+        conn, run, now = self.conn, self.run, self.now
+        self._give_up_lease(forget=True)
+        ops.save_run(
+            conn,
+            run.id,
+            expected_version=run.version,
+            state=run.state,
+            status=statuses.RunStatus.FAILED,
+            now=now,
+            error=sanitize.error_envelope("snapshot_broken", why),
+            reason=why,
+        )
+        ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
+        ops.append_logs(
+            conn,
+            run_id=run.id,
+            at=now,
+            tenant=run.tenant,
+            lines=[ops.LogLine("failed", detail=why)],
+        )
+
+    def _apply(self, effect: effects.Effect, working: dict[str, object] | None) -> None:
+        """Apply a set, a notice or a history line; a set changes ``working`` too."""
         if isinstance(effect, effects.SetField):
             # Written with the step's other sets in one statement (before any command
             # runs, and at the end); later steps read the working copy meanwhile.
-            self._sets[effect.field] = effect.value
+            self.sets[effect.field] = effect.value
             if working is not None:
                 working[effect.field] = effect.value
         elif isinstance(effect, effects.Notify):
-            rule = runner.binding.rule_for(effect.audience)
+            run = self.run
+            rule = self.runner.binding.rule_for(effect.audience)
             values = {**(working or {}), "message": effect.message}
             ops.insert_notice(
-                conn,
+                self.conn,
                 tenant=run.tenant,
                 run_id=run.id,
                 step_id=str(effect.step_id),
@@ -349,12 +398,12 @@ class Worker:
                 title=templates.render(rule.title, values),
                 message=effect.message,
                 email=rule.email,
-                at=now,
+                at=self.now,
             )
-            self._point("after-notify")
+            self.point("after-notify")
         elif isinstance(effect, effects.Log):
             # Written together with the run's new state, in one statement.
-            self._lines.append(
+            self.lines.append(
                 ops.LogLine(
                     what=effect.what,
                     position=effect.position,
@@ -365,26 +414,22 @@ class Worker:
                     detail=effect.detail,
                 )
             )
-        return working
 
-    def _flush_sets(self, conn: sa.Connection, run: Any) -> None:
-        if self._sets:
-            records.write_fields(conn, self.runner.tables, run.record_id, run.tenant, self._sets)
-            self._sets = {}
-            self._wrote_record = True
-            self._point("after-set")
+    def _flush_sets(self) -> None:
+        if self.sets:
+            run = self.run
+            records.write_fields(
+                self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
+            )
+            self.sets = {}
+            self.wrote_record = True
+            self.point("after-set")
 
     def _command(
-        self,
-        conn: sa.Connection,
-        run: Any,
-        snap: snapshot.FlowSnapshot,
-        effect: effects.RunCommand,
-        working: Mapping[str, Any] | None,
-        now: datetime,
+        self, effect: effects.RunCommand, working: Mapping[str, object] | None
     ) -> happened.CommandResult:
-        runner = self.runner
-        self._flush_sets(conn, run)  # the command reads the record as the flow left it
+        runner, conn, run, snap = self.runner, self.conn, self.run, self.snap
+        self._flush_sets()  # the command reads the record as the flow left it
         key = f"run-{run.id}/{effect.key}"
         step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
         context = commands.CommandContext(
@@ -400,7 +445,7 @@ class Worker:
             attempt=effect.attempt,
             reminder=effect.reminder,
             tenant=run.tenant,
-            now=now,
+            now=self.now,
         )
         savepoint = conn.begin_nested()
         try:
@@ -417,9 +462,6 @@ class Worker:
                 refused=True,
                 error=sanitize.error_envelope("command_refused", str(refused)),
             )
-        except Crash:
-            savepoint.rollback()
-            raise
         except Exception as exc:
             savepoint.rollback()
             return happened.CommandResult(
@@ -428,31 +470,14 @@ class Worker:
                 error=sanitize.error_envelope("command_failed", describe(exc), retryable=True),
             )
         savepoint.commit()
-        self._point(f"after-command:{effect.command}")
-        ops.record_idempotent(conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=now)
+        self.point(f"after-command:{effect.command}")
+        ops.record_idempotent(
+            conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=self.now
+        )
         return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
 
-    # -- serving -----------------------------------------------------------------------
 
-    def serve(
-        self,
-        stop: threading.Event,
-        *,
-        poll: float = 1.0,
-        limit: int = 100,
-    ) -> None:
-        """Advance due runs until ``stop`` is set, resting ``poll`` seconds when idle."""
-        while not stop.is_set():
-            try:
-                claimed = self.run_due(limit=limit)
-            except sa.exc.OperationalError:
-                log.exception("the database could not be reached; trying again")
-                claimed = 0
-            if claimed == 0:
-                stop.wait(poll)
-
-
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 

@@ -73,6 +73,10 @@ def test_the_command_gets_the_steps_input_columns_then_waits_for_one_event() -> 
         ("60%", 5, 3),
         ("60%", 1, 1),
         ("10%", 2, 1),
+        ("60%", 0, 0),
+        ("100%", 0, 0),
+        ("any", 0, 1),
+        ("3", 1, 3),
     ],
 )
 def test_the_wait_ends_after_as_many_events_as_its_mode_needs(
@@ -345,7 +349,8 @@ def test_an_operator_may_cancel_a_failed_run() -> None:
 @pytest.mark.parametrize(
     ("extra", "problem"),
     [
-        ({"mode": "most"}, "its mode 'most' is not any, all"),
+        ({"mode": "most"}, "its mode cannot be read: 'most' is not a mode"),
+        ({"mode": "1_0"}, "its mode cannot be read: '1_0' is not a mode"),
         ({"remind": "0 days"}, "its remind must be longer than zero"),
         ({"condition": "((("}, "its condition cannot be read"),
     ],

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from flowrunner import statuses
 from flowrunner.interpreter import interpret, retry, state
 from flowrunner.interpreter.config import RetryPolicy
 
@@ -18,13 +19,40 @@ def lane(**values: object) -> state.LaneState:
 
 
 def test_every_status_has_a_row_in_the_transition_table() -> None:
-    for status in state.RUN_STATUSES:
+    for status in statuses.RunStatus:
         assert ("run", status) in state.TRANSITIONS
-    for status in state.LANE_STATUSES:
+    for status in statuses.LaneStatus:
         assert ("lane", status) in state.TRANSITIONS
-    for (what, _), targets in state.TRANSITIONS.items():
-        known = state.RUN_STATUSES if what == "run" else state.LANE_STATUSES
-        assert targets <= set(known)
+    for (what, current), targets in state.TRANSITIONS.items():
+        known = statuses.RunStatus if what == "run" else statuses.LaneStatus
+        assert current in set(known) and targets <= set(known)
+    assert len(state.TRANSITIONS) == len(statuses.RunStatus) + len(statuses.LaneStatus)
+
+
+def test_the_named_sets_of_run_statuses_agree_with_the_transition_table() -> None:
+    stuck = {s for s in statuses.RunStatus if not state.TRANSITIONS[("run", s)]}
+    assert stuck == statuses.FINAL
+    assert statuses.FINAL < statuses.ENDED
+    assert set(statuses.RunStatus) == statuses.OPEN | statuses.ENDED
+    assert not statuses.OPEN & statuses.ENDED
+    # Only an operator's retry moves a run out of an ended status.
+    for ended in statuses.ENDED - statuses.FINAL:
+        assert state.TRANSITIONS[("run", ended)] <= {"running", "cancelled"}
+
+
+def test_a_status_is_its_word() -> None:
+    assert statuses.RunStatus.DONE == "done" and f"{statuses.LaneStatus.COMMANDING}" == "commanding"
+    assert state.RunState(status="waiting").status is statuses.RunStatus.WAITING
+    with pytest.raises(ValueError, match="paused"):
+        state.RunState(status="paused")
+    with pytest.raises(ValueError, match="running"):
+        lane(status="running")  # a run's status, not a lane's
+
+
+def test_statuses_doctest_holds() -> None:
+    import doctest
+
+    assert doctest.testmod(statuses).failed == 0
 
 
 @pytest.mark.parametrize(
@@ -83,7 +111,10 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
         last_event_id=9,
         last_goto=3,
     )
-    stored = json.loads(json.dumps(run.to_dict()))
+    data = run.to_dict()
+    assert type(data["status"]) is str and type(data["lanes"][0]["status"]) is str
+    stored = json.loads(json.dumps(data))
+    assert stored["status"] == "waiting" and stored["lanes"][1]["status"] == "waiting"
     assert state.RunState.from_dict(stored) == run
     assert stored["passes"] == {"1": 1, "2": 2}
     assert stored["lanes"][0]["pass"] == 1

@@ -195,7 +195,7 @@ class EngineMachine(RuleBasedStateMachine):
         for step, lane in self._waiting_app_lanes():
             counted = self._counted(lane, self.sim.now)
             assert lane.received == len(counted)
-            assert len(counted) < reading.mode(step).need(lane.asked)
+            assert len(counted) < reading.mode(step).needed(lane.asked)
             if reading.text(step, "condition") is not None:
                 assert not any(rejected(e.payload) for e in counted)
             assert lane.deadline is None or lane.deadline > self.sim.now
@@ -237,7 +237,7 @@ class EngineMachine(RuleBasedStateMachine):
             if what is None:
                 continue
             counted = self._counted(lane, self.sim.now)
-            need = reading.mode(step).need(lane.asked)
+            need = reading.mode(step).needed(lane.asked)
             has_condition = reading.text(step, "condition") is not None
             if what == "condition":
                 assert has_condition and any(rejected(e.payload) for e in counted)

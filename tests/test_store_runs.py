@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import errors
-from flowrunner.store import dialects, migrate
+from flowrunner import errors, statuses
+from flowrunner.interpreter import state as state_mod
+from flowrunner.store import dialects, migrate, schema
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -138,6 +139,37 @@ def test_ending_records_the_end_once_and_a_retry_reopens(engine: sa.Engine) -> N
 def test_an_unknown_status_is_refused(engine: sa.Engine) -> None:
     with pytest.raises(ValueError, match="status"), dialects.begin(engine) as conn:
         start(conn, status="paused")
+
+
+def test_statuses_are_stored_as_their_plain_words(engine: sa.Engine) -> None:
+    # StrEnum members equal their words; what reaches the database must be the word
+    # itself, never a member's name or repr (psycopg, for one, dumps an Enum by name).
+    run = state_mod.RunState(
+        status=statuses.RunStatus.DONE,
+        lanes=[state_mod.LaneState(step_id=1, kind="wait", pass_=1, status="done")],
+    )
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, status=statuses.RunStatus.WAITING)
+        assert run_id is not None
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=1,
+            state=run.to_dict(),
+            status=run.status,
+            now=T0,
+        )
+        table = schema.runs
+        status, text = conn.execute(
+            sa.select(table.c.status, sa.cast(table.c.state, sa.Text)).where(table.c.id == run_id)
+        ).one()
+        found = ops.list_runs(conn, status=statuses.RunStatus.DONE)
+    assert type(status) is str and status == "done"
+    assert "Status" not in text and "DONE" not in text
+    assert text.count('"done"') == 2  # the run's status and its lane's
+    assert [r.id for r in found] == [run_id]
+    assert found[0].status is statuses.RunStatus.DONE and found[0].ended
+    assert state_mod.RunState.from_dict(found[0].state) == run
 
 
 def test_runs_for_a_record_and_lists(engine: sa.Engine) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from flowrunner import errors, sanitize, snapshot
+from flowrunner import errors, sanitize, snapshot, statuses
 from flowrunner.interpreter import config as config_mod
 from flowrunner.interpreter import effects as effects_mod
 from flowrunner.interpreter import happened, lanes, reading
@@ -73,9 +73,9 @@ def advance(
         # A bug (an IllegalMove included) or a stored state nobody foresaw: fail this run
         # loudly, with a sentence, rather than crash the worker on it again and again.
         turn = Turn(snap, run, seen, now, cfg)
-        if turn.run.status not in state_mod.ENDED:
+        if turn.run.status not in statuses.ENDED:
             reason = f"the engine could not advance the run: {type(error).__name__}: {error}"
-            turn.run.status = "failed"
+            turn.run.status = statuses.RunStatus.FAILED
             turn.run.reason = sanitize.sanitize_text(reason)
             turn.run.error = sanitize.error_envelope("engine.error", reason)
             turn.log("ended", turn.run.reason)
@@ -93,11 +93,11 @@ def retry_failed(
     The run is then due at once; the next ``advance`` starts the lanes again. Raises
     ``OperatorError`` when the run has not failed, or failed outside any step.
     """
-    if run.status != "failed":
+    if run.status != statuses.RunStatus.FAILED:
         raise errors.OperatorError(f"only a failed run can be retried; this one is {run.status}")
     seen = happened.Happened(record=None, latest_event_id=run.last_event_id)
     turn = Turn(snap, run, seen, now, cfg)
-    failed = [(s, lane) for s, lane in turn.pairs() if lane.status == "failed"]
+    failed = [(s, lane) for s, lane in turn.pairs() if lane.status == statuses.LaneStatus.FAILED]
     if not failed:
         raise errors.OperatorError(
             f"the run failed outside any step ({run.reason}); start the flow again instead"
@@ -105,7 +105,7 @@ def retry_failed(
     for step, lane in failed:
         lane.restart()
         turn.log("retry", "an operator retried the step", step, lane)
-    turn.run.status = "running"
+    turn.run.status = statuses.RunStatus.RUNNING
     turn.run.error = None
     turn.run.reason = None
     turn.effects.append(effects_mod.Wake(now))
@@ -114,19 +114,21 @@ def retry_failed(
 
 def _advance(turn: Turn) -> None:
     run = turn.run
-    if run.status in ("done", "cancelled"):
+    if run.status in statuses.FINAL:
         return
     if turn.seen.cancel is not None:
-        turn.end_run("cancelled", f"cancelled by an operator: {turn.seen.cancel}")
+        turn.end_run(statuses.RunStatus.CANCELLED, f"cancelled by an operator: {turn.seen.cancel}")
         return
-    if run.status != "failed":
+    if run.status != statuses.RunStatus.FAILED:
         if turn.record is None:
-            turn.end_run("cancelled", "the record was deleted while the run waited")
+            turn.end_run(
+                statuses.RunStatus.CANCELLED, "the record was deleted while the run waited"
+            )
             return
         if run.position is None:
             first = turn.snap.positions[0] if turn.snap.positions else None
             if first is None:
-                turn.end_run("done", "the flow has no steps")
+                turn.end_run(statuses.RunStatus.DONE, "the flow has no steps")
                 return
             _enter(turn, first)
     # Answers are facts (the commands ran and their writes commit with this advance):
@@ -135,7 +137,7 @@ def _advance(turn: Turn) -> None:
         for step, lane in list(turn.pairs()):
             move = functools.partial(lanes.on_result, turn, result=result)
             _guarded(turn, step, lane, move, even_if_failed=True)
-    if run.status == "failed":
+    if run.status == statuses.RunStatus.FAILED:
         return  # events stay unread until an operator retries (or cancels) the run
     turn.consumed = True
     for event in turn.events:
@@ -153,7 +155,7 @@ def _guarded(
     even_if_failed: bool = False,
 ) -> None:
     """Run one lane move; a step that cannot run fails its lane and the run."""
-    if not (turn.live or (even_if_failed and turn.run.status == "failed")):
+    if not (turn.live or (even_if_failed and turn.run.status == statuses.RunStatus.FAILED)):
         return
     try:
         move(step, lane)
@@ -189,11 +191,13 @@ def _leave(turn: Turn) -> None:
             _enter(turn, target)
             return
         if lane.outcome == "ended":
-            turn.end_run("done", f"branch '{step.title or step.kind}' did not hold")
+            turn.end_run(
+                statuses.RunStatus.DONE, f"branch '{step.title or step.kind}' did not hold"
+            )
             return
     following = turn.snap.next_position(position)
     if following is None:
-        turn.end_run("done", "the flow ended after its last step")
+        turn.end_run(statuses.RunStatus.DONE, "the flow ended after its last step")
     else:
         _enter(turn, following)
 
@@ -217,17 +221,18 @@ def _enter(turn: Turn, position: int) -> None:
 
 def _finish(turn: Turn) -> Step:
     run = turn.run
-    if turn.consumed or run.status in ("done", "cancelled"):
+    if turn.consumed or run.status in statuses.FINAL:
         run.last_event_id = max(run.last_event_id, turn.horizon)
     if turn.live:
         for step, lane in list(turn.pairs()):
             _guarded(turn, step, lane, functools.partial(lanes.reissue, turn))
     if turn.live:
         busy = any(
-            lane.status in ("ready", "commanding") or lane.reminding is not None
+            lane.status in (statuses.LaneStatus.READY, statuses.LaneStatus.COMMANDING)
+            or lane.reminding is not None
             for lane in run.lanes
         )
-        run.status = "running" if busy else "waiting"
+        run.status = statuses.RunStatus.RUNNING if busy else statuses.RunStatus.WAITING
     turn.effects.append(effects_mod.Wake(_wake(turn)))
     return Step(run, tuple(turn.effects))
 
@@ -236,12 +241,12 @@ def _wake(turn: Turn) -> datetime | None:
     """When the run is next due: now while commands are out, else its earliest timer."""
     if not turn.live:
         return None
-    if turn.run.status == "running":
+    if turn.run.status == statuses.RunStatus.RUNNING:
         return turn.now
     times: list[datetime] = []
     for lane in turn.run.lanes:
-        if lane.status == "waiting":
+        if lane.status == statuses.LaneStatus.WAITING:
             times += [t for t in (lane.timer, lane.deadline, lane.next_remind_at) if t is not None]
-        elif lane.status == "retrying" and lane.retry_at is not None:
+        elif lane.status == statuses.LaneStatus.RETRYING and lane.retry_at is not None:
             times.append(lane.retry_at)
     return min(times) if times else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flowrunner import durations, snapshot
+from flowrunner import durations, snapshot, statuses
 from flowrunner.interpreter import effects, happened, reading, retry, state
 from flowrunner.interpreter.turn import Turn
 
@@ -66,14 +66,14 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
 
 def tick(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     """Look at a lane again: start it if ready, or see whether its time has come."""
-    if lane.status == "ready":
+    if lane.status == statuses.LaneStatus.READY:
         begin(turn, step, lane)
-    elif lane.status == "retrying":
+    elif lane.status == statuses.LaneStatus.RETRYING:
         if lane.retry_at is not None and lane.retry_at <= turn.now:
             lane.attempts += 1
             lane.retry_at = None
             _command(turn, step, lane)
-    elif lane.status == "waiting":
+    elif lane.status == statuses.LaneStatus.WAITING:
         if step.kind == "wait":
             if lane.timer is not None and lane.timer <= turn.now:
                 turn.finish(step, lane, "done")
@@ -90,7 +90,7 @@ def on_result(
     turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
 ) -> None:
     """Take the answer to this lane's command or reminder (answers to nothing are stale)."""
-    if lane.status == "commanding" and result.key == lane.pending:
+    if lane.status == statuses.LaneStatus.COMMANDING and result.key == lane.pending:
         lane.pending = None
         if result.ok:
             _answered(turn, step, lane, result)
@@ -105,7 +105,7 @@ def on_result(
                 turn.fail_lane(step, lane, "command.failed", message, result.error)
             else:
                 lane.retry_at = decision.retry_at
-                lane.status = "retrying"
+                lane.status = statuses.LaneStatus.RETRYING
                 detail = f"attempt {lane.attempts} failed ({_said(result)}); again at "
                 turn.log("retry", detail + decision.retry_at.isoformat(), step, lane)
     elif lane.reminding is not None and result.key == _remind_key(step, lane, lane.reminding):
@@ -126,7 +126,8 @@ def on_event(
     if lane.deadline is not None and event.at > lane.deadline:
         return  # it came after the wait gave up
     if step.kind == "waitFor":
-        if lane.status == "waiting" and event.name == reading.event_name(step, turn.cfg):
+        waiting = lane.status == statuses.LaneStatus.WAITING
+        if waiting and event.name == reading.event_name(step, turn.cfg):
             lane.received += 1
             lane.event = dict(event.payload)
             turn.finish(step, lane, "arrived", "arrived")
@@ -141,7 +142,7 @@ def on_event(
     lane.event = dict(event.payload)
     turn.log("arrived", f"{event.name} #{event.id}", step, lane)
     _check_condition(turn, step, lane)
-    if lane.status == "waiting":
+    if lane.status == statuses.LaneStatus.WAITING:
         _app_done(turn, step, lane)
 
 
@@ -166,7 +167,7 @@ def _branch(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
 
 def _start_waiting(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, what: str) -> None:
     lane.waiting_since = turn.now
-    lane.status = "waiting"
+    lane.status = statuses.LaneStatus.WAITING
     turn.log("waiting", what, step, lane)
     tick(turn, step, lane)
 
@@ -188,7 +189,7 @@ def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
 def _command(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     kind = reading.kind(step, turn.cfg)
     lane.pending = turn.key(step, lane)
-    lane.status = "commanding"
+    lane.status = statuses.LaneStatus.COMMANDING
     turn.log("command", f"{kind.command}, attempt {lane.attempts}", step, lane)
     turn.command(step, lane, kind)
 
@@ -212,7 +213,7 @@ def _answered(
     every = _remind_every(step)
     if every is not None:
         lane.next_remind_at = every.add_to(turn.now, turn.cfg.timezone)
-    need = reading.mode(step).need(lane.asked)
+    need = reading.mode(step).needed(lane.asked)
     _start_waiting(turn, step, lane, f"for {need} {kind.wait_for} of {lane.asked} asked")
 
 
@@ -220,7 +221,7 @@ def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> Non
     # The record may have changed since the latest event: look at the condition again.
     _check_condition(turn, step, lane)
     _app_done(turn, step, lane)
-    if lane.status != "waiting":
+    if lane.status != statuses.LaneStatus.WAITING:
         return
     if lane.deadline is not None and lane.deadline <= turn.now:
         turn.finish(step, lane, "timed_out", "timed_out")
@@ -245,7 +246,7 @@ def _check_condition(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState)
 def _app_done(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     if lane.held:
         turn.finish(step, lane, "condition", "condition")
-    elif lane.received >= reading.mode(step).need(lane.asked):
+    elif lane.received >= reading.mode(step).needed(lane.asked):
         turn.finish(step, lane, "complete")
 
 
@@ -298,7 +299,11 @@ def _said(result: happened.CommandResult) -> str:
 
 def reissue(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     """Ask again for a command whose answer never came (a state saved mid-protocol)."""
-    if lane.status == "commanding" and lane.pending and lane.pending not in turn.emitted:
+    if (
+        lane.status == statuses.LaneStatus.COMMANDING
+        and lane.pending
+        and lane.pending not in turn.emitted
+    ):
         turn.command(step, lane, reading.kind(step, turn.cfg))
     if lane.reminding is not None and _remind_key(step, lane, lane.reminding) not in turn.emitted:
         turn.command(step, lane, reading.kind(step, turn.cfg), reminder=lane.reminding)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from flowrunner import durations, errors, query, snapshot
+from flowrunner import durations, errors, modes, query, snapshot
 from flowrunner.interpreter import config as config_mod
 
 MESSAGE_MAX = 500
@@ -86,44 +85,12 @@ def goto(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | None:
     return target
 
 
-@dataclass(frozen=True)
-class Mode:
-    """How many events end an app kind's wait: ``any``, ``all``, a count or a share."""
-
-    how: str
-    amount: int = 1
-
-    def need(self, asked: int) -> int:
-        """The events needed, given how many the command asked."""
-        if self.how == "any":
-            return 1
-        if self.how == "all":
-            # Asking nobody leaves nothing to wait for.
-            return max(0, asked)
-        if self.how == "count":
-            return self.amount
-        return max(1, math.ceil(max(0, asked) * self.amount / 100))
-
-
-def mode(step: snapshot.StepSpec) -> Mode:
-    raw = text(step, "mode")
-    if raw is None or raw.lower() == "any":
-        return Mode("any")
-    lowered = raw.lower()
-    if lowered == "all":
-        return Mode("all")
+def mode(step: snapshot.StepSpec) -> modes.Mode:
+    """How many events end the step's wait, read as validation reads it."""
     try:
-        if lowered.endswith("%"):
-            share = int(lowered[:-1].strip())
-            if 1 <= share <= 100:
-                return Mode("share", share)
-        else:
-            count = int(lowered)
-            if count >= 1:
-                return Mode("count", count)
-    except ValueError:
-        pass
-    raise Broken(step, f"its mode '{raw}' is not any, all, a count like 2 or a share like 60%")
+        return modes.parse(text(step, "mode"))
+    except ValueError as error:
+        raise Broken(step, f"its mode cannot be read: {error}") from None
 
 
 def set_value(

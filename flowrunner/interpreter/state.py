@@ -1,37 +1,41 @@
 """A run's instance state: where it is, each lane at that position, and why it ended.
 
-The snapshot is the spec; this is the instance (SpiffWorkflow's split). Statuses move
-only along ``TRANSITIONS``: assigning ``status`` checks the table and raises
-``IllegalMove`` (a bug in the engine, never a user's mistake). ``to_dict``/``from_dict``
-round-trip a running state through JSON for storage on the run row.
+The snapshot is the spec; this is the instance (SpiffWorkflow's split). Statuses (named
+in ``flowrunner.statuses``) move only along ``TRANSITIONS``: assigning ``status`` checks
+the table and raises ``IllegalMove`` (a bug in the engine, never a user's mistake).
+``to_dict``/``from_dict`` round-trip a running state through JSON for storage on the
+run row, statuses as their plain words.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-RUN_STATUSES = ("running", "waiting", "done", "failed", "cancelled")
-LANE_STATUSES = ("ready", "commanding", "waiting", "retrying", "done", "failed")
-# A run in one of these no longer moves by itself (only an operator retries a failed one).
-ENDED = frozenset({"done", "failed", "cancelled"})
+from flowrunner import statuses
+
+_Run = statuses.RunStatus
+_Lane = statuses.LaneStatus
 
 # The one table of legal moves: (what, from) -> the statuses it may move to.
 TRANSITIONS: Mapping[tuple[str, str], frozenset[str]] = {
-    ("run", "running"): frozenset({"waiting", "done", "failed", "cancelled"}),
-    ("run", "waiting"): frozenset({"running", "done", "failed", "cancelled"}),
+    ("run", _Run.RUNNING): frozenset({_Run.WAITING, _Run.DONE, _Run.FAILED, _Run.CANCELLED}),
+    ("run", _Run.WAITING): frozenset({_Run.RUNNING, _Run.DONE, _Run.FAILED, _Run.CANCELLED}),
     # An operator may retry a failed run, or cancel it.
-    ("run", "failed"): frozenset({"running", "cancelled"}),
-    ("run", "done"): frozenset(),
-    ("run", "cancelled"): frozenset(),
-    ("lane", "ready"): frozenset({"commanding", "waiting", "done", "failed"}),
-    ("lane", "commanding"): frozenset({"waiting", "retrying", "done", "failed"}),
-    ("lane", "retrying"): frozenset({"commanding", "failed"}),
-    ("lane", "waiting"): frozenset({"done", "failed"}),
-    ("lane", "failed"): frozenset({"ready"}),
-    ("lane", "done"): frozenset(),
+    ("run", _Run.FAILED): frozenset({_Run.RUNNING, _Run.CANCELLED}),
+    ("run", _Run.DONE): frozenset(),
+    ("run", _Run.CANCELLED): frozenset(),
+    ("lane", _Lane.READY): frozenset({_Lane.COMMANDING, _Lane.WAITING, _Lane.DONE, _Lane.FAILED}),
+    ("lane", _Lane.COMMANDING): frozenset(
+        {_Lane.WAITING, _Lane.RETRYING, _Lane.DONE, _Lane.FAILED}
+    ),
+    ("lane", _Lane.RETRYING): frozenset({_Lane.COMMANDING, _Lane.FAILED}),
+    ("lane", _Lane.WAITING): frozenset({_Lane.DONE, _Lane.FAILED}),
+    ("lane", _Lane.FAILED): frozenset({_Lane.READY}),
+    ("lane", _Lane.DONE): frozenset(),
 }
 
 
@@ -44,17 +48,21 @@ def check_move(what: str, current: str, target: str) -> None:
     if current == target:
         return
     if target not in TRANSITIONS.get((what, current), frozenset()):
-        raise IllegalMove(f"a {what} cannot move from {current!r} to {target!r}")
+        raise IllegalMove(f"a {what} cannot move from '{current}' to '{target}'")
 
 
 class _Guarded:
-    """Checks every assignment to ``status`` after the first against ``TRANSITIONS``."""
+    """Reads every ``status`` assigned as its enum, and checks each after the first
+    against ``TRANSITIONS`` (a word that is no status raises ValueError)."""
 
     _what = ""
+    _statuses: type[enum.StrEnum] = enum.StrEnum
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "status" and "status" in self.__dict__:
-            check_move(self._what, self.__dict__["status"], value)
+        if name == "status":
+            value = self._statuses(value)
+            if "status" in self.__dict__:
+                check_move(self._what, self.__dict__["status"], value)
         object.__setattr__(self, name, value)
 
 
@@ -80,11 +88,12 @@ class LaneState(_Guarded):
     """
 
     _what = "lane"
+    _statuses = statuses.LaneStatus
 
     step_id: Any
     kind: str
     pass_: int
-    status: str = "ready"
+    status: statuses.LaneStatus = statuses.LaneStatus.READY
     started_at: datetime | None = None
     waiting_since: datetime | None = None
     deadline: datetime | None = None
@@ -104,11 +113,11 @@ class LaneState(_Guarded):
 
     @property
     def active(self) -> bool:
-        return self.status not in ("done", "failed")
+        return self.status not in (statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED)
 
     def restart(self) -> None:
         """Back to ``ready`` with nothing remembered but which step and pass it is."""
-        self.status = "ready"
+        self.status = statuses.LaneStatus.READY
         fresh = LaneState(step_id=self.step_id, kind=self.kind, pass_=self.pass_)
         for f in fields(self):
             if f.name != "status":
@@ -120,6 +129,7 @@ class LaneState(_Guarded):
             value = getattr(self, f.name)
             name = "pass" if f.name == "pass_" else f.name
             data[name] = _when(value) if f.name in _MOMENTS else value
+        data["status"] = self.status.value  # the plain word, as stored
         return data
 
     @classmethod
@@ -147,8 +157,9 @@ class RunState(_Guarded):
     """
 
     _what = "run"
+    _statuses = statuses.RunStatus
 
-    status: str = "running"
+    status: statuses.RunStatus = statuses.RunStatus.RUNNING
     position: int | None = None
     moves: int = 0
     passes: dict[int, int] = field(default_factory=dict)
@@ -160,11 +171,11 @@ class RunState(_Guarded):
 
     @property
     def ended(self) -> bool:
-        return self.status in ENDED
+        return self.status in statuses.ENDED
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "status": self.status,
+            "status": self.status.value,
             "position": self.position,
             "moves": self.moves,
             "passes": {str(p): n for p, n in sorted(self.passes.items())},
@@ -178,7 +189,7 @@ class RunState(_Guarded):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunState:
         return cls(
-            status=str(data["status"]),
+            status=statuses.RunStatus(data["status"]),
             position=None if data.get("position") is None else int(data["position"]),
             moves=int(data.get("moves", 0)),
             passes={int(p): int(n) for p, n in dict(data.get("passes") or {}).items()},

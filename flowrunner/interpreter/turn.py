@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from flowrunner import sanitize, snapshot
+from flowrunner import sanitize, snapshot, statuses
 from flowrunner.interpreter import config as config_mod
 from flowrunner.interpreter import effects, happened, reading, state
 
@@ -53,7 +53,7 @@ class Turn:
 
     @property
     def live(self) -> bool:
-        return self.run.status in ("running", "waiting")
+        return self.run.status in statuses.OPEN
 
     def working_record(self) -> dict[str, Any]:
         # Only called while the run goes on, which needs a record.
@@ -118,7 +118,7 @@ class Turn:
         self, step: snapshot.StepSpec, lane: state.LaneState, outcome: str, what: str = "done"
     ) -> None:
         lane.outcome = outcome
-        lane.status = "done"
+        lane.status = statuses.LaneStatus.DONE
         lane.pending = None
         self.log(what, outcome if what == "done" else "", step, lane)
 
@@ -131,7 +131,7 @@ class Turn:
         cause: Mapping[str, Any] | None = None,
     ) -> None:
         """The lane failed, and with it the run (a failing lane fails the run)."""
-        lane.status = "failed"
+        lane.status = statuses.LaneStatus.FAILED
         lane.pending = None
         reason = f"{reading.describe(step)} failed: {message}"
         details: dict[str, Any] = {
@@ -147,14 +147,14 @@ class Turn:
         self.fail_run(code, reason, details)
 
     def fail_run(self, code: str, reason: str, details: Mapping[str, Any] | None = None) -> None:
-        if self.run.status == "failed":
+        if self.run.status == statuses.RunStatus.FAILED:
             return  # a second failure while taking answers: the first stays the reason
-        self.run.status = "failed"
+        self.run.status = statuses.RunStatus.FAILED
         self.run.reason = sanitize.sanitize_text(reason)
         self.run.error = sanitize.error_envelope(code, reason, details=details)
         self.log("ended", self.run.reason)
 
-    def end_run(self, status: str, reason: str) -> None:
+    def end_run(self, status: statuses.RunStatus, reason: str) -> None:
         """End the run for good (done or cancelled) with a sentence saying why."""
         self.run.status = status
         self.run.reason = sanitize.sanitize_text(reason)

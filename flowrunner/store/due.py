@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import sqltypes
+from flowrunner import sqltypes, statuses
 from flowrunner.store import dialects, leases, prepared, schema
 
 
@@ -120,7 +120,7 @@ def wake_record(
         query = sa.select(runs.c.id, runs.c.tenant).where(
             runs.c.resource == sa.bindparam("p_resource"),
             runs.c.record_id == sa.bindparam("p_record"),
-            runs.c.status.in_(schema.OPEN_STATUSES),
+            runs.c.status.in_(sorted(s.value for s in statuses.OPEN)),
         )
         if tenant is not None:
             query = query.where(runs.c.tenant == prepared.param("p_tenant", runs.c.tenant))

@@ -33,20 +33,32 @@ class EventRow:
 
 @dataclass(frozen=True)
 class NoticeRow:
-    """One notice in the outbox."""
+    """One notice in the outbox: what a notify step wrote, for the application to deliver."""
 
     id: int
+    """The notice's id (``FlowRunner.mark_delivered`` takes it)."""
     tenant: str | None
+    """The run's tenant; None on a binding without tenants."""
     run_id: int
+    """The run whose notify step wrote it."""
     step_id: str
+    """The notify step's id, as text."""
     pass_: int
+    """Which pass through the step; one notice per (run, step, pass)."""
     audience: str
+    """Whom it is for, as the step names them; the binding's notify rule of that audience."""
     recipient: str | None
+    """The value of the rule's ``to`` column on the record (an address or a user id)."""
     title: str | None
+    """The rule's title, filled from the record."""
     message: str
+    """The step's message."""
     email: bool
+    """Whether the rule asks for an email."""
     at: datetime
+    """When it was written (the runner's clock)."""
     delivered_at: datetime | None
+    """When the application marked it delivered; None until then."""
 
 
 def insert_event(

@@ -15,38 +15,54 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, sanitize
+from flowrunner import errors, sanitize, statuses
 from flowrunner.store import dialects, prepared, schema
-
-ENDED_STATUSES = frozenset(schema.RUN_STATUSES) - frozenset(schema.OPEN_STATUSES)
 
 
 @dataclass(frozen=True)
 class RunRow:
-    """One run as stored."""
+    """One run as stored: one flow executing on one record."""
 
     id: int
+    """The run's id."""
     tenant: str | None
+    """The tenant the run's record belongs to; None on a binding without tenants."""
     resource: str
+    """The table of the record the run is on (the binding's resource)."""
     record_id: str
+    """The record's key, as text."""
     flow_id: str
+    """The id of the flow row the run started from, as text."""
     flow_name: str
+    """The flow's name when the run started."""
     start_key: str
-    snapshot: dict[str, Any]
+    """What started it (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``)."""
+    snapshot: dict[str, object]
+    """The flow and its steps as the run executes them (``FlowSnapshot.to_dict``)."""
     digest: str
-    status: str
-    state: dict[str, Any]
+    """The snapshot's content hash."""
+    status: statuses.RunStatus
+    """``running``, ``waiting``, ``done``, ``failed`` or ``cancelled``."""
+    state: dict[str, object]
+    """Where the run is (``RunState.to_dict``); empty before its first step."""
     version: int
+    """Bumped by every save; a save names the version it read."""
     started_at: datetime
+    """When the run started."""
     updated_at: datetime
+    """When the run was last saved."""
     ended_at: datetime | None
-    error: dict[str, Any] | None
+    """When it ended; None while it has not."""
+    error: dict[str, object] | None
+    """The sanitized error envelope of a failed run (``code``, ``message``, ...)."""
     reason: str | None
+    """Why it is as it is, in a sentence (why it failed, who cancelled it)."""
     started_by: str | None
+    """Who started it: the runner's principal, or the operator of a manual start."""
 
     @property
     def ended(self) -> bool:
-        return self.status in ENDED_STATUSES
+        return self.status in statuses.ENDED
 
 
 @dataclass(frozen=True)
@@ -54,27 +70,43 @@ class LogRow:
     """One line of a run's history."""
 
     id: int
+    """The line's id; a run's lines are in the order of their ids."""
     run_id: int
+    """The run the line is about."""
     tenant: str | None
+    """The run's tenant; None on a binding without tenants."""
     at: datetime
+    """When it happened (the runner's clock)."""
     position: int | None
+    """The step's position in its flow; None for a line about the whole run."""
     step_id: str | None
+    """The step's id, as text; None for a line about the whole run."""
     title: str | None
+    """The step's title."""
     kind: str | None
+    """The step's kind: a built-in one (``set``, ``wait``, ``notify``, ...) or the binding's."""
     pass_: int | None
+    """Which pass through the step (a flow that loops back passes a step again)."""
     what: str
-    detail: Any
+    """What happened: ``started``, ``waiting``, ``done``, ``failed``, ``retried``, ..."""
+    detail: object
+    """More about it, sanitized: usually a short text (may be empty); any JSON value."""
 
 
 def _run(row: sa.Row[Any]) -> RunRow:
     values = row._asdict()
     values["id"] = int(values["id"])
+    values["status"] = statuses.RunStatus(values["status"])
     return RunRow(**values)
 
 
-def _check_status(status: str) -> None:
-    if status not in schema.RUN_STATUSES:
-        raise ValueError(f"a run's status is one of {', '.join(schema.RUN_STATUSES)}: {status!r}")
+def _status(status: str) -> str:
+    """The status as the plain word stored (never an enum's repr); ValueError if none."""
+    try:
+        return statuses.RunStatus(status).value
+    except ValueError:
+        known = ", ".join(statuses.RunStatus)
+        raise ValueError(f"a run's status is one of {known}: {status!r}") from None
 
 
 def _error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -97,7 +129,7 @@ def insert_run(
     snapshot: Mapping[str, Any],
     digest: str,
     state: Mapping[str, Any],
-    status: str = "running",
+    status: str = statuses.RunStatus.RUNNING,
     now: datetime,
     started_by: str | None = None,
     reason: str | None = None,
@@ -108,7 +140,7 @@ def insert_run(
     ``start_key`` (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``) is
     unique per resource and flow: the guard that starts a flow once per change.
     """
-    _check_status(status)
+    status = _status(status)
     table = schema.runs
     run_id = dialects.insert_ignore(
         conn,
@@ -127,7 +159,7 @@ def insert_run(
             "version": 1,
             "started_at": now,
             "updated_at": now,
-            "ended_at": now if status in ENDED_STATUSES else None,
+            "ended_at": now if status in statuses.ENDED else None,
             "error": _error(error),
             "reason": _reason(reason),
             "started_by": started_by,
@@ -172,9 +204,9 @@ def save_run(
     Raises ``errors.LeaseLost`` when the stored version is no longer
     ``expected_version``: someone else saved the run since it was read.
     """
-    _check_status(status)
+    status = _status(status)
     table = schema.runs
-    ended = status in ENDED_STATUSES
+    ended = status in statuses.ENDED
 
     def build() -> sa.Update:
         at = prepared.param("p_now", table.c.updated_at)
@@ -238,7 +270,7 @@ def list_runs(
     table = schema.runs
     query = sa.select(table)
     if status is not None:
-        query = query.where(table.c.status == status)
+        query = query.where(table.c.status == _status(status))
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
     if resource is not None:

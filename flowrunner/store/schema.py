@@ -23,10 +23,6 @@ metadata = sa.MetaData(
     }
 )
 
-# What a run can be; `running` and `waiting` runs are not yet ended.
-RUN_STATUSES = ("running", "waiting", "done", "failed", "cancelled")
-OPEN_STATUSES = ("running", "waiting")
-
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite autoincrements INTEGER keys
 
 
