@@ -81,4 +81,5 @@ def test_the_authorization_hook_is_checked_at_mount_and_on_every_attempt(
     driver.create(order)
     [run] = driver.runs(1)
     assert run.status == "failed"
+    assert run.reason is not None
     assert "not allowed to run command 'send_purchase_order'" in run.reason

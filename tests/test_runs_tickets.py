@@ -30,7 +30,7 @@ def ticket(
     }
 
 
-def notices(driver: testing.FlowDriver, audience: str | None = None) -> list[str]:
+def notices(driver: testing.FlowDriver, audience: str | None = None) -> list[str | None]:
     return [n.title for n in driver.notices() if audience is None or n.audience == audience]
 
 
@@ -203,6 +203,7 @@ def test_a_row_broken_after_it_was_written_fails_the_run_with_a_sentence(
     driver.create(ticket(1))
     [run] = driver.runs(1)
     assert run.status == "failed"
+    assert run.reason is not None
     assert "SLA warning" in run.reason and "Raise priority" in run.reason
     assert "position 5" in run.reason
     assert driver.next_due() is None
