@@ -33,7 +33,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flowrunner import FlowBinding, NotifyRule, flow_runner, flowfiles, tables, worker
-from flowrunner.store import dialects, migrate, schema
+from flowrunner.store import dialects, engine_tables, migrate
 from flowrunner.store import operations as ops
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -104,7 +104,9 @@ def engine_runs(engine: sa.Engine, runs: int, batch: int) -> float:
     migrate.upgrade(engine)
     runner = flow_runner(BINDING, engine, clock=lambda: NOW)
     with engine.begin() as conn:
-        flowfiles.import_flows(conn, BINDING, flowfiles.loads_yaml(FLOW), columns=runner.columns)
+        flowfiles.import_flows(
+            conn, BINDING, runner.tables, flowfiles.loads_yaml(FLOW), columns=runner.columns
+        )
         for start in range(0, runs, 500):
             rows = [
                 {"id": n, "status": "new", "priority": "low", "owner": f"u{n}"}
@@ -120,7 +122,7 @@ def engine_runs(engine: sa.Engine, runs: int, batch: int) -> float:
     elapsed = time.perf_counter() - began
     with engine.connect() as conn:
         done = conn.execute(
-            sa.select(sa.func.count()).where(schema.runs.c.status == "done")
+            sa.select(sa.func.count()).where(engine_tables.runs.c.status == "done")
         ).scalar_one()
     assert done == runs, f"only {done} of {runs} runs finished"
     return elapsed
@@ -172,12 +174,12 @@ def storage_limit(engine: sa.Engine, transactions: int) -> float:
 
 def claim_cost(engine: sa.Engine, waiting: int, due: int = 100, repeat: int = 15) -> float:
     """Median seconds to claim ``due`` due runs while ``waiting`` runs wait for later."""
-    schema.metadata.create_all(engine)
-    table = schema.due
+    engine_tables.metadata.create_all(engine)
+    table = engine_tables.due
     later = NOW + timedelta(days=30)
     with engine.begin() as conn:
         conn.execute(sa.delete(table))
-        conn.execute(sa.delete(schema.leases))
+        conn.execute(sa.delete(engine_tables.leases))
         for start in range(0, waiting, 50_000):
             conn.execute(
                 sa.insert(table),
@@ -199,7 +201,7 @@ def claim_cost(engine: sa.Engine, waiting: int, due: int = 100, repeat: int = 15
         timings.append(time.perf_counter() - began)
         assert len(claims) == due
         with engine.begin() as conn:  # make the same runs due again for the next round
-            conn.execute(sa.delete(schema.leases))
+            conn.execute(sa.delete(engine_tables.leases))
             conn.execute(sa.update(table).where(table.c.run_id >= waiting).values(due_at=NOW))
     return statistics.median(timings)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextvars
-import importlib
 import inspect
 import os
+import pkgutil
 import sys
 from typing import TYPE_CHECKING
 
@@ -41,19 +41,22 @@ def _load(spec: str, database_url: str | None) -> FlowRunner:
     from flowrunner.runner import FlowRunner
 
     module_name, _, attr = spec.partition(":")
+    malformed = errors.BindingError(
+        f"--app must look like MODULE:ATTR, e.g. myapp.flows:runner; got {spec!r}"
+    )
     if not module_name or not attr:
-        raise errors.BindingError(
-            f"--app must look like MODULE:ATTR, e.g. myapp.flows:runner; got {spec!r}"
-        )
+        raise malformed
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        target = pkgutil.resolve_name(spec)
+    except ValueError:  # not dotted Python names
+        raise malformed from None
     except ModuleNotFoundError as exc:
         raise errors.BindingError(f"cannot import {module_name!r} named by --app: {exc}") from exc
-    try:
-        target = getattr(module, attr)
     except AttributeError:
+        if module_name not in sys.modules:
+            raise  # raised while importing the module, not a missing ATTR
         raise errors.BindingError(f"module {module_name!r} has no attribute {attr!r}") from None
     if isinstance(target, FlowRunner):
         return target

@@ -288,6 +288,11 @@ class FlowBinding(_Model):
         Reads the tables by reflection, so it works for tables the application
         already has as well as those declared with ``flowrunner.tables``.
         """
+        if not isinstance(bind, sa.MetaData):
+            # The store reads the database; the binding, below it, only judges what it read.
+            from flowrunner.store import app_tables
+
+            bind = app_tables.reflect(bind, self).metadata
         resource = _columns(bind, self.resource, "resource")
         flows = _columns(bind, self.flows_table, "flows")
         steps = _columns(bind, self.steps_table, "steps")
@@ -349,16 +354,9 @@ def _need(columns: Mapping[str, Any], column: str, where: str, why: str) -> None
         raise errors.BindingError(f"{where} has no column {column!r}, {why}")
 
 
-def _columns(
-    bind: sa.Engine | sa.Connection | sa.MetaData, table: str, what: str
-) -> dict[str, sa.types.TypeEngine[Any]]:
-    """Column name -> SQLAlchemy type of ``table``, from a MetaData or by reflection."""
-    if isinstance(bind, sa.MetaData):
-        found = bind.tables.get(table)
-        if found is None:
-            raise errors.BindingError(f"the {what} table {table!r} is not in the MetaData")
-        return {c.name: c.type for c in found.columns}
-    inspector = sa.inspect(bind)
-    if not inspector.has_table(table):
-        raise errors.BindingError(f"the {what} table {table!r} does not exist in the database")
-    return {c["name"]: c["type"] for c in inspector.get_columns(table)}
+def _columns(metadata: sa.MetaData, table: str, what: str) -> dict[str, sa.types.TypeEngine[Any]]:
+    """Column name -> SQLAlchemy type of ``table`` in ``metadata``."""
+    found = metadata.tables.get(table)
+    if found is None:
+        raise errors.BindingError(f"the {what} table {table!r} is not in the MetaData")
+    return {str(c.name): c.type for c in found.columns}

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from flowrunner import flowfiles, testing
 from flowrunner.runner import FlowRunner
-from flowrunner.store import migrate
+from flowrunner.store import app_tables, migrate
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday morning
 
@@ -53,13 +53,17 @@ def load_fixture(name: str) -> ModuleType:
 def prepare(app: ModuleType, url: str) -> FlowRunner:
     """Create the app's tables and the engine's, mount its runner, import its flows."""
     engine = sa.create_engine(url)
-    app.metadata.create_all(engine)
+    app_tables.create_declared(engine, app.metadata)
     migrate.upgrade(engine)
     engine.dispose()
     runner: FlowRunner = app.runner(url)
     with runner.engine.begin() as conn:
         flowfiles.import_flows(
-            conn, runner.binding, flowfiles.read_file(app.FLOWS_FILE), columns=runner.columns
+            conn,
+            runner.binding,
+            runner.tables,
+            flowfiles.read_file(app.FLOWS_FILE),
+            columns=runner.columns,
         )
     return runner
 

@@ -25,7 +25,8 @@ import sqlalchemy as sa
 import yaml
 
 from flowrunner import binding as binding_mod
-from flowrunner import editing, errors, query, validate
+from flowrunner import errors, query, saving, validate
+from flowrunner.store import app_tables, flow_rows
 
 # CSV columns for the flow a step belongs to; the step's own columns follow.
 CSV_FLOW_PREFIX = "flow_"
@@ -142,6 +143,7 @@ def problems(
 def import_flows(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
     docs: Sequence[FlowDoc],
     *,
     replace: bool = False,
@@ -151,8 +153,8 @@ def import_flows(
 
     Raises ``validate.RowsInvalid`` (a ``RowInvalid``) listing every bad row.
     """
-    cols = columns if columns is not None else binding.resource_columns(conn)
-    stored = editing.flow_rows(conn, binding)
+    cols = saving.resource_columns(binding, tables, columns)
+    stored = flow_rows.all_flows(conn, tables)
     found = problems(binding, docs, cols, stored=stored, replace=replace)
     if found:
         raise validate.RowsInvalid(found)
@@ -162,12 +164,12 @@ def import_flows(
         old = by_key.get(_key(binding, doc.flow))
         name = str(doc.flow.get("name")).strip()
         if old is not None:
-            editing.delete_flow(conn, binding, old["id"])
+            saving.delete_flow(conn, binding, tables, old["id"])
             result.replaced.append(name)
         else:
             result.created.append(name)
         flow = {k: v for k, v in doc.flow.items() if k != "id"}
-        editing.write_flow(conn, binding, flow, _clean_steps(doc.steps))
+        saving.write_flow(conn, binding, tables, flow, _clean_steps(doc.steps))
         result.steps += len(doc.steps)
     return result
 
@@ -180,10 +182,12 @@ def _key(binding: binding_mod.FlowBinding, flow: Mapping[str, Any]) -> tuple[Any
 # -- exporting ---------------------------------------------------------------------
 
 
-def export_flows(conn: sa.Connection, binding: binding_mod.FlowBinding) -> list[FlowDoc]:
+def export_flows(
+    conn: sa.Connection, binding: binding_mod.FlowBinding, tables: app_tables.AppTables
+) -> list[FlowDoc]:
     """Every stored flow with its steps, with empty columns and ids left out."""
     docs = []
-    for flow in editing.flow_rows(conn, binding):
+    for flow in flow_rows.all_flows(conn, tables):
         # Only flowrunner's columns travel: the application's own stay in its database.
         keep = {*binding_mod.FLOW_COLUMNS, binding.tenant} - {"id"}
         row = {k: v for k, v in flow.items() if k in keep and not _empty(v)}
@@ -198,7 +202,7 @@ def export_flows(conn: sa.Connection, binding: binding_mod.FlowBinding) -> list[
                 for k in order
                 if k in step and k not in ("id", "flow_id") and not _empty(step[k])
             }
-            for step in editing.step_rows(conn, binding, flow["id"])
+            for step in flow_rows.steps_of_flow(conn, tables, flow["id"])
         ]
         docs.append(FlowDoc(row, steps))
     return docs

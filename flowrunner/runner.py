@@ -19,13 +19,14 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
-from flowrunner import editing, errors, operating, query, snapshot, starting, validate
+from flowrunner import errors, operating, query, saving, snapshot, starting, validate
 from flowrunner.interpreter import config as config_mod
-from flowrunner.store import dialects, migrate, records
+from flowrunner.store import app_tables, dialects, flow_rows, migrate, records
 from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
@@ -65,16 +66,10 @@ class FlowRunner:
         self.run_as = run_as
         self.clock = clock
         self.authorize = authorize
-        schema = binding.check(self.engine)
+        # The application's tables are read once, here; every statement after uses them.
+        self.tables = app_tables.reflect(self.engine, binding)
+        schema = binding.check(self.tables.metadata)
         self.columns: dict[str, query.ColumnType] = dict(schema.resource_columns)
-        self.tables = records.AppTables.reflect(
-            self.engine,
-            resource=binding.resource,
-            flows=binding.flows_table,
-            steps=binding.steps_table,
-            key=binding.key,
-            tenant=binding.tenant,
-        )
         self._check_commands()
         self._checked: dict[str, str | None] = {}
         if check_schema is None:
@@ -157,7 +152,7 @@ class FlowRunner:
     def _flow_of_tenant(self, conn: sa.Connection, flow_id: Any, tenant: Any) -> None:
         if self.binding.tenant is None:
             return
-        flow = records.find_flow(conn, self.tables, flow_id, self._need_tenant(tenant))
+        flow = flow_rows.flow_by_name_or_id(conn, self.tables, flow_id, self._need_tenant(tenant))
         if flow is None or str(flow["id"]) != str(flow_id):
             raise errors.OperatorError(f"there is no flow {flow_id!r}")
 
@@ -167,7 +162,7 @@ class FlowRunner:
         On a tenant binding the row is the ``tenant``'s (or names its tenant).
         """
         row = self._owned(row, tenant, "flow")
-        return editing.save_flow(conn, self.binding, row, columns=self.columns)
+        return saving.save_flow(conn, self.binding, self.tables, row, columns=self.columns)
 
     def save_step(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
         """Insert or update a step row after validating it; raises ``RowInvalid``.
@@ -175,24 +170,26 @@ class FlowRunner:
         On a tenant binding the step is the ``tenant``'s, and its flow must be too.
         """
         row = self._owned(row, tenant, "step")
-        return editing.save_step(conn, self.binding, row, columns=self.columns)
+        return saving.save_step(conn, self.binding, self.tables, row, columns=self.columns)
 
     def delete_step(self, conn: sa.Connection, step_id: Any, *, tenant: Any = None) -> None:
+        """Delete a step, unless a goto still needs it; raises ``RowInvalid``.
+
+        On a tenant binding the step must be the ``tenant``'s.
+        """
         if self.binding.tenant is not None:
-            steps = self.tables.steps
-            owner = conn.execute(
-                sa.select(steps.c[self.binding.tenant]).where(steps.c.id == step_id)
-            ).scalar_one_or_none()
+            step = flow_rows.step_by_id(conn, self.tables, step_id)
+            owner = None if step is None else step[self.binding.tenant]
             if owner is None or str(owner) != str(self._need_tenant(tenant)):
                 raise errors.OperatorError(f"there is no step {step_id!r}")
-        editing.delete_step(conn, self.binding, step_id, columns=self.columns)
+        saving.delete_step(conn, self.binding, self.tables, step_id)
 
     def snapshot(
         self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None
     ) -> snapshot.FlowSnapshot:
         """The flow and its steps as a run would keep them."""
         self._flow_of_tenant(conn, flow_id, tenant)
-        return editing.snapshot(conn, self.binding, flow_id)
+        return starting.stored_snapshot(conn, self.tables, flow_id)
 
     # -- starting runs --------------------------------------------------------------------
 
@@ -214,7 +211,7 @@ class FlowRunner:
         """
         now = self.clock()
         started = []
-        for flow in records.flows_to_start(conn, self.tables, "created", self._tenant_of(record)):
+        for flow in flow_rows.flows_to_start(conn, self.tables, "created", self._tenant_of(record)):
             if starting.matches(self, flow, record, now):
                 key = f"created:{self._record_id(record)}"
                 run_id = starting.start_run(self, conn, flow, record, key, self.run_as, now)
@@ -235,7 +232,7 @@ class FlowRunner:
         record_id = self._record_id(after)
         change = uuid.uuid4().hex
         started = []
-        for flow in records.flows_to_start(conn, self.tables, "updated", tenant):
+        for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
             column = flow.get("changes")
             if column and before.get(column) == after.get(column):
                 continue
@@ -398,7 +395,7 @@ class FlowRunner:
 
         They run in the flush's own transaction. Returns a function that stops watching.
         """
-        mapper = sa.inspect(mapped_class)
+        mapper = orm.class_mapper(mapped_class)
         names = [c.key for c in mapper.column_attrs]
 
         def as_record(target: Any) -> dict[str, Any]:
@@ -412,7 +409,7 @@ class FlowRunner:
             before = dict(after)
             changed = False
             for name in names:
-                history = sa.inspect(target).attrs[name].history
+                history = orm.attributes.instance_state(target).attrs[name].history
                 if history.deleted:
                     before[name] = history.deleted[0]
                     changed = True

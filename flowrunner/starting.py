@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from flowrunner import binding, errors, query, snapshot, statuses
-from flowrunner.store import dialects, records
+from flowrunner.store import app_tables, dialects, flow_rows, records
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def start_run(
     tenant = runner._tenant_of(record)
     record_id = runner._record_id(record)
     if steps is None:
-        steps = records.flow_steps(conn, runner.tables, flow["id"])
+        steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
     snap = snapshot.FlowSnapshot.build({**flow, "tenant": tenant}, steps)
     problem = runner.check_snapshot(snap)
     run_id = ops.insert_run(
@@ -60,6 +60,18 @@ def start_run(
     if run_id is not None and problem is None:
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
     return run_id
+
+
+def stored_snapshot(
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: object
+) -> snapshot.FlowSnapshot:
+    """The stored flow ``flow_id`` and its steps, as the immutable copy a run would keep."""
+    flow = flow_rows.flow_by_id(conn, tables, flow_id)
+    if flow is None:
+        raise errors.SnapshotBroken(f"there is no flow with id {flow_id!r}")
+    if tables.tenant is not None:
+        flow["tenant"] = flow.pop(tables.tenant)
+    return snapshot.FlowSnapshot.build(flow, flow_rows.steps_of_flow(conn, tables, flow_id))
 
 
 def matches(
@@ -87,7 +99,7 @@ def start_manual(
     """An operator starts a manual flow (by name or id) for a record; journaled."""
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
-        found = records.find_flow(conn, runner.tables, flow, tenant)
+        found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
         if found is None:
             raise errors.OperatorError(f"there is no flow {flow!r}")
         if found.get("start") != "manual":
@@ -137,7 +149,7 @@ def start_existing(
     clause = condition.to_sql(runner.tables.resource, now) if condition else None
     with runner.engine.connect() as conn:
         total = records.count_records(conn, runner.tables, clause, tenant)
-        flows = records.flows_to_start(conn, runner.tables, "created", tenant)
+        flows = flow_rows.flows_to_start(conn, runner.tables, "created", tenant)
         if flow is not None:
             flows = [f for f in flows if f["name"] == flow or str(f["id"]) == str(flow)]
             if not flows:
@@ -149,7 +161,7 @@ def start_existing(
     for ids in batches:
         with dialects.begin(runner.engine) as conn:
             # Each flow's steps once per batch, not once per record.
-            steps = {f["id"]: records.flow_steps(conn, runner.tables, f["id"]) for f in flows}
+            steps = {f["id"]: flow_rows.steps_of_flow(conn, runner.tables, f["id"]) for f in flows}
             for record_id in ids:
                 record = records.load_record(conn, runner.tables, record_id, tenant)
                 if record is None:

@@ -96,7 +96,7 @@ class FlowDriver:
     def create(self, record: Mapping[str, Any], *, run: bool = True) -> list[int]:
         """Insert a record and start its flows, in one transaction, as an application would."""
         with dialects.begin(self.runner.engine) as conn:
-            conn.execute(sa.insert(self.runner.tables.resource).values(**record))
+            records.insert_record(conn, self.runner.tables, record)
             started = self.runner.record_created(conn, self._read(conn, record))
         if run:
             self.run_until_idle()
@@ -118,13 +118,8 @@ class FlowDriver:
         return started
 
     def delete(self, record_id: Any, *, tenant: Any = None, run: bool = True) -> None:
-        tables = self.runner.tables
         with dialects.begin(self.runner.engine) as conn:
-            conn.execute(
-                sa.delete(tables.resource).where(
-                    tables.resource.c[tables.key] == tables.key_value(record_id)
-                )
-            )
+            records.delete_record(conn, self.runner.tables, record_id)
             self.runner.record_deleted(conn, record_id, tenant=tenant)
         if run:
             self.run_until_idle()

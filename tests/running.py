@@ -48,7 +48,7 @@ def mount(
         flowfiles.loads_yaml(flows) if flows is not None else flowfiles.read_file(module.FLOWS_FILE)
     )
     with runner.engine.begin() as conn:
-        flowfiles.import_flows(conn, runner.binding, docs, columns=runner.columns)
+        flowfiles.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
     return testing.FlowDriver(runner, start=start)
 
 

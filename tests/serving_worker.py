@@ -21,11 +21,11 @@ from running import app
 
 from flowrunner import worker
 from flowrunner.runner import flow_runner
-from flowrunner.store import schema
+from flowrunner.store import engine_tables
 
 
 def unfinished(engine: sa.Engine) -> int:
-    runs = schema.runs
+    runs = engine_tables.runs
     with engine.connect() as conn:
         query = sa.select(sa.func.count()).where(runs.c.status.in_(("running", "waiting")))
         return int(conn.execute(query).scalar_one())

@@ -1,4 +1,5 @@
-"""The architecture, enforced: imports flow one way, and the public API is what it says.
+"""The architecture, enforced: imports flow one way, only the store speaks SQL, and the
+public API is what it says.
 
 query → rows/validation → snapshot → interpreter (pure) → store → worker/runner/CLI.
 """
@@ -35,11 +36,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "flowrunner.runner",
         "flowrunner.worker",
         "flowrunner.cli",
-        "flowrunner.editing",
+        "flowrunner.saving",
+        "flowrunner.orm_hook",
         "time",
         "threading",
     ),
-    "flowrunner.store": ("flowrunner.runner", "flowrunner.worker", "flowrunner.cli"),
+    "flowrunner.store": (
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "flowrunner.cli",
+        "flowrunner.saving",
+        "flowrunner.orm_hook",
+        "flowrunner.flowfiles",
+    ),
     "flowrunner.sanitize": ("flowrunner.store", "sqlalchemy"),
     "flowrunner.templates": ("flowrunner.store", "sqlalchemy"),
 }
@@ -79,6 +88,178 @@ def test_imports_flow_one_way(path: Path) -> None:
                 if imported == banned or imported.startswith(banned + ".")
             )
             assert not bad, f"{name} must not import {bad}"
+
+
+# -- only the store speaks SQL -------------------------------------------------------
+
+# Every statement, table, reflection and compilation lives in flowrunner/store/ (its
+# migrations included). Elsewhere a module hands the store what to do and gets rows back.
+STORE = PACKAGE / "store"
+
+# SQLAlchemy names that build statements, SQL text, tables or reflections, or compile
+# for a dialect: calling anything under them (``sa.select``, ``sa.func.count``,
+# ``sqlalchemy.dialects.sqlite.dialect``, a ``select`` imported by name) is SQL.
+SQL_NAMES = frozenset(
+    {
+        "select",
+        "insert",
+        "update",
+        "delete",
+        "text",
+        "table",
+        "column",
+        "literal_column",
+        "exists",
+        "union",
+        "union_all",
+        "values",
+        "func",
+        "Table",
+        "MetaData",
+        "Column",
+        "Index",
+        "ForeignKey",
+        "UniqueConstraint",
+        "PrimaryKeyConstraint",
+        "CheckConstraint",
+        "DDL",
+        "schema",
+        "inspect",
+        "compiles",
+        "dialects",
+    }
+)
+# Methods that send SQL, whatever they are called on (a connection, a session, a MetaData).
+SQL_METHODS = frozenset(
+    {"execute", "exec_driver_sql", "scalar", "scalars", "query", "create_all", "drop_all"}
+)
+# ``table.insert()`` and friends: a statement from a Table, called without arguments
+# (``dict.update`` and ``list.insert`` always take some).
+STATEMENT_METHODS = frozenset({"select", "insert", "update", "delete"})
+
+# Modules outside the store that may build SQL, each with the reason. Keep it short.
+SQL_ALLOWED = {
+    "flowrunner/query/sql.py": (
+        "the query language's SQL backend: it builds the boolean WHERE clause of a "
+        "condition (and how each database spells contains, starts with and code-point "
+        "order) over a table the store hands it; never a statement, never executed. The "
+        "query package sits below the store and must not import it."
+    ),
+}
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the dotted name it was imported as (``sa`` -> ``sqlalchemy``)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                found[alias.asname or root] = alias.name if alias.asname else root
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+
+def sql_in(source: str) -> list[str]:
+    """Where ``source`` builds, compiles, executes or reflects SQL: ``line N: what``."""
+    tree = ast.parse(source)
+    aliases = _aliases(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        parts = (_dotted(node.func, aliases) or "").split(".")
+        what = None
+        if parts[0] == "sqlalchemy" and SQL_NAMES.intersection(parts[1:]):
+            what = f"{'.'.join(parts)}(...)"
+        if what is None and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method in SQL_METHODS:
+                what = f".{method}(...)"
+            elif method in STATEMENT_METHODS and not node.args and not node.keywords:
+                what = f".{method}()"
+            elif method == "compile" and any(k.arg == "dialect" for k in node.keywords):
+                what = ".compile(dialect=...)"
+        if what is None and any(k.arg == "autoload_with" for k in node.keywords):
+            what = "autoload_with="
+        if what is not None:
+            found.append((node.lineno, what))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(PACKAGE.parent).as_posix()
+
+
+OUTSIDE_STORE = [p for p in MODULES if STORE not in p.parents]
+
+
+@pytest.mark.parametrize("path", OUTSIDE_STORE, ids=_relative)
+def test_only_the_store_speaks_sql(path: Path) -> None:
+    if _relative(path) in SQL_ALLOWED:
+        pytest.skip(SQL_ALLOWED[_relative(path)])
+    found = sql_in(path.read_text(encoding="utf-8"))
+    assert not found, f"{_relative(path)} speaks SQL outside flowrunner/store/: {found}"
+
+
+def test_each_sql_exception_is_still_needed() -> None:
+    for name in SQL_ALLOWED:
+        path = PACKAGE.parent / name
+        assert sql_in(path.read_text(encoding="utf-8")), f"{name} no longer needs its exception"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import sqlalchemy as sa\nsa.select(t).where(t.c.id == 1)",
+        "import sqlalchemy\nsqlalchemy.func.count()",
+        "from sqlalchemy import text\ntext('DELETE FROM po')",
+        "from sqlalchemy.sql import expression as e\ne.update(t)",
+        "import sqlalchemy as sa\nsa.Table('po', sa.MetaData(), autoload_with=engine)",
+        "import sqlalchemy as sa\nsa.inspect(engine).get_columns('po')",
+        "t.insert().values(id=1)",
+        "conn.execute(statement)",
+        "conn.exec_driver_sql('VACUUM')",
+        "session.scalar(q)",
+        "metadata.create_all(engine)",
+        "statement.compile(dialect=d)",
+        "from sqlalchemy.ext.compiler import compiles\n@compiles(X)\ndef f(e, c): ...",
+    ],
+)
+def test_the_sql_check_catches_sql(source: str) -> None:
+    assert sql_in(source)
+
+
+def test_the_sql_check_lets_plain_python_pass() -> None:
+    source = (
+        "import re\n"
+        "import sqlalchemy as sa\n"
+        "from sqlalchemy import orm\n"
+        "def f(table: sa.Table, values: dict) -> None:\n"
+        "    isinstance(table, sa.Table)\n"
+        "    values.update({'a': 1})\n"
+        "    re.compile('x')\n"
+        "    sa.create_engine('sqlite://')\n"
+        "    sa.Boolean()\n"
+        "    orm.object_mapper(values)\n"
+        "    store.insert_flow(conn, tables, values)\n"
+    )
+    assert sql_in(source) == []
+
+
+# -- the public API --------------------------------------------------------------------
 
 
 def test_public_api_is_exactly_all() -> None:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tk
-from flowrunner import commands, flowfiles, query
+from flowrunner import commands, flowfiles, query, tables
 from flowrunner.runner import FlowRunner
 from flowrunner.store import migrate
 from flowrunner.testing import FlowDriver
@@ -102,8 +102,9 @@ def test_a_big_order_runs_its_flow(tmp_path: Path) -> None:
     engine = sa.create_engine(url)
     po.metadata.create_all(engine)
     migrate.upgrade(engine)
+    po_tables = tables.reflect(engine, po.binding)
     with engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, flowfiles.read_file(po.FLOWS_FILE))
+        flowfiles.import_flows(conn, po.binding, po_tables, flowfiles.read_file(po.FLOWS_FILE))
     engine.dispose()
     driver = FlowDriver(po.runner(url), start=datetime(2026, 3, 2, 9, tzinfo=UTC))
     driver.create({"id": 1, "number": "PO-1", "requester_id": "ann", "amount": Decimal("25000.00")})

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tk
-from flowrunner import flowfiles, query, validate
+from flowrunner import flowfiles, query, tables, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = """
@@ -43,8 +43,9 @@ def counts(engine: sa.Engine, app: object = po) -> tuple[int, int]:
 def test_an_import_is_all_or_nothing(any_engine: sa.Engine) -> None:
     po.metadata.create_all(any_engine)
     docs = flowfiles.loads_yaml(BAD)
+    po_tables = tables.reflect(any_engine, po.binding)
     with pytest.raises(validate.RowsInvalid) as caught, any_engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, docs)
+        flowfiles.import_flows(conn, po.binding, po_tables, docs)
     labels = [label for label, _ in caught.value.rows]
     assert labels == [
         "flow 'Bad one'",
@@ -61,11 +62,12 @@ def test_export_then_import_round_trips(any_engine: sa.Engine, app: object, tmp_
     app.metadata.create_all(any_engine)  # type: ignore[attr-defined]
     binding = app.binding  # type: ignore[attr-defined]
     docs = flowfiles.read_file(app.FLOWS_FILE)  # type: ignore[attr-defined]
+    app_tables = tables.reflect(any_engine, binding)
     with any_engine.begin() as conn:
-        result = flowfiles.import_flows(conn, binding, docs)
+        result = flowfiles.import_flows(conn, binding, app_tables, docs)
     assert result.created == [d.flow["name"] for d in docs] and not result.replaced
     with any_engine.connect() as conn:
-        exported = flowfiles.export_flows(conn, binding)
+        exported = flowfiles.export_flows(conn, binding, app_tables)
     assert [(d.flow["name"], len(d.steps)) for d in exported] == [
         (d.flow["name"], len(d.steps)) for d in docs
     ]
@@ -74,26 +76,30 @@ def test_export_then_import_round_trips(any_engine: sa.Engine, app: object, tmp_
     # Into a second database, from YAML and from CSV alike.
     other = sa.create_engine(f"sqlite:///{tmp_path / 'other.db'}")
     app.metadata.create_all(other)  # type: ignore[attr-defined]
+    other_tables = tables.reflect(other, binding)
     with other.begin() as conn:
-        flowfiles.import_flows(conn, binding, flowfiles.loads_yaml(text))
+        flowfiles.import_flows(conn, binding, other_tables, flowfiles.loads_yaml(text))
     with other.connect() as conn:
-        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding)) == text
+        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding, other_tables)) == text
     # Again from the CSV text, replacing flows by name: the same rows come back.
     with any_engine.begin() as conn:
-        again = flowfiles.import_flows(conn, binding, flowfiles.loads_csv(csv_text), replace=True)
+        again = flowfiles.import_flows(
+            conn, binding, app_tables, flowfiles.loads_csv(csv_text), replace=True
+        )
     assert again.replaced == result.created and not again.created
     with any_engine.connect() as conn:
-        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding)) == text
+        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding, app_tables)) == text
     other.dispose()
 
 
 def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) -> None:
     po.metadata.create_all(sqlite_engine)
     docs = flowfiles.read_file(po.FLOWS_FILE)
+    po_tables = tables.reflect(sqlite_engine, po.binding)
     with sqlite_engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, docs)
+        flowfiles.import_flows(conn, po.binding, po_tables, docs)
     with pytest.raises(validate.RowsInvalid) as caught, sqlite_engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, docs[:1])
+        flowfiles.import_flows(conn, po.binding, po_tables, docs[:1])
     assert (
         str(caught.value) == "flow 'Big orders': name: there is already a flow named 'Big orders'"
     )
@@ -104,7 +110,7 @@ def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) ->
         pytest.raises(validate.RowsInvalid, match="already a flow named 'Twice'"),
         sqlite_engine.begin() as conn,
     ):
-        flowfiles.import_flows(conn, po.binding, twice)
+        flowfiles.import_flows(conn, po.binding, po_tables, twice)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +160,7 @@ def test_every_code_is_in_the_guide() -> None:
     assert documented == set(validate.CODES)
     sources = "".join(
         (ROOT / "flowrunner" / name).read_text(encoding="utf-8")
-        for name in ("rows.py", "validate.py", "editing.py")
+        for name in ("rows.py", "validate.py", "saving.py", "orm_hook.py")
     )
     # Each code the checks use is listed (a typo in a code would show here).
     used = set(re.findall(r'"([a-z]+_[a-z_]+)"[,)]', sources)) - {"flow_id", "before_flush"}

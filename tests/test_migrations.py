@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from flowrunner import errors
-from flowrunner.store import migrate, schema
+from flowrunner.store import engine_tables, migrate
 
 
 def differences(engine: sa.Engine) -> list[Any]:
@@ -19,7 +19,7 @@ def differences(engine: sa.Engine) -> list[Any]:
         context = MigrationContext.configure(
             conn, opts={"include_name": migrate.include_name, "compare_type": True}
         )
-        return list(compare_metadata(context, schema.metadata))
+        return list(compare_metadata(context, engine_tables.metadata))
 
 
 def shape(engine: sa.Engine) -> dict[str, Any]:
@@ -57,11 +57,11 @@ def test_a_migrated_schema_has_no_differences_from_the_metadata(any_engine: sa.E
 def test_a_fresh_schema_equals_a_migrated_one(any_engine: sa.Engine) -> None:
     migrate.upgrade(any_engine)
     migrated = shape(any_engine)
-    assert set(migrated) == {table.name for table in schema.metadata.sorted_tables}
+    assert set(migrated) == {table.name for table in engine_tables.metadata.sorted_tables}
     with any_engine.begin() as conn:
-        schema.metadata.drop_all(conn)
+        engine_tables.metadata.drop_all(conn)
     with any_engine.begin() as conn:
-        schema.metadata.create_all(conn)
+        engine_tables.metadata.create_all(conn)
     assert shape(any_engine) == migrated
 
 
@@ -84,7 +84,7 @@ def test_upgrading_twice_changes_nothing_and_keeps_data(any_engine: sa.Engine) -
     migrate.upgrade(any_engine)
     with any_engine.begin() as conn:
         conn.execute(
-            sa.insert(schema.journal).values(
+            sa.insert(engine_tables.journal).values(
                 at=sa.func.current_timestamp(), operator="ann", action="start"
             )
         )
@@ -93,7 +93,10 @@ def test_upgrading_twice_changes_nothing_and_keeps_data(any_engine: sa.Engine) -
     assert again.is_current
     assert shape(any_engine) == before
     with any_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(schema.journal)).scalar() == 1
+        assert (
+            conn.execute(sa.select(sa.func.count()).select_from(engine_tables.journal)).scalar()
+            == 1
+        )
 
 
 def test_a_revision_this_flowrunner_does_not_know_is_refused(any_engine: sa.Engine) -> None:

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from flowrunner.store import dialects, migrate, schema
+from flowrunner.store import dialects, engine_tables, migrate
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -60,12 +60,12 @@ def test_begin_takes_the_sqlite_write_lock_up_front(sqlite_engine: sa.Engine) ->
     try:
         # A deferred transaction that has only read leaves the write lock free ...
         with sqlite_engine.connect() as conn, conn.begin():
-            conn.execute(sa.select(schema.due)).all()
+            conn.execute(sa.select(engine_tables.due)).all()
             other.execute("BEGIN IMMEDIATE")
             other.execute("ROLLBACK")
         # ... an immediate one holds it from BEGIN, before any write.
         with dialects.begin(sqlite_engine) as conn:
-            conn.execute(sa.select(schema.due)).all()
+            conn.execute(sa.select(engine_tables.due)).all()
             with pytest.raises(sqlite3.OperationalError, match="locked"):
                 other.execute("BEGIN IMMEDIATE")
     finally:
@@ -73,7 +73,7 @@ def test_begin_takes_the_sqlite_write_lock_up_front(sqlite_engine: sa.Engine) ->
 
 
 def test_skip_locked_only_on_postgresql(sqlite_engine: sa.Engine) -> None:
-    query = sa.select(schema.due.c.run_id)
+    query = sa.select(engine_tables.due.c.run_id)
     postgres = sa.create_engine("postgresql+psycopg://nobody@nowhere/none")  # never connects
     try:
         pg_sql = str(dialects.skip_locked(postgres, query).compile(postgres))
@@ -86,7 +86,7 @@ def test_skip_locked_only_on_postgresql(sqlite_engine: sa.Engine) -> None:
 
 def test_insert_ignore_and_upsert(any_engine: sa.Engine) -> None:
     migrate.upgrade(any_engine)
-    table = schema.due
+    table = engine_tables.due
     with dialects.begin(any_engine) as conn:
         row = {"run_id": 1, "tenant": "a", "due_at": T0, "wakes": 0}
         assert dialects.insert_ignore(conn, table, row, conflict=["run_id"]) == 1

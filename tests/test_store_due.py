@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowrunner.store import dialects, due, leases, migrate, schema
+from flowrunner.store import dialects, due, engine_tables, leases, migrate
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -56,7 +56,7 @@ def new_run(
 def due_at(engine: sa.Engine, run_id: int) -> datetime | None:
     with engine.connect() as conn:
         return conn.execute(
-            sa.select(schema.due.c.due_at).where(schema.due.c.run_id == run_id)
+            sa.select(engine_tables.due.c.due_at).where(engine_tables.due.c.run_id == run_id)
         ).scalar_one_or_none()
 
 
@@ -226,7 +226,9 @@ def test_concurrent_claimers_never_claim_the_same_run(engine: sa.Engine) -> None
     assert len(everything) == len(set(everything))
     assert sorted(everything) == sorted(runs)
     with engine.connect() as conn:
-        owners = {row.name: row.owner for row in conn.execute(sa.select(schema.leases)).all()}
+        owners = {
+            row.name: row.owner for row in conn.execute(sa.select(engine_tables.leases)).all()
+        }
     for owner, ids in claimed.items():
         assert all(owners[f"run:{run_id}"] == owner for run_id in ids)
 
@@ -302,8 +304,8 @@ def test_every_tenant_gets_its_share_of_the_slots(
     engine: sa.Engine, backlogs: list[int], limit: int
 ) -> None:
     with dialects.begin(engine) as conn:
-        conn.execute(sa.delete(schema.due))
-        conn.execute(sa.delete(schema.leases))
+        conn.execute(sa.delete(engine_tables.due))
+        conn.execute(sa.delete(engine_tables.leases))
         run_id = 0
         for index, backlog in enumerate(backlogs):
             for age in range(backlog):

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors, statuses
 from flowrunner.interpreter import state as state_mod
-from flowrunner.store import dialects, migrate, schema
+from flowrunner.store import dialects, engine_tables, migrate
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -161,7 +161,7 @@ def test_statuses_are_stored_as_their_plain_words(engine: sa.Engine) -> None:
             status=run.status,
             now=T0,
         )
-        table = schema.runs
+        table = engine_tables.runs
         status, text = conn.execute(
             sa.select(table.c.status, sa.cast(table.c.state, sa.Text)).where(table.c.id == run_id)
         ).one()

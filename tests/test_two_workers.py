@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from running import app, mount
 
 from flowrunner.runner import utc_now
-from flowrunner.store import schema
+from flowrunner.store import engine_tables
 
 ORDERS = 1000
 HERE = Path(__file__).parent
@@ -81,14 +81,16 @@ def test_two_worker_processes_share_the_work_and_do_each_step_once(
 
     with pg_engine.connect() as conn:
         statuses = conn.execute(
-            sa.select(schema.runs.c.status, sa.func.count()).group_by(schema.runs.c.status)
+            sa.select(engine_tables.runs.c.status, sa.func.count()).group_by(
+                engine_tables.runs.c.status
+            )
         ).all()
         assert dict(statuses) == {"done": ORDERS}
         asked_twice = conn.execute(
             sa.select(requests.c.order_id).group_by(requests.c.order_id).having(sa.func.count() > 1)
         ).all()
         assert asked_twice == []
-        log = schema.step_log
+        log = engine_tables.step_log
         done_twice = conn.execute(
             sa.select(log.c.run_id, log.c.step_id, log.c["pass"])
             .where(log.c.what == "done")
@@ -96,7 +98,9 @@ def test_two_worker_processes_share_the_work_and_do_each_step_once(
             .having(sa.func.count() > 1)
         ).all()
         assert done_twice == []
-        notices = conn.execute(sa.select(sa.func.count()).select_from(schema.notices)).scalar()
+        notices = conn.execute(
+            sa.select(sa.func.count()).select_from(engine_tables.notices)
+        ).scalar()
         assert notices == ORDERS
         sent = conn.execute(
             sa.select(sa.func.count()).where(PO.purchase_order.c.status == "sent")

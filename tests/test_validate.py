@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
-from flowrunner import editing, query, snapshot, validate
+from flowrunner import query, saving, snapshot, starting, tables, validate
 from flowrunner.binding import FlowBinding, Kind
 
 BINDING = po.binding
@@ -19,24 +19,32 @@ def engine(sqlite_engine: sa.Engine) -> sa.Engine:
     return sqlite_engine
 
 
+def stored(conn: sa.Connection, flow_id: int) -> snapshot.FlowSnapshot:
+    return starting.stored_snapshot(conn, tables.reflect(conn, BINDING), flow_id)
+
+
 def big_orders(engine: sa.Engine) -> int:
+    po_tables = tables.reflect(engine, BINDING)
     with engine.begin() as conn:
-        flow_id = editing.save_flow(
-            conn, BINDING, {"name": "Big orders", "start": "created", "condition": "amount > 10000"}
+        flow_id = saving.save_flow(
+            conn,
+            BINDING,
+            po_tables,
+            {"name": "Big orders", "start": "created", "condition": "amount > 10000"},
         )
         for row in (
             {"position": 1, "kind": "approval", "title": "Manager approval", "approver": "ann"},
             {"position": 2, "kind": "branch", "condition": "region = EU", "title": "In Europe?"},
             {"position": 3, "kind": "send", "title": "Send"},
         ):
-            editing.save_step(conn, BINDING, {"flow_id": flow_id, **row})
+            saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **row})
     return int(flow_id)
 
 
 def test_a_sound_snapshot_checks_clean(engine: sa.Engine) -> None:
     flow_id = big_orders(engine)
     with engine.connect() as conn:
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        snap = stored(conn, flow_id)
     assert validate.check(snap, BINDING, COLUMNS) is None
     # The stored snapshot (JSON) checks the same.
     assert validate.check(snapshot.FlowSnapshot.from_dict(snap.to_dict()), BINDING, COLUMNS) is None
@@ -52,7 +60,7 @@ def test_a_row_written_around_validation_is_named(engine: sa.Engine) -> None:
             ),
             {"f": flow_id},
         )
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        snap = stored(conn, flow_id)
     assert validate.check(snap, BINDING, COLUMNS) == (
         "flow 'Big orders', step 'Cool down' (wait, position 4): "
         "'2 dayz' is not a duration — write e.g. '2 days' or '30 minutes'"
@@ -62,7 +70,7 @@ def test_a_row_written_around_validation_is_named(engine: sa.Engine) -> None:
 def test_a_kind_removed_from_the_binding_is_named(engine: sa.Engine) -> None:
     flow_id = big_orders(engine)
     with engine.connect() as conn:
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        snap = stored(conn, flow_id)
     smaller = FlowBinding(
         **{**BINDING.model_dump(), "kinds": {"send": Kind(command="send_purchase_order")}}
     )
@@ -78,7 +86,7 @@ def test_a_dropped_column_is_named(engine: sa.Engine) -> None:
         conn.execute(sa.text("ALTER TABLE purchase_order DROP COLUMN region"))
     columns = BINDING.resource_columns(engine)
     with engine.connect() as conn:
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        snap = stored(conn, flow_id)
     sentence = validate.check(snap, BINDING, columns)
     assert sentence is not None
     assert sentence.startswith(
@@ -91,7 +99,7 @@ def test_a_flow_row_broken_later_is_named(engine: sa.Engine) -> None:
     flow_id = big_orders(engine)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE po_flow SET start = 'hourly' WHERE id = :f"), {"f": flow_id})
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        snap = stored(conn, flow_id)
     assert validate.check(snap, BINDING, COLUMNS) == (
         "flow 'Big orders': 'hourly' is not a start — write created, updated or manual"
     )
@@ -108,7 +116,7 @@ def test_cross_row_problems_are_named_too(engine: sa.Engine) -> None:
             {"f": flow_id},
         )
         conn.execute(sa.text("UPDATE po_flow_step SET goto = 9 WHERE kind = 'branch'"))
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        snap = stored(conn, flow_id)
     found = validate.sentences(snap, BINDING, COLUMNS)
     assert found == [
         "flow 'Big orders', step 'In Europe?' (branch, position 2): "

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
 from flowrunner import binding as binding_mod
-from flowrunner import editing, errors, query, rows, snapshot, validate
+from flowrunner import errors, query, rows, saving, snapshot, starting, tables, validate
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)
@@ -116,16 +116,17 @@ def stored_flow(any_engine: sa.Engine) -> sa.Engine:
 def test_what_validation_accepts_the_database_stores(
     stored_flow: sa.Engine, row: dict[str, Any]
 ) -> None:
+    po_tables = tables.reflect(stored_flow, BINDING)
     with stored_flow.connect() as conn:
         transaction = conn.begin()
         try:
-            step_id = editing.save_step(conn, BINDING, row, columns=COLUMNS)
+            step_id = saving.save_step(conn, BINDING, po_tables, row, columns=COLUMNS)
         except errors.RowInvalid as refused:
             event("refused")
             assert all(error.field in REAL for error in refused.errors)
         else:
             event("stored")
-            snap = editing.snapshot(conn, BINDING, 7)
+            snap = starting.stored_snapshot(conn, po_tables, 7)
             assert step_id in {s.id for s in snap.steps}
             assert validate.check(snap, BINDING, COLUMNS) is None
         finally:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrunner import editing, errors, flowfiles, validate
+from flowrunner import errors, flowfiles, starting, validate
+from flowrunner.store import flow_rows
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -70,7 +71,7 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool) -> N
     try:
         with runner.engine.begin() as conn:
             result = flowfiles.import_flows(
-                conn, runner.binding, docs, replace=replace, columns=runner.columns
+                conn, runner.binding, runner.tables, docs, replace=replace, columns=runner.columns
             )
     except validate.RowsInvalid as exc:
         click.echo(f"{file}: refused, nothing was imported:", err=True)
@@ -112,7 +113,7 @@ def export(app_spec: str, database: str | None, output: Path | None, fmt: str | 
     """Write every stored flow and its steps as YAML (or CSV)."""
     runner = _runner(app_spec, database)
     with runner.engine.connect() as conn:
-        docs = flowfiles.export_flows(conn, runner.binding)
+        docs = flowfiles.export_flows(conn, runner.binding, runner.tables)
     if fmt is None:
         fmt = "csv" if output is not None and output.suffix.lower() == ".csv" else "yaml"
     text = flowfiles.dumps_csv(docs, runner.binding) if fmt == "csv" else flowfiles.dumps_yaml(docs)
@@ -132,9 +133,9 @@ def validate_(app_spec: str, database: str | None) -> None:
     broken = 0
     steps = 0
     with runner.engine.connect() as conn:
-        stored = editing.flow_rows(conn, runner.binding)
+        stored = flow_rows.all_flows(conn, runner.tables)
         for flow in stored:
-            snap = editing.snapshot(conn, runner.binding, flow["id"])
+            snap = starting.stored_snapshot(conn, runner.tables, flow["id"])
             steps += len(snap.steps)
             found = validate.sentences(snap, runner.binding, runner.columns)
             broken += bool(found)

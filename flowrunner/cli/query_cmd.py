@@ -7,21 +7,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from flowrunner import errors, sqltypes
+from flowrunner import errors
 from flowrunner import query as ql  # `query` names the command here
 from flowrunner.query import ast
-
-_SQL_TYPES: dict[ql.ColumnType, sa.types.TypeEngine[Any]] = {
-    ql.ColumnType.TEXT: sa.String(),
-    ql.ColumnType.NUMBER: sa.Numeric(),
-    ql.ColumnType.BOOLEAN: sa.Boolean(),
-    ql.ColumnType.DATE: sa.Date(),
-    ql.ColumnType.TIMESTAMP: sqltypes.UTCDateTime(),
-}
-_DIALECTS = {"sqlite": sqlite.dialect, "postgresql": postgresql.dialect}
+from flowrunner.store import condition_sql
 
 
 def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
@@ -53,9 +43,10 @@ def _guess(value: Any) -> ql.ColumnType | None:
     return None
 
 
-def _table(
+def _columns(
     condition: ql.Condition, types: dict[str, ql.ColumnType], record: dict[str, Any]
-) -> sa.Table:
+) -> dict[str, ql.ColumnType]:
+    """The columns to show the SQL over: those given, those of the record, those named."""
     names = dict(types)
     for name, value in record.items():
         guessed = _guess(value)
@@ -66,11 +57,7 @@ def _table(
             names.setdefault(node.left.name, node.ctype or ql.ColumnType.TEXT)
         elif isinstance(node, ast.IsNull) and node.left.scope == "record":
             names.setdefault(node.left.name, ql.ColumnType.TEXT)
-    return sa.Table(
-        "records",
-        sa.MetaData(),
-        *(sa.Column(name, _SQL_TYPES[kind]) for name, kind in sorted(names.items())),
-    )
+    return names
 
 
 def _fail(exc: errors.QueryError) -> None:
@@ -91,7 +78,7 @@ def _fail(exc: errors.QueryError) -> None:
 @click.option(
     "--sql",
     "dialect",
-    type=click.Choice(sorted(_DIALECTS)),
+    type=click.Choice(condition_sql.DIALECTS),
     default="sqlite",
     show_default=True,
     help="The database to show the SQL for.",
@@ -121,22 +108,17 @@ def query(
         raise click.BadParameter(str(exc), param_hint="--columns") from None
     try:
         parsed = ql.parse(condition, types or None, event=event is not None)
-        table = _table(parsed, types, record)
-        clause = parsed.to_sql(table, now=now, event=event)
+        sql, params = condition_sql.compiled(
+            parsed, _columns(parsed, types, record), dialect, now=now, event=event
+        )
     except errors.QueryError as exc:
         _fail(exc)
         return
-    compiled = (
-        sa.select(sa.literal_column("*"))
-        .select_from(table)
-        .where(clause)
-        .compile(dialect=_DIALECTS[dialect]())
-    )
     click.echo(f"condition: {parsed}")
-    click.echo(f"sql ({dialect}): {' '.join(str(compiled).split())}")
-    if compiled.params:
+    click.echo(f"sql ({dialect}): {' '.join(sql.split())}")
+    if params:
         click.echo("parameters:")
-        for name, value in compiled.params.items():
+        for name, value in params.items():
             click.echo(f"  {name} = {value!r}")
     if record_json is not None:
         result = parsed.matches(record, now=now, event=event)

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import sqltypes, statuses
-from flowrunner.store import dialects, leases, prepared, schema
+from flowrunner.store import dialects, engine_tables, leases, prepared
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def set_due(
     postponed or dropped: it stays due no later than the claim's due time, and
     False is returned.
     """
-    table = schema.due
+    table = engine_tables.due
     if claim is not None:
         # The common case in one statement: not woken since the claim. The WHERE is
         # checked against the row under its lock, so a wake-up committing meanwhile
@@ -114,7 +114,7 @@ def wake_record(
     (``except_run``: the run whose own step changed it). A run already due earlier
     keeps its earlier time.
     """
-    runs = schema.runs
+    runs = engine_tables.runs
 
     def build() -> sa.Select[Any]:
         query = sa.select(runs.c.id, runs.c.tenant).where(
@@ -137,7 +137,7 @@ def wake_record(
             "p_except": except_run,
         },
     ).all()
-    table = schema.due
+    table = engine_tables.due
     offered = dialects.excluded(conn, table)
     for run_id, run_tenant in woken:
         dialects.upsert(
@@ -157,7 +157,7 @@ def wake_record(
 
 def due_count(conn: sa.Connection, *, now: datetime, tenant: object = None) -> int:
     """How many runs are due at ``now``."""
-    table = schema.due
+    table = engine_tables.due
     query = sa.select(sa.func.count()).select_from(table).where(table.c.due_at <= now)
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
@@ -166,7 +166,7 @@ def due_count(conn: sa.Connection, *, now: datetime, tenant: object = None) -> i
 
 def next_due(conn: sa.Connection, *, tenant: object = None) -> datetime | None:
     """The earliest due time of any run (the test driver's next stop), or None."""
-    table = schema.due
+    table = engine_tables.due
     query = sa.select(sa.func.min(table.c.due_at))
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
@@ -192,7 +192,7 @@ def fair_candidates_query(*, now: datetime, limit: int, tenant: object) -> sa.Se
     their own: with the window directly over the table, SQLite prefers walking the
     whole ``(tenant, due_at)`` index, which costs every waiting run, not just the due.
     """
-    table = schema.due
+    table = engine_tables.due
     found = sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes).where(
         table.c.due_at <= now
     )
@@ -229,7 +229,7 @@ def _leases_in_use(conn: sa.Connection, run_ids: set[int]) -> set[int]:
     """
     if not run_ids or conn.dialect.name != "postgresql":
         return set()
-    table = schema.leases
+    table = engine_tables.leases
     names = {leases.run_lease(run_id): run_id for run_id in run_ids}
     existing = set(conn.execute(sa.select(table.c.name).where(table.c.name.in_(names))).scalars())
     free = set(
@@ -265,7 +265,7 @@ def claim_due(
         candidates = _fair_candidates(conn, now=now, limit=wanted, tenant=tenant)
         if not candidates:
             return []
-        table = schema.due
+        table = engine_tables.due
         # Window functions cannot be locked, so lock the chosen rows in a second
         # statement, re-checking that they are still due.
         # The wake count is read again under the lock: it is what a finishing worker

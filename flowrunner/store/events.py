@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.store import dialects, prepared, schema
+from flowrunner.store import dialects, engine_tables, prepared
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def insert_event(
     lock per record makes a second writer wait for the first to commit before it
     takes its id. (SQLite has one writer at a time already.)
     """
-    table = schema.events
+    table = engine_tables.events
     dialects.lock_for_transaction(conn, f"event:{resource}:{record_id}")
     result = conn.execute(
         sa.insert(table)
@@ -106,7 +106,7 @@ def events_after(
     limit: int | None = None,
 ) -> list[EventRow]:
     """The record's events with ids above ``after_id``, oldest first, optionally by name."""
-    table = schema.events
+    table = engine_tables.events
     query = sa.select(table).where(
         table.c.resource == resource,
         table.c.record_id == str(record_id),
@@ -148,7 +148,7 @@ def insert_notice(
     at: datetime,
 ) -> bool:
     """Put a notice in the outbox; False when this run's step already told it in this pass."""
-    table = schema.notices
+    table = engine_tables.notices
     stmt = prepared.statement(
         ("insert_notice", conn.dialect.name),
         lambda: (
@@ -201,7 +201,7 @@ def notices(
     limit: int | None = None,
 ) -> list[NoticeRow]:
     """Notices in the order they were written, optionally of one run or not yet delivered."""
-    table = schema.notices
+    table = engine_tables.notices
     query = sa.select(table)
     if run_id is not None:
         query = query.where(table.c.run_id == run_id)
@@ -217,7 +217,7 @@ def notices(
 
 def mark_delivered(conn: sa.Connection, *, notice_id: int, at: datetime) -> bool:
     """Record that a notice was delivered; False when it already was (or does not exist)."""
-    table = schema.notices
+    table = engine_tables.notices
     result = conn.execute(
         sa.update(table)
         .where(table.c.id == notice_id, table.c.delivered_at.is_(None))

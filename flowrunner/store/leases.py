@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from flowrunner import errors
-from flowrunner.store import dialects, prepared, schema
+from flowrunner.store import dialects, engine_tables, prepared
 
 Ttl = timedelta | float
 
@@ -42,7 +42,7 @@ def acquire_lease(
 
     None means another owner holds an unexpired lease (fail closed).
     """
-    table = schema.leases
+    table = engine_tables.leases
     expires = now + as_timedelta(ttl)
     # Under READ COMMITTED a concurrent taker blocks on the row and re-checks this
     # WHERE against the committed row, so at most one of two racers matches.
@@ -79,7 +79,7 @@ def acquire_leases(
     """
     if not names:
         return {}
-    table = schema.leases
+    table = engine_tables.leases
     expires = now + as_timedelta(ttl)
     taken = {
         str(name): int(epoch)
@@ -115,7 +115,7 @@ def refresh_lease(
     conn: sa.Connection, *, name: str, owner: str, epoch: int, now: datetime, ttl: Ttl
 ) -> bool:
     """Extend our lease to ``now + ttl``; False when it is no longer ours at this epoch."""
-    table = schema.leases
+    table = engine_tables.leases
     result = conn.execute(
         sa.update(table)
         .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
@@ -129,7 +129,7 @@ def release_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> 
 
     The row stays (expired) so that the epoch keeps growing for the next owner.
     """
-    table = schema.leases
+    table = engine_tables.leases
     result = conn.execute(
         sa.update(table)
         .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
@@ -148,7 +148,7 @@ def finish_lease(
     it (the work is over). Either way the row stays locked until the transaction ends,
     and if that transaction rolls back the lease is still held and simply expires.
     """
-    table = schema.leases
+    table = engine_tables.leases
 
     def build() -> sa.Delete | sa.Update:
         ours = sa.and_(
@@ -183,7 +183,7 @@ def check_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> No
     no-op UPDATE, so it locks the lease row (PostgreSQL) or the database (SQLite)
     until that transaction ends, and no one can take the lease in between.
     """
-    table = schema.leases
+    table = engine_tables.leases
     result = conn.execute(
         sa.update(table)
         .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
@@ -202,7 +202,7 @@ def expire_lease(conn: sa.Connection, *, name: str, now: datetime) -> bool:
     The holder keeps its epoch, so it may still write until another owner takes the
     lease; from then on ``check_lease`` refuses it. False when there is no such lease.
     """
-    table = schema.leases
+    table = engine_tables.leases
     result = conn.execute(
         sa.update(table)
         .where(table.c.name == name, table.c.expires_at > now)
@@ -213,12 +213,12 @@ def expire_lease(conn: sa.Connection, *, name: str, now: datetime) -> bool:
 
 def forget_lease(conn: sa.Connection, *, name: str) -> None:
     """Delete a lease row for good (e.g. when its run has ended)."""
-    conn.execute(sa.delete(schema.leases).where(schema.leases.c.name == name))
+    conn.execute(sa.delete(engine_tables.leases).where(engine_tables.leases.c.name == name))
 
 
 def lease_holder(conn: sa.Connection, *, name: str) -> tuple[str, int, datetime] | None:
     """``(owner, epoch, expires_at)`` of the lease row, or None when there is none."""
-    table = schema.leases
+    table = engine_tables.leases
     row = conn.execute(
         sa.select(table.c.owner, table.c.epoch, table.c.expires_at).where(table.c.name == name)
     ).one_or_none()

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import sanitize
-from flowrunner.store import dialects, schema
+from flowrunner.store import dialects, engine_tables
 
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
@@ -56,7 +56,7 @@ class JournalRow:
 
 def find_idempotent(conn: sa.Connection, *, key: str) -> IdemRow | None:
     """The idempotency record of ``key``, or None."""
-    table = schema.idempotency
+    table = engine_tables.idempotency
     row = conn.execute(sa.select(table).where(table.c.key == key)).one_or_none()
     if row is None:
         return None
@@ -76,7 +76,7 @@ def begin_idempotent(
     """Create ``key`` as IN_PROGRESS if it is new; otherwise return the existing record."""
     created = dialects.insert_ignore(
         conn,
-        schema.idempotency,
+        engine_tables.idempotency,
         {"key": key, "tenant": tenant, "status": IN_PROGRESS, "created_at": now, "updated_at": now},
         conflict=["key"],
     )
@@ -89,7 +89,7 @@ def complete_idempotent(
     conn: sa.Connection, *, key: str, result: Any = None, now: datetime
 ) -> bool:
     """Mark ``key`` COMPLETED with its sanitized result; False when there is no such key."""
-    table = schema.idempotency
+    table = engine_tables.idempotency
     outcome = conn.execute(
         sa.update(table)
         .where(table.c.key == key)
@@ -102,7 +102,7 @@ def record_idempotent(
     conn: sa.Connection, *, key: str, tenant: object = None, result: Any = None, now: datetime
 ) -> None:
     """Record ``key`` as COMPLETED with its result, whether or not it was begun."""
-    table = schema.idempotency
+    table = engine_tables.idempotency
     offered = dialects.excluded(conn, table)
     dialects.upsert(
         conn,
@@ -137,7 +137,7 @@ def journal(
     detail: Mapping[str, Any] | None = None,
 ) -> int:
     """Write an operator action to the journal; returns its id."""
-    table = schema.journal
+    table = engine_tables.journal
     result = conn.execute(
         sa.insert(table)
         .values(
@@ -166,7 +166,7 @@ def journal_entries(
     limit: int = 100,
 ) -> list[JournalRow]:
     """Journal entries, oldest first, narrowed by any of the given fields."""
-    table = schema.journal
+    table = engine_tables.journal
     query = sa.select(table)
     for column, value in (
         (table.c.run_id, run_id),

@@ -1,77 +1,21 @@
-"""Reading and writing the application's own tables: the resource's records and its flows.
+"""Reading and writing the resource's records: the application's own rows flows run on.
 
-The engine's tables live in ``schema``; this module is the only place that touches the
-application's tables, always with bound parameters and always within the caller's
-transaction.
+Flow and step rows are ``flow_rows``; the engine's own tables are ``engine_tables``.
+Every statement has bound parameters and runs within the caller's transaction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-
-@dataclass(frozen=True)
-class AppTables:
-    """The application's tables a runner works on, reflected once at mount."""
-
-    resource: sa.Table
-    flows: sa.Table
-    steps: sa.Table
-    key: str
-    tenant: str | None
-    # Statements built once for this runner's tables (see store.prepared).
-    built: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def statement(self, key: Any, build: Any) -> Any:
-        found = self.built.get(key)
-        if found is None:
-            found = self.built[key] = build()
-        return found
-
-    @classmethod
-    def reflect(
-        cls,
-        engine: sa.Engine,
-        *,
-        resource: str,
-        flows: str,
-        steps: str,
-        key: str,
-        tenant: str | None,
-    ) -> AppTables:
-        metadata = sa.MetaData()
-        tables = [
-            sa.Table(name, metadata, autoload_with=engine) for name in (resource, flows, steps)
-        ]
-        return cls(tables[0], tables[1], tables[2], key, tenant)
-
-    def key_value(self, record_id: Any) -> Any:
-        """The record id as the key column holds it (runs keep it as text)."""
-        column = self.resource.c[self.key]
-        try:
-            python_type = column.type.python_type
-        except NotImplementedError:
-            return record_id
-        if python_type is int and not isinstance(record_id, int):
-            return int(str(record_id))
-        if python_type is str:
-            return str(record_id)
-        return record_id
-
-    def where_record_params(self) -> sa.ColumnElement[bool]:
-        """This record (of this tenant): parameters ``p_key`` and ``p_tenant``."""
-        clause: sa.ColumnElement[bool] = self.resource.c[self.key] == sa.bindparam("p_key")
-        if self.tenant is not None:
-            clause = sa.and_(clause, self.resource.c[self.tenant] == sa.bindparam("p_tenant"))
-        return clause
+from flowrunner.store import app_tables
 
 
 def load_record(
-    conn: sa.Connection, tables: AppTables, record_id: Any, tenant: Any = None
+    conn: sa.Connection, tables: app_tables.AppTables, record_id: Any, tenant: Any = None
 ) -> dict[str, Any] | None:
     query = tables.statement(
         "load_record", lambda: sa.select(tables.resource).where(tables.where_record_params())
@@ -86,7 +30,7 @@ def load_record(
 
 def write_fields(
     conn: sa.Connection,
-    tables: AppTables,
+    tables: app_tables.AppTables,
     record_id: Any,
     tenant: Any,
     values: Mapping[str, Any],
@@ -111,44 +55,22 @@ def write_fields(
     return int(result.rowcount or 0)
 
 
-def flows_to_start(
-    conn: sa.Connection, tables: AppTables, start: str, tenant: Any = None
-) -> list[dict[str, Any]]:
-    """Active flows of one start kind, of the record's tenant when the binding has tenants."""
-    flows = tables.flows
-    query = sa.select(flows).where(flows.c.start == start)
-    if "active" in flows.c:
-        query = query.where(sa.or_(flows.c.active.is_(None), flows.c.active == sa.true()))
-    if tables.tenant is not None:
-        query = query.where(flows.c[tables.tenant] == tenant)
-    return [dict(row) for row in conn.execute(query.order_by(flows.c.id)).mappings()]
+def insert_record(
+    conn: sa.Connection, tables: app_tables.AppTables, values: Mapping[str, Any]
+) -> None:
+    """Insert a record, as the application would (the test driver's ``create``)."""
+    conn.execute(sa.insert(tables.resource).values(dict(values)))
 
 
-def find_flow(
-    conn: sa.Connection, tables: AppTables, name_or_id: Any, tenant: Any = None
-) -> dict[str, Any] | None:
-    flows = tables.flows
-    by = flows.c.name == str(name_or_id)
-    if isinstance(name_or_id, int) or str(name_or_id).isdigit():
-        by = sa.or_(by, flows.c.id == int(str(name_or_id)))
-    query = sa.select(flows).where(by)
-    if tables.tenant is not None:
-        query = query.where(flows.c[tables.tenant] == tenant)
-    row = conn.execute(query).mappings().first()
-    return dict(row) if row is not None else None
-
-
-def flow_steps(conn: sa.Connection, tables: AppTables, flow_id: Any) -> list[dict[str, Any]]:
-    steps = tables.steps
-    query = (
-        sa.select(steps).where(steps.c.flow_id == flow_id).order_by(steps.c.position, steps.c.id)
-    )
-    return [dict(row) for row in conn.execute(query).mappings()]
+def delete_record(conn: sa.Connection, tables: app_tables.AppTables, record_id: Any) -> None:
+    """Delete a record by its key, as the application would (the test driver's ``delete``)."""
+    resource = tables.resource
+    conn.execute(sa.delete(resource).where(resource.c[tables.key] == tables.key_value(record_id)))
 
 
 def record_ids(
     conn: sa.Connection,
-    tables: AppTables,
+    tables: app_tables.AppTables,
     where: sa.ColumnElement[bool] | None,
     tenant: Any = None,
     batch: int = 500,
@@ -170,7 +92,7 @@ def record_ids(
 
 def count_records(
     conn: sa.Connection,
-    tables: AppTables,
+    tables: app_tables.AppTables,
     where: sa.ColumnElement[bool] | None,
     tenant: Any = None,
 ) -> int:

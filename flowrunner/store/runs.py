@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors, sanitize, statuses
-from flowrunner.store import dialects, prepared, schema
+from flowrunner.store import dialects, engine_tables, prepared
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def insert_run(
     unique per resource and flow: the guard that starts a flow once per change.
     """
     status = _status(status)
-    table = schema.runs
+    table = engine_tables.runs
     run_id = dialects.insert_ignore(
         conn,
         table,
@@ -172,7 +172,7 @@ def insert_run(
 
 def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     """The run, or None when there is none with this id."""
-    table = schema.runs
+    table = engine_tables.runs
     query = prepared.statement(
         "find_run", lambda: sa.select(table).where(table.c.id == sa.bindparam("p_run"))
     )
@@ -205,7 +205,7 @@ def save_run(
     ``expected_version``: someone else saved the run since it was read.
     """
     status = _status(status)
-    table = schema.runs
+    table = engine_tables.runs
     ended = status in statuses.ENDED
 
     def build() -> sa.Update:
@@ -248,7 +248,7 @@ def runs_for_record(
     conn: sa.Connection, *, resource: str, record_id: str, tenant: object = None
 ) -> list[RunRow]:
     """Every run of one record, oldest first."""
-    table = schema.runs
+    table = engine_tables.runs
     query = sa.select(table).where(
         table.c.resource == resource, table.c.record_id == str(record_id)
     )
@@ -267,7 +267,7 @@ def list_runs(
     before_id: int | None = None,
 ) -> list[RunRow]:
     """Runs, newest first, optionally of one status, tenant or resource; page with ``before_id``."""
-    table = schema.runs
+    table = engine_tables.runs
     query = sa.select(table)
     if status is not None:
         query = query.where(table.c.status == _status(status))
@@ -298,12 +298,14 @@ def append_log(
 
     The detail is sanitized: history is shown to operators and may reach logs.
     """
-    table = schema.step_log
+    table = engine_tables.step_log
     # Without a tenant given, the line takes its run's, in the same statement.
     owner: Any = (
         tenant
         if tenant is not None
-        else sa.select(schema.runs.c.tenant).where(schema.runs.c.id == run_id).scalar_subquery()
+        else sa.select(engine_tables.runs.c.tenant)
+        .where(engine_tables.runs.c.id == run_id)
+        .scalar_subquery()
     )
     result = conn.execute(
         sa.insert(table)
@@ -344,7 +346,7 @@ def append_logs(
     if not lines:
         return
     conn.execute(
-        prepared.statement("append_logs", lambda: sa.insert(schema.step_log)),
+        prepared.statement("append_logs", lambda: sa.insert(engine_tables.step_log)),
         [
             {
                 "run_id": run_id,
@@ -365,7 +367,7 @@ def append_logs(
 
 def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
     """The run's history, in the order it happened."""
-    table = schema.step_log
+    table = engine_tables.step_log
     rows = conn.execute(sa.select(table).where(table.c.run_id == run_id).order_by(table.c.id))
     return [
         LogRow(

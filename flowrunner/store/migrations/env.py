@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from flowrunner.store import migrate, schema
+from flowrunner.store import engine_tables, migrate
 
 connection = context.config.attributes.get("connection")
 if connection is None:
@@ -17,7 +17,7 @@ if connection is None:
 
 context.configure(
     connection=connection,
-    target_metadata=schema.metadata,
+    target_metadata=engine_tables.metadata,
     version_table=migrate.VERSION_TABLE,
     # Only flowrunner's tables are ours to compare; the application owns the rest.
     include_name=migrate.include_name,

@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-30
 
-Written out in full rather than imported from ``schema`` so that this migration
+Written out in full rather than imported from ``engine_tables`` so that this migration
 keeps meaning what it meant when later migrations change the metadata.
 """
 

@@ -1,4 +1,4 @@
-"""The validated save paths (Core helpers and the ORM flush hook) on SQLite and PostgreSQL."""
+"""The validated save paths (Core saves and the ORM flush hook) on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from fixtures.purchase_orders import app as po
-from flowrunner import editing, errors, tables, validate
+from flowrunner import errors, orm_hook, saving, starting, tables, validate
 from flowrunner.binding import FlowBinding
+from flowrunner.runner import flow_runner
+from flowrunner.store import app_tables
 
 BINDING = po.binding
 
@@ -19,6 +21,11 @@ BINDING = po.binding
 def engine(any_engine: sa.Engine) -> sa.Engine:
     po.metadata.create_all(any_engine)
     return any_engine
+
+
+@pytest.fixture
+def po_tables(engine: sa.Engine) -> tables.AppTables:
+    return tables.reflect(engine, BINDING)
 
 
 def counts(engine: sa.Engine) -> tuple[int, int]:
@@ -33,19 +40,23 @@ def stored_steps(engine: sa.Engine) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(sa.select(po.po_flow_step).order_by("id")).mappings()]
 
 
-def a_flow(engine: sa.Engine) -> tuple[int, dict[str, int]]:
+def a_flow(engine: sa.Engine, po_tables: tables.AppTables) -> tuple[int, dict[str, int]]:
     """A flow with a wait at 1, a branch at 2 going back to 1, and a send at 3."""
     with engine.begin() as conn:
-        flow_id = editing.save_flow(conn, BINDING, {"name": "Big orders", "start": "created"})
+        flow_id = saving.save_flow(
+            conn, BINDING, po_tables, {"name": "Big orders", "start": "created"}
+        )
         ids = {
-            "wait": editing.save_step(
+            "wait": saving.save_step(
                 conn,
                 BINDING,
+                po_tables,
                 {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": "1 day"},
             ),
-            "branch": editing.save_step(
+            "branch": saving.save_step(
                 conn,
                 BINDING,
+                po_tables,
                 {
                     "flow_id": flow_id,
                     "position": 2,
@@ -55,35 +66,40 @@ def a_flow(engine: sa.Engine) -> tuple[int, dict[str, int]]:
                     "title": "Still open?",
                 },
             ),
-            "send": editing.save_step(
-                conn, BINDING, {"flow_id": flow_id, "position": 3, "kind": "send"}
+            "send": saving.save_step(
+                conn, BINDING, po_tables, {"flow_id": flow_id, "position": 3, "kind": "send"}
             ),
         }
     return flow_id, ids
 
 
-def test_core_saves_store_normalized_rows(engine: sa.Engine) -> None:
-    flow_id, ids = a_flow(engine)
+def test_core_saves_store_normalized_rows(engine: sa.Engine, po_tables: tables.AppTables) -> None:
+    flow_id, ids = a_flow(engine, po_tables)
     with engine.begin() as conn:
-        editing.update_step(conn, BINDING, ids["wait"], {"duration": " 2 days ", "title": "  "})
-        snap = editing.snapshot(conn, BINDING, flow_id)
+        saving.update_step(
+            conn, BINDING, po_tables, ids["wait"], {"duration": " 2 days ", "title": "  "}
+        )
+        snap = starting.stored_snapshot(conn, po_tables, flow_id)
     assert [(s.position, s.kind) for s in snap.steps] == [(1, "wait"), (2, "branch"), (3, "send")]
     assert snap.steps[0].get("duration") == "2 days" and snap.steps[0].title is None
     assert snap.flow.name == "Big orders" and snap.flow.active is True
     with engine.begin() as conn:
-        editing.update_flow(conn, BINDING, flow_id, {"active": False})
-        editing.delete_step(conn, BINDING, ids["send"])
-        assert editing.snapshot(conn, BINDING, flow_id).flow.active is False
+        saving.update_flow(conn, BINDING, po_tables, flow_id, {"active": False})
+        saving.delete_step(conn, BINDING, po_tables, ids["send"])
+        assert starting.stored_snapshot(conn, po_tables, flow_id).flow.active is False
     assert counts(engine) == (1, 2)
 
 
-def test_core_refuses_a_bad_step_and_stores_nothing(engine: sa.Engine) -> None:
-    flow_id, _ = a_flow(engine)
+def test_core_refuses_a_bad_step_and_stores_nothing(
+    engine: sa.Engine, po_tables: tables.AppTables
+) -> None:
+    flow_id, _ = a_flow(engine, po_tables)
     before = stored_steps(engine)
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.save_step(
+        saving.save_step(
             conn,
             BINDING,
+            po_tables,
             {"flow_id": flow_id, "position": 4, "kind": "wait", "duration": "2 dayz", "field": "x"},
         )
     assert [(e.field, e.code) for e in caught.value.errors] == [
@@ -112,21 +128,23 @@ def test_core_refuses_a_bad_step_and_stores_nothing(engine: sa.Engine) -> None:
     ],
 )
 def test_core_refuses_cross_row_problems(
-    engine: sa.Engine, change: dict[str, Any], field: str, code: str
+    engine: sa.Engine, po_tables: tables.AppTables, change: dict[str, Any], field: str, code: str
 ) -> None:
-    flow_id, _ = a_flow(engine)
+    flow_id, _ = a_flow(engine, po_tables)
     before = stored_steps(engine)
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.save_step(conn, BINDING, {"flow_id": flow_id, **change})
+        saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **change})
     assert (field, code) in [(e.field, e.code) for e in caught.value.errors]
     assert stored_steps(engine) == before
 
 
-def test_the_last_step_a_goto_names_cannot_go(engine: sa.Engine) -> None:
-    flow_id, ids = a_flow(engine)
+def test_the_last_step_a_goto_names_cannot_go(
+    engine: sa.Engine, po_tables: tables.AppTables
+) -> None:
+    flow_id, ids = a_flow(engine, po_tables)
     before = stored_steps(engine)
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.delete_step(conn, BINDING, ids["wait"])
+        saving.delete_step(conn, BINDING, po_tables, ids["wait"])
     (error,) = caught.value.errors
     assert (error.field, error.code) == ("position", "goto_target_in_use")
     assert error.message == (
@@ -134,27 +152,32 @@ def test_the_last_step_a_goto_names_cannot_go(engine: sa.Engine) -> None:
     )
     # Moving it away is removing it from position 1 too.
     with pytest.raises(errors.RowInvalid), engine.begin() as conn:
-        editing.update_step(conn, BINDING, ids["wait"], {"position": 7})
+        saving.update_step(conn, BINDING, po_tables, ids["wait"], {"position": 7})
     assert stored_steps(engine) == before
     # With a second step at position 1, the first may go.
     with engine.begin() as conn:
-        editing.save_step(
+        saving.save_step(
             conn,
             BINDING,
+            po_tables,
             {"flow_id": flow_id, "position": 1, "kind": "send", "title": "Early send"},
         )
-        editing.delete_step(conn, BINDING, ids["wait"])
+        saving.delete_step(conn, BINDING, po_tables, ids["wait"])
     assert counts(engine) == (1, 3)
 
 
-def test_flow_names_are_unique_and_flows_delete_with_their_steps(engine: sa.Engine) -> None:
-    flow_id, _ = a_flow(engine)
+def test_flow_names_are_unique_and_flows_delete_with_their_steps(
+    engine: sa.Engine, po_tables: tables.AppTables
+) -> None:
+    flow_id, _ = a_flow(engine, po_tables)
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.save_flow(conn, BINDING, {"name": "Big orders", "start": "manual"})
+        saving.save_flow(conn, BINDING, po_tables, {"name": "Big orders", "start": "manual"})
     assert [e.code for e in caught.value.errors] == ["name_taken"]
     with engine.begin() as conn:
-        editing.save_flow(conn, BINDING, {"id": flow_id, "name": "Big orders", "start": "manual"})
-        editing.delete_flow(conn, BINDING, flow_id)
+        saving.save_flow(
+            conn, BINDING, po_tables, {"id": flow_id, "name": "Big orders", "start": "manual"}
+        )
+        saving.delete_flow(conn, BINDING, po_tables, flow_id)
     assert counts(engine) == (0, 0)
 
 
@@ -181,7 +204,7 @@ class Step(Base):
 @pytest.fixture
 def session(engine: sa.Engine) -> Any:
     maker = orm.sessionmaker(engine)
-    editing.validate_on_flush(maker, BINDING)
+    orm_hook.validate_on_flush(maker, BINDING)
     with maker() as session:
         yield session
 
@@ -199,8 +222,10 @@ def test_orm_adds_a_flow_with_its_steps_in_one_flush(
     assert counts(engine) == (1, 2)
 
 
-def test_orm_refuses_bad_rows_and_stores_nothing(engine: sa.Engine, session: orm.Session) -> None:
-    flow_id, ids = a_flow(engine)
+def test_orm_refuses_bad_rows_and_stores_nothing(
+    engine: sa.Engine, po_tables: tables.AppTables, session: orm.Session
+) -> None:
+    flow_id, ids = a_flow(engine, po_tables)
     before = stored_steps(engine)
     session.add(Step(flow_id=flow_id, position=4, kind="notify", audience="requester"))
     session.add(Flow(name="Big orders", start="sometimes"))
@@ -229,8 +254,10 @@ def test_orm_refuses_bad_rows_and_stores_nothing(engine: sa.Engine, session: orm
     assert counts(engine) == (1, 3)
 
 
-def test_orm_accepts_good_changes(engine: sa.Engine, session: orm.Session) -> None:
-    flow_id, ids = a_flow(engine)
+def test_orm_accepts_good_changes(
+    engine: sa.Engine, po_tables: tables.AppTables, session: orm.Session
+) -> None:
+    flow_id, ids = a_flow(engine, po_tables)
     send = session.get(Step, ids["send"])
     assert send is not None
     send.title = "Send it"
@@ -254,6 +281,48 @@ def test_orm_accepts_good_changes(engine: sa.Engine, session: orm.Session) -> No
     session.delete(flow)
     session.commit()
     assert counts(engine) == (0, 0)
+
+
+# -- the tables are read once ------------------------------------------------------
+
+
+@pytest.fixture
+def reflections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The binding names each reading of the application's tables was for."""
+    seen: list[str] = []
+    real = app_tables.reflect
+
+    def counted(bind: Any, binding: FlowBinding) -> app_tables.AppTables:
+        seen.append(binding.resource)
+        return real(bind, binding)
+
+    monkeypatch.setattr(app_tables, "reflect", counted)
+    return seen
+
+
+def test_a_runner_reads_the_tables_once_at_mount(engine: sa.Engine, reflections: list[str]) -> None:
+    runner = flow_runner(BINDING, engine, commands=po.COMMANDS, check_schema=False)
+    for name in ("One", "Two"):
+        with engine.begin() as conn:
+            flow_id = runner.save_flow(conn, {"name": name, "start": "manual"})
+            runner.save_step(conn, {"flow_id": flow_id, "position": 1, "kind": "send"})
+            runner.snapshot(conn, flow_id)
+    assert reflections == ["purchase_order"]
+
+
+def test_the_flush_hook_reads_the_tables_once_for_every_session(
+    engine: sa.Engine, reflections: list[str]
+) -> None:
+    maker = orm.sessionmaker(engine)
+    orm_hook.validate_on_flush(maker, BINDING)
+    with maker() as session:
+        session.commit()  # nothing to judge: nothing read
+    assert reflections == []
+    for name in ("One", "Two"):
+        with maker() as session:
+            session.add(Flow(name=name, start="manual"))
+            session.commit()
+    assert reflections == ["purchase_order"]
 
 
 # -- tenants -----------------------------------------------------------------------
@@ -283,25 +352,28 @@ def tenant_app(engine: sa.Engine) -> FlowBinding:
 
 def test_flows_and_steps_belong_to_a_tenant(engine: sa.Engine) -> None:
     binding = tenant_app(engine)
+    app = tables.reflect(engine, binding)
     with engine.begin() as conn:
-        acme = editing.save_flow(
-            conn, binding, {"name": "Close", "start": "manual", "tenant_id": "acme"}
+        acme = saving.save_flow(
+            conn, binding, app, {"name": "Close", "start": "manual", "tenant_id": "acme"}
         )
-        editing.save_flow(
-            conn, binding, {"name": "Close", "start": "manual", "tenant_id": "globex"}
+        saving.save_flow(
+            conn, binding, app, {"name": "Close", "start": "manual", "tenant_id": "globex"}
         )
         step = {"flow_id": acme, "position": 1, "kind": "set", "field": "status", "value": "closed"}
-        editing.save_step(conn, binding, step)
-        snap = editing.snapshot(conn, binding, acme)
+        saving.save_step(conn, binding, app, step)
+        snap = starting.stored_snapshot(conn, app, acme)
     assert snap.flow.tenant == "acme" and snap.steps[0].get("tenant_id") == "acme"
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.save_flow(conn, binding, {"name": "Close", "start": "created", "tenant_id": "acme"})
+        saving.save_flow(
+            conn, binding, app, {"name": "Close", "start": "created", "tenant_id": "acme"}
+        )
     assert [e.code for e in caught.value.errors] == ["name_taken"]
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.save_flow(conn, binding, {"name": "Open", "start": "created"})
+        saving.save_flow(conn, binding, app, {"name": "Open", "start": "created"})
     assert [(e.field, e.code) for e in caught.value.errors] == [("tenant_id", "column_required")]
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        editing.save_step(conn, binding, {**step, "position": 2, "tenant_id": "globex"})
+        saving.save_step(conn, binding, app, {**step, "position": 2, "tenant_id": "globex"})
     assert [(e.field, e.code) for e in caught.value.errors] == [("tenant_id", "tenant_mismatch")]
 
 
@@ -319,15 +391,16 @@ def test_the_apps_own_columns_are_kept_and_not_judged(sqlite_engine: sa.Engine) 
     _, steps = tables.for_binding(metadata, binding)
     steps.append_column(sa.Column("created_by", sa.String(20)))
     metadata.create_all(sqlite_engine)
+    app = tables.reflect(sqlite_engine, binding)
     with sqlite_engine.begin() as conn:
-        flow_id = editing.save_flow(conn, binding, {"name": "Audit", "start": "manual"})
+        flow_id = saving.save_flow(conn, binding, app, {"name": "Audit", "start": "manual"})
         row = {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": "1 day"}
-        editing.save_step(conn, binding, {**row, "created_by": "ann"})
-        snap = editing.snapshot(conn, binding, flow_id)
+        saving.save_step(conn, binding, app, {**row, "created_by": "ann"})
+        snap = starting.stored_snapshot(conn, app, flow_id)
         assert conn.scalar(sa.select(steps.c.created_by)) == "ann"
     assert validate.check(snap, binding, binding.resource_columns(sqlite_engine)) is None
     with (
         pytest.raises(errors.RowInvalid, match="'colour' is not a column"),
         sqlite_engine.begin() as conn,
     ):
-        editing.save_step(conn, binding, {**row, "colour": "red"})
+        saving.save_step(conn, binding, app, {**row, "colour": "red"})

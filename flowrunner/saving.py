@@ -1,0 +1,250 @@
+"""The validated Core writes of flow and step rows.
+
+Every write here is judged first (``flowrunner.validate``) and refused with
+``RowInvalid`` before anything is stored; the statements (``store.flow_rows``) run on
+the caller's connection, inside the caller's transaction. ``tables`` is what
+``flowrunner.tables.reflect`` read once; ``FlowRunner.save_flow`` and its siblings pass
+the runner's::
+
+    tables = flowrunner.tables.reflect(engine, binding)
+    with engine.begin() as conn:
+        flow_id = saving.save_flow(conn, binding, tables, {"name": "Big", "start": "created"})
+
+The ORM's writes are judged by ``flowrunner.orm_hook`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import binding as binding_mod
+from flowrunner import errors, query, rows, validate
+from flowrunner.store import app_tables, flow_rows
+
+Columns = Mapping[str, query.ColumnType] | None
+
+
+def resource_columns(
+    binding: binding_mod.FlowBinding, tables: app_tables.AppTables, columns: Columns = None
+) -> Mapping[str, query.ColumnType]:
+    """``columns`` if given, else the resource's column types as ``tables`` read them."""
+    return columns if columns is not None else binding.check(tables.metadata).resource_columns
+
+
+# -- flows -------------------------------------------------------------------------
+
+
+def _flow_values(
+    binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
+) -> dict[str, Any]:
+    flow, _ = rows.read_flow(binding, row, extra)
+    values = flow.model_dump(exclude={"id"})
+    values.update({k: row[k] for k in extra if k in row})
+    if values["active"] is None:
+        values["active"] = True
+    if binding.tenant is not None:
+        values[binding.tenant] = row.get(binding.tenant)
+    return values
+
+
+def save_flow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    row: Mapping[str, Any],
+    *,
+    columns: Columns = None,
+) -> Any:
+    """Insert the flow row (or update it, when it has an ``id``); return its id."""
+    existing = flow_rows.all_flows(conn, tables)
+    flow_id = row.get("id")
+    if flow_id is not None and not any(f["id"] == flow_id for f in existing):
+        raise errors.RowInvalid(
+            [errors.FieldError("id", f"there is no flow with id {flow_id!r}", "flow_unknown")],
+            row=validate.flow_label(row),
+        )
+    extra = tables.flow_extra
+    cols = resource_columns(binding, tables, columns)
+    validate.validate_flow_row(binding, row, cols, existing=existing, extra=extra)
+    values = _flow_values(binding, row, extra)
+    if flow_id is None:
+        return flow_rows.insert_flow(conn, tables, values)
+    flow_rows.update_flow(conn, tables, flow_id, values)
+    return flow_id
+
+
+def update_flow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    flow_id: Any,
+    changes: Mapping[str, Any],
+    *,
+    columns: Columns = None,
+) -> None:
+    """Change some columns of a stored flow row, validated as a whole row."""
+    stored = flow_rows.flow_by_id(conn, tables, flow_id)
+    if stored is None:
+        raise errors.RowInvalid(
+            [errors.FieldError("id", f"there is no flow with id {flow_id!r}", "flow_unknown")]
+        )
+    save_flow(conn, binding, tables, {**stored, **changes, "id": flow_id}, columns=columns)
+
+
+def delete_flow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    flow_id: Any,
+) -> None:
+    """Delete a flow and its steps. Runs already started keep their snapshot."""
+    flow_rows.delete_flow(conn, tables, flow_id)
+
+
+# -- steps -------------------------------------------------------------------------
+
+
+def _step_values(
+    binding: binding_mod.FlowBinding,
+    row: Mapping[str, Any],
+    flow: Mapping[str, Any],
+    extra: Collection[str] = (),
+) -> dict[str, Any]:
+    step, _ = rows.read_step(binding, row, extra)
+    values = step.model_dump(exclude={"id"})
+    values.update({k: row[k] for k in extra if k in row})
+    if binding.tenant is not None:
+        values[binding.tenant] = row.get(binding.tenant, flow.get(binding.tenant))
+    return values
+
+
+def _flow_of(
+    conn: sa.Connection, tables: app_tables.AppTables, row: Mapping[str, Any]
+) -> dict[str, Any]:
+    flow_id = row.get("flow_id")
+    try:
+        flow_key = rows.whole(flow_id)
+    except ValueError:
+        flow_key = None
+    flow = None if flow_key is None else flow_rows.flow_by_id(conn, tables, flow_key)
+    if flow is None:
+        found = (
+            errors.FieldError(
+                "flow_id", "a step belongs to a flow; name its flow", "column_required"
+            )
+            if flow_id is None
+            else errors.FieldError(
+                "flow_id", f"there is no flow with id {flow_id!r}", "flow_unknown"
+            )
+        )
+        raise errors.RowInvalid([found], row=validate.step_label(row))
+    return flow
+
+
+def _no_step(step_id: Any, row: str | None = None) -> errors.RowInvalid:
+    return errors.RowInvalid(
+        [errors.FieldError("id", f"there is no step with id {step_id!r}", "step_unknown")],
+        row=row,
+    )
+
+
+def save_step(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    row: Mapping[str, Any],
+    *,
+    columns: Columns = None,
+) -> Any:
+    """Insert the step row (or update it, when it has an ``id``); return its id."""
+    flow = _flow_of(conn, tables, row)
+    siblings = flow_rows.steps_of_flow(conn, tables, flow["id"])
+    step_id = row.get("id")
+    stored = None
+    if step_id is not None:
+        stored = flow_rows.step_by_id(conn, tables, step_id)
+        if stored is None:
+            raise _no_step(step_id, validate.step_label(row, flow))
+    if binding.tenant is not None and binding.tenant not in row:
+        row = {**row, binding.tenant: flow.get(binding.tenant)}
+    extra = tables.step_extra
+    cols = resource_columns(binding, tables, columns)
+    validate.validate_step_row(binding, row, cols, siblings=siblings, flow=flow, extra=extra)
+    if stored is not None and stored["flow_id"] != flow["id"]:
+        # Moving a step to another flow removes it from its old one.
+        _refuse_removal(conn, binding, tables, stored)
+    values = _step_values(binding, row, flow, extra)
+    if step_id is None:
+        return flow_rows.insert_step(conn, tables, values)
+    flow_rows.update_step(conn, tables, step_id, values)
+    return step_id
+
+
+def update_step(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    step_id: Any,
+    changes: Mapping[str, Any],
+    *,
+    columns: Columns = None,
+) -> None:
+    """Change some columns of a stored step row, validated as a whole row."""
+    stored = flow_rows.step_by_id(conn, tables, step_id)
+    if stored is None:
+        raise _no_step(step_id)
+    save_step(conn, binding, tables, {**stored, **changes, "id": step_id}, columns=columns)
+
+
+def delete_step(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    step_id: Any,
+) -> None:
+    """Delete a step, unless it is the last at a position another step's goto names."""
+    stored = flow_rows.step_by_id(conn, tables, step_id)
+    if stored is None:
+        return
+    _refuse_removal(conn, binding, tables, stored)
+    flow_rows.delete_step(conn, tables, step_id)
+
+
+def _refuse_removal(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    stored: Mapping[str, Any],
+) -> None:
+    siblings = flow_rows.steps_of_flow(conn, tables, stored["flow_id"])
+    found = validate.errors_for_step_delete(binding, stored, siblings=siblings)
+    if found:
+        flow = flow_rows.flow_by_id(conn, tables, stored["flow_id"])
+        raise errors.RowInvalid(found, row=validate.step_label(stored, flow))
+
+
+# -- a whole flow at once ----------------------------------------------------------
+
+
+def write_flow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    flow: Mapping[str, Any],
+    steps: Sequence[Mapping[str, Any]],
+) -> Any:
+    """Insert an already validated flow and its steps; return the flow's id.
+
+    For callers that judged the whole flow first (an import); others use
+    ``save_flow`` and ``save_step``.
+    """
+    flow_id = flow_rows.insert_flow(conn, tables, _flow_values(binding, flow))
+    stored = {**flow, "id": flow_id}
+    for step in steps:
+        flow_rows.insert_step(
+            conn, tables, _step_values(binding, {**step, "flow_id": flow_id}, stored)
+        )
+    return flow_id

@@ -1,0 +1,133 @@
+"""Reading and writing the application's flow and step rows, as they are stored.
+
+Nothing here judges a row: ``flowrunner.saving`` and the ORM hook validate before they
+write through these functions. Every statement runs in the caller's transaction. Rows
+come back as plain dicts with ``str`` keys (reflected column names are ``quoted_name``
+objects), so they travel to YAML and JSON unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner.store import app_tables
+
+
+def _dicts(result: sa.Result[Any]) -> list[dict[str, Any]]:
+    return [{str(k): v for k, v in row.items()} for row in result.mappings()]
+
+
+def _first(result: sa.Result[Any]) -> dict[str, Any] | None:
+    found = _dicts(result)
+    return found[0] if found else None
+
+
+def _inserted(result: sa.CursorResult[Any]) -> Any:
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row always has one
+    return key[0]
+
+
+# -- flows -------------------------------------------------------------------------
+
+
+def all_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[dict[str, Any]]:
+    """Every flow row (of every tenant), in id order."""
+    flows = tables.flows
+    return _dicts(conn.execute(sa.select(flows).order_by(flows.c.id)))
+
+
+def flow_by_id(
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any
+) -> dict[str, Any] | None:
+    flows = tables.flows
+    return _first(conn.execute(sa.select(flows).where(flows.c.id == flow_id)))
+
+
+def flow_by_name_or_id(
+    conn: sa.Connection, tables: app_tables.AppTables, name_or_id: Any, tenant: Any = None
+) -> dict[str, Any] | None:
+    """The flow an operator names (``"Big orders"`` or ``7``), of the tenant on a tenant binding."""
+    flows = tables.flows
+    by = flows.c.name == str(name_or_id)
+    if isinstance(name_or_id, int) or str(name_or_id).isdigit():
+        by = sa.or_(by, flows.c.id == int(str(name_or_id)))
+    query = sa.select(flows).where(by)
+    if tables.tenant is not None:
+        query = query.where(flows.c[tables.tenant] == tenant)
+    return _first(conn.execute(query))
+
+
+def flows_to_start(
+    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
+) -> list[dict[str, Any]]:
+    """Active flows of one start kind, of the record's tenant when the binding has tenants."""
+    flows = tables.flows
+    query = sa.select(flows).where(flows.c.start == start)
+    if "active" in flows.c:
+        query = query.where(sa.or_(flows.c.active.is_(None), flows.c.active == sa.true()))
+    if tables.tenant is not None:
+        query = query.where(flows.c[tables.tenant] == tenant)
+    return _dicts(conn.execute(query.order_by(flows.c.id)))
+
+
+def insert_flow(
+    conn: sa.Connection, tables: app_tables.AppTables, values: Mapping[str, Any]
+) -> Any:
+    """Insert a flow row; return its id."""
+    return _inserted(conn.execute(sa.insert(tables.flows).values(dict(values))))
+
+
+def update_flow(
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any, values: Mapping[str, Any]
+) -> None:
+    flows = tables.flows
+    conn.execute(sa.update(flows).where(flows.c.id == flow_id).values(dict(values)))
+
+
+def delete_flow(conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any) -> None:
+    """Delete a flow row and its steps."""
+    steps, flows = tables.steps, tables.flows
+    conn.execute(sa.delete(steps).where(steps.c.flow_id == flow_id))
+    conn.execute(sa.delete(flows).where(flows.c.id == flow_id))
+
+
+# -- steps -------------------------------------------------------------------------
+
+
+def steps_of_flow(
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any
+) -> list[dict[str, Any]]:
+    """A flow's step rows in position order (then id: the order steps sharing one were added)."""
+    steps = tables.steps
+    query = sa.select(steps).where(steps.c.flow_id == flow_id)
+    return _dicts(conn.execute(query.order_by(steps.c.position, steps.c.id)))
+
+
+def step_by_id(
+    conn: sa.Connection, tables: app_tables.AppTables, step_id: Any
+) -> dict[str, Any] | None:
+    steps = tables.steps
+    return _first(conn.execute(sa.select(steps).where(steps.c.id == step_id)))
+
+
+def insert_step(
+    conn: sa.Connection, tables: app_tables.AppTables, values: Mapping[str, Any]
+) -> Any:
+    """Insert a step row; return its id."""
+    return _inserted(conn.execute(sa.insert(tables.steps).values(dict(values))))
+
+
+def update_step(
+    conn: sa.Connection, tables: app_tables.AppTables, step_id: Any, values: Mapping[str, Any]
+) -> None:
+    steps = tables.steps
+    conn.execute(sa.update(steps).where(steps.c.id == step_id).values(dict(values)))
+
+
+def delete_step(conn: sa.Connection, tables: app_tables.AppTables, step_id: Any) -> None:
+    steps = tables.steps
+    conn.execute(sa.delete(steps).where(steps.c.id == step_id))
