@@ -76,6 +76,93 @@ def _imports(path: Path) -> set[str]:
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
+# The layers, lowest first (docs/architecture.md draws them): a module may import its
+# own layer and the layers below it, never one above.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "foundations",
+        (
+            "flowrunner.errors",
+            "flowrunner.sanitize",
+            "flowrunner.sqltypes",
+            "flowrunner.durations",
+            "flowrunner.statuses",
+            "flowrunner.modes",
+            "flowrunner.templates",
+        ),
+    ),
+    ("query language", ("flowrunner.query",)),
+    (
+        "rows and validation",
+        (
+            "flowrunner.binding",
+            "flowrunner.rows",
+            "flowrunner.validate",
+            "flowrunner.snapshot",
+            "flowrunner.commands",
+        ),
+    ),
+    ("interpreter", ("flowrunner.interpreter",)),
+    ("store", ("flowrunner.store",)),
+    (
+        "runner",
+        (
+            "flowrunner.tables",
+            "flowrunner.saving",
+            "flowrunner.orm_hook",
+            "flowrunner.flowfiles",
+            "flowrunner.starting",
+            "flowrunner.operating",
+            "flowrunner.worker",
+            "flowrunner.runner",
+            "flowrunner.testing",
+            "flowrunner.app",
+        ),
+    ),
+    ("surfaces", ("flowrunner.cli", "flowrunner.demo", "flowrunner.__main__")),
+)
+
+# (importer, imported) pairs that go up a layer on purpose, each with its reason.
+UPWARD = {
+    # FlowBinding.check(engine) is the apps' one-call check at startup: it asks the store
+    # to read the tables (an import inside the method); the rest of binding judges only
+    # the MetaData it is given.
+    ("flowrunner.binding", "flowrunner.store"),
+    ("flowrunner.binding", "flowrunner.store.app_tables"),
+}
+
+
+def layer_of(module: str) -> int | None:
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_every_module_has_a_layer_and_imports_only_downwards(path: Path) -> None:
+    name = _module_name(path)
+    if name == "flowrunner":
+        return  # the public API gathers from every layer
+    mine = layer_of(name)
+    assert mine is not None, f"{name} belongs to no layer: add it to LAYERS (and the docs)"
+    upward = sorted(
+        imported
+        for imported in _imports(path)
+        if (layer_of(imported) or 0) > mine and (name, imported) not in UPWARD
+    )
+    assert not upward, f"{name} ({LAYERS[mine][0]}) must not import upwards: {upward}"
+
+
+def test_the_documented_layers_are_the_enforced_ones() -> None:
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for layer, prefixes in LAYERS:
+        assert layer in text, f"docs/architecture.md does not name the layer {layer!r}"
+        for prefix in prefixes:
+            short = prefix.removeprefix("flowrunner.").replace(".", "/")
+            assert short in text, f"docs/architecture.md does not place {prefix}"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
 def test_imports_flow_one_way(path: Path) -> None:
     name = _module_name(path)

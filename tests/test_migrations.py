@@ -68,7 +68,7 @@ def test_a_fresh_schema_equals_a_migrated_one(any_engine: sa.Engine) -> None:
 def test_an_empty_database_is_refused_with_the_command_to_run(any_engine: sa.Engine) -> None:
     found = migrate.status(any_engine)
     assert found.current is None and not found.is_current
-    assert found.pending == (migrate.head(),)
+    assert found.pending[-1] == migrate.head() and found.pending[0] == "0001"
     with pytest.raises(errors.SchemaOutdated, match="flowrunner migrate up --app MODULE:ATTR"):
         migrate.ensure_current(any_engine)
 
@@ -157,3 +157,27 @@ def test_deploys_migrating_at_once_take_turns(any_engine: sa.Engine) -> None:
     assert failures == []
     assert migrate.status(any_engine).is_current
     assert differences(any_engine) == []
+
+
+def test_runs_due_before_0002_take_their_runs_resource(any_engine: sa.Engine) -> None:
+    """A database with due work at 0001 keeps it claimable by its own resource's runner."""
+    migrate.upgrade(any_engine, "0001")
+    with any_engine.begin() as conn:
+        now = "2026-01-05 09:00:00+00:00"
+        conn.execute(
+            sa.text(
+                "INSERT INTO flowrunner_runs (id, resource, record_id, flow_id, flow_name,"
+                " start_key, snapshot, digest, status, state, version, started_at, updated_at)"
+                " VALUES (1, 'ticket', '7', '1', 'f', 'k', '{}', 'd', 'waiting', '{}', 1,"
+                " :now, :now)"
+            ),
+            {"now": now},
+        )
+        conn.execute(
+            sa.text("INSERT INTO flowrunner_due (run_id, due_at, wakes) VALUES (1, :now, 0)"),
+            {"now": now},
+        )
+    migrate.upgrade(any_engine)
+    with any_engine.connect() as conn:
+        resource = conn.execute(sa.text("SELECT resource FROM flowrunner_due")).scalar_one()
+    assert resource == "ticket"

@@ -68,6 +68,10 @@ runs = sa.Table(
     sa.Column("error", dialects.json_type(), nullable=True),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("started_by", sa.Text, nullable=True),
+    # Events about the record up to this id were stored before the run began.
+    sa.Column("event_floor", Id, nullable=True),
+    # A failed run an operator started again points at its new run.
+    sa.Column("restarted_as", Id, nullable=True),
     sa.UniqueConstraint("resource", "flow_id", "start_key"),
     sa.Index(None, "resource", "record_id"),
     sa.Index(None, "status"),
@@ -88,6 +92,8 @@ step_log = sa.Table(
     # started, done, waiting, woke, arrived, timed_out, failed, notice, set, command, ...
     sa.Column("what", sa.Text, nullable=False),
     sa.Column("detail", dialects.json_type(), nullable=True),
+    # When it happened on the flow's own clock (``at``: when a worker did it).
+    _at("due_at", nullable=True),
     sa.Index(None, "run_id", "id"),
 )
 
@@ -100,8 +106,11 @@ due = sa.Table(
     # Bumped by every wake-up, so a worker finishing a claim can tell it was woken
     # meanwhile and must not postpone the wake-up it did not see.
     sa.Column("wakes", sa.Integer, nullable=False, server_default="0"),
+    # The run's resource: each runner claims only its own resource's runs.
+    sa.Column("resource", sa.Text, nullable=True),
     sa.Index(None, "due_at"),
     sa.Index(None, "tenant", "due_at"),
+    sa.Index(None, "resource", "due_at"),
 )
 
 events = sa.Table(

@@ -59,6 +59,10 @@ class RunRow:
     """Why it is as it is, in a sentence (why it failed, who cancelled it)."""
     started_by: str | None
     """Who started it: the runner's principal, or the operator of a manual start."""
+    event_floor: int | None = None
+    """Events about the record with ids up to this were stored before the run began."""
+    restarted_as: int | None = None
+    """The run an operator started again in this failed run's place, if any."""
 
     @property
     def ended(self) -> bool:
@@ -91,6 +95,8 @@ class LogRow:
     """What happened: ``started``, ``waiting``, ``done``, ``failed``, ``retried``, ..."""
     detail: object
     """More about it, sanitized: usually a short text (may be empty); any JSON value."""
+    due_at: datetime | None = None
+    """When it happened on the flow's own clock, where a worker did it later (``at``)."""
 
 
 def _run(row: sa.Row[Any]) -> RunRow:
@@ -382,6 +388,7 @@ def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
             pass_=row._mapping["pass"],
             what=row.what,
             detail=row.detail,
+            due_at=row.due_at,
         )
         for row in rows
     ]
