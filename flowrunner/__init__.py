@@ -14,6 +14,8 @@ Conditions: ``flowrunner.parse("status = open and amount > 1000")``; durations:
 
 from __future__ import annotations
 
+import importlib.metadata
+
 from flowrunner.binding import FlowBinding, Kind, NotifyRule
 from flowrunner.commands import Command, CommandContext
 from flowrunner.durations import Duration, parse_duration
@@ -77,3 +79,8 @@ __all__ = [
     "parse_duration",
     "parse_value",
 ]
+
+try:
+    __version__ = importlib.metadata.version("flowrunner")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"

@@ -2,7 +2,7 @@
 
 An import is all or nothing: every flow and step in the file is judged first, and
 one bad row refuses the whole file with every problem listed by row; nothing is
-written. With ``replace`` a flow of the same name is replaced.
+written. With ``replace`` a flow of the same name is replaced. A YAML file::
 
     flows:
       - name: Small orders

@@ -3,6 +3,7 @@
 An application may instead bring tables it already has; ``FlowBinding.check`` reads
 them by reflection and names any fixed column they lack. ``reflect`` reads the three
 tables once, for ``flowrunner.saving`` and ``flowrunner.orm_hook.check_session``.
+Declaring them::
 
     metadata = sa.MetaData()
     po_flow = tables.flows_table(metadata, "po_flow")

@@ -52,6 +52,13 @@ def mount(
     return testing.FlowDriver(runner, start=start)
 
 
+def stored(driver: testing.FlowDriver, record_id: Any, *, tenant: Any = None) -> dict[str, Any]:
+    """The record as stored now, which must exist."""
+    record = driver.record(record_id, tenant=tenant)
+    assert record is not None, f"record {record_id} does not exist"
+    return record
+
+
 def count(engine: sa.Engine, table: sa.Table, **where: Any) -> int:
     query = sa.select(sa.func.count()).select_from(table)
     for column, value in where.items():

@@ -36,7 +36,7 @@ def make(**changes: Any) -> FlowBinding:
 
 
 def resource(metadata: sa.MetaData, *, drop: str | None = None, tenant: str | None = None) -> None:
-    columns = [
+    columns: list[sa.Column[Any]] = [
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("number", sa.String(20)),
         sa.Column("requester_id", sa.String(20)),

@@ -17,7 +17,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,9 @@ def order(n: int, amount: int = 25000) -> dict[str, Any]:
     return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": amount}
 
 
-def at(hours: float) -> datetime_t:
+def at(hours: float) -> datetime:
     return T0 + timedelta(hours=hours)
 
-
-datetime_t = type(T0)
 
 TICKETS = [
     Action("create", (ticket(1),)),

@@ -1,4 +1,4 @@
-"""The README's example flow is a real one: it reads and validates against the sample app."""
+"""The README's example flow is a real one, and its test command is the one CI runs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from running import app
 
 from flowrunner import flowfiles, query
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 
 def test_the_readme_flow_is_valid_for_the_purchase_order_app() -> None:
@@ -19,3 +20,11 @@ def test_the_readme_flow_is_valid_for_the_purchase_order_app() -> None:
     columns = query.column_types(module.purchase_order)
     assert flowfiles.problems(module.binding, docs, columns) == []
     assert [d.flow["name"] for d in docs] == ["Big orders"]
+
+
+def test_the_readme_test_command_is_what_ci_runs() -> None:
+    commands = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    full_suite = commands[1].strip().split(" && ")[-1]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[ci.index("# The README's test command:") + 1] == full_suite == "python -m pytest"
+    assert '`python -m pytest -m "not slow"`' in README.read_text(encoding="utf-8")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -10,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import durations, errors
+from flowrunner import errors
 from flowrunner.durations import Duration, parse_duration
 
 NEW_YORK = ZoneInfo("America/New_York")
@@ -156,8 +155,3 @@ def test_any_text_reads_or_raises_a_duration_error(text: str) -> None:
 def test_adding_then_moving_back_never_fails(duration: Duration, moment: datetime) -> None:
     later = duration.add_to(moment.replace(tzinfo=UTC), NEW_YORK)
     assert later >= moment.replace(tzinfo=UTC)
-
-
-def test_module_examples() -> None:
-    result = doctest.testmod(durations)
-    assert result.attempted > 0 and result.failed == 0

@@ -76,7 +76,7 @@ def test_the_purchase_order_commands(sqlite_engine: sa.Engine) -> None:
                 id=7, number="PO-7", requester_id="ann", amount=12000
             )
         )
-        record = {"id": 7}
+        record: dict[str, object] = {"id": 7}
         answer = po.request_approval(context(conn, record, approver="cfo, controller, cfo,"))
         assert answer == {"asked": 2}
         po.remind_approver(context(conn, record))

@@ -3,7 +3,6 @@ runs, with the same number of events to wait for, and nothing else is either."""
 
 from __future__ import annotations
 
-import doctest
 from typing import Any
 
 import pytest
@@ -150,7 +149,3 @@ def test_a_mode_reads_back_from_its_own_words(text: str) -> None:
     except ValueError:
         return
     assert modes.parse(str(mode)) == mode
-
-
-def test_the_doctests_hold() -> None:
-    assert doctest.testmod(modes).failed == 0

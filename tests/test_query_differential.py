@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import query_strategies as qs
 import sqlalchemy as sa
-import test_query_strategies as qs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

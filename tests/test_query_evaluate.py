@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import inspect
+import pickle
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -105,6 +107,49 @@ def test_evaluator_without_relatives_is_the_compiled_function() -> None:
     assert check({"status": "open", "amount": 100.5}) is True
 
 
+def test_matches_is_the_compiled_function_with_the_methods_face() -> None:
+    condition = query.parse("status = open and amount > 100")
+    check = condition.matches
+    assert not inspect.ismethod(check)
+    assert condition.matches is check
+    assert check({"status": "open", "amount": 101}) is True
+    assert check({"status": "open", "amount": 100}, NOW, {}) is False
+    assert check.__doc__ == query.Condition.matches.__doc__
+    assert check.__qualname__ == "Condition.matches"
+    assert list(inspect.signature(check).parameters) == ["record", "now", "event"]
+    assert query.Condition.matches(condition, {"status": "open", "amount": 101}) is True
+
+
+@pytest.mark.parametrize(
+    ("record", "now", "event", "expected"),
+    [
+        ({"t": NOW - timedelta(hours=2)}, NOW, {"decision": "yes"}, True),
+        ({"t": NOW - timedelta(hours=2)}, NOW, None, False),
+        ({"t": NOW - timedelta(hours=2)}, NOW - timedelta(hours=2), {"decision": "yes"}, False),
+        ({"t": NOW}, None, {"decision": "yes"}, True),
+        ({"t": None}, NOW, {"decision": "yes"}, False),
+    ],
+)
+def test_matches_reads_now_and_event(
+    record: dict[str, Any], now: datetime | None, event: dict[str, Any] | None, expected: bool
+) -> None:
+    condition = query.parse("t < now() - 1 hour and event.decision = yes", event=True)
+    assert condition.matches(record, now, event) is expected
+    assert condition.matches(record=record, event=event, now=now) is expected
+    assert query.Condition.matches(condition, record, now, event) is expected
+    assert condition.evaluator(now, event)(record) is expected
+
+
+def test_a_used_condition_pickles_and_compiles_again() -> None:
+    condition = query.parse("t < now() and status = open")
+    assert condition.matches({"t": NOW, "status": "open"}) is True
+    again = pickle.loads(pickle.dumps(condition))
+    assert again == condition
+    assert again.text == condition.text
+    assert again.matches({"t": NOW, "status": "open"}) is True
+    assert again.matches({"t": NOW, "status": "shut"}) is False
+
+
 def test_literals_are_data_not_code() -> None:
     payload = "__import__('os').system('echo pwned') or ''"
     condition = query.parse(f"x = {query.Literal(payload, query.ColumnType.TEXT)}")
@@ -112,6 +157,8 @@ def test_literals_are_data_not_code() -> None:
     function = condition.evaluator()
     assert payload in function.__code__.co_consts
     assert function.__globals__["__builtins__"] == {}
+    assert payload in condition.matches.__code__.co_consts
+    assert condition.matches.__globals__["__builtins__"] == {}
 
 
 def test_utc_datetime_round_trips(any_engine: sa.Engine) -> None:

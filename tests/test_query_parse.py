@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+import query_strategies as qs
 import sqlalchemy as sa
-import test_query_strategies as qs
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -27,7 +27,7 @@ def found(row: dict[str, Any], binding: FlowBinding = BINDING) -> list[tuple[str
     return [(e.field, e.code, e.message) for e in problems]
 
 
-VALID = {
+VALID: dict[str, list[dict[str, Any]]] = {
     "set": [
         {"kind": "set", "field": "status", "value": "approved"},
         {"kind": "set", "field": "priority", "value": "'very high'", "title": "Raise"},
@@ -80,7 +80,7 @@ def test_valid_rows_are_accepted(row: dict[str, Any]) -> None:
     assert found(row) == []
 
 
-INVALID: list[tuple[dict[str, Any], tuple[str, str, str]]] = [
+INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
     # set
     (
         {"kind": "set", "field": "amount", "value": "3"},
@@ -375,10 +375,11 @@ def test_invalid_flow_rows(row: dict[str, Any], expected: tuple[str, str, str | 
 
 def test_valid_flow_rows() -> None:
     existing = [{"id": 1, "name": "Big orders", "start": "created"}]
-    for row in [
+    rows: list[dict[str, Any]] = [
         {"name": "Small", "start": "created", "condition": "amount <= 10000"},
         {"name": "Changed", "start": "updated", "changes": "priority", "active": "false"},
         {"name": "By hand", "start": "manual", "active": True},
         {"id": 1, "name": "Big orders", "start": "created"},  # an update keeps its own name
-    ]:
+    ]
+    for row in rows:
         assert validate.errors_for_flow_row(BINDING, row, COLUMNS, existing=existing) == []

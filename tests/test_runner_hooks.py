@@ -21,6 +21,7 @@ class Base(orm.DeclarativeBase):
 
 class Ticket(Base):
     __table__ = TICKETS.ticket
+    status: orm.Mapped[str | None]  # typing only: the columns come from the table
 
 
 def test_orm_inserts_and_updates_start_flows_in_the_same_flush(any_engine: sa.Engine) -> None:
@@ -80,4 +81,5 @@ def test_the_authorization_hook_is_checked_at_mount_and_on_every_attempt(
     driver.create(order)
     [run] = driver.runs(1)
     assert run.status == "failed"
+    assert run.reason is not None
     assert "not allowed to run command 'send_purchase_order'" in run.reason

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import T0
+from running import T0, stored
 
 from flowrunner import (
     EventRejected,
@@ -92,8 +92,8 @@ def test_each_record_runs_only_its_own_tenants_flows(any_engine: sa.Engine) -> N
     driver = mount(any_engine)
     driver.create(record(1, "acme"))
     driver.create(record(2, "globex"))
-    assert driver.record(1, tenant="acme")["status"] == "seen by acme"
-    assert driver.record(2, tenant="globex")["status"] == "seen by globex"
+    assert stored(driver, 1, tenant="acme")["status"] == "seen by acme"
+    assert stored(driver, 2, tenant="globex")["status"] == "seen by globex"
     [run] = driver.runs(1, tenant="acme")
     assert run.tenant == "acme"
     assert driver.runs(1, tenant="globex") == []
@@ -106,10 +106,10 @@ def test_events_and_operators_stay_within_their_tenant(any_engine: sa.Engine) ->
     driver.create(record(2, "globex"))
     with pytest.raises(EventRejected, match="does not exist"):
         driver.emit("desk.replied", {"ticket": 1, "tenant_id": "globex"})
-    assert driver.record(1, tenant="acme")["priority"] == "low"
+    assert stored(driver, 1, tenant="acme")["priority"] == "low"
     driver.emit("desk.replied", {"ticket": 1, "tenant_id": "acme"})
-    assert driver.record(1, tenant="acme")["priority"] == "replied"
-    assert driver.record(2, tenant="globex")["priority"] == "low"
+    assert stored(driver, 1, tenant="acme")["priority"] == "replied"
+    assert stored(driver, 2, tenant="globex")["priority"] == "low"
     [globex_run] = driver.runs(2, tenant="globex")
     with pytest.raises(OperatorError, match="no run"):
         runner.cancel(globex_run.id, operator="acme-admin", tenant="acme")

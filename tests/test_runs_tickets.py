@@ -7,16 +7,19 @@ broken rows, and what operators do.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import T0, count, mount, whats
+from running import T0, count, mount, stored, whats
 
-from flowrunner import errors
+from flowrunner import errors, testing
 from flowrunner.store import operations as ops
 
 
-def ticket(ticket_id: int, *, due_in: timedelta | None = timedelta(hours=8), **extra: object):
+def ticket(
+    ticket_id: int, *, due_in: timedelta | None = timedelta(hours=8), **extra: object
+) -> dict[str, Any]:
     return {
         "id": ticket_id,
         "title": f"Ticket {ticket_id}",
@@ -27,7 +30,7 @@ def ticket(ticket_id: int, *, due_in: timedelta | None = timedelta(hours=8), **e
     }
 
 
-def notices(driver, audience: str | None = None) -> list[str]:
+def notices(driver: testing.FlowDriver, audience: str | None = None) -> list[str | None]:
     return [n.title for n in driver.notices() if audience is None or n.audience == audience]
 
 
@@ -41,7 +44,7 @@ def test_sla_warns_then_escalates_an_open_ticket(any_engine: sa.Engine) -> None:
     driver.advance("1 hour")  # 13:00, four hours before due
     assert notices(driver) == ["Ticket 1: This ticket is due in four hours."]
     driver.advance("4 hours")  # due, still open
-    assert driver.record(1)["priority"] == "high"
+    assert stored(driver, 1)["priority"] == "high"
     assert notices(driver, "requester") == [
         "Ticket 1: Your ticket is late; we raised its priority."
     ]
@@ -59,7 +62,7 @@ def test_a_resolved_ticket_ends_at_the_branch(any_engine: sa.Engine) -> None:
     [run] = driver.runs(1)
     assert run.status == "done"
     assert run.reason == "branch 'Still open?' did not hold"
-    assert driver.record(1)["priority"] == "normal"
+    assert stored(driver, 1)["priority"] == "normal"
     assert len(notices(driver)) == 1
 
 
@@ -92,7 +95,7 @@ def test_until_waits_while_the_date_is_null(any_engine: sa.Engine) -> None:
     assert driver.next_due() is None  # nothing polls the record
     driver.update(1, due_at=driver.now + timedelta(hours=1))
     driver.advance("1 hour")
-    assert driver.record(1)["status"] == "late"
+    assert stored(driver, 1)["status"] == "late"
     assert driver.runs(1)[0].status == "done"
 
 
@@ -145,7 +148,7 @@ OWN_WRITES = """
 def test_a_flows_own_writes_start_nothing(any_engine: sa.Engine) -> None:
     driver = mount(any_engine, "tickets", flows=OWN_WRITES)
     driver.create(ticket(1, due_in=None))
-    assert driver.record(1)["priority"] == "high"
+    assert stored(driver, 1)["priority"] == "high"
     assert [r.flow_name for r in driver.runs(1)] == ["Raise"]
     driver.update(1, priority="low")  # a person's change does start it
     assert sorted(r.flow_name for r in driver.runs(1)) == ["On priority", "Raise"]
@@ -200,6 +203,7 @@ def test_a_row_broken_after_it_was_written_fails_the_run_with_a_sentence(
     driver.create(ticket(1))
     [run] = driver.runs(1)
     assert run.status == "failed"
+    assert run.reason is not None
     assert "SLA warning" in run.reason and "Raise priority" in run.reason
     assert "position 5" in run.reason
     assert driver.next_due() is None

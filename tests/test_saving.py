@@ -196,6 +196,9 @@ class Flow(Base):
 class Step(Base):
     __table__ = po.po_flow_step
     flow: orm.Mapped[Flow] = orm.relationship(back_populates="steps")
+    # Typing only: the columns come from the table.
+    title: orm.Mapped[str | None]
+    duration: orm.Mapped[str | None]
 
 
 @pytest.fixture

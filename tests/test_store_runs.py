@@ -146,7 +146,9 @@ def test_statuses_are_stored_as_their_plain_words(engine: sa.Engine) -> None:
     # itself, never a member's name or repr (psycopg, for one, dumps an Enum by name).
     run = state_mod.RunState(
         status=statuses.RunStatus.DONE,
-        lanes=[state_mod.LaneState(step_id=1, kind="wait", pass_=1, status="done")],
+        lanes=[
+            state_mod.LaneState(step_id=1, kind="wait", pass_=1, status=statuses.LaneStatus.DONE)
+        ],
     )
     with dialects.begin(engine) as conn:
         run_id = start(conn, status=statuses.RunStatus.WAITING)

@@ -56,9 +56,3 @@ def test_each_plain_placeholder_gets_its_value_verbatim(values: dict[str, str]) 
 def test_a_value_with_braces_is_not_read_as_a_template(value: str) -> None:
     sneaky = "{" + value + "} {x.__class__}"
     assert templates.render("<{v}>", {"v": sneaky}) == f"<{sneaky}>"
-
-
-def test_docstring_examples_hold() -> None:
-    import doctest
-
-    assert doctest.testmod(templates).failed == 0

@@ -22,7 +22,7 @@ SIBLINGS = [
     {"id": 2, "flow_id": 7, "position": 5, "kind": "send", "title": "Send"},
 ]
 
-SAMPLES = {
+SAMPLES: dict[str, list[Any]] = {
     "kind": [*BINDING.kind_names, "approve", "", "SET"],
     "duration": ["2 days", "-4 hours", "P1D", "0 minutes", "2 dayz", "1 day 4 hours"],
     "remind": ["1 day", "-1 day", "soon"],

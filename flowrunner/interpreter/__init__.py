@@ -1,4 +1,4 @@
-"""The durable engine's pure core: run state, what happened, effects and the interpreter.
+"""The durable engine's pure core: run state, what happened, effects and the interpreter::
 
     step = interpret.advance(snapshot, state, happened, now, config)
     # apply step.effects and store step.state in one transaction

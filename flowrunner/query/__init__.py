@@ -40,6 +40,11 @@ def parse(text: str, columns: ColumnsArg | None = None, *, event: bool = False) 
 
     >>> parse("region in (EU, 'US') and not (priority = low)").columns == {"region", "priority"}
     True
+    >>> try:
+    ...     parse("status = open and amont > 5", {"status": "text", "amount": "number"})
+    ... except errors.QueryError as error:
+    ...     print(error.line, error.column, error.message)
+    1 19 unknown column 'amont' — did you mean 'amount'? The columns are: amount, status
     """
     frozen: _Frozen = None
     if columns is not None:

@@ -1,8 +1,10 @@
-"""The Python evaluator: compiles a typed AST once into a plain function over a record.
+"""The Python evaluator: compiles a typed AST once into plain functions over a record.
 
-The function's body is the condition itself, built as a Python ``ast`` expression from
+The functions' body is the condition itself, built as a Python ``ast`` expression from
 the AST nodes (never from the user's text): each literal is a constant or a name bound
-in the function's own namespace, each record value is read once with ``r.get(...)``.
+in the functions' own namespace, each record value is read once with ``record.get(...)``.
+The same body makes two functions: ``function(record, event, n)`` for ``evaluator`` and
+``matches(record, now=None, event=None)``, which is ``Condition.matches`` itself.
 Common cases (text equality, number comparisons) run inline; everything else goes
 through ``_test``, which coerces the value to the compared type first. A value that is
 null, missing, or not of the compared type makes a comparison false — except ``!=`` and
@@ -14,7 +16,7 @@ from __future__ import annotations
 import ast as pyast
 import operator
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flowrunner.query import ast, types
@@ -76,6 +78,7 @@ class _Compiler:
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {"_test": _test, "_EMPTY": _EMPTY}
         self.relatives: list[tuple[ast.Relative, types.ColumnType]] = []
+        self.reads_event = False
         self.temps = 0
 
     def expr(self, node: ast.Node) -> pyast.expr:
@@ -100,7 +103,8 @@ class _Compiler:
         return self.test(node.left, node.ctype, node.op, expected)
 
     def read(self, ref: ast.Ref) -> pyast.expr:
-        source = "r" if ref.scope == "record" else "e"
+        source = "record" if ref.scope == "record" else "event"
+        self.reads_event = self.reads_event or source == "event"
         get = pyast.Attribute(pyast.Name(source, pyast.Load()), "get", pyast.Load())
         return pyast.Call(get, [pyast.Constant(ref.name)], [])
 
@@ -156,25 +160,63 @@ class _Compiler:
         return pyast.IfExp(guard, fast, slow)
 
 
+def _name(name: str) -> pyast.Name:
+    return pyast.Name(name, pyast.Load())
+
+
+def _assign(name: str, value: pyast.expr) -> pyast.stmt:
+    return pyast.Assign([pyast.Name(name, pyast.Store())], value)
+
+
+def _arguments(names: list[str], defaults: list[pyast.expr]) -> pyast.arguments:
+    return pyast.arguments(
+        posonlyargs=[],
+        args=[pyast.arg(name) for name in names],
+        kwonlyargs=[],
+        kw_defaults=[],
+        defaults=defaults,
+    )
+
+
 class Compiled:
-    """A condition compiled to a function ``f(r, e=..., n=...)``; see ``evaluator``."""
+    """A condition compiled to ``function(record, event=..., n=...)`` and ``matches``.
+
+    ``function`` takes the event and the resolved relative values (``resolve``) as they
+    are, for ``evaluator``; ``matches(record, now=None, event=None)`` does both itself,
+    and only where the condition needs them, so a condition without ``now()`` or
+    ``event.`` costs one call of its body.
+    """
 
     def __init__(self, node: ast.Node) -> None:
         compiler = _Compiler()
         body = compiler.expr(node)
-        args = pyast.arguments(
-            posonlyargs=[],
-            args=[pyast.arg("r"), pyast.arg("e"), pyast.arg("n")],
-            kwonlyargs=[],
-            kw_defaults=[],
-            defaults=[pyast.Name("_EMPTY", pyast.Load()), pyast.Tuple([], pyast.Load())],
-        )
-        tree = pyast.Expression(pyast.Lambda(args, body))
-        pyast.fix_missing_locations(tree)
-        code = compile(tree, "<condition>", "eval")
-        namespace = dict(compiler.namespace, __builtins__={})
-        self.function: Evaluator = eval(code, namespace)
         self.relatives = tuple(compiler.relatives)
+        namespace = dict(compiler.namespace, __builtins__={}, _resolve=self.resolve)
 
-    def resolve(self, now: datetime) -> tuple[Any, ...]:
-        return tuple(types.coerce(rel.resolve(now), ctype) for rel, ctype in self.relatives)
+        function = pyast.Lambda(
+            _arguments(["record", "event", "n"], [_name("_EMPTY"), pyast.Tuple([], pyast.Load())]),
+            body,
+        )
+        # The prologue of `matches` is what `evaluator` does once for many records.
+        prologue: list[pyast.stmt] = []
+        if compiler.reads_event:
+            empty = pyast.BoolOp(pyast.Or(), [_name("event"), _name("_EMPTY")])
+            prologue.append(_assign("event", empty))
+        if self.relatives:
+            prologue.append(_assign("n", pyast.Call(_name("_resolve"), [_name("now")], [])))
+        matches = pyast.FunctionDef(
+            name="matches",
+            args=_arguments(["record", "now", "event"], [pyast.Constant(None)] * 2),
+            body=[*prologue, pyast.Return(body)],
+            decorator_list=[],
+        )
+        tree = pyast.Module([_assign("function", function), matches], [])
+        pyast.fix_missing_locations(tree)
+        exec(compile(tree, "<condition>", "exec"), namespace)
+        self.function: Evaluator = namespace["function"]
+        self.matches: Evaluator = namespace["matches"]
+
+    def resolve(self, now: datetime | None) -> tuple[Any, ...]:
+        """The values of the condition's ``now()`` and ``today()`` at ``now`` (default: now)."""
+        at = now or datetime.now(UTC)
+        return tuple(types.coerce(rel.resolve(at), ctype) for rel, ctype in self.relatives)

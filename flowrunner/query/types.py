@@ -42,7 +42,11 @@ _NOUNS = {
     ColumnType.TIMESTAMP: "a date and time",
 }
 
-ColumnsArg = sa.Table | Mapping[str, "ColumnType | str | sa.types.TypeEngine[Any]"]
+# A SQL type may be given as its class (``sa.Float``) or an instance (``sa.Numeric(12, 2)``).
+ColumnsArg = (
+    sa.Table
+    | Mapping[str, "ColumnType | str | sa.types.TypeEngine[Any] | type[sa.types.TypeEngine[Any]]"]
+)
 
 _NUMBER_TEXT = re.compile(r"[+-]?\d+(?:\.\d+)?")
 

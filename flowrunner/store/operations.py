@@ -1,4 +1,4 @@
-"""Every store operation under one name, for the worker, the runner and the CLI.
+"""Every store operation under one name, for the worker, the runner and the CLI::
 
     from flowrunner.store import operations as ops
     ops.claim_due(engine, now=now, owner=owner, limit=10, ttl=timedelta(minutes=5))

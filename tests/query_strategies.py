@@ -1,4 +1,4 @@
-"""Hypothesis strategies shared by the query-language property tests (no tests of its own)."""
+"""Hypothesis strategies shared by the query-language property tests: a helper, not tests."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ COLUMNS: dict[str, T] = {
     "naive_at": T.TIMESTAMP,
 }
 # Columns whose SQL type is not the default for their query type.
-_SQL_OVERRIDES = {"ratio": sa.Float(), "naive_at": sa.DateTime()}
+_SQL_OVERRIDES: dict[str, sa.types.TypeEngine[Any]] = {
+    "ratio": sa.Float(),
+    "naive_at": sa.DateTime(),
+}
 
-_SQL_TYPES = {
+_SQL_TYPES: dict[T, sa.types.TypeEngine[Any]] = {
     T.TEXT: sa.String(),
     T.NUMBER: sa.Numeric(),
     T.BOOLEAN: sa.Boolean(),
@@ -50,7 +53,7 @@ def table(name: str = "t") -> sa.Table:
     )
 
 
-_text_alphabet = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
+_text_alphabet = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 TEXT_POOL = [
     "open",
     "Open",
