@@ -90,6 +90,8 @@ class FlowRunner:
                     inputs=tuple(kind.input),
                     wait_for=kind.wait_for,
                     remind=kind.remind,
+                    by=kind.by,
+                    cancel=kind.cancel,
                 )
                 for name, kind in binding.kinds.items()
             },
@@ -103,7 +105,7 @@ class FlowRunner:
 
     def _check_commands(self) -> None:
         for name, kind in self.binding.kinds.items():
-            for command in filter(None, (kind.command, kind.remind)):
+            for command in filter(None, (kind.command, kind.remind, kind.cancel)):
                 if command not in self.commands:
                     given = ", ".join(sorted(self.commands)) or "none"
                     raise errors.BindingError(

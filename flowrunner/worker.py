@@ -211,7 +211,7 @@ class Worker:
         runner = self.runner
         run_id = claim.run_id
         run = ops.load_run(conn, run_id)
-        if run.status in statuses.ENDED:
+        if run.status in statuses.ENDED and not state.cancel_pending(run.state):
             ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
             ops.finish_lease(
                 conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=True

@@ -15,13 +15,20 @@ from flowrunner import query
 
 @dataclass(frozen=True)
 class KindConfig:
-    """An application kind of step: the command it runs and what it then waits for."""
+    """An application kind of step: the command it runs and what it then waits for.
+
+    ``by`` is the event field naming who answered (modes then count distinct
+    answerers); ``cancel`` the command run once when a waiting step stops waiting
+    for any reason but its answers.
+    """
 
     name: str
     command: str
     inputs: tuple[str, ...] = ()
     wait_for: str | None = None
     remind: str | None = None
+    by: str | None = None
+    cancel: str | None = None
 
 
 @dataclass(frozen=True)
