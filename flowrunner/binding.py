@@ -88,7 +88,14 @@ class Kind(_Model):
     binding event that ends the step; ``remind`` a command run while it waits.
     ``retry`` (a ``RetryPolicy``) replaces the runner's policy for this kind's command;
     ``timeout`` (``"30 seconds"``) is how long one attempt of its commands may take —
-    an attempt that ends later counts as a failed one and is retried.
+    an attempt that ends later counts as a failed one and is retried. ``by`` names the
+    event field saying who answered: the step's mode then counts distinct answerers,
+    not events. ``cancel`` names a command run once when a waiting step
+    stops waiting for any reason but its answers (the run cancelled or failed, the
+    wait given up, its condition holding), so the application can withdraw its asks.
+
+    >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
+    'approver'
     """
 
     command: str
@@ -97,13 +104,20 @@ class Kind(_Model):
     remind: str | None = None
     retry: retry_policy.RetryPolicy | None = None
     timeout: str | None = None
+    by: str | None = None
+    cancel: str | None = None
 
-    @pydantic.field_validator("command", "remind")
+    @pydantic.field_validator("command", "remind", "cancel")
     @classmethod
     def _command(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("a command name cannot be empty")
         return value
+
+    @pydantic.field_validator("by")
+    @classmethod
+    def _by(cls, value: str | None) -> str | None:
+        return None if value is None else _name(value, "the answerer field (by)")
 
     @pydantic.field_validator("input")
     @classmethod
@@ -127,11 +141,19 @@ class Kind(_Model):
         return value
 
     @pydantic.model_validator(mode="after")
-    def _remind_needs_wait(self) -> Kind:
-        if self.remind is not None and self.wait_for is None:
+    def _waiting_needs_wait(self) -> Kind:
+        if self.wait_for is not None:
+            return self
+        if self.remind is not None:
             raise ValueError(
                 f"remind {self.remind!r} needs wait_for: a kind reminds only while it waits"
             )
+        if self.by is not None:
+            raise ValueError(
+                f"by {self.by!r} needs wait_for: it names who answered the awaited event"
+            )
+        if self.cancel is not None:
+            raise ValueError(f"cancel {self.cancel!r} needs wait_for: a kind cancels only a wait")
         return self
 
     @property

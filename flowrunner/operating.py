@@ -29,7 +29,13 @@ def cancel(
     reason: str = "",
     tenant: binding.Tenant = None,
 ) -> None:
-    """Cancel a run that has not ended; journaled with the operator's name."""
+    """Cancel a run that has not ended; journaled with the operator's name.
+
+    The run reads ``cancelled`` as soon as this returns, and nothing more of its flow
+    runs. Its waiting steps are told by the next worker advance, which the cancel makes
+    due at once: the interpreter ends the run there and the kinds' cancel commands run
+    in the worker's transaction, under the run's lease, so each runs once.
+    """
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         run = run_for_operator(runner, conn, run_id, tenant)
@@ -37,8 +43,14 @@ def cancel(
             raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-        current.status = statuses.RunStatus.CANCELLED
-        current.reason = why
+        if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
+            current.cancel_requested = why  # the worker ends it, telling the steps
+            due: datetime | None = now
+        else:
+            # A run whose rows broke cannot run its kinds' commands: it just ends.
+            current.status = statuses.RunStatus.CANCELLED
+            current.reason = why
+            due = None
         ops.save_run(
             conn,
             run_id,
@@ -49,7 +61,7 @@ def cancel(
             reason=why,
             error=run.error,
         )
-        ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
+        ops.set_due(conn, run_id=run_id, due_at=due, tenant=run.tenant)
         ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=why)
         _journal(conn, run, operator, "cancel", now, {"reason": reason})
 

@@ -87,6 +87,8 @@ class FlowRunner:
                     remind=kind.remind,
                     retry=kind.retry,
                     timeout=kind.timeout_delta,
+                    by=kind.by,
+                    cancel=kind.cancel,
                 )
                 for name, kind in binding.kinds.items()
             },
@@ -100,7 +102,7 @@ class FlowRunner:
 
     def _check_commands(self) -> None:
         for name, kind in self.binding.kinds.items():
-            for command in filter(None, (kind.command, kind.remind)):
+            for command in filter(None, (kind.command, kind.remind, kind.cancel)):
                 if command not in self.commands:
                     given = ", ".join(sorted(self.commands)) or "none"
                     raise errors.BindingError(

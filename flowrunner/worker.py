@@ -255,7 +255,7 @@ class _Advance:
     def advance(self) -> state.RunState | None:
         """Advance the run and save it; its new state, or None if it had ended or stopped."""
         runner, conn, run, now = self.runner, self.conn, self.run, self.now
-        if run.status in statuses.ENDED:
+        if run.status in statuses.ENDED and not state.cancel_pending(run.state):
             ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
             self._give_up_lease(forget=True)
             return None

@@ -54,7 +54,12 @@ def test_orm_inserts_and_updates_start_flows_in_the_same_flush(any_engine: sa.En
 def test_the_authorization_hook_is_checked_at_mount_and_on_every_attempt(
     any_engine: sa.Engine,
 ) -> None:
-    allowed = {"request_approval", "remind_approver", "send_purchase_order"}
+    allowed = {
+        "request_approval",
+        "remind_approver",
+        "close_approval_requests",
+        "send_purchase_order",
+    }
 
     def authorize(principal: str, command: str) -> bool:
         return principal == "automation" and command in allowed

@@ -42,9 +42,15 @@ def one_approval(mode: str | None = None, *, approvers: str = "a, b, c", **more:
 
 
 def decide(
-    driver: testing.FlowDriver, order_id: int, decision: str = "approved", **payload: Any
+    driver: testing.FlowDriver,
+    order_id: int,
+    decision: str = "approved",
+    *,
+    by: str = "a",
+    **payload: Any,
 ) -> None:
-    driver.emit("po.decided", {"order": order_id, "decision": decision, **payload})
+    """An approver's answer (the fixture's approval kind counts each approver once)."""
+    driver.emit("po.decided", {"order": order_id, "decision": decision, "approver": by, **payload})
 
 
 def status(driver: testing.FlowDriver, order_id: int) -> str:
@@ -61,10 +67,11 @@ def test_a_wait_ends_exactly_when_its_mode_says(
     driver = mount(any_engine, "purchase_orders", flows=one_approval(mode))
     driver.create(order(1))
     assert count(any_engine, PO.approval_request, order_id=1) == 3
+    who = ["a", "b", "c"]
     for n in range(1, needed):
-        decide(driver, 1)
+        decide(driver, 1, by=who[n - 1])
         assert status(driver, 1) == "open", f"ended after {n} of {needed}"
-    decide(driver, 1)
+    decide(driver, 1, by=who[needed - 1])
     assert status(driver, 1) == "approved"
 
 
@@ -72,9 +79,9 @@ def test_the_condition_ends_the_wait_early(any_engine: sa.Engine) -> None:
     flows = one_approval("all", condition="event.decision = rejected")
     driver = mount(any_engine, "purchase_orders", flows=flows)
     driver.create(order(1))
-    decide(driver, 1, "approved")
+    decide(driver, 1, "approved", by="a")
     assert status(driver, 1) == "open"
-    decide(driver, 1, "rejected")
+    decide(driver, 1, "rejected", by="b")
     assert status(driver, 1) == "approved"  # the flow goes on: its branch decides
     [run] = driver.runs(1)
     assert "Approval: condition" in whats(driver, run.id)
@@ -83,7 +90,7 @@ def test_the_condition_ends_the_wait_early(any_engine: sa.Engine) -> None:
 def test_give_up_after_the_duration_and_go_on(any_engine: sa.Engine) -> None:
     driver = mount(any_engine, "purchase_orders", flows=one_approval("all", duration="1 week"))
     driver.create(order(1))
-    decide(driver, 1)
+    decide(driver, 1, by="a")
     driver.advance("6 days 23 hours")
     assert status(driver, 1) == "open"
     driver.advance("1 hour")

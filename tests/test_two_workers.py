@@ -69,7 +69,11 @@ def test_two_worker_processes_share_the_work_and_do_each_step_once(
         fresh = sorted(asked - answered)
         for order_id in fresh:
             with pg_engine.begin() as conn:
-                runner.emit(conn, "po.decided", {"order": order_id, "decision": "approved"})
+                runner.emit(
+                    conn,
+                    "po.decided",
+                    {"order": order_id, "decision": "approved", "approver": "boss"},
+                )
             answered.add(order_id)
         if not fresh:
             time.sleep(0.05)  # the workers have not asked anyone new yet

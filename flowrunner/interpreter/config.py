@@ -20,6 +20,9 @@ class KindConfig:
 
     ``retry`` is the kind's own policy for its failing command (None: the runner's);
     ``timeout`` the time one attempt of its commands may take (None: no limit).
+    ``by`` is the event field naming who answered (modes then count distinct
+    answerers); ``cancel`` the command run once when a waiting step stops waiting
+    for any reason but its answers.
     """
 
     name: str
@@ -29,6 +32,8 @@ class KindConfig:
     remind: str | None = None
     retry: RetryPolicy | None = None
     timeout: timedelta | None = None
+    by: str | None = None
+    cancel: str | None = None
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,12 @@ class Notify:
 class RunCommand:
     """Run an application command in the step's transaction, then advance with its result.
 
-    ``key`` is stable across retries of one pass (``step-7/pass-1``, or
-    ``step-7/pass-1/remind-2`` for a reminder); the driver prefixes the run id to make
-    the idempotency key. ``reminder`` is the reminder's number, or ``None`` for the
-    kind's own command.
+    ``key`` is stable across retries of one pass (``step-7/pass-1``,
+    ``step-7/pass-1/remind-2`` for a reminder, ``step-7/pass-1/cancel`` for the kind's
+    cancel command); the driver prefixes the run id to make the idempotency key.
+    ``reminder`` is the reminder's number, or ``None`` for the kind's own command;
+    ``cancel`` marks the kind's cancel command, run once and never retried. The
+    interpreter takes a reminder's or a cancel's answer as a history line only.
     """
 
     key: str
@@ -49,6 +51,7 @@ class RunCommand:
     inputs: Mapping[str, Any]
     attempt: int
     reminder: int | None = None
+    cancel: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,18 @@
 """The pure interpreter: a run's state and what happened in, the new state and effects out.
 
 ``start`` enters a fresh run at its first position; ``advance`` moves a run on from
-what happened since (the record as it is now, events, command answers, a cancel, the
-time); ``retry_failed`` is an operator's retry. No SQL, no clock, no I/O: the worker
-feeds these and applies the effects and the new state in one transaction, and for
-the same inputs they always give the same outputs (a replay after a crash repeats
-exactly). ``advance`` never raises: a step that cannot run fails the run with a
-sentence naming it.
+what happened since (the record as it is now, events, command answers, a cancel —
+given, or recorded in the state by an operator — and the time); ``retry_failed`` is
+an operator's retry. No SQL, no clock, no I/O: the worker feeds these and applies the
+effects and the new state in one transaction, and for the same inputs they always
+give the same outputs (a replay after a crash repeats exactly). ``advance`` never
+raises: a step that cannot run fails the run with a sentence naming it.
 
 Driving protocol: when a lane needs an application command the step carries a
 ``RunCommand`` and the lane waits in ``commanding``; the driver runs the command in
 the same transaction and calls ``advance`` again at once with its ``CommandResult``.
+A kind's cancel command (``RunCommand.cancel``) is driven the same way; its answer is
+taken as a history line even when the run ended in the advance that asked for it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flowrunner import errors, sanitize, snapshot, statuses
+from flowrunner.interpreter import cancelling, happened, lanes, reading
 from flowrunner.interpreter import config as config_mod
 from flowrunner.interpreter import effects as effects_mod
-from flowrunner.interpreter import happened, lanes, reading
 from flowrunner.interpreter import state as state_mod
 from flowrunner.interpreter.turn import Turn
 
@@ -69,6 +71,8 @@ def advance(
     turn = Turn(snap, run, seen, now, cfg)
     try:
         _advance(turn)
+        if run.status not in statuses.FINAL:
+            cancelling.sweep(turn)
     except Exception as error:
         # A bug (an IllegalMove included) or a stored state nobody foresaw: fail this run
         # loudly, with a sentence, rather than crash the worker on it again and again.
@@ -114,10 +118,14 @@ def retry_failed(
 
 def _advance(turn: Turn) -> None:
     run = turn.run
+    cancelling.take_answers(turn)  # also once the run has ended: they are history lines
     if run.status in statuses.FINAL:
         return
     if turn.seen.cancel is not None:
         turn.end_run(statuses.RunStatus.CANCELLED, f"cancelled by an operator: {turn.seen.cancel}")
+        return
+    if run.cancel_requested:
+        turn.end_run(statuses.RunStatus.CANCELLED, run.cancel_requested)
         return
     if run.status != statuses.RunStatus.FAILED:
         if turn.record is None:

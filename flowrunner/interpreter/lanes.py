@@ -8,9 +8,10 @@ that cannot run; the interpreter turns that into a failed run.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from flowrunner import durations, snapshot, statuses
-from flowrunner.interpreter import effects, happened, reading, retry, state
+from flowrunner.interpreter import answers, effects, happened, reading, retry, state, watching
 from flowrunner.interpreter.turn import Turn
 
 BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
@@ -138,10 +139,13 @@ def on_event(
     if kind.wait_for is None or event.name != kind.wait_for:
         return
     # Events count from the step's start, also while its command is still retried.
-    lane.received += 1
     lane.event = dict(event.payload)
-    turn.log("arrived", f"{event.name} #{event.id}", step, lane)
-    _check_condition(turn, step, lane)
+    if kind.by is None:
+        lane.received += 1
+        turn.log("arrived", f"{event.name} #{event.id}", step, lane)
+    else:
+        answers.take(turn, step, lane, kind.by, event)
+    _check_condition(turn, step, lane, lane.event)
     if lane.status == statuses.LaneStatus.WAITING:
         _app_done(turn, step, lane)
 
@@ -198,12 +202,7 @@ def _answered(
     turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
 ) -> None:
     kind = reading.kind(step, turn.cfg)
-    answer = result.answer or {}
-    if "asked" in answer:
-        try:
-            lane.asked = max(0, int(answer["asked"]))
-        except (TypeError, ValueError, OverflowError):
-            lane.asked = 1
+    answers.read_asked(lane, result.answer or {}, kind.by)
     if kind.wait_for is None:
         turn.finish(step, lane, "done")
         return
@@ -234,12 +233,18 @@ def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> Non
         _remind(turn, step, lane)
 
 
-def _check_condition(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
-    # Without an event a condition such as `event.decision = rejected` means nothing yet.
-    if lane.held or lane.event is None or reading.text(step, "condition") is None:
+def _check_condition(
+    turn: Turn,
+    step: snapshot.StepSpec,
+    lane: state.LaneState,
+    event: dict[str, Any] | None = None,
+) -> None:
+    # The record is watched on every advance; event fields are read as each answer
+    # arrives (``watching`` says how a condition reading both is read between them).
+    if lane.held or reading.text(step, "condition") is None:
         return
     condition = reading.condition(step, turn.cfg, event=True)
-    if condition.matches(turn.working_record(), turn.now, event=lane.event):
+    if watching.holds(condition, turn.working_record(), turn.now, event):
         lane.held = True
 
 

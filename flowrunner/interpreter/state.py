@@ -82,9 +82,12 @@ class LaneState(_Guarded):
     """One step at the current position, as it runs.
 
     ``since_event_id``: only events after it count for this lane. ``asked``/``received``
-    count what an app kind's command asked for and the events that came; ``event`` is
-    the latest that came (for a wait's condition). ``pending`` is the key of the
-    command this lane awaits an answer to; ``reminding`` the reminder awaiting one.
+    count what an app kind's command asked for and the answers that count (events, or
+    with the kind's ``by`` distinct answerers); ``event`` is the latest that came.
+    ``answerers`` are the distinct people who answered, in order, and ``asked_names``
+    whom the command said it asked (empty when it answered only a number). ``pending``
+    is the key of the command this lane awaits an answer to; ``reminding`` the
+    reminder awaiting one.
     """
 
     _what = "lane"
@@ -110,6 +113,8 @@ class LaneState(_Guarded):
     pending: str | None = None
     reminding: int | None = None
     outcome: str | None = None
+    answerers: list[str] = field(default_factory=list)
+    asked_names: list[str] = field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -143,6 +148,8 @@ class LaneState(_Guarded):
             values[f.name] = _moment(value) if f.name in _MOMENTS else value
         if values.get("event") is not None:
             values["event"] = dict(values["event"])
+        for name in ("answerers", "asked_names"):
+            values[name] = [str(v) for v in values.get(name) or ()]
         return cls(**values)
 
 
@@ -153,7 +160,9 @@ class RunState(_Guarded):
     ``moves`` counts positions entered (the loop bound); ``passes`` how often each
     position was entered (a step's pass number); ``last_event_id`` the highest event
     id already seen; ``error`` a sanitized envelope when failed; ``reason`` a sentence
-    saying why the run ended; ``last_goto`` the position of the latest goto taken.
+    saying why the run ended; ``last_goto`` the position of the latest goto taken;
+    ``cancel_requested`` an operator's cancel (its sentence) that the next advance
+    carries out.
     """
 
     _what = "run"
@@ -168,6 +177,7 @@ class RunState(_Guarded):
     error: dict[str, Any] | None = None
     reason: str | None = None
     last_goto: int | None = None
+    cancel_requested: str | None = None
 
     @property
     def ended(self) -> bool:
@@ -184,6 +194,7 @@ class RunState(_Guarded):
             "error": self.error,
             "reason": self.reason,
             "last_goto": self.last_goto,
+            "cancel_requested": self.cancel_requested,
         }
 
     @classmethod
@@ -198,8 +209,21 @@ class RunState(_Guarded):
             error=None if data.get("error") is None else dict(data["error"]),
             reason=data.get("reason"),
             last_goto=None if data.get("last_goto") is None else int(data["last_goto"]),
+            cancel_requested=data.get("cancel_requested"),
         )
 
     def copy(self) -> RunState:
         """A deep, independent copy (advance never changes the state it is given)."""
         return RunState.from_dict(self.to_dict())
+
+
+def cancel_pending(data: Mapping[str, Any] | None) -> bool:
+    """Whether a stored state holds an operator's cancel that no advance carried out yet.
+
+    The operator's cancel marks the run cancelled at once and leaves the rest to the
+    next worker advance (which tells the application through the kinds' cancel
+    commands); the worker advances such a run although its row reads ``cancelled``.
+    """
+    if not data or not data.get("cancel_requested"):
+        return False
+    return str(data.get("status")) not in statuses.FINAL

@@ -15,6 +15,9 @@ from flowrunner import sanitize, snapshot, statuses
 from flowrunner.interpreter import config as config_mod
 from flowrunner.interpreter import effects, happened, reading, state
 
+# Why a waiting step stopped, by the outcome it finished with (for the cancel's line).
+_STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
+
 
 class Turn:
     """One advance in progress over a copy of the run state."""
@@ -117,10 +120,40 @@ class Turn:
     def finish(
         self, step: snapshot.StepSpec, lane: state.LaneState, outcome: str, what: str = "done"
     ) -> None:
+        # Only "complete" ends a wait by its answers; any other way out is a cancel.
+        stopped = lane.status == statuses.LaneStatus.WAITING and outcome != "complete"
         lane.outcome = outcome
         lane.status = statuses.LaneStatus.DONE
         lane.pending = None
         self.log(what, outcome if what == "done" else "", step, lane)
+        if stopped:
+            self.cancel_command(step, lane, _STOPPED.get(outcome, outcome))
+
+    def cancel_command(self, step: snapshot.StepSpec, lane: state.LaneState, why: str) -> bool:
+        """Ask the driver to run the kind's cancel command for this pass, once.
+
+        Returns whether it was asked (the step's kind has a cancel command). Its answer
+        is a history line only: a failing cancel is never retried and changes nothing.
+        """
+        kind = self.cfg.kinds.get(step.kind)
+        key = f"{self.key(step, lane)}/cancel"
+        if kind is None or kind.cancel is None or key in self.emitted:
+            return False
+        self.emitted.add(key)
+        self.log("cancel", f"{kind.cancel}: {why}", step, lane)
+        self.effects.append(
+            effects.RunCommand(
+                key=key,
+                step_id=step.id,
+                pass_=lane.pass_,
+                kind=kind.name,
+                command=kind.cancel,
+                inputs=reading.inputs(step, kind),
+                attempt=1,
+                cancel=True,
+            )
+        )
+        return True
 
     def fail_lane(
         self,
@@ -131,6 +164,7 @@ class Turn:
         cause: Mapping[str, Any] | None = None,
     ) -> None:
         """The lane failed, and with it the run (a failing lane fails the run)."""
+        waited = lane.status == statuses.LaneStatus.WAITING
         lane.status = statuses.LaneStatus.FAILED
         lane.pending = None
         reason = f"{reading.describe(step)} failed: {message}"
@@ -144,6 +178,8 @@ class Turn:
         if cause is not None:
             details["cause"] = dict(cause)
         self.log("failed", message, step, lane)
+        if waited:
+            self.cancel_command(step, lane, "the step failed")
         self.fail_run(code, reason, details)
 
     def fail_run(self, code: str, reason: str, details: Mapping[str, Any] | None = None) -> None:

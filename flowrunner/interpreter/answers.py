@@ -1,0 +1,92 @@
+"""Who answered a waiting step: with the kind's ``by``, modes count people, not events.
+
+``Kind(by="approver")`` names the event field saying who answered. Each answerer is
+counted once however often they answer ("all" means everyone asked, once each); an
+event without the field is no one's answer and is not counted (its line in the
+history says so), though the step's condition still reads it like any event. When the
+command answers whom it asked (``{"asked": ["ann", "bob"]}`` rather than a number),
+only their answers count. Without ``by``, modes count events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flowrunner import snapshot, statuses
+from flowrunner.interpreter import happened, reading, state
+from flowrunner.interpreter.turn import Turn
+
+# An answerer's name is kept in the run state and the history: long ones are cut.
+NAME_MAX = 200
+
+
+def read_asked(lane: state.LaneState, answer: Mapping[str, Any], by: str | None) -> None:
+    """Take the command's ``asked``: a number, or the list of whom it asked."""
+    if "asked" not in answer:
+        return
+    asked = answer["asked"]
+    if isinstance(asked, list | tuple):
+        names = [n for n in (_name(v) for v in asked) if n is not None]
+        lane.asked_names = list(dict.fromkeys(names))
+        lane.asked = len(lane.asked_names)
+    else:
+        try:
+            lane.asked = max(0, int(asked))
+        except (TypeError, ValueError, OverflowError):
+            lane.asked = 1
+    if by is not None:
+        _recount(lane)
+
+
+def take(
+    turn: Turn,
+    step: snapshot.StepSpec,
+    lane: state.LaneState,
+    by: str,
+    event: happened.EventIn,
+) -> None:
+    """Count one answer by who gave it, and say so in the run's history."""
+    who = _name(event.payload.get(by))
+    if who is None:
+        detail = f"{event.name} #{event.id} names no {by}: not counted"
+        turn.log("arrived", detail, step, lane)
+        return
+    again = who in lane.answerers
+    if not again:
+        lane.answerers.append(who)
+        _recount(lane)
+    if lane.asked_names and who not in lane.asked_names:
+        turn.log("answered", f"{who} answered but was not asked: not counted", step, lane)
+        return
+    detail = f"{who} answered{' again' if again else ''} ({_progress(step, lane)})"
+    turn.log("answered", detail, step, lane)
+
+
+def _progress(step: snapshot.StepSpec, lane: state.LaneState) -> str:
+    if lane.status != statuses.LaneStatus.WAITING:
+        return f"{lane.received} so far"  # how many were asked is not known yet
+    needed = reading.mode(step).needed(lane.asked)
+    text = f"{lane.received} of {needed}"
+    missing = [n for n in lane.asked_names if n not in lane.answerers]
+    if missing and lane.received < needed:
+        text += f"; waiting for {_listed(missing)}"
+    return text
+
+
+def _recount(lane: state.LaneState) -> None:
+    if lane.asked_names:
+        lane.received = sum(1 for who in lane.answerers if who in lane.asked_names)
+    else:
+        lane.received = len(lane.answerers)
+
+
+def _name(value: Any) -> str | None:
+    if value is None or isinstance(value, Mapping | list | tuple):
+        return None
+    text = str(value).strip()
+    return text[:NAME_MAX] or None
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
