@@ -13,7 +13,6 @@ from then on the application's saves, record changes and events go through it::
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -222,24 +221,25 @@ class FlowRunner:
     def record_updated(
         self, conn: sa.Connection, before: Mapping[str, Any], after: Mapping[str, Any]
     ) -> list[int]:
-        """Start each active ``updated`` flow that matches this change (once per call).
+        """Start each active ``updated`` flow that matches this change, once per change.
 
-        A flow with ``changes`` starts only when that column changed. Runs of the record
-        that wait are woken, so an ``until`` step follows a changed date.
+        The same change reported again in the same transaction (by ``watch`` and by an
+        explicit call, or twice) starts nothing new; the same change in a later
+        transaction is a new change (see ``starting.change_of``). A flow with ``changes``
+        starts only when that column changed. Runs of the record that wait are woken, so
+        an ``until`` step follows a changed date.
         """
         now = self.clock()
         tenant = self._tenant_of(after)
         record_id = self._record_id(after)
-        change = uuid.uuid4().hex
+        change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
         started = []
         for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
             column = flow.get("changes")
-            if column and before.get(column) == after.get(column):
+            if column and column not in change.columns:
                 continue
             if starting.matches(self, flow, after, now):
-                run_id = starting.start_run(
-                    self, conn, flow, after, f"updated:{change}", self.run_as, now
-                )
+                run_id = starting.start_run(self, conn, flow, after, change.key, self.run_as, now)
                 if run_id is not None:
                     started.append(run_id)
         ops.wake_record(
