@@ -347,7 +347,10 @@ class FlowRunner:
             )
 
     def history(self, run_id: int, *, tenant: binding_mod.Tenant = None) -> list[ops.LogRow]:
-        """What happened in the run, step by step, in order."""
+        """What happened in the run, step by step, in order.
+
+        A run of another runner's resource (or another tenant's) is refused as unknown.
+        """
         with self.engine.connect() as conn:
             operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
             return list(ops.run_history(conn, run_id))
@@ -355,16 +358,25 @@ class FlowRunner:
     def notices(
         self, *, undelivered: bool = False, tenant: binding_mod.Tenant = None
     ) -> list[ops.NoticeRow]:
-        """The notices outbox: what notify steps wrote, for your mailer to deliver."""
+        """The notices outbox: what notify steps of this resource's runs wrote, for your
+        mailer to deliver."""
         with self.engine.connect() as conn:
             return list(
-                ops.notices(conn, undelivered=undelivered, tenant=self._need_tenant(tenant))
+                ops.notices(
+                    conn,
+                    undelivered=undelivered,
+                    tenant=self._need_tenant(tenant),
+                    resource=self.binding.resource,
+                )
             )
 
     def mark_delivered(self, notice_id: int) -> bool:
-        """Record that a notice was delivered; False if it already was."""
+        """Record that a notice was delivered; False if it already was (or is not one of
+        this resource's notices)."""
         with dialects.begin(self.engine) as conn:
-            return ops.mark_delivered(conn, notice_id=notice_id, at=self.clock())
+            return ops.mark_delivered(
+                conn, notice_id=notice_id, at=self.clock(), resource=self.binding.resource
+            )
 
     def record_deleted(self, conn: sa.Connection, record_id: Any, *, tenant: Any = None) -> None:
         """Tell the runner a record was deleted (in your transaction): its waiting runs end."""
