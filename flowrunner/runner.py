@@ -400,6 +400,16 @@ class FlowRunner:
         """Make a stuck run due now and free its lease; journaled."""
         operating.redrive(self, run_id, operator=operator, tenant=tenant)
 
+    def restart(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> int:
+        """Start a failed run's flow again as a new run on the same record; its id.
+
+        The new run takes the flow's rows as they are now. The old run stays failed and
+        points at the new one (``RunRow.restarted_as``); journaled with the operator's
+        name. Refused (``OperatorError``, a sentence) for a run that has not failed, one
+        already restarted, and a flow deleted, inactive or broken.
+        """
+        return operating.restart(self, run_id, operator=operator, reason=reason, tenant=tenant)
+
     # -- ORM hook -------------------------------------------------------------------------------
 
     def watch(self, mapped_class: type[Any]) -> Callable[[], None]:
