@@ -1,4 +1,5 @@
-"""What operators do to runs: cancel, retry a failed step, redrive a stuck run.
+"""What operators do to runs: cancel, retry a failed step, redrive a stuck run, restart a
+failed run as a new one.
 
 Each action is checked against the run's resource and tenant (an operator never steers
 another tenant's runs) and journaled with the operator's name, in one transaction.
@@ -12,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from flowrunner import binding, errors, snapshot, statuses
+from flowrunner import binding, errors, snapshot, starting, statuses
 from flowrunner.interpreter import interpret, state
-from flowrunner.store import dialects
+from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ def cancel(
         run = run_for_operator(runner, conn, run_id, tenant)
         if run.status in statuses.FINAL:
             raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
+        if run.restarted_as is not None:
+            raise errors.OperatorError(
+                f"run {run_id} was restarted as run {run.restarted_as}; it stays failed"
+            )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
         if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
@@ -73,6 +78,10 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Ten
         run = run_for_operator(runner, conn, run_id, tenant)
         if run.status != statuses.RunStatus.FAILED:
             raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
+        if run.restarted_as is not None:
+            raise errors.OperatorError(
+                f"run {run_id} was restarted as run {run.restarted_as}; that run goes on"
+            )
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
         if saved is None or saved.status != statuses.RunStatus.FAILED:
@@ -115,6 +124,71 @@ def redrive(
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
         _journal(conn, run, operator, "redrive", now, {})
+
+
+def restart(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+) -> int:
+    """Start a failed run's flow again, as a new run on the same record; its id. Journaled.
+
+    The new run executes the flow's rows as they are now (a row fixed since the failure
+    is picked up), whatever started the old run (a creation, an update, an operator).
+    The old run stays failed and points at the new one (``restarted_as``), and its
+    history says so. Refused, with a sentence, for a run that has not failed, one
+    restarted already, a flow deleted, inactive or broken, and a record deleted.
+    """
+    now = runner.clock()
+    with dialects.begin(runner.engine) as conn:
+        run = run_for_operator(runner, conn, run_id, tenant)
+        if run.restarted_as is not None:
+            raise errors.OperatorError(
+                f"run {run_id} was already restarted as run {run.restarted_as}"
+            )
+        if run.status != statuses.RunStatus.FAILED:
+            raise errors.OperatorError(
+                f"run {run_id} has not failed ({run.status}); only a failed run is restarted"
+            )
+        cannot = f"run {run_id} cannot be restarted"
+        # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
+        flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
+        flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)
+        if flow is None:
+            raise errors.OperatorError(f"{cannot}: its flow {run.flow_name!r} was deleted")
+        name = str(flow.get("name") or run.flow_name)
+        if flow.get("active") is not None and not flow["active"]:
+            raise errors.OperatorError(f"{cannot}: flow {name!r} is not active")
+        record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+        if record is None:
+            raise errors.OperatorError(
+                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists"
+            )
+        steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
+        problem = runner.check_snapshot(
+            snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
+        )
+        if problem is not None:
+            raise errors.OperatorError(f"{cannot}: {problem}")
+        new_id = starting.start_run(
+            runner, conn, flow, record, f"restart:{run.id}", operator, now, steps
+        )
+        # None: another operator's restart committed first; False: the run changed since
+        # it was read (retried, say). Either way nothing of this restart is kept.
+        if new_id is None or not ops.mark_restarted(
+            conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
+        ):
+            raise errors.OperatorError(
+                f"run {run_id} changed while it was being restarted; look at it again"
+            )
+        why = f"restarted as run {new_id} by {operator}" + (f": {reason}" if reason else "")
+        ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=why)
+        detail = {"run": run.id, "restarted_as": new_id, "flow": name, "reason": reason}
+        _journal(conn, run, operator, "restart", now, detail)
+        return new_id
 
 
 def run_for_operator(

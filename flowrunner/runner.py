@@ -13,7 +13,6 @@ from then on the application's saves, record changes and events go through it::
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -226,24 +225,25 @@ class FlowRunner:
     def record_updated(
         self, conn: sa.Connection, before: Mapping[str, Any], after: Mapping[str, Any]
     ) -> list[int]:
-        """Start each active ``updated`` flow that matches this change (once per call).
+        """Start each active ``updated`` flow that matches this change, once per change.
 
-        A flow with ``changes`` starts only when that column changed. Runs of the record
-        that wait are woken, so an ``until`` step follows a changed date.
+        The same change reported again in the same transaction (by ``watch`` and by an
+        explicit call, or twice) starts nothing new; the same change in a later
+        transaction is a new change (see ``starting.change_of``). A flow with ``changes``
+        starts only when that column changed. Runs of the record that wait are woken, so
+        an ``until`` step follows a changed date.
         """
         now = self.clock()
         tenant = self._tenant_of(after)
         record_id = self._record_id(after)
-        change = uuid.uuid4().hex
+        change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
         started = []
         for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
             column = flow.get("changes")
-            if column and before.get(column) == after.get(column):
+            if column and column not in change.columns:
                 continue
             if starting.matches(self, flow, after, now):
-                run_id = starting.start_run(
-                    self, conn, flow, after, f"updated:{change}", self.run_as, now
-                )
+                run_id = starting.start_run(self, conn, flow, after, change.key, self.run_as, now)
                 if run_id is not None:
                     started.append(run_id)
         ops.wake_record(
@@ -351,7 +351,10 @@ class FlowRunner:
             )
 
     def history(self, run_id: int, *, tenant: binding_mod.Tenant = None) -> list[ops.LogRow]:
-        """What happened in the run, step by step, in order."""
+        """What happened in the run, step by step, in order.
+
+        A run of another runner's resource (or another tenant's) is refused as unknown.
+        """
         with self.engine.connect() as conn:
             operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
             return list(ops.run_history(conn, run_id))
@@ -359,16 +362,25 @@ class FlowRunner:
     def notices(
         self, *, undelivered: bool = False, tenant: binding_mod.Tenant = None
     ) -> list[ops.NoticeRow]:
-        """The notices outbox: what notify steps wrote, for your mailer to deliver."""
+        """The notices outbox: what notify steps of this resource's runs wrote, for your
+        mailer to deliver."""
         with self.engine.connect() as conn:
             return list(
-                ops.notices(conn, undelivered=undelivered, tenant=self._need_tenant(tenant))
+                ops.notices(
+                    conn,
+                    undelivered=undelivered,
+                    tenant=self._need_tenant(tenant),
+                    resource=self.binding.resource,
+                )
             )
 
     def mark_delivered(self, notice_id: int) -> bool:
-        """Record that a notice was delivered; False if it already was."""
+        """Record that a notice was delivered; False if it already was (or is not one of
+        this resource's notices)."""
         with dialects.begin(self.engine) as conn:
-            return ops.mark_delivered(conn, notice_id=notice_id, at=self.clock())
+            return ops.mark_delivered(
+                conn, notice_id=notice_id, at=self.clock(), resource=self.binding.resource
+            )
 
     def record_deleted(self, conn: sa.Connection, record_id: Any, *, tenant: Any = None) -> None:
         """Tell the runner a record was deleted (in your transaction): its waiting runs end."""
@@ -391,6 +403,16 @@ class FlowRunner:
     def redrive(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
         """Make a stuck run due now and free its lease; journaled."""
         operating.redrive(self, run_id, operator=operator, tenant=tenant)
+
+    def restart(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> int:
+        """Start a failed run's flow again as a new run on the same record; its id.
+
+        The new run takes the flow's rows as they are now. The old run stays failed and
+        points at the new one (``RunRow.restarted_as``); journaled with the operator's
+        name. Refused (``OperatorError``, a sentence) for a run that has not failed, one
+        already restarted, and a flow deleted, inactive or broken.
+        """
+        return operating.restart(self, run_id, operator=operator, reason=reason, tenant=tenant)
 
     # -- ORM hook -------------------------------------------------------------------------------
 

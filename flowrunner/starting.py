@@ -1,15 +1,22 @@
 """Starting runs: a flow's snapshot, its load check, and the run row with its first due time.
 
-Also the two ways to start a run besides a record's change: an operator starting a
-manual flow, and records that existed before their flows (``flowrunner flows start``).
+Also what makes a record's change one change however often it is reported
+(``change_of``), and the ways to start a run besides a record's change: an operator
+starting a manual flow, an operator restarting a failed run, and records that existed
+before their flows (``flowrunner flows start``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -60,6 +67,101 @@ def start_run(
     if run_id is not None and problem is None:
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
     return run_id
+
+
+# -- a change, once -------------------------------------------------------------------
+
+# Where a connection remembers its current root transaction and that transaction's token.
+_TRANSACTION = "flowrunner.change_transaction"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one record: the columns it changed, and its identity as a start key."""
+
+    key: str
+    """``updated:<hash>``: the same for the same change reported again in one transaction."""
+    columns: frozenset[str]
+    """The columns whose values differ between before and after."""
+
+
+def change_of(
+    conn: sa.Connection,
+    before: Mapping[str, object],
+    after: Mapping[str, object],
+    *,
+    record_id: str,
+    tenant: object,
+) -> Change:
+    """The change ``before`` → ``after`` of a record, reported in ``conn``'s transaction.
+
+    Its identity is a hash of the record (and tenant), each changed column with its
+    before and after values (normalized: ``Decimal("5.00")`` and ``5`` are one value, a
+    datetime is compared in UTC), and a token of the connection's root transaction. So
+    the same change reported twice in one transaction — the ORM hook and an explicit
+    call, or one call made twice — has one key and starts each flow once, while the same
+    change in a later transaction (closed, reopened, closed again) is a new change.
+
+    A column counts as changed only when both mappings have it and its values differ:
+    a caller that leaves a column out says nothing about it.
+    """
+    changed = {
+        column: (_plain(before[column]), _plain(after[column]))
+        for column in after
+        if column in before and _plain(before[column]) != _plain(after[column])
+    }
+    identity = json.dumps(
+        [
+            _transaction_token(conn),
+            None if tenant is None else str(tenant),
+            record_id,
+            sorted([column, old, new] for column, (old, new) in changed.items()),
+        ],
+        separators=(",", ":"),
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    return Change(key=f"updated:{digest}", columns=frozenset(changed))
+
+
+def _transaction_token(conn: sa.Connection) -> str:
+    """A token for ``conn``'s root transaction: the same for every call within it.
+
+    Kept in the connection's ``info`` beside a weak reference to the root transaction
+    object (savepoints share their root); a later transaction on the same pooled
+    connection is another object, so it gets a new token. Outside a transaction each
+    call is its own change.
+    """
+    root = conn.get_transaction()
+    if root is None:
+        return uuid.uuid4().hex
+    held = conn.info.get(_TRANSACTION)
+    if held is not None and held[0]() is root:
+        token: str = held[1]
+        return token
+    token = uuid.uuid4().hex
+    conn.info[_TRANSACTION] = (weakref.ref(root), token)
+    return token
+
+
+def _plain(value: object) -> Any:
+    """A column value as plain JSON that compares equal for equal values of any type."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float | Decimal):
+        try:
+            return format(Decimal(str(value)).normalize(), "f")
+        except InvalidOperation:  # pragma: no cover - str() of a number is a number
+            return str(value)
+    if isinstance(value, datetime):
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return moment.isoformat()
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return str(value)
 
 
 def stored_snapshot(

@@ -78,8 +78,9 @@ class FlowDriver:
         return done
 
     def next_due(self) -> datetime | None:
+        """The earliest due time of this runner's runs (other resources' are not ours)."""
         with self.runner.engine.connect() as conn:
-            return ops.next_due(conn)
+            return ops.next_due(conn, resource=self.runner.binding.resource)
 
     def run_until_idle(self) -> int:
         """Run the worker until nothing is due at the current time; returns runs advanced."""
@@ -153,6 +154,6 @@ class FlowDriver:
         return self.runner.history(run_id, tenant=tenant)
 
     def notices(self, run_id: int | None = None) -> list[ops.NoticeRow]:
-        """Every notice written (of one run, if given), across tenants."""
+        """Every notice this runner's runs wrote (of one run, if given), across tenants."""
         with self.runner.engine.connect() as conn:
-            return list(ops.notices(conn, run_id=run_id))
+            return list(ops.notices(conn, run_id=run_id, resource=self.runner.binding.resource))

@@ -101,7 +101,12 @@ class Worker:
         """Advance up to ``limit`` due runs; returns how many were claimed."""
         now = self.runner.clock()
         claims = ops.claim_due(
-            self.runner.engine, now=now, owner=self.owner, limit=limit, ttl=self.lease_ttl
+            self.runner.engine,
+            now=now,
+            owner=self.owner,
+            limit=limit,
+            ttl=self.lease_ttl,
+            resource=self.runner.binding.resource,  # only this runner's runs
         )
         self.stats.claimed += len(claims)
         self._point("claimed")

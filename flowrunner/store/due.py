@@ -6,6 +6,9 @@ due, never with how many runs wait. ``claim_due`` hands due runs to a worker und
 a lease and moves their ``due_at`` to the lease's expiry: if the worker dies, the
 run falls due again when its lease has run out.
 
+Each row carries its run's resource, so several runners (one per resource) share one
+database: a runner's workers claim, count and wait for only their own resource's rows.
+
 Wake-ups (``wake_record``) bump a counter on the row. A worker finishing a claim
 passes the claim to ``set_due``; if the counter moved meanwhile the run was woken by
 something the worker may not have seen, and it stays due instead of being postponed.
@@ -44,6 +47,9 @@ def set_due(
     claim: Claim | None = None,
 ) -> bool:
     """Make the run due at ``due_at`` (None: nothing to do); returns whether it was applied.
+
+    A row written here takes its run's resource, read in the same statement, so no
+    caller can file a run under another runner's resource.
 
     With ``claim`` (the worker's own), a run woken since it was claimed is not
     postponed or dropped: it stays due no later than the claim's due time, and
@@ -89,12 +95,18 @@ def set_due(
     if due_at is None:
         conn.execute(sa.delete(table).where(table.c.run_id == run_id))
         return True
+    runs = engine_tables.runs
+    resource = sa.select(runs.c.resource).where(runs.c.id == run_id).scalar_subquery()
     dialects.upsert(
         conn,
         table,
-        {"run_id": run_id, "tenant": tenant, "due_at": due_at, "wakes": 0},
+        {"run_id": run_id, "tenant": tenant, "due_at": due_at, "wakes": 0, "resource": resource},
         conflict=["run_id"],
-        update={"due_at": due_at, "tenant": tenant},
+        update={
+            "due_at": due_at,
+            "tenant": tenant,
+            "resource": dialects.excluded(conn, table).resource,
+        },
     )
     return True
 
@@ -143,7 +155,13 @@ def wake_record(
         dialects.upsert(
             conn,
             table,
-            {"run_id": run_id, "tenant": run_tenant, "due_at": now, "wakes": 1},
+            {
+                "run_id": run_id,
+                "tenant": run_tenant,
+                "due_at": now,
+                "wakes": 1,
+                "resource": resource,
+            },
             conflict=["run_id"],
             update={
                 "due_at": sa.case(
@@ -155,21 +173,34 @@ def wake_record(
     return [int(run_id) for run_id, _ in woken]
 
 
-def due_count(conn: sa.Connection, *, now: datetime, tenant: object = None) -> int:
-    """How many runs are due at ``now``."""
+def _scoped(query: sa.Select[Any], *, tenant: object, resource: str | None) -> sa.Select[Any]:
+    """``query`` over the due rows of one tenant and one resource, where given."""
+    table = engine_tables.due
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    if resource is not None:
+        query = query.where(table.c.resource == resource)
+    return query
+
+
+def due_count(
+    conn: sa.Connection, *, now: datetime, tenant: object = None, resource: str | None = None
+) -> int:
+    """How many runs are due at ``now`` (of one tenant, of one resource, where given)."""
     table = engine_tables.due
     query = sa.select(sa.func.count()).select_from(table).where(table.c.due_at <= now)
-    if tenant is not None:
-        query = query.where(table.c.tenant == tenant)
-    return int(conn.execute(query).scalar_one())
+    return int(conn.execute(_scoped(query, tenant=tenant, resource=resource)).scalar_one())
 
 
-def next_due(conn: sa.Connection, *, tenant: object = None) -> datetime | None:
-    """The earliest due time of any run (the test driver's next stop), or None."""
+def next_due(
+    conn: sa.Connection, *, tenant: object = None, resource: str | None = None
+) -> datetime | None:
+    """The earliest due time of any run (the test driver's next stop), or None.
+
+    ``resource`` keeps to one runner's runs, ``tenant`` to one tenant's.
+    """
     table = engine_tables.due
-    query = sa.select(sa.func.min(table.c.due_at))
-    if tenant is not None:
-        query = query.where(table.c.tenant == tenant)
+    query = _scoped(sa.select(sa.func.min(table.c.due_at)), tenant=tenant, resource=resource)
     value = conn.execute(query).scalar_one_or_none()
     if value is None:
         return None
@@ -178,8 +209,10 @@ def next_due(conn: sa.Connection, *, tenant: object = None) -> datetime | None:
     return result
 
 
-def fair_candidates_query(*, now: datetime, limit: int, tenant: object) -> sa.Select[Any]:
-    """Due runs, oldest first but taken from each tenant in turn.
+def fair_candidates_query(
+    *, now: datetime, limit: int, tenant: object, resource: str | None = None
+) -> sa.Select[Any]:
+    """Due runs (of one resource, where given), oldest first but taken from each tenant in turn.
 
     Each tenant's due runs are numbered by age (``row_number() over (partition by
     tenant order by due_at)``) and the list is ordered by that number first: every
@@ -191,13 +224,17 @@ def fair_candidates_query(*, now: datetime, limit: int, tenant: object) -> sa.Se
     The due rows are first found by a range search on ``due_at`` in a subquery of
     their own: with the window directly over the table, SQLite prefers walking the
     whole ``(tenant, due_at)`` index, which costs every waiting run, not just the due.
+    With a ``resource`` the search is on the ``(resource, due_at)`` index: the fairness
+    is among one resource's tenants.
     """
     table = engine_tables.due
-    found = sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes).where(
-        table.c.due_at <= now
+    found = _scoped(
+        sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes).where(
+            table.c.due_at <= now
+        ),
+        tenant=tenant,
+        resource=resource,
     )
-    if tenant is not None:
-        found = found.where(table.c.tenant == tenant)
     due_now = found.order_by(table.c.due_at).subquery("due_now")
     rank = (
         sa.func.row_number()
@@ -214,9 +251,9 @@ def fair_candidates_query(*, now: datetime, limit: int, tenant: object) -> sa.Se
 
 
 def _fair_candidates(
-    conn: sa.Connection, *, now: datetime, limit: int, tenant: object
+    conn: sa.Connection, *, now: datetime, limit: int, tenant: object, resource: str | None
 ) -> list[tuple[int, str | None, datetime, int]]:
-    query = fair_candidates_query(now=now, limit=limit, tenant=tenant)
+    query = fair_candidates_query(now=now, limit=limit, tenant=tenant, resource=resource)
     return [(int(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]
 
 
@@ -248,8 +285,12 @@ def claim_due(
     limit: int,
     ttl: leases.Ttl,
     tenant: object = None,
+    resource: str | None = None,
 ) -> list[Claim]:
     """Claim up to ``limit`` due runs for ``owner``, each under the lease ``run:<id>``.
+
+    A runner's worker passes its ``resource``: it claims only that resource's runs,
+    so several runners share one database without touching each other's runs.
 
     Runs in its own short transaction. On PostgreSQL the due rows are locked with
     ``FOR UPDATE SKIP LOCKED``, so concurrent claimers pass each other by; on SQLite
@@ -262,7 +303,7 @@ def claim_due(
     wanted = limit + math.ceil(limit / 2)
     claims: list[Claim] = []
     with dialects.begin(engine) as conn:
-        candidates = _fair_candidates(conn, now=now, limit=wanted, tenant=tenant)
+        candidates = _fair_candidates(conn, now=now, limit=wanted, tenant=tenant, resource=resource)
         if not candidates:
             return []
         table = engine_tables.due

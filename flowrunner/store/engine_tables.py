@@ -54,7 +54,8 @@ runs = sa.Table(
     sa.Column("record_id", sa.Text, nullable=False),
     sa.Column("flow_id", sa.Text, nullable=False),
     sa.Column("flow_name", sa.Text, nullable=False),
-    # The "once per change" guard: created:<record>, updated:<uuid>, manual:<uuid>.
+    # The "once per change" guard: created:<record>, updated:<change>, manual:<uuid>,
+    # restart:<run>.
     sa.Column("start_key", sa.Text, nullable=False),
     sa.Column("snapshot", dialects.json_type(), nullable=False),
     sa.Column("digest", sa.Text, nullable=False),

@@ -198,11 +198,18 @@ def notices(
     run_id: int | None = None,
     undelivered: bool = False,
     tenant: object = None,
+    resource: str | None = None,
     limit: int | None = None,
 ) -> list[NoticeRow]:
-    """Notices in the order they were written, optionally of one run or not yet delivered."""
+    """Notices in the order they were written, optionally of one run or not yet delivered.
+
+    ``resource`` keeps to the notices of that resource's runs (one runner's outbox).
+    """
     table = engine_tables.notices
     query = sa.select(table)
+    if resource is not None:
+        runs = engine_tables.runs
+        query = query.join(runs, runs.c.id == table.c.run_id).where(runs.c.resource == resource)
     if run_id is not None:
         query = query.where(table.c.run_id == run_id)
     if undelivered:
@@ -215,12 +222,17 @@ def notices(
     return [_notice(row) for row in conn.execute(query)]
 
 
-def mark_delivered(conn: sa.Connection, *, notice_id: int, at: datetime) -> bool:
-    """Record that a notice was delivered; False when it already was (or does not exist)."""
+def mark_delivered(
+    conn: sa.Connection, *, notice_id: int, at: datetime, resource: str | None = None
+) -> bool:
+    """Record that a notice was delivered; False when it already was (or does not exist,
+    or is not of a run of ``resource``, where given)."""
     table = engine_tables.notices
-    result = conn.execute(
-        sa.update(table)
-        .where(table.c.id == notice_id, table.c.delivered_at.is_(None))
-        .values(delivered_at=at)
-    )
+    query = sa.update(table).where(table.c.id == notice_id, table.c.delivered_at.is_(None))
+    if resource is not None:
+        runs = engine_tables.runs
+        query = query.where(
+            table.c.run_id.in_(sa.select(runs.c.id).where(runs.c.resource == resource))
+        )
+    result = conn.execute(query.values(delivered_at=at))
     return result.rowcount == 1

@@ -36,7 +36,8 @@ class RunRow:
     flow_name: str
     """The flow's name when the run started."""
     start_key: str
-    """What started it (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``)."""
+    """What started it: ``created:<record>``, ``updated:<change>`` (the change's identity),
+    ``manual:<uuid>``, or ``restart:<run>`` (an operator restarted that failed run)."""
     snapshot: dict[str, object]
     """The flow and its steps as the run executes them (``FlowSnapshot.to_dict``)."""
     digest: str
@@ -143,8 +144,9 @@ def insert_run(
 ) -> int | None:
     """Start a run; its id, or None when this flow already started for ``start_key``.
 
-    ``start_key`` (``created:<record>``, ``updated:<uuid>``, ``manual:<uuid>``) is
-    unique per resource and flow: the guard that starts a flow once per change.
+    ``start_key`` (``created:<record>``, ``updated:<change>``, ``manual:<uuid>``,
+    ``restart:<run>``) is unique per resource and flow: the guard that starts a flow
+    once per change.
     """
     status = _status(status)
     table = engine_tables.runs
@@ -248,6 +250,28 @@ def save_run(
             f"run {run_id} changed since version {expected_version} was read; this save was refused"
         )
     return expected_version + 1
+
+
+def mark_restarted(
+    conn: sa.Connection, run_id: int, *, expected_version: int, restarted_as: int, now: datetime
+) -> bool:
+    """Point the failed run ``run_id`` at the run it was restarted as; whether it was done.
+
+    Fenced like a save: False when the run changed since ``expected_version`` was read
+    (an operator retried it meanwhile), is no longer failed, or was restarted already.
+    """
+    table = engine_tables.runs
+    result = conn.execute(
+        sa.update(table)
+        .where(
+            table.c.id == run_id,
+            table.c.version == expected_version,
+            table.c.status == statuses.RunStatus.FAILED.value,
+            table.c.restarted_as.is_(None),
+        )
+        .values(restarted_as=restarted_as, version=table.c.version + 1, updated_at=now)
+    )
+    return result.rowcount == 1
 
 
 def runs_for_record(
