@@ -10,6 +10,7 @@ import pytest
 from flowrunner import statuses
 from flowrunner.interpreter import interpret, retry, state
 from flowrunner.interpreter.config import RetryPolicy
+from flowrunner.interpreter.happened import EventIn
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
@@ -99,7 +100,6 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
                 waiting_since=T + timedelta(seconds=1),
                 deadline=T + timedelta(days=2),
                 next_remind_at=T + timedelta(days=1),
-                since_event_id=7,
                 asked=3,
                 received=1,
                 event={"order": 42, "decision": "approved", "by": ["ann"]},
@@ -107,9 +107,15 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
                 attempts=1,
             ),
             state.LaneState(step_id="x", kind="until", pass_=2, status="waiting", timer=None),
+            state.LaneState(
+                step_id="y", kind="wait", pass_=2, status="done", started_at=T, finished_at=T
+            ),
         ],
         last_event_id=9,
         last_goto=3,
+        clock=T + timedelta(hours=3),
+        entered_at=T,
+        unread=[EventIn(id=9, name="po.decided", payload={"order": 42}, at=T)],
     )
     data = run.to_dict()
     assert type(data["status"]) is str and type(data["lanes"][0]["status"]) is str
@@ -198,7 +204,7 @@ def test_retry_docstring_examples_hold() -> None:
 
 
 def test_restart_forgets_everything_but_the_step_and_pass() -> None:
-    failed = lane(status="failed", attempts=5, received=2, event={"a": 1}, since_event_id=4)
+    failed = lane(status="failed", attempts=5, received=2, event={"a": 1}, finished_at=T)
     failed.restart()
     assert failed == lane()
     with pytest.raises(state.IllegalMove):

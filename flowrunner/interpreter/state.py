@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from flowrunner import statuses
+from flowrunner.interpreter import happened
 
 _Run = statuses.RunStatus
 _Lane = statuses.LaneStatus
@@ -74,17 +75,27 @@ def _moment(value: Any) -> datetime | None:
     return None if value is None else datetime.fromisoformat(str(value))
 
 
-_MOMENTS = ("started_at", "waiting_since", "deadline", "timer", "next_remind_at", "retry_at")
+_MOMENTS = (
+    "started_at",
+    "waiting_since",
+    "deadline",
+    "timer",
+    "next_remind_at",
+    "retry_at",
+    "finished_at",
+)
 
 
 @dataclass
 class LaneState(_Guarded):
     """One step at the current position, as it runs.
 
-    ``since_event_id``: only events after it count for this lane. ``asked``/``received``
-    count what an app kind's command asked for and the events that came; ``event`` is
-    the latest that came (for a wait's condition). ``pending`` is the key of the
-    command this lane awaits an answer to; ``reminding`` the reminder awaiting one.
+    Moments are on the flow's own clock: ``started_at`` is the step's logical start
+    (when the position before it logically finished; its timers, give-up and reminders
+    count from it), ``finished_at`` its logical finish. ``asked``/``received`` count
+    what an app kind's command asked for and the events that came; ``event`` is the
+    latest that came (for a wait's condition). ``pending`` is the key of the command
+    this lane awaits an answer to; ``reminding`` the reminder awaiting one.
     """
 
     _what = "lane"
@@ -98,7 +109,6 @@ class LaneState(_Guarded):
     waiting_since: datetime | None = None
     deadline: datetime | None = None
     timer: datetime | None = None
-    since_event_id: int = 0
     asked: int = 1
     received: int = 0
     event: dict[str, Any] | None = None
@@ -110,6 +120,7 @@ class LaneState(_Guarded):
     pending: str | None = None
     reminding: int | None = None
     outcome: str | None = None
+    finished_at: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -152,8 +163,16 @@ class RunState(_Guarded):
 
     ``moves`` counts positions entered (the loop bound); ``passes`` how often each
     position was entered (a step's pass number); ``last_event_id`` the highest event
-    id already seen; ``error`` a sanitized envelope when failed; ``reason`` a sentence
-    saying why the run ended; ``last_goto`` the position of the latest goto taken.
+    id taken from the driver (events up to it are read, or in ``unread``); ``error`` a
+    sanitized envelope when failed; ``reason`` a sentence saying why the run ended;
+    ``last_goto`` the position of the latest goto taken.
+
+    The flow's own clock: ``clock`` is the logical moment the run has been caught up
+    to (the run's creation before its first advance); ``entered_at`` the logical
+    moment the current position was entered. ``unread`` holds events taken but not yet
+    read, in the order they will be read: while a command pauses the catch-up at an
+    earlier moment, or while the run is failed. A state saved before the clock existed
+    has neither: the interpreter takes its lanes' latest moment as its clock.
     """
 
     _what = "run"
@@ -168,6 +187,9 @@ class RunState(_Guarded):
     error: dict[str, Any] | None = None
     reason: str | None = None
     last_goto: int | None = None
+    clock: datetime | None = None
+    entered_at: datetime | None = None
+    unread: list[happened.EventIn] = field(default_factory=list)
 
     @property
     def ended(self) -> bool:
@@ -184,6 +206,12 @@ class RunState(_Guarded):
             "error": self.error,
             "reason": self.reason,
             "last_goto": self.last_goto,
+            "clock": _when(self.clock),
+            "entered_at": _when(self.entered_at),
+            "unread": [
+                {"id": e.id, "name": e.name, "payload": dict(e.payload), "at": e.at.isoformat()}
+                for e in self.unread
+            ],
         }
 
     @classmethod
@@ -198,6 +226,17 @@ class RunState(_Guarded):
             error=None if data.get("error") is None else dict(data["error"]),
             reason=data.get("reason"),
             last_goto=None if data.get("last_goto") is None else int(data["last_goto"]),
+            clock=_moment(data.get("clock")),
+            entered_at=_moment(data.get("entered_at")),
+            unread=[
+                happened.EventIn(
+                    id=int(e["id"]),
+                    name=str(e["name"]),
+                    payload=dict(e.get("payload") or {}),
+                    at=datetime.fromisoformat(str(e["at"])),
+                )
+                for e in data.get("unread") or ()
+            ],
         )
 
     def copy(self) -> RunState:
