@@ -3,9 +3,10 @@
 ``Sim`` plays the worker's part without a database: it feeds ``advance`` the record,
 new events and command answers, applies ``SetField`` to its record, answers
 ``RunCommand`` effects through test-supplied handlers, and moves the clock only when
-told. On every advance it also checks the two promises the worker relies on: the
-state round-trips through JSON, and advancing again from the saved state (a crash
-and a replay) gives exactly the same state and effects.
+told. ``create()`` marks when the run was created (its logical start and event floor)
+when the first advance comes later. On every advance it also checks the two promises
+the worker relies on: the state round-trips through JSON, and advancing again from the
+saved state (a crash and a replay) gives exactly the same state and effects.
 """
 
 from __future__ import annotations
@@ -104,8 +105,16 @@ class Sim:
         self.commands: list[effects.RunCommand] = []
         self.wake: datetime | None = None
         self.advances = 0
+        self.created_at: datetime | None = None
+        self.event_floor: int | None = None
 
     # -- what the world does ---------------------------------------------------------
+
+    def create(self) -> Sim:
+        """The run is created now (events so far are from before it); a worker may come later."""
+        self.created_at = self.now
+        self.event_floor = len(self.events)
+        return self
 
     def emit(self, name: str = "po.decided", **payload: Any) -> EventIn:
         event = EventIn(id=len(self.events) + 1, name=name, payload=payload, at=self.now)
@@ -177,7 +186,14 @@ class Sim:
 
     def _call(self, run: state.RunState | None, seen: Happened) -> interpret.Step:
         if run is None:
-            return interpret.start(self.snap, seen, self.now, self.cfg)
+            return interpret.start(
+                self.snap,
+                seen,
+                self.now,
+                self.cfg,
+                started_at=self.created_at,
+                event_floor=self.event_floor,
+            )
         return interpret.advance(self.snap, run, seen, self.now, self.cfg)
 
     # -- what tests look at ----------------------------------------------------------
@@ -194,6 +210,10 @@ class Sim:
 
     def logs(self, what: str | None = None) -> list[effects.Log]:
         return [e for e in self.effects if isinstance(e, effects.Log) and what in (None, e.what)]
+
+    def history(self) -> list[tuple[datetime | None, str, int | None, Any]]:
+        """The history as (flow time, what, position, step id) lines."""
+        return [(log.at, log.what, log.position, log.step_id) for log in self.logs()]
 
     def of(self, kind: type[Any]) -> list[Any]:
         return [e for e in self.effects if isinstance(e, kind)]

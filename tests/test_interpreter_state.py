@@ -10,6 +10,7 @@ import pytest
 
 from flowrunner import statuses
 from flowrunner.interpreter import interpret, retry, state
+from flowrunner.interpreter.happened import EventIn
 from flowrunner.retry_policy import RetryPolicy
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -97,7 +98,6 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
                 waiting_since=T + timedelta(seconds=1),
                 deadline=T + timedelta(days=2),
                 next_remind_at=T + timedelta(days=1),
-                since_event_id=7,
                 asked=3,
                 received=1,
                 event={"order": 42, "decision": "approved", "by": ["ann"]},
@@ -107,9 +107,20 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
             state.LaneState(
                 step_id="x", kind="until", pass_=2, status=statuses.LaneStatus.WAITING, timer=None
             ),
+            state.LaneState(
+                step_id="y",
+                kind="wait",
+                pass_=2,
+                status=statuses.LaneStatus.DONE,
+                started_at=T,
+                finished_at=T,
+            ),
         ],
         last_event_id=9,
         last_goto=3,
+        clock=T + timedelta(hours=3),
+        entered_at=T,
+        unread=[EventIn(id=9, name="po.decided", payload={"order": 42}, at=T)],
     )
     data = run.to_dict()
     assert type(data["status"]) is str and type(data["lanes"][0]["status"]) is str
@@ -192,7 +203,7 @@ def test_the_engine_is_pure_no_sql_clock_threads_or_io() -> None:
 
 
 def test_restart_forgets_everything_but_the_step_and_pass() -> None:
-    failed = lane(status="failed", attempts=5, received=2, event={"a": 1}, since_event_id=4)
+    failed = lane(status="failed", attempts=5, received=2, event={"a": 1}, finished_at=T)
     failed.restart()
     assert failed == lane()
     with pytest.raises(state.IllegalMove):

@@ -56,7 +56,12 @@ class RunCommand:
 
 @dataclass(frozen=True)
 class Log:
-    """One history line: ``what`` happened at a step (started, done, waiting, failed, ...)."""
+    """One history line: ``what`` happened at a step (started, done, waiting, failed, ...).
+
+    ``at`` is the moment on the flow's own clock: when it happened for the flow (a
+    wait's end is its timer, an arrival the event's time), which may be earlier than
+    when the worker did it.
+    """
 
     position: int | None
     step_id: Any
@@ -65,6 +70,7 @@ class Log:
     pass_: int | None
     what: str
     detail: str = ""
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,25 @@ class CommandResult:
 class Happened:
     """Everything new for one advance.
 
-    ``record`` is the record as it is now (``None``: it was deleted); ``events`` are the
-    events about it with ids above the state's ``last_event_id``, in id order;
-    ``latest_event_id`` is the highest event id the driver knows for the record (also
-    when ``events`` is empty); ``results`` answer the previous advance's commands;
-    ``cancel`` is an operator's cancel with its reason.
+    ``record`` is the record as it is now (``None``: it was deleted); ``results`` answer
+    the previous call's commands; ``cancel`` is an operator's cancel with its reason.
+
+    ``events`` are the events about the record with ids above the given state's
+    ``last_event_id`` (for ``start``: above its event floor), in any order — the
+    interpreter reads them by ``at``, then ``id``. It moves ``last_event_id`` past every
+    event it takes and keeps those it has not read yet in the state
+    (``RunState.unread``), so:
+
+    - the first call of an advance passes every such event the driver has;
+    - each follow-up call with command results passes the events recorded since
+      (ids above the new state's ``last_event_id``, such as one a command emitted), or
+      none; passing the earlier ones again is harmless, they are ignored;
+    - an event left out is read by a later advance, which the driver must then make
+      due (as ``emit`` does), at the moment that advance has reached.
+
+    ``at`` is when the event was recorded; one later than the driver's ``now`` is read
+    at ``now``. ``latest_event_id`` is the highest event id the driver knows for the
+    record; only ``start`` reads it, as the default event floor.
     """
 
     record: Mapping[str, Any] | None

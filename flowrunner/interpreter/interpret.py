@@ -8,9 +8,19 @@ effects and the new state in one transaction, and for the same inputs they alway
 give the same outputs (a replay after a crash repeats exactly). ``advance`` never
 raises: a step that cannot run fails the run with a sentence naming it.
 
+The flow's own clock: a run does not live on the worker's time. Each position starts
+when the one before it logically finished (the first when the run was created), and
+``advance`` catches up in time order — unread events (by when they were recorded) and
+the lanes' timers — leaving positions and entering the next at their logical moments,
+until the next moment would be after ``now``. A late worker thus delays what a run
+does, but shifts no later timer and loses no event.
+
 Driving protocol: when a lane needs an application command the step carries a
 ``RunCommand`` and the lane waits in ``commanding``; the driver runs the command in
 the same transaction and calls ``advance`` again at once with its ``CommandResult``.
+The catch-up pauses at the command's logical moment and goes on from there in that
+next call: the events not yet read wait in the state (``RunState.unread``), so the
+driver need not pass them again (see ``Happened`` for what it passes).
 A kind's cancel command (``RunCommand.cancel``) is driven the same way; its answer is
 taken as a history line even when the run ended in the advance that asked for it.
 """
@@ -55,9 +65,26 @@ def start(
     seen: happened.Happened,
     now: datetime,
     cfg: config_mod.InterpreterConfig,
+    *,
+    started_at: datetime | None = None,
+    event_floor: int | None = None,
 ) -> Step:
-    """A fresh run entering its flow's first position (events so far do not count)."""
-    return advance(snap, state_mod.RunState(), seen, now, cfg)
+    """A fresh run entering its flow's first position, and catching up to ``now``.
+
+    ``started_at`` is the moment the run was created (the change that started it
+    committed): the first position's logical start, from which its timers count.
+    ``event_floor`` is the id of the latest event about the record recorded before
+    the run was created: only events with higher ids count (one emitted after the
+    record's creation in the same transaction does). By default the run starts at
+    ``now`` and every event the driver knows (``seen.latest_event_id``) is from before.
+
+    A worker that first reaches the run a day after it was created passes
+    ``started_at`` and ``event_floor`` from the run row, and the run does what it
+    would have done on time: a reply recorded meanwhile ends its first wait at once.
+    """
+    floor = seen.latest_event_id if event_floor is None else event_floor
+    fresh = state_mod.RunState(clock=started_at or now, last_event_id=floor)
+    return advance(snap, fresh, seen, now, cfg)
 
 
 def advance(
@@ -67,7 +94,11 @@ def advance(
     now: datetime,
     cfg: config_mod.InterpreterConfig,
 ) -> Step:
-    """Move the run on from what happened; the given state is never changed."""
+    """Move the run on from what happened, catching up to ``now`` on the flow's clock.
+
+    ``now`` is the driver's time: the run does everything that falls due up to it, in
+    time order, and no more. The given state is never changed.
+    """
     turn = Turn(snap, run, seen, now, cfg)
     try:
         _advance(turn)
@@ -101,6 +132,8 @@ def retry_failed(
         raise errors.OperatorError(f"only a failed run can be retried; this one is {run.status}")
     seen = happened.Happened(record=None, latest_event_id=run.last_event_id)
     turn = Turn(snap, run, seen, now, cfg)
+    # A failed run's clock stopped when it failed: its steps start again at the retry.
+    turn.now = turn.until
     failed = [(s, lane) for s, lane in turn.pairs() if lane.status == statuses.LaneStatus.FAILED]
     if not failed:
         raise errors.OperatorError(
@@ -112,7 +145,8 @@ def retry_failed(
     turn.run.status = statuses.RunStatus.RUNNING
     turn.run.error = None
     turn.run.reason = None
-    turn.effects.append(effects_mod.Wake(now))
+    turn.run.clock = turn.now
+    turn.effects.append(effects_mod.Wake(turn.until))
     return Step(turn.run, tuple(turn.effects))
 
 
@@ -122,6 +156,9 @@ def _advance(turn: Turn) -> None:
     if run.status in statuses.FINAL:
         return
     if turn.seen.cancel is not None:
+        # An operator's cancel and a deletion stop the run where it is, at the driver's
+        # time: nothing that fell due meanwhile is done any more.
+        turn.now = turn.until
         turn.end_run(statuses.RunStatus.CANCELLED, f"cancelled by an operator: {turn.seen.cancel}")
         return
     if run.cancel_requested:
@@ -129,6 +166,7 @@ def _advance(turn: Turn) -> None:
         return
     if run.status != statuses.RunStatus.FAILED:
         if turn.record is None:
+            turn.now = turn.until
             turn.end_run(
                 statuses.RunStatus.CANCELLED, "the record was deleted while the run waited"
             )
@@ -147,11 +185,53 @@ def _advance(turn: Turn) -> None:
             _guarded(turn, step, lane, move, even_if_failed=True)
     if run.status == statuses.RunStatus.FAILED:
         return  # events stay unread until an operator retries (or cancels) the run
-    turn.consumed = True
-    for event in turn.events:
-        for step, lane in list(turn.pairs()):
-            _guarded(turn, step, lane, functools.partial(lanes.on_event, turn, event=event))
-    _settle(turn)
+    turn.take_events()
+    _catch_up(turn)
+
+
+def _catch_up(turn: Turn) -> None:
+    """Go through the unread events and the lanes' timers in time order, up to ``until``.
+
+    At one moment the timers come first (a wait that ends then lets the next step see
+    that moment's events), then the events in the order they were recorded, each read
+    once by the lanes active then. The catch-up stops while a command or reminder
+    awaits its answer: the next advance, with the answer, goes on from that moment.
+    """
+    run = turn.run
+    while True:
+        _settle(turn)
+        if not turn.live or turn.busy:
+            return
+        due = _next_due(turn)
+        if run.unread:
+            at = turn.when_read(run.unread[0])
+            if due is None or at < due:
+                turn.now = at
+                _read(turn, run.unread.pop(0))
+                continue
+        if due is not None and due <= turn.until:
+            turn.now = due
+        elif turn.now < turn.until:
+            turn.now = turn.until  # caught up: what is due now (reminders) is done here
+        else:
+            return
+
+
+def _read(turn: Turn, event: happened.EventIn) -> None:
+    for step, lane in list(turn.pairs()):
+        _guarded(turn, step, lane, functools.partial(lanes.on_event, turn, event=event))
+
+
+def _next_due(turn: Turn) -> datetime | None:
+    """The lanes' next timer after the clock (reminders wait until the run caught up)."""
+    times: list[datetime] = []
+    for lane in turn.run.lanes:
+        if lane.status == statuses.LaneStatus.WAITING:
+            times += [t for t in (lane.timer, lane.deadline) if t is not None]
+        elif lane.status == statuses.LaneStatus.RETRYING and lane.retry_at is not None:
+            times.append(lane.retry_at)
+    later = [t for t in times if t > turn.now]
+    return min(later) if later else None
 
 
 def _guarded(
@@ -220,6 +300,7 @@ def _enter(turn: Turn, position: int) -> None:
         )
         return
     run.position = position
+    run.entered_at = turn.now
     run.passes[position] = run.passes.get(position, 0) + 1
     run.lanes = [
         state_mod.LaneState(step_id=s.id, kind=s.kind, pass_=run.passes[position])
@@ -229,8 +310,8 @@ def _enter(turn: Turn, position: int) -> None:
 
 def _finish(turn: Turn) -> Step:
     run = turn.run
-    if turn.consumed or run.status in statuses.FINAL:
-        run.last_event_id = max(run.last_event_id, turn.horizon)
+    if run.status in statuses.FINAL:
+        run.unread = []
     if turn.live:
         for step, lane in list(turn.pairs()):
             _guarded(turn, step, lane, functools.partial(lanes.reissue, turn))
@@ -241,6 +322,7 @@ def _finish(turn: Turn) -> Step:
             for lane in run.lanes
         )
         run.status = statuses.RunStatus.RUNNING if busy else statuses.RunStatus.WAITING
+    run.clock = turn.now
     turn.effects.append(effects_mod.Wake(_wake(turn)))
     return Step(run, tuple(turn.effects))
 
@@ -250,7 +332,7 @@ def _wake(turn: Turn) -> datetime | None:
     if not turn.live:
         return None
     if turn.run.status == statuses.RunStatus.RUNNING:
-        return turn.now
+        return turn.until
     times: list[datetime] = []
     for lane in turn.run.lanes:
         if lane.status == statuses.LaneStatus.WAITING:

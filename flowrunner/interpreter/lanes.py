@@ -20,7 +20,6 @@ BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
 def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     """Start a ready lane: do what is done at once, or start waiting or commanding."""
     lane.started_at = turn.now
-    lane.since_event_id = turn.horizon
     turn.log("started", "", step, lane)
     if step.kind == "set":
         name, value = reading.set_value(step, turn.cfg, turn.now)
@@ -100,7 +99,9 @@ def on_result(
                 step, lane, "command.refused", f"the command refused: {_said(result)}", result.error
             )
         else:
-            decision = retry.decide(turn.cfg.retry_for(step.kind), lane.attempts, turn.now)
+            # The backoff spares the outside service: it counts from when the attempt
+            # really ran (a late worker's retries keep their spacing), not the flow's time.
+            decision = retry.decide(turn.cfg.retry_for(step.kind), lane.attempts, turn.until)
             if decision.retry_at is None:
                 message = f"the command failed {lane.attempts} times: {_said(result)}"
                 turn.fail_lane(step, lane, "command.failed", message, result.error)
@@ -121,11 +122,12 @@ def on_result(
 def on_event(
     turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, event: happened.EventIn
 ) -> None:
-    """An event about the record arrived: count it where this lane waits for it."""
-    if event.id <= lane.since_event_id or not lane.active:
+    """An event about the record is read at ``turn.now``: count it where this lane waits
+    for it (events are read in time order, each once, by the lanes active then)."""
+    if not lane.active:
         return
-    if lane.deadline is not None and event.at > lane.deadline:
-        return  # it came after the wait gave up
+    if lane.deadline is not None and turn.now >= lane.deadline:
+        return  # the wait gave up at that moment
     if step.kind == "waitFor":
         waiting = lane.status == statuses.LaneStatus.WAITING
         if waiting and event.name == reading.event_name(step, turn.cfg):
@@ -206,12 +208,15 @@ def _answered(
     if kind.wait_for is None:
         turn.finish(step, lane, "done")
         return
+    # The give-up and the reminders count from the step's logical start, not from when
+    # the answer came (a late or retried command shifts neither).
+    start = lane.started_at or turn.now
     length = reading.duration(step)
     if length is not None:
-        lane.deadline = length.add_to(turn.now, turn.cfg.timezone)
+        lane.deadline = length.add_to(start, turn.cfg.timezone)
     every = _remind_every(step)
     if every is not None:
-        lane.next_remind_at = every.add_to(turn.now, turn.cfg.timezone)
+        lane.next_remind_at = every.add_to(start, turn.cfg.timezone)
     need = reading.mode(step).needed(lane.asked)
     _start_waiting(turn, step, lane, f"for {need} {kind.wait_for} of {lane.asked} asked")
 
@@ -225,8 +230,11 @@ def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> Non
     if lane.deadline is not None and lane.deadline <= turn.now:
         turn.finish(step, lane, "timed_out", "timed_out")
         return
+    # Reminders go out only once the run has caught up with the driver's time: after an
+    # outage only the latest one due is sent, and none once the wait has ended.
     if (
-        lane.next_remind_at is not None
+        turn.caught_up
+        and lane.next_remind_at is not None
         and lane.next_remind_at <= turn.now
         and lane.reminding is None
     ):
@@ -263,7 +271,7 @@ def _remind_every(step: snapshot.StepSpec) -> durations.Duration | None:
 
 
 def _remind_at(lane: state.LaneState, every: durations.Duration, k: int, turn: Turn) -> datetime:
-    base = lane.waiting_since or turn.now
+    base = lane.started_at or turn.now
     multiple = durations.Duration(every.months * k, every.days * k, every.seconds * k)
     return multiple.add_to(base, turn.cfg.timezone)
 
@@ -271,16 +279,16 @@ def _remind_at(lane: state.LaneState, every: durations.Duration, k: int, turn: T
 def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     """Send the latest reminder that is due.
 
-    Reminder k is due at k intervals after the wait began. After a clock jump over
-    several intervals only the latest is sent: a burst of stale nudges helps nobody,
-    and each number is still sent at most once.
+    Reminder k is due at k intervals after the step's logical start. After a clock
+    jump over several intervals only the latest is sent: a burst of stale nudges helps
+    nobody, and each number is still sent at most once.
     """
     every = _remind_every(step)
     kind = reading.kind(step, turn.cfg)
     if every is None:
         return
     first = lane.reminders_sent + 1
-    base = lane.waiting_since or turn.now
+    base = lane.started_at or turn.now
     k = max(first, int((turn.now - base).total_seconds() // max(1.0, every.approx_seconds())))
     while k > first and _remind_at(lane, every, k, turn) > turn.now:
         k -= 1

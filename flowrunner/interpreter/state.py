@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from flowrunner import statuses
+from flowrunner.interpreter import happened
 
 _Run = statuses.RunStatus
 _Lane = statuses.LaneStatus
@@ -74,16 +75,26 @@ def _moment(value: Any) -> datetime | None:
     return None if value is None else datetime.fromisoformat(str(value))
 
 
-_MOMENTS = ("started_at", "waiting_since", "deadline", "timer", "next_remind_at", "retry_at")
+_MOMENTS = (
+    "started_at",
+    "waiting_since",
+    "deadline",
+    "timer",
+    "next_remind_at",
+    "retry_at",
+    "finished_at",
+)
 
 
 @dataclass
 class LaneState(_Guarded):
     """One step at the current position, as it runs.
 
-    ``since_event_id``: only events after it count for this lane. ``asked``/``received``
-    count what an app kind's command asked for and the answers that count (events, or
-    with the kind's ``by`` distinct answerers); ``event`` is the latest that came.
+    Moments are on the flow's own clock: ``started_at`` is the step's logical start
+    (when the position before it logically finished; its timers, give-up and reminders
+    count from it), ``finished_at`` its logical finish. ``asked``/``received`` count
+    what an app kind's command asked for and the answers that count (events, or with
+    the kind's ``by`` distinct answerers); ``event`` is the latest that came.
     ``answerers`` are the distinct people who answered, in order, and ``asked_names``
     whom the command said it asked (empty when it answered only a number). ``pending``
     is the key of the command this lane awaits an answer to; ``reminding`` the
@@ -101,7 +112,6 @@ class LaneState(_Guarded):
     waiting_since: datetime | None = None
     deadline: datetime | None = None
     timer: datetime | None = None
-    since_event_id: int = 0
     asked: int = 1
     received: int = 0
     event: dict[str, Any] | None = None
@@ -115,6 +125,7 @@ class LaneState(_Guarded):
     outcome: str | None = None
     answerers: list[str] = field(default_factory=list)
     asked_names: list[str] = field(default_factory=list)
+    finished_at: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -159,10 +170,17 @@ class RunState(_Guarded):
 
     ``moves`` counts positions entered (the loop bound); ``passes`` how often each
     position was entered (a step's pass number); ``last_event_id`` the highest event
-    id already seen; ``error`` a sanitized envelope when failed; ``reason`` a sentence
-    saying why the run ended; ``last_goto`` the position of the latest goto taken;
-    ``cancel_requested`` an operator's cancel (its sentence) that the next advance
-    carries out.
+    id taken from the driver (events up to it are read, or in ``unread``); ``error`` a
+    sanitized envelope when failed; ``reason`` a sentence saying why the run ended;
+    ``last_goto`` the position of the latest goto taken; ``cancel_requested`` an
+    operator's cancel (its sentence) that the next advance carries out.
+
+    The flow's own clock: ``clock`` is the logical moment the run has been caught up
+    to (the run's creation before its first advance); ``entered_at`` the logical
+    moment the current position was entered. ``unread`` holds events taken but not yet
+    read, in the order they will be read: while a command pauses the catch-up at an
+    earlier moment, or while the run is failed. A state saved before the clock existed
+    has neither: the interpreter takes its lanes' latest moment as its clock.
     """
 
     _what = "run"
@@ -178,6 +196,9 @@ class RunState(_Guarded):
     reason: str | None = None
     last_goto: int | None = None
     cancel_requested: str | None = None
+    clock: datetime | None = None
+    entered_at: datetime | None = None
+    unread: list[happened.EventIn] = field(default_factory=list)
 
     @property
     def ended(self) -> bool:
@@ -195,6 +216,12 @@ class RunState(_Guarded):
             "reason": self.reason,
             "last_goto": self.last_goto,
             "cancel_requested": self.cancel_requested,
+            "clock": _when(self.clock),
+            "entered_at": _when(self.entered_at),
+            "unread": [
+                {"id": e.id, "name": e.name, "payload": dict(e.payload), "at": e.at.isoformat()}
+                for e in self.unread
+            ],
         }
 
     @classmethod
@@ -210,6 +237,17 @@ class RunState(_Guarded):
             reason=data.get("reason"),
             last_goto=None if data.get("last_goto") is None else int(data["last_goto"]),
             cancel_requested=data.get("cancel_requested"),
+            clock=_moment(data.get("clock")),
+            entered_at=_moment(data.get("entered_at")),
+            unread=[
+                happened.EventIn(
+                    id=int(e["id"]),
+                    name=str(e["name"]),
+                    payload=dict(e.get("payload") or {}),
+                    at=datetime.fromisoformat(str(e["at"])),
+                )
+                for e in data.get("unread") or ()
+            ],
         )
 
     def copy(self) -> RunState:

@@ -1,8 +1,9 @@
 """The working context of one advance: the state being changed and the effects so far.
 
 An advance copies the run state, works on the copy and a copy of the record, and
-collects effects in order; ``Turn`` holds these and the few moves every kind shares
-(log, run a command, finish or fail a lane, end the run).
+collects effects in order; ``Turn`` holds these, the flow's clock as it catches up,
+and the few moves every kind shares (log, run a command, finish or fail a lane, end
+the run).
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ _STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
 
 
 class Turn:
-    """One advance in progress over a copy of the run state."""
+    """One advance in progress over a copy of the run state.
+
+    ``now`` is the flow's own clock: the logical moment being worked on, which every
+    kind reads (a step starts, a timer falls due, a value resolves at ``now``). It
+    starts where the run was caught up to and moves forward, event by event and
+    timer by timer, up to ``until``: the driver's time, how far this advance may go.
+    """
 
     def __init__(
         self,
@@ -33,18 +40,14 @@ class Turn:
         self.snap = snap
         self.run = run.copy()
         self.seen = seen
-        self.now = now
+        clock = self.run.clock or _latest_moment(self.run) or now
+        self.now = clock
+        # The clock never goes back, even for a driver whose own clock is behind.
+        self.until = max(now, clock)
         self.cfg = cfg
         self.record: dict[str, Any] | None = None if seen.record is None else dict(seen.record)
-        self.events = sorted(
-            (e for e in seen.events if e.id > run.last_event_id), key=lambda e: e.id
-        )
-        # Events up to here happened before any lane this advance starts.
-        self.horizon = max([run.last_event_id, seen.latest_event_id, *(e.id for e in self.events)])
         self.effects: list[effects.Effect] = []
         self.emitted: set[str] = set()
-        # Whether this advance read the new events (a failed run leaves them for later).
-        self.consumed = False
 
     # -- where we are ---------------------------------------------------------------
 
@@ -57,6 +60,36 @@ class Turn:
     @property
     def live(self) -> bool:
         return self.run.status in statuses.OPEN
+
+    @property
+    def busy(self) -> bool:
+        """Whether a lane awaits a command's or a reminder's answer (the clock waits too)."""
+        return any(
+            lane.status == statuses.LaneStatus.COMMANDING or lane.reminding is not None
+            for lane in self.run.lanes
+        )
+
+    @property
+    def caught_up(self) -> bool:
+        return self.now >= self.until
+
+    def take_events(self) -> None:
+        """Add the driver's new events to the unread ones, in the order they are read.
+
+        Events are read by when they were recorded (then by id); ``last_event_id``
+        moves past every event taken, so passing the same events again changes nothing.
+        """
+        run = self.run
+        fresh = [e for e in self.seen.events if e.id > run.last_event_id]
+        if not fresh:
+            return
+        run.unread = sorted([*run.unread, *fresh], key=lambda e: (e.at, e.id))
+        run.last_event_id = max(e.id for e in fresh)
+
+    def when_read(self, event: happened.EventIn) -> datetime:
+        """The moment an event is read: when it was recorded, but never before the
+        clock (it became known late) nor after the driver's time (its clock is ahead)."""
+        return min(max(event.at, self.now), self.until)
 
     def working_record(self) -> dict[str, Any]:
         # Only called while the run goes on, which needs a record.
@@ -80,6 +113,7 @@ class Turn:
                 pass_=lane.pass_ if lane is not None else None,
                 what=what,
                 detail=sanitize.sanitize_text(detail),
+                at=self.now,
             )
         )
 
@@ -125,6 +159,7 @@ class Turn:
         lane.outcome = outcome
         lane.status = statuses.LaneStatus.DONE
         lane.pending = None
+        lane.finished_at = self.now
         self.log(what, outcome if what == "done" else "", step, lane)
         if stopped:
             self.cancel_command(step, lane, _STOPPED.get(outcome, outcome))
@@ -167,6 +202,7 @@ class Turn:
         waited = lane.status == statuses.LaneStatus.WAITING
         lane.status = statuses.LaneStatus.FAILED
         lane.pending = None
+        lane.finished_at = self.now
         reason = f"{reading.describe(step)} failed: {message}"
         details: dict[str, Any] = {
             "step_id": step.id,
@@ -199,3 +235,14 @@ class Turn:
             lane.pending = None
             lane.reminding = None
         self.log("ended", self.run.reason)
+
+
+def _latest_moment(run: state.RunState) -> datetime | None:
+    """The clock of a state saved before there was one: its lanes' latest moment."""
+    moments = [
+        moment
+        for lane in run.lanes
+        for moment in (lane.started_at, lane.waiting_since, lane.finished_at)
+        if moment is not None
+    ]
+    return max(moments) if moments else None
