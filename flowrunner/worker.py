@@ -273,7 +273,9 @@ class _Advance:
             return None
         record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
         current = state.RunState.from_dict(run.state) if run.state else None
-        after = current.last_event_id if current is not None else 0
+        # A new run counts the events stored after it began (its floor); later, those
+        # after the last one the run took.
+        after = current.last_event_id if current is not None else (run.event_floor or 0)
         arrived = (
             ops.events_after(
                 conn,
@@ -292,7 +294,14 @@ class _Advance:
             latest_event_id=latest,
         )
         if current is None:
-            step = interpret.start(snap, seen, now, runner.config)
+            step = interpret.start(
+                snap,
+                seen,
+                now,
+                runner.config,
+                started_at=run.started_at,
+                event_floor=run.event_floor or 0,
+            )
         else:
             step = interpret.advance(snap, current, seen, now, runner.config)
         wake_at: datetime | None = None
@@ -438,6 +447,7 @@ class _Advance:
                     kind=effect.kind,
                     pass_=effect.pass_,
                     detail=effect.detail,
+                    due_at=effect.at,
                 )
             )
 

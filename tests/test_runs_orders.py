@@ -140,14 +140,19 @@ WAIT_THEN_APPROVE = """
 """
 
 
-def test_events_before_the_step_waited_and_for_other_records_change_nothing(
+def test_the_decision_came_before_any_worker_ran_the_approval_ends_at_once(
     any_engine: sa.Engine,
 ) -> None:
     driver = mount(any_engine, "purchase_orders", flows=WAIT_THEN_APPROVE)
-    driver.create(order(2))
     driver.create(order(1), run=False)
-    decide(driver, 1)  # emitted in the same moment the run starts: before it waited
-    assert status(driver, 1) == "open"
+    decide(driver, 1)  # recorded after the order was created, before any worker came
+    assert status(driver, 1) == "approved"
+
+
+def test_decisions_about_other_orders_change_nothing(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "purchase_orders", flows=WAIT_THEN_APPROVE)
+    driver.create(order(1))
+    driver.create(order(2))
     decide(driver, 2)
     assert status(driver, 1) == "open"
     assert status(driver, 2) == "approved"

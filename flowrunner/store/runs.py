@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -97,7 +97,16 @@ class LogRow:
     detail: object
     """More about it, sanitized: usually a short text (may be empty); any JSON value."""
     due_at: datetime | None = None
-    """When it happened on the flow's own clock, where a worker did it later (``at``)."""
+    """When it happened on the flow's own clock; ``at`` is when a worker did it."""
+
+    @property
+    def late(self) -> bool:
+        """Whether a worker did it more than a minute after it was due (show both times)."""
+        return self.due_at is not None and self.at - self.due_at > LATE
+
+
+# How far apart a history line's two times may be before both are worth showing.
+LATE = timedelta(minutes=1)
 
 
 def _run(row: sa.Row[Any]) -> RunRow:
@@ -150,10 +159,17 @@ def insert_run(
     """
     status = _status(status)
     table = engine_tables.runs
+    events = engine_tables.events
+    # The run listens from its start: events about the record stored up to now (in this
+    # transaction too) are from before it; the floor is read in the insert itself.
+    floor = sa.select(sa.func.coalesce(sa.func.max(events.c.id), 0)).where(
+        events.c.resource == resource, events.c.record_id == str(record_id)
+    )
     run_id = dialects.insert_ignore(
         conn,
         table,
         {
+            "event_floor": floor.scalar_subquery(),
             "tenant": tenant,
             "resource": resource,
             "record_id": str(record_id),
@@ -367,6 +383,7 @@ class LogLine:
     kind: str | None = None
     pass_: int | None = None
     detail: Any = None
+    due_at: datetime | None = None
 
 
 def append_logs(
@@ -389,6 +406,7 @@ def append_logs(
                 "what": line.what,
                 "detail": None if line.detail is None else sanitize.sanitize_value(line.detail),
                 "pass": line.pass_,
+                "due_at": line.due_at,
             }
             for line in lines
         ],
