@@ -49,8 +49,8 @@ def ticket(n: int, **extra: Any) -> dict[str, Any]:
     }
 
 
-def order(n: int, amount: int = 25000) -> dict[str, Any]:
-    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": amount}
+def order(n: int, amount: int = 25000, **extra: Any) -> dict[str, Any]:
+    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": amount, **extra}
 
 
 def at(hours: float) -> datetime:
@@ -86,7 +86,10 @@ ORDERS = [
     Action("create", (order(3, 500),)),
     Action("create", (order(4),)),  # nobody answers: reminders, then the give-up
     Action("create", (order(5),)),  # withdrawn while it waits: the approvals are cancelled
+    Action("create", (order(6, 500, priority="hold"),)),  # sending is refused: the run fails
     Action("run"),
+    Action("update", (6, {"priority": "normal"})),
+    Action("restart", (6,)),  # released, and an operator starts the run again
     Action("until", (at(25),)),
     decided(1, "manager@example.com"),
     decided(1, "cfo@example.com"),
@@ -124,6 +127,10 @@ def apply(driver: testing.FlowDriver, action: Action) -> None:
         driver.emit(*action.args, run=False)
     elif action.name == "run":
         driver.run_until_idle()
+    elif action.name == "restart":
+        for run in driver.runs(action.args[0]):
+            if run.status == "failed" and run.restarted_as is None:
+                driver.runner.restart(run.id, operator="olga")
     elif action.name == "until":
         if driver.now < action.args[0]:
             driver.advance_to(action.args[0])
@@ -280,6 +287,11 @@ def test_crash_at_every_commit_boundary_changes_nothing(
     assert {"claimed", "before-save", "before-commit", "committed", "after-set"} <= kinds
     assert "after-notify" in kinds
     if name == "purchase_orders":
+        # Order 6's run was refused and failed, then restarted as a run that sent it.
+        assert sorted(status for record, _, status, _ in expected["runs"] if record == "6") == [
+            "done",
+            "failed",
+        ]
         assert {
             "after-command:request_approval",
             "after-command:remind_approver",
