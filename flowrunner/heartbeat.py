@@ -23,7 +23,6 @@ command stuck for good loses its lease within one lease time after it.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -31,10 +30,11 @@ from types import TracebackType
 
 import sqlalchemy as sa
 
+from flowrunner import logs, sanitize
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
-log = logging.getLogger("flowrunner.worker")
+log = logs.logger("flowrunner.worker")
 
 
 class Heartbeat:
@@ -105,8 +105,11 @@ class Heartbeat:
                 return  # past the deadline: the lease lapses within one lease time
             try:
                 self._renew(now)
-            except Exception:  # the database is away: try again at the next beat
-                log.warning("the heartbeat could not renew its leases", exc_info=True)
+            except Exception as exc:  # the database is away: try again at the next beat
+                log.warning(
+                    "the heartbeat could not renew its leases: %s",
+                    sanitize.describe_exception(exc),
+                )
                 continue
             if self._stop.is_set():
                 return

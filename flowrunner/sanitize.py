@@ -37,20 +37,58 @@ _DIGIT_RUN = re.compile(r"(?<!\d)\d+(?:[ -]\d+)*")
 _GROUP = re.compile(r"\d+")
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
 
+# Key names that say their value is a secret: anywhere in the key ("db_password",
+# "X-Auth-Token", "client_secret") ...
 _SECRET_WORDS = (
-    r"[\w.-]*?(?:(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
-    r"|credentials?)[\w.-]*|auth(?:orization)?)"
+    r"[\w.-]*?(?:(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key"
+    r"|private[_-]?key|credentials?|signature|session[_-]?id)[\w.-]*|auth(?:orization)?)"
+    # ... or as the key's last word only: "pass" and "db.pass", never "compass" or
+    # "passenger"; "sig" for signed URLs; personal numbers written as key=value.
+    r"|(?:[\w.-]*[_.-])?(?:pass|pw|sig|ssn|pin|cvv2?|cvc|otp)"
 )
-# key=value, key: value, "key": "value" where the key names a secret. Keys start only
-# where a run of key characters starts (not at every "." or "-" inside one), which
-# keeps matching linear on text such as "a.a.a.a…".
+# A value in quotes may hold spaces and escaped quotes, and runs to the end of the text
+# when its closing quote is missing (the text was cut there). A value masked already is
+# taken as it is, so masking twice changes nothing ("{"password": [redacted]}").
+_QUOTED_OR_MASKED = r"\[redacted\]|\"(?:[^\"\\]|\\.)*(?:\"|$)|'(?:[^'\\]|\\.)*(?:'|$)"
+# key=value, key: value, "key": "value" where the key names a secret: in bare text and
+# in a URL's query (?password=…&token=…). Keys start only where a run of key characters
+# starts (not at every "." or "-" inside one), which keeps matching linear on text such
+# as "a.a.a.a…".
 _KEY_VALUE = re.compile(
-    r"(?i)(?<![\w.-])(?P<key>[\"']?" + _SECRET_WORDS + r"[\"']?)(?P<sep>\s*[:=]\s*)"
-    r"(?P<value>\"[^\"]*\"|'[^']*'|(?:bearer\s+|basic\s+)?[^\s,;&\"']+)"
+    r"(?i)(?<![\w.-])(?P<key>[\"']?(?:" + _SECRET_WORDS + r")[\"']?)(?P<sep>\s*[:=]\s*)"
+    r"(?P<value>" + _QUOTED_OR_MASKED + r"|(?:bearer\s+|basic\s+)?[^\s,;&\"']+)"
+)
+# An Authorization header's value is a scheme and its credentials, whatever the scheme
+# ("Token …", "Digest …", "AWS4-HMAC-SHA256 Credential=…"): both go.
+_AUTH_HEADER = re.compile(
+    r"(?i)(?<![\w.-])(?P<key>[\"']?(?:proxy-)?authorization[\"']?)(?P<sep>\s*[:=]\s*)"
+    r"(?P<value>" + _QUOTED_OR_MASKED + r"|(?:[a-z][\w-]*\s+)?[^\s,;&\"']+)"
+)
+# A cookie header carries sessions: every name=value pair of it goes.
+_COOKIE_HEADER = re.compile(
+    r"(?i)(?<![\w.-])(?P<key>(?:set-)?cookie)(?P<sep>\s*:\s*)"
+    r"(?P<value>[^\s;,]+(?:\s*;\s*[^\s;,]+)*)"
 )
 _AUTH_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
-_URL_PASSWORD = re.compile(
-    r"(?P<head>(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?P<tail>@)"
+# scheme://user:password@host, the user possibly empty (redis://:pw@host) and the
+# password possibly holding "/" or "@" unencoded (postgresql://bob:p@ss/w0rd@db/x). The
+# host follows the last "@" before the query or fragment — or, when the password holds
+# a "?" or "#" too, the last "@" of the whole URL. Where a path after a port holds an
+# "@" (http://host:8080/@me) too much is masked: that is the safe mistake. Matching
+# starts at "://", whatever comes before it.
+_URL_PASSWORD = re.compile(r"(?P<head>://[^\s:/?#]*:)(?:[^\s?#]+|\S+)(?P<tail>@)")
+# AWS secret keys are 40 base64 characters, recognisable after a key that names them
+# (aws_secret_access_key, AWS_SECRET_KEY, "aws secret") or after their access key id
+# ("AKIA…:wJalr…"); "key = value" is already masked by _KEY_VALUE.
+_AWS_SECRET = re.compile(
+    r"(?i)(?P<key>\baws[\w\s.-]{0,30}?secret[\w\s.-]{0,30}?|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"
+    r"(?P<sep>[^A-Za-z0-9/+]{1,8})[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+)
+# A PEM private key, to its end line or, cut short, to the end of the text.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)",
+    re.S,
 )
 # Token shapes that are secrets wherever they appear.
 _TOKEN_SHAPES = re.compile(
@@ -58,8 +96,12 @@ _TOKEN_SHAPES = re.compile(
     r"(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{8,}"  # payment-provider keys
     r"|sk-[A-Za-z0-9_-]{16,}"  # API keys of the sk-... shape
     r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
+    r"|npm_[A-Za-z0-9]{36}"
     r"|xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|AKIA[0-9A-Z]{16}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids, long-lived and temporary
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
     r"|eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"  # JSON web tokens
     r")"
 )
@@ -145,10 +187,6 @@ def _mask_run(match: re.Match[str]) -> str:
     return "".join(pieces)
 
 
-def _mask_key_value(match: re.Match[str]) -> str:
-    return f"{match.group('key')}{match.group('sep')}{REDACTED}"
-
-
 def _one_line(text: str) -> str:
     """Control and separator characters become spaces, invisible format characters go."""
     if not text.isprintable():
@@ -165,10 +203,20 @@ def _one_line(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
+def _keep_key(match: re.Match[str]) -> str:
+    return f"{match.group('key')}{match.group('sep')}{REDACTED}"
+
+
 def mask_secrets(text: str) -> str:
     """Mask card numbers, US social security numbers and secrets in one line of text."""
-    # Secrets first, so "token=4111..." reads "token=[redacted]" rather than half a card.
-    text = _KEY_VALUE.sub(_mask_key_value, text)
+    text = _PRIVATE_KEY.sub(REDACTED, text)
+    # Whole headers before their parts: "Cookie: sid=…; csrftoken=…" goes as one.
+    text = _AUTH_HEADER.sub(_keep_key, text)
+    text = _COOKIE_HEADER.sub(_keep_key, text)
+    # Secrets before numbers, so "token=4111..." reads "token=[redacted]" rather than
+    # half a card; an AWS secret before its access key id is masked, which names it.
+    text = _KEY_VALUE.sub(_keep_key, text)
+    text = _AWS_SECRET.sub(_keep_key, text)
     text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{REDACTED}{m.group('tail')}", text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group('scheme')} {REDACTED}", text)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
@@ -183,20 +231,46 @@ def _as_text(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
+def _masked_start(text: str, window: int) -> str:
+    """The start of ``text`` as one masked line: its first ``window`` characters, or less.
+
+    A secret cut at the window's edge is not seen whole ("postgresql://bob:p@ss/w0" keeps
+    "ss/w0"), and masking a long secret before it may pull it forward into what is
+    kept. Masking twice the window sees it whole: only the start on which both agree
+    is kept. (A secret longer than the window itself is beyond this check.) Text that
+    the longer stretch holds whole is masked whole.
+    """
+    first = mask_secrets(_one_line(text[:window]))
+    if len(text) <= window:
+        return first
+    second = mask_secrets(_one_line(text[: 2 * window]))
+    if len(text) <= 2 * window:
+        return second
+    agree = next(
+        (i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y),
+        min(len(first), len(second)),
+    )
+    return first[:agree]
+
+
 def sanitize_text(value: object, max_len: int = DEFAULT_MAX_LEN) -> str:
     """One line of at most ``max_len`` characters, with sensitive values masked.
 
     Newlines, tabs and other control characters become single spaces; card numbers
-    (Luhn-valid, 13 to 19 digits), social security numbers, bearer tokens, API keys
-    and ``password=...``-style secrets are masked; longer text ends in ``…``.
+    (Luhn-valid, 13 to 19 digits), social security numbers, URL passwords,
+    ``password=...``-style pairs and query parameters, ``Authorization`` and ``Cookie``
+    headers, bearer tokens, AWS keys, private keys and API key shapes are masked;
+    longer text ends in ``…``.
+
+    >>> sanitize_text("connect postgresql://bob:p@ss/w0rd@db/x?token=abc\\nfailed")
+    'connect postgresql://bob:[redacted]@db/x?token=[redacted] failed'
     """
     if max_len < 1:
         raise ValueError("max_len must be at least 1")
     text = value if isinstance(value, str) else _as_text(value)
     # Cut early so huge inputs cost little; the margin keeps a card number that
     # straddles max_len whole until it has been masked.
-    text = text[: 2 * max_len + 64]
-    text = mask_secrets(_one_line(text)).strip()
+    text = _masked_start(text, 2 * max_len + 64).strip()
     if len(text) > max_len:
         text = text[: max_len - 1].rstrip() + "…"
     return text
@@ -313,6 +387,50 @@ def error_envelope(
     return envelope
 
 
+def _database_error(exc: BaseException) -> tuple[BaseException, str] | None:
+    """A SQLAlchemy statement error's driver error and the first line of its message.
+
+    SQLAlchemy's own text of such an error quotes the statement and its bound values —
+    a record's data — and the driver's later lines do too (PostgreSQL's ``DETAIL: Key
+    (email)=(…)``, ``LINE 1: …``). Recognised by its attributes, so that this module
+    needs no SQLAlchemy.
+    """
+    if not hasattr(exc, "statement") or not hasattr(exc, "orig"):
+        return None
+    orig = exc.orig
+    if isinstance(orig, BaseException):
+        exc, text = orig, _as_text(orig)
+    else:
+        first = exc.args[0] if exc.args else ""
+        text = first if isinstance(first, str) else ""
+    return exc, (text.strip().splitlines() or [""])[0]
+
+
+def exception_text(exc: BaseException) -> str:
+    """What an exception says, as one masked line: no SQL, no bound values.
+
+    >>> exception_text(ValueError("bad\\npassword=hunter2"))
+    'bad password=[redacted]'
+    """
+    found = _database_error(exc)
+    return sanitize_text(found[1] if found is not None else _as_text(exc), MESSAGE_MAX_LEN)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """An exception as one masked line, ``ExcType: what it says``, fit for a log line.
+
+    A database error is named by the driver's error, SQLAlchemy's wrapper and the
+    statement it quotes left out.
+
+    >>> describe_exception(KeyError("token=abc"))
+    "KeyError: 'token=[redacted]'"
+    """
+    found = _database_error(exc)
+    kind = type(exc if found is None else found[0]).__name__
+    text = exception_text(exc)
+    return sanitize_text(f"{kind}: {text}" if text else kind, MESSAGE_MAX_LEN)
+
+
 def error_from_exception(
     exc: BaseException,
     *,
@@ -321,5 +439,5 @@ def error_from_exception(
     details: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The envelope of an exception: its class name as the code unless one is given."""
-    message = str(exc) or type(exc).__name__
+    message = exception_text(exc) or type(exc).__name__
     return error_envelope(code or type(exc).__name__, message, details=details, retryable=retryable)

@@ -15,7 +15,6 @@ a kind's ``timeout`` bounds one attempt (see ``_Advance._command``).
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from flowrunner import (
     durations,
     errors,
     heartbeat,
+    logs,
     sanitize,
     snapshot,
     statuses,
@@ -41,7 +41,7 @@ from flowrunner.store import operations as ops
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
 
-log = logging.getLogger("flowrunner.worker")
+log = logs.logger("flowrunner.worker")
 
 # Given the name of each commit boundary the worker passes ("claimed", "after-set",
 # "before-save", ...); crash-injection tests raise there to stop the worker. During a
@@ -173,7 +173,10 @@ class Worker:
         except Exception as exc:  # an engine bug must not stall the other runs
             savepoint.rollback()
             self.stats.errors += 1
-            log.exception("run %s could not be advanced", claim.run_id)
+            log.error(
+                "run %s could not be advanced: %s", claim.run_id, sanitize.describe_exception(exc)
+            )
+            log.debug("run %s: raised at %s", claim.run_id, logs.where(exc))
             self._fail_run(conn, claim, now, exc)
             return True
         savepoint.commit()
@@ -217,8 +220,11 @@ class Worker:
         while not stop.is_set():
             try:
                 claimed = self.run_due(limit=limit)
-            except sa.exc.OperationalError:
-                log.exception("the database could not be reached; trying again")
+            except sa.exc.OperationalError as exc:
+                log.error(
+                    "the database could not be reached; trying again: %s",
+                    sanitize.describe_exception(exc),
+                )
                 claimed = 0
             if claimed == 0:
                 stop.wait(poll)
@@ -525,6 +531,12 @@ class _Advance:
                 error=sanitize.error_envelope("command_refused", str(refused)),
             )
         except Exception as exc:
+            log.warning(
+                "run %s: command %s failed: %s",
+                run.id,
+                effect.command,
+                sanitize.describe_exception(exc),
+            )
             failed = happened.CommandResult(
                 key=effect.key,
                 ok=False,

@@ -84,6 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "flowrunner.errors",
             "flowrunner.sanitize",
+            "flowrunner.logs",
             "flowrunner.sqltypes",
             "flowrunner.durations",
             "flowrunner.statuses",

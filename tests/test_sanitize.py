@@ -8,7 +8,8 @@ import unicodedata
 from typing import Any
 
 import pytest
-from hypothesis import given
+import sqlalchemy as sa
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from flowrunner import sanitize
@@ -210,3 +211,200 @@ def test_envelopes_are_json_safe_and_bounded(code: str, message: str, details: A
     assert "\n" not in envelope["message"]
     assert len(envelope["message"]) <= sanitize.MESSAGE_MAX_LEN
     assert re.fullmatch(r"[A-Za-z0-9_.:-]+", envelope["code"])
+
+
+# -- secret shapes -----------------------------------------------------------------------
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        # URL passwords: holding "/" or "@", after an empty user, after an email as user
+        ("postgresql://bob:p@ss/w0rd@db/x", "postgresql://bob:[redacted]@db/x"),
+        (
+            "postgresql+psycopg://bob:p@ss/w0rd@db:5432/x?sslmode=require",
+            "postgresql+psycopg://bob:[redacted]@db:5432/x?sslmode=require",
+        ),
+        ("redis://:pw@host:6379/0", "redis://:[redacted]@host:6379/0"),
+        ("HTTPS://u:pw@host/a?mail=a@b.c", "HTTPS://u:[redacted]@host/a?mail=a@b.c"),
+        (
+            "smtp://me@example.com:pw@mail.example.com",
+            "smtp://me@example.com:[redacted]@mail.example.com",
+        ),
+        ("amqp://u:p?ss@mq/vhost", "amqp://u:[redacted]@mq/vhost"),
+        ("x1postgresql://bob:pw@db", "x1postgresql://bob:[redacted]@db"),
+        # query parameters, in a URL and as bare key=value text
+        (
+            "https://h/cb?password=a1&pass=b2&token=c3&access_token=d4&api_key=e5&secret=f6&page=2",
+            "https://h/cb?password=[redacted]&pass=[redacted]&token=[redacted]"
+            "&access_token=[redacted]&api_key=[redacted]&secret=[redacted]&page=2",
+        ),
+        (
+            "retry with pass=b2 and db.pass: c3",
+            "retry with pass=[redacted] and db.pass: [redacted]",
+        ),
+        ("X-Amz-Signature=abc123&sig=xyz", "X-Amz-Signature=[redacted]&sig=[redacted]"),
+        (
+            "session_id=s1; ssn: 123456789 pin=1234",
+            "session_id=[redacted]; ssn: [redacted] pin=[redacted]",
+        ),
+        # AWS access key ids and secret keys
+        ("keys AKIAIOSFODNN7EXAMPLE ASIAIOSFODNN7EXAMPLE", "keys [redacted] [redacted]"),
+        (f"aws_secret_access_key {AWS_SECRET}", "aws_secret_access_key [redacted]"),
+        (f"AWS secret key: {AWS_SECRET}.", "AWS secret key: [redacted]."),
+        (f'AWS_SECRET_ACCESS_KEY="{AWS_SECRET}"', "AWS_SECRET_ACCESS_KEY=[redacted]"),
+        (f"AKIAIOSFODNN7EXAMPLE:{AWS_SECRET}", "[redacted]:[redacted]"),
+        # headers: every scheme's credentials, every cookie
+        ("Authorization: Bearer abc.def-ghi", "Authorization: [redacted]"),
+        ("authorization: Token abc123 later", "authorization: [redacted] later"),
+        ('{"Authorization": "Digest u=1, r=2"}', '{"Authorization": [redacted]}'),
+        ("Proxy-Authorization: Basic dXNlcjpwYXNz", "Proxy-Authorization: [redacted]"),
+        ("Cookie: sessionid=abc; csrftoken=def; theme=dark", "Cookie: [redacted]"),
+        ("then bearer eyJhbGciOi.eyJzdWIiOi.sig", "then bearer [redacted]"),
+        # quoted values, with escaped quotes, or cut before their closing quote
+        ('{"password": "ab\\"cd", "n": 1}', '{"password": [redacted], "n": 1}'),
+        ("password='never closed and more", "password=[redacted]"),
+        # other token shapes and private keys
+        ("key AIzaSyA1234567890abcdefghijklmnopqrstuv", "key [redacted]"),
+        ("glpat-abcdefghij0123456789 ok", "[redacted] ok"),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIB\nAAKCAQEA\n-----END RSA PRIVATE KEY----- x",
+            "[redacted] x",
+        ),
+        ("-----BEGIN PRIVATE KEY-----\nMIIEpAIB… (cut", "[redacted]"),
+    ],
+)
+def test_secret_shapes_are_masked(text: str, masked: str) -> None:
+    assert sanitize.sanitize_text(text) == masked
+    assert sanitize.sanitize_text(masked) == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mail user@example.com or bob.smith+tag@mail.example.co.uk",
+        "see https://example.com/a/b?page=2&sort=name#top",
+        "postgresql://bob@db:5432/app and redis://cache:6379/0",
+        "compass=north passenger: 3 bypass=on",
+        "git sha 3f786850e387550fdab836ed7e6dc881de23001b",
+        "a key: order-123, the pass through step 2",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert sanitize.sanitize_text(text) == text
+
+
+def test_a_secret_cut_at_the_scan_window_is_not_shown_in_part() -> None:
+    # The first 2064 characters (2 * 1000 + 64) end inside the URL's password, after
+    # "p@ss/": masking them alone would show "ss/". Masking the long password before it
+    # pulls that forward into view; what is kept is what a longer stretch agrees with.
+    url = "postgresql://bob:p@ss/w0rd@db/x"
+    text = "password=" + "x" * 2032 + f" {url} " + "y" * 3000
+    assert sanitize.sanitize_text(text) == "password=[redacted] postgresql://bob:[redacted]@"
+    # Text that the longer stretch holds whole is masked whole.
+    whole = "password=" + "x" * 2032 + f" {url} more"
+    assert sanitize.sanitize_text(whole) == (
+        "password=[redacted] postgresql://bob:[redacted]@db/x more"
+    )
+
+
+def test_exception_text_leaves_out_the_statement_and_its_values() -> None:
+    engine = sa.create_engine("sqlite://")
+    with engine.connect() as conn, pytest.raises(sa.exc.OperationalError) as raised:
+        conn.execute(sa.text("UPDATE nowhere SET note = :note"), {"note": "Jane's private note"})
+    engine.dispose()
+    assert "Jane" in str(raised.value)  # SQLAlchemy's own text quotes the value
+    assert sanitize.describe_exception(raised.value) == "OperationalError: no such table: nowhere"
+    # A driver's later lines quote the row: PostgreSQL's DETAIL.
+    duplicate = sa.exc.IntegrityError(
+        "INSERT INTO person (email) VALUES (%(email)s)",
+        {"email": "jane@example.com"},
+        Exception(
+            'duplicate key value violates unique constraint "person_email"\n'
+            "DETAIL:  Key (email)=(jane@example.com) already exists."
+        ),
+    )
+    assert sanitize.exception_text(duplicate) == (
+        'duplicate key value violates unique constraint "person_email"'
+    )
+    envelope = sanitize.error_from_exception(duplicate)
+    assert "jane" not in json.dumps(envelope)
+
+
+def test_describe_exception_is_one_masked_line() -> None:
+    exc = RuntimeError("could not reach postgresql://bob:p@ss/w0rd@db/x\n  token=abc123\n")
+    assert sanitize.describe_exception(exc) == (
+        "RuntimeError: could not reach postgresql://bob:[redacted]@db/x token=[redacted]"
+    )
+    assert sanitize.describe_exception(RuntimeError()) == "RuntimeError"
+
+
+# -- secrets never survive ---------------------------------------------------------------
+
+SECRET_CHARS = st.text(
+    st.sampled_from("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"),
+    min_size=8,
+    max_size=24,
+)
+
+
+@st.composite
+def secrets_in_shapes(draw: st.DrawFn) -> tuple[str, str]:
+    """(text carrying a secret, the secret), the secret written in one of the masked shapes."""
+    secret = draw(SECRET_CHARS)
+    punctuated = draw(st.sampled_from(["", "/", "@", "/x@", "@@", "/@/"])).join(
+        [secret[:4], secret[4:]]
+    )
+    aws_secret = (secret * 5)[:40]
+    shapes = [
+        (f"postgresql://bob:{punctuated}@db.internal:5432/app", punctuated),
+        (f"redis://:{punctuated}@cache/0", punctuated),
+        (f"https://api.example.com/v1?user=ann&password={secret}&page=2", secret),
+        (f"https://api.example.com/cb?access_token={secret}", secret),
+        (f"pass={secret}", secret),
+        (f"token: {secret}", secret),
+        (f'"api_key": "{secret}"', secret),
+        (f"secret={secret}", secret),
+        (f"Authorization: Bearer {secret}", secret),
+        (f"authorization: Token {secret}", secret),
+        (f"Cookie: sid={secret}; theme=dark", secret),
+        ("AKIA" + (secret.upper() * 3)[:16], "AKIA" + (secret.upper() * 3)[:16]),
+        ("ASIA" + (secret.upper() * 3)[:16], "ASIA" + (secret.upper() * 3)[:16]),
+        (f"aws_secret_access_key {aws_secret}", aws_secret),
+        (f"AKIAIOSFODNN7EXAMPLE:{aws_secret}", aws_secret),
+    ]
+    return draw(st.sampled_from(shapes))
+
+
+@given(
+    st.text(max_size=300),
+    secrets_in_shapes(),
+    st.sampled_from([" ", "\n", "\r\n", "\t"]),
+    st.text(max_size=300),
+)
+def test_no_secret_survives_in_any_text(
+    before: str, written: tuple[str, str], gap: str, after: str
+) -> None:
+    """Any text around a secret, parted from it by white space (a newline too), as an
+    exception's message or a log argument would put it."""
+    text, secret = written
+    assume(secret not in before + after)
+    cleaned = sanitize.sanitize_text(f"{before}{gap}{text}{gap}{after}", max_len=2000)
+    assert secret not in cleaned
+    assert "\n" not in cleaned and "\r" not in cleaned
+
+
+@given(
+    st.integers(min_value=0, max_value=3000),
+    secrets_in_shapes(),
+    st.integers(min_value=20, max_value=400),
+)
+def test_no_secret_survives_a_cut(filler: int, written: tuple[str, str], max_len: int) -> None:
+    text, secret = written
+    # A long secret before it shrinks when masked, pulling what comes after forward.
+    cleaned = sanitize.sanitize_text(
+        f"password={'z' * filler} {text} " + "q " * 2000, max_len=max_len
+    )
+    assert secret[:6] not in cleaned

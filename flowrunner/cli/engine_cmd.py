@@ -36,7 +36,8 @@ def worker(app_spec: str, database: str | None, poll: float, batch: int, once: b
 
     runner = _load(app_spec, database)
     assert isinstance(runner, FlowRunner)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # flowrunner's loggers hand every handler one sanitized line (flowrunner.logs).
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     serving = worker_mod.Worker(runner, batch=batch)
     if once:
         total = 0
