@@ -56,7 +56,11 @@ _QUOTED_OR_MASKED = r"\[redacted\]|\"(?:[^\"\\]|\\.)*(?:\"|$)|'(?:[^'\\]|\\.)*(?
 # as "a.a.a.a…".
 _KEY_VALUE = re.compile(
     r"(?i)(?<![\w.-])(?P<key>[\"']?(?:" + _SECRET_WORDS + r")[\"']?)(?P<sep>\s*[:=]\s*)"
-    r"(?P<value>" + _QUOTED_OR_MASKED + r"|(?:bearer\s+|basic\s+)?[^\s,;&\"']+)"
+    # A value is never itself the name of the next secret ("password= token: abc" and
+    # "password= aws_secret_access_key abc…" mask abc).
+    r"(?P<value>(?![\"']?(?:" + _SECRET_WORDS + r")[\"']?\s*[:=]|aws\w*secret\w*\s)"
+    r"(?:" + _QUOTED_OR_MASKED + r"|"
+    r"(?:bearer\s+|basic\s+)?[^\s,;&\"']+))"
 )
 # An Authorization header's value is a scheme and its credentials, whatever the scheme
 # ("Token …", "Digest …", "AWS4-HMAC-SHA256 Credential=…"): both go.

@@ -390,7 +390,8 @@ def test_no_secret_survives_in_any_text(
     """Any text around a secret, parted from it by white space (a newline too), as an
     exception's message or a log argument would put it."""
     text, secret = written
-    assume(secret not in before + after)
+    # Only a secret that is not also part of the words around it can be looked for.
+    assume(secret not in before + after + text.replace(secret, ""))
     cleaned = sanitize.sanitize_text(f"{before}{gap}{text}{gap}{after}", max_len=2000)
     assert secret not in cleaned
     assert "\n" not in cleaned and "\r" not in cleaned
@@ -403,6 +404,8 @@ def test_no_secret_survives_in_any_text(
 )
 def test_no_secret_survives_a_cut(filler: int, written: tuple[str, str], max_len: int) -> None:
     text, secret = written
+    # Only a secret whose start is not also part of the words around it can be looked for.
+    assume(secret[:6] not in "password=" + text.replace(secret, ""))
     # A long secret before it shrinks when masked, pulling what comes after forward.
     cleaned = sanitize.sanitize_text(
         f"password={'z' * filler} {text} " + "q " * 2000, max_len=max_len
