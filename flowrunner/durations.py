@@ -45,11 +45,13 @@ for _names, _field, _factor in (
     for _name in _names:
         _UNITS[_name] = (_field, _factor)
 
+# ASCII digits only, here and below: ``\d`` would also take ``٣``.
 _ISO = re.compile(
-    r"P(?:(?P<Y>\d+)Y)?(?:(?P<M>\d+)M)?(?:(?P<W>\d+)W)?(?:(?P<D>\d+)D)?"
-    r"(?:T(?=\d)(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+)S)?)?",
+    r"P(?:(?P<Y>[0-9]+)Y)?(?:(?P<M>[0-9]+)M)?(?:(?P<W>[0-9]+)W)?(?:(?P<D>[0-9]+)D)?"
+    r"(?:T(?=[0-9])(?:(?P<h>[0-9]+)H)?(?:(?P<m>[0-9]+)M)?(?:(?P<s>[0-9]+)S)?)?",
     re.IGNORECASE,
 )
+_WORD = re.compile(r"([0-9]+)(\.[0-9]+)?\s*([A-Za-z]*)")
 
 
 @dataclass(frozen=True)
@@ -82,17 +84,32 @@ class Duration:
         """``moment`` plus this duration; days move the wall clock of ``tz`` (default: moment's).
 
         A naive ``moment`` is taken as UTC. The result keeps ``moment``'s time zone.
+        ``DurationError`` if it falls outside the calendar (years 1 to 9999).
+
+        >>> try:
+        ...     Duration(days=2).add_to(datetime(9999, 12, 31, tzinfo=UTC))
+        ... except errors.DurationError as error:
+        ...     print(error.message)
+        9999-12-31T00:00:00+00:00 plus 2 days falls outside the calendar (years 1 to 9999)
         """
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         home = moment.tzinfo
-        local = moment.astimezone(tz) if tz is not None else moment
-        if self.months or self.days:
-            # Aware datetime arithmetic is wall-clock arithmetic; going through UTC
-            # afterwards settles a wall time that falls in a DST gap or overlap.
-            local = local + relativedelta(months=self.months, days=self.days)
-        instant = local.astimezone(UTC) + timedelta(seconds=self.seconds)
-        return instant.astimezone(home)
+        try:
+            local = moment.astimezone(tz) if tz is not None else moment
+            if self.months or self.days:
+                # Aware datetime arithmetic is wall-clock arithmetic; going through UTC
+                # afterwards settles a wall time that falls in a DST gap or overlap.
+                local = local + relativedelta(months=self.months, days=self.days)
+            instant = local.astimezone(UTC) + timedelta(seconds=self.seconds)
+            return instant.astimezone(home)
+        except (OverflowError, ValueError):
+            message = (
+                f"{moment.isoformat()} plus {self} falls outside the calendar (years 1 to 9999)"
+            )
+            error = errors.DurationError(message, found=str(self))
+            error.args = (message,)  # about no text: no line and column in its sentence
+            raise error from None
 
     def subtract_from(self, moment: datetime, tz: tzinfo | None = None) -> datetime:
         return (-self).add_to(moment, tz)
@@ -225,7 +242,7 @@ def _parse_words(text: str, body: str, offset: int, sign: int) -> Duration:
         if stripped.lower().startswith("and ") and seen:
             pos += 4
             continue
-        match = re.match(r"(\d+)(\.\d+)?\s*([A-Za-z]*)", stripped)
+        match = _WORD.match(stripped)
         column = offset + pos + 1
         if match is None:
             word = stripped.split()[0]

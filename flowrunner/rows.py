@@ -59,36 +59,105 @@ def _text(value: Any) -> str | None:
     )
 
 
-# Positions and gotos are stored as 32-bit integers on every database.
+# Positions and gotos are stored as 32-bit integers on every database; ids may be 64-bit.
 WHOLE_LIMIT = 2**31
+ID_LIMIT = 2**63
+# A whole number as people type it: ASCII digits as ``str(int)`` prints them (a minus
+# but no plus, no leading zeros, no ``_``), blanks around it allowed. ``int()`` and
+# ``re``'s ``\d`` would also take ``+3``, ``1_000`` and ``٣``.
+WHOLE_TEXT = re.compile(r"0|-?[1-9][0-9]*")
 
 
-def whole(value: Any) -> int | None:
-    """A whole number, from an int or from text such as ``" 3 "``; ValueError if it is not."""
+def whole(value: Any, *, limit: int = WHOLE_LIMIT) -> int | None:
+    """A whole number, from an int or from text such as ``" 3 "``; ValueError if it is not.
+
+    Blank text is None. Text must be the digits ``str(int)`` prints; a float or Decimal
+    must have no fraction; ``True`` is not a number here. The one rule for positions,
+    gotos and ids, wherever they are typed.
+
+    >>> whole("42"), whole(" -3 "), whole(7.0), whole("")
+    (42, -3, 7, None)
+    >>> for text in ("٣", "+3", "007", "1_000", "3.5"):
+    ...     try:
+    ...         whole(text)
+    ...     except ValueError as error:
+    ...         print(error)
+    '٣' is not a whole number
+    '+3' is not a whole number
+    '007' is not a whole number
+    '1_000' is not a whole number
+    '3.5' is not a whole number
+    """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     number: int | None = None
+    too_large = False
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif _integral(value):
-        number = int(value)
-    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d{1,10}", value.strip()):
-        number = int(value.strip())
-    if number is None:
+        too_large = isinstance(value, Decimal) and value.adjusted() > len(str(limit))
+        number = None if too_large else int(value)
+    elif isinstance(value, str) and WHOLE_TEXT.fullmatch(value.strip()):
+        digits = value.strip()
+        # Checked before int(), which refuses (or is slow on) thousands of digits.
+        too_large = len(digits.lstrip("-")) > len(str(limit))
+        number = None if too_large else int(digits)
+    if number is None and not too_large:
         raise pydantic_core.PydanticCustomError(
-            "type_invalid", "{text} is not a whole number", {"text": repr(value)}
+            "type_invalid", "{text} is not a whole number", {"text": _shown(value)}
         )
-    if not -WHOLE_LIMIT <= number < WHOLE_LIMIT:
+    if number is None or not -limit <= number < limit:
         raise pydantic_core.PydanticCustomError(
-            "type_invalid", "{text} is too large a number", {"text": repr(value)}
+            "type_invalid", "{text} is too large a number", {"text": _shown(value)}
         )
     return number
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _id(value: Any) -> int | None:
+    return whole(value, limit=ID_LIMIT)
 
 
 def _integral(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value) and value.is_integer()
     return isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value()
+
+
+def read_ids(
+    row: Mapping[str, Any], limits: Mapping[str, int]
+) -> tuple[dict[str, Any], list[errors.FieldError]]:
+    """``row`` with its ids as integers, and the problems of those that are not.
+
+    ``limits`` names the id columns and the bound of each (its column's integer size).
+    ``"7"`` from a web form is the id 7; ``"٣"``, ``"7a"`` or ``7.5`` are refused with the
+    field. A bad id is left out of the row returned.
+
+    >>> found, problems = read_ids({"id": "7", "flow_id": "x"}, {"id": 2**31, "flow_id": 2**31})
+    >>> found, [(p.field, p.message) for p in problems]
+    ({'id': 7}, [('flow_id', "'x' is not a whole number")])
+    """
+    out = dict(row)
+    problems: list[errors.FieldError] = []
+    for column, limit in limits.items():
+        if column not in row:
+            continue
+        try:
+            out[column] = whole(row[column], limit=limit)
+        except ValueError as exc:
+            del out[column]
+            problems.append(errors.FieldError(column, _message(exc), "type_invalid"))
+    return out, problems
+
+
+def _message(exc: ValueError) -> str:
+    if isinstance(exc, pydantic_core.PydanticCustomError):
+        return exc.message()
+    return str(exc)  # pragma: no cover - whole raises only PydanticCustomError
 
 
 def _flag(value: Any) -> bool | None:
@@ -105,6 +174,7 @@ def _flag(value: Any) -> bool | None:
 
 Text = Annotated[str | None, pydantic.BeforeValidator(_text)]
 Whole = Annotated[int | None, pydantic.BeforeValidator(whole)]
+Id = Annotated[int | None, pydantic.BeforeValidator(_id)]
 Flag = Annotated[bool | None, pydantic.BeforeValidator(_flag)]
 
 
@@ -130,7 +200,7 @@ class FlowRow(_Row):
 class StepRow(_Row):
     """A step row as typed; an app kind's input columns are added per binding."""
 
-    flow_id: Whole = None
+    flow_id: Id = None
     position: Whole = None
     kind: Text = None
     title: Text = None

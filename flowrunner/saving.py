@@ -15,7 +15,7 @@ The ORM's writes are judged by ``flowrunner.orm_hook`` instead.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,6 +32,38 @@ def resource_columns(
 ) -> Mapping[str, query.ColumnType]:
     """``columns`` if given, else the resource's column types as ``tables`` read them."""
     return columns if columns is not None else binding.check(tables.metadata).resource_columns
+
+
+# -- ids -------------------------------------------------------------------------
+
+
+def _with_ids(
+    row: Mapping[str, Any],
+    columns: Mapping[str, sa.Column[Any]],
+    label: Callable[[Mapping[str, Any]], str],
+) -> Mapping[str, Any]:
+    """``row`` with its ids as integers (``"7"`` from a form is 7); ``RowInvalid`` if not.
+
+    Each id is bounded by its column's integer size, so no id reaches the database as a
+    number the column cannot hold. An id column of another type is left to the database.
+    """
+    limits = {name: _limit(column) for name, column in columns.items()}
+    found, problems = rows.read_ids(row, {k: v for k, v in limits.items() if v is not None})
+    if problems:
+        raise errors.RowInvalid(problems, row=label(row))
+    return found
+
+
+def _one_id(value: Any, column: sa.Column[Any]) -> Any:
+    return _with_ids({"id": value}, {"id": column}, lambda _: "")["id"]
+
+
+def _limit(column: sa.Column[Any]) -> int | None:
+    if isinstance(column.type, sa.SmallInteger):
+        return 2**15
+    if isinstance(column.type, sa.BigInteger):
+        return rows.ID_LIMIT
+    return rows.WHOLE_LIMIT if isinstance(column.type, sa.Integer) else None
 
 
 # -- flows -------------------------------------------------------------------------
@@ -59,6 +91,7 @@ def save_flow(
     columns: Columns = None,
 ) -> Any:
     """Insert the flow row (or update it, when it has an ``id``); return its id."""
+    row = _with_ids(row, {"id": tables.flows.c.id}, validate.flow_label)
     existing = flow_rows.all_flows(conn, tables)
     flow_id = row.get("id")
     if flow_id is not None and not any(f["id"] == flow_id for f in existing):
@@ -86,6 +119,7 @@ def update_flow(
     columns: Columns = None,
 ) -> None:
     """Change some columns of a stored flow row, validated as a whole row."""
+    flow_id = _one_id(flow_id, tables.flows.c.id)
     stored = flow_rows.flow_by_id(conn, tables, flow_id)
     if stored is None:
         raise errors.RowInvalid(
@@ -101,7 +135,7 @@ def delete_flow(
     flow_id: Any,
 ) -> None:
     """Delete a flow and its steps. Runs already started keep their snapshot."""
-    flow_rows.delete_flow(conn, tables, flow_id)
+    flow_rows.delete_flow(conn, tables, _one_id(flow_id, tables.flows.c.id))
 
 
 # -- steps -------------------------------------------------------------------------
@@ -160,6 +194,8 @@ def save_step(
     columns: Columns = None,
 ) -> Any:
     """Insert the step row (or update it, when it has an ``id``); return its id."""
+    steps = tables.steps
+    row = _with_ids(row, {"id": steps.c.id, "flow_id": steps.c.flow_id}, validate.step_label)
     flow = _flow_of(conn, tables, row)
     siblings = flow_rows.steps_of_flow(conn, tables, flow["id"])
     step_id = row.get("id")
@@ -193,6 +229,7 @@ def update_step(
     columns: Columns = None,
 ) -> None:
     """Change some columns of a stored step row, validated as a whole row."""
+    step_id = _one_id(step_id, tables.steps.c.id)
     stored = flow_rows.step_by_id(conn, tables, step_id)
     if stored is None:
         raise _no_step(step_id)
@@ -206,6 +243,7 @@ def delete_step(
     step_id: Any,
 ) -> None:
     """Delete a step, unless it is the last at a position another step's goto names."""
+    step_id = _one_id(step_id, tables.steps.c.id)
     stored = flow_rows.step_by_id(conn, tables, step_id)
     if stored is None:
         return

@@ -42,7 +42,7 @@ def start_run(
     ``start_key`` already started one. A snapshot that fails its load check starts the
     run failed, with the sentence naming the broken row. ``steps``: the flow's step rows,
     when the caller has read them already."""
-    tenant = runner._tenant_of(record)
+    tenant = record_tenant(runner.binding, record)
     record_id = runner._record_id(record)
     if steps is None:
         steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
@@ -67,6 +67,23 @@ def start_run(
     if run_id is not None and problem is None:
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
     return run_id
+
+
+def record_tenant(bound: binding.FlowBinding, record: Mapping[str, object]) -> object:
+    """The tenant a record belongs to (None without tenants); refused if the record lacks it.
+
+    On a tenant binding a record without its tenant column would belong to no one and
+    start nothing, silently; it is refused with a sentence instead.
+    """
+    if bound.tenant is None:
+        return None
+    tenant = record.get(bound.tenant)
+    if tenant is None or (isinstance(tenant, str) and not tenant.strip()):
+        raise errors.FlowrunnerError(
+            f"the record has no {bound.tenant!r}, the tenant column of {bound.resource!r}; "
+            "every record of a tenant binding names its tenant"
+        )
+    return tenant
 
 
 # -- a change, once -------------------------------------------------------------------
@@ -246,6 +263,10 @@ def start_existing(
     (``flow`` names one). Running it again starts nothing new. ``progress`` is called
     with (done, total). Returns the number of runs started.
     """
+    if runner.binding.tenant is not None and tenant is None:
+        raise errors.OperatorError(
+            f"{runner.binding.resource} records belong to tenants: name the tenant"
+        )
     now = runner.clock()
     condition = query.parse(where, runner.columns) if where else None
     clause = condition.to_sql(runner.tables.resource, now) if condition else None

@@ -38,7 +38,7 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def test_a_new_database_from_migrate_to_worker(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'desk.db'}"
     before = run("flows", "validate", "--app", APP, "--database", url, check=False)
-    assert before.returncode == 1
+    assert before.returncode == 2
     assert "flowrunner migrate up" in before.stderr + before.stdout
     assert "Traceback" not in before.stderr
 
@@ -67,7 +67,7 @@ def test_a_new_database_from_migrate_to_worker(tmp_path: Path) -> None:
     assert "started 3 run(s)" in run(*args, "--where", "status = open").stdout
     assert "started 0 run(s)" in run(*args, "--where", "status = open").stdout
     bad = run(*args, "--where", "stauts = open", check=False)
-    assert bad.returncode == 1 and "unknown column 'stauts'" in bad.stderr
+    assert bad.returncode == 2 and "unknown column 'stauts'" in bad.stderr
 
     done = run("worker", "--app", APP, "--database", url, "--once")
     assert "advanced" in done.stdout
@@ -108,4 +108,4 @@ def test_the_demo_runs_both_sample_apps(tmp_path: Path) -> None:
     assert "PO-1001: Your order was approved and goes to the supplier now." in out
     assert "Ticket 2: This ticket is due in four hours." in out
     again = run("demo", "--dir", str(tmp_path / "demo"), check=False)
-    assert again.returncode == 1 and "already holds a demo" in again.stderr
+    assert again.returncode == 2 and "already holds a demo" in again.stderr

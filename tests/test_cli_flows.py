@@ -92,7 +92,7 @@ def test_a_bad_file_is_refused_whole(url: str, tmp_path: Path) -> None:
     assert stored(url) == (0, 0)
     bad.write_text("flows: [", encoding="utf-8")
     code, _, err = flows("import", str(bad), "--app", APP, "--database", url)
-    assert code == 1 and err.strip() == "Error: the file is not readable YAML at line 1"
+    assert code == 2 and err.strip() == "Error: the file is not readable YAML at line 1"
 
 
 def test_validate_names_rows_broken_later(url: str) -> None:
@@ -114,7 +114,7 @@ def test_validate_names_rows_broken_later(url: str) -> None:
 
 def test_a_bad_app_is_one_line(url: str) -> None:
     code, _, err = flows("validate", "--app", "fixtures.nowhere:runner", "--database", url)
-    assert code == 1
+    assert code == 2
     assert err.startswith("Error: cannot import 'fixtures.nowhere'") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 

@@ -60,10 +60,10 @@ def test_no_record_means_no_result_line() -> None:
 
 def test_query_error_prints_message_and_caret() -> None:
     code, out, err = _run("status = 'open")
-    assert code == 1
+    assert code == 2
     assert out == ""
     assert err == (
-        "error: line 1, column 10: this text has no closing quote — end it with '\n"
+        "Error: line 1, column 10: this text has no closing quote — end it with '\n"
         "status = 'open\n"
         "         ^\n"
     )
@@ -71,7 +71,7 @@ def test_query_error_prints_message_and_caret() -> None:
 
 def test_type_error_against_columns() -> None:
     code, _, err = _run("amount = abc", "--columns", '{"amount": "number"}')
-    assert code == 1
+    assert code == 2
     assert "'amount' holds a number, and 'abc' is not a number" in err
 
 
@@ -113,6 +113,6 @@ def test_the_installed_command() -> None:
             text=True,
             check=False,
         )
-    assert done.returncode == 1
-    assert done.stderr.startswith("error: line 1, column 5: this text has no closing quote")
+    assert done.returncode == 2
+    assert done.stderr.startswith("Error: line 1, column 5: this text has no closing quote")
     assert "Traceback" not in done.stderr

@@ -1,11 +1,25 @@
-"""The ``flowrunner`` command line: one group, each subcommand in its own module."""
+"""The ``flowrunner`` command line: one group, each subcommand in its own module.
+
+Every command refuses what it cannot use the same way, here and nowhere else: exit
+status 2 and one line, ``Error: <sentence>`` — for a bad ``--app``, database URL, file,
+condition, duration or option, an unreachable database, or any ``FlowrunnerError``.
+Exit status 1 is a verdict the command reached (``flows validate`` found broken rows,
+``flows import`` refused rows, ``migrate status --check`` found the tables behind) or a
+bug: an unexpected error, also one line (``FLOWRUNNER_TRACEBACK=1`` shows where).
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
 
 # name -> "module:attribute"; loaded only when the subcommand is used, so
 # `flowrunner --help` stays fast and one broken subcommand cannot break the rest.
@@ -17,13 +31,97 @@ SUBCOMMANDS = {
     "demo": "flowrunner.cli.demo_cmd:demo",
 }
 
+TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"
+EXIT_STATUSES = """\b
+Exit status: 0 done; 1 a verdict (broken rows, tables behind) or an unexpected error;
+2 something given cannot be used (an option, a file, the app, the database).
+"""
+
+
+class InputError(click.ClickException):
+    """What the user gave cannot be used: ``Error: <sentence>`` on one line, exit status 2.
+
+    ``detail`` lines (a caret under a condition's mistake) follow the sentence where a
+    command's job is to show them.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(_one_line(message))
+        self.detail = detail
+
+    def show(self, file: Any = None) -> None:
+        super().show(file)
+        if self.detail:
+            click.echo(self.detail, err=file is None, file=file)
+
+
+class Unexpected(click.ClickException):
+    """An error no input explains (a bug): one line, exit status 1."""
+
+    exit_code = 1
+
+
+def _one_line(message: str) -> str:
+    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+def refusal(exc: Exception) -> click.ClickException:
+    """The one-line exit for an exception escaping a command.
+
+    flowrunner's own errors, SQLAlchemy's URL and connection errors and the operating
+    system's (a missing file, a folder not writable) are about what was given: exit 2.
+    Anything else is unexpected: exit 1, the exception's type and message on one line.
+    """
+    from flowrunner import errors
+
+    if isinstance(exc, errors.FlowrunnerError):
+        return InputError(str(exc))
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return InputError(f"{where}{exc.strerror or exc}")
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None:
+        if isinstance(exc, sa_exc.ArgumentError | sa_exc.NoSuchModuleError):
+            return InputError(f"cannot use the database: {exc}")
+        if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
+            return InputError(f"cannot use the database: {_reason(exc)}")
+    return Unexpected(
+        f"unexpected {type(exc).__name__}: {_one_line(str(exc)) or 'no message'} "
+        f"(set {TRACEBACK_VARIABLE}=1 to see where)"
+    )
+
+
+def _reason(exc: Any) -> str:
+    """The driver's own first line, without SQLAlchemy's statement and background link."""
+    orig = getattr(exc, "orig", None)
+    lines = str(orig if orig is not None else exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _refused(exc: Exception) -> NoReturn:
+    if os.environ.get(TRACEBACK_VARIABLE):
+        raise exc
+    raise refusal(exc) from exc
+
 
 class LazyGroup(click.Group):
+    """The root group: loads subcommands when used, and turns every error into one line."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(name for name in SUBCOMMANDS if self._load(name) is not None)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            _refused(exc)
 
     @staticmethod
     def _load(name: str) -> click.Command | None:
@@ -42,7 +140,74 @@ class LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=LazyGroup)
+def database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--database``: a URL SQLAlchemy can use, checked before anything connects.
+
+    The value stays text (an app's factory takes it as written); a malformed URL, an
+    unknown database or a driver that is not installed is a usage error naming the
+    option, with any password hidden.
+    """
+    if value is None:
+        return None
+    import sqlalchemy as sa
+
+    try:
+        url = sa.engine.make_url(value)
+    except (sa.exc.ArgumentError, ValueError):
+        raise click.BadParameter(
+            "is not a database URL — write e.g. sqlite:///app.db or "
+            "postgresql+psycopg://user@host/db",
+            ctx,
+            param,
+        ) from None
+    shown = url.render_as_string(hide_password=True)
+    try:
+        dialect = url.get_dialect()
+    except sa.exc.NoSuchModuleError:
+        message = f"{shown!r} names no database SQLAlchemy knows"
+        raise click.BadParameter(message, ctx, param) from None
+    try:
+        # Dialects written before SQLAlchemy 2 may lack it; their driver loads at connect.
+        getattr(dialect, "import_dbapi", lambda: None)()
+    except ImportError as exc:
+        raise click.BadParameter(
+            f"{shown!r} needs a database driver that is not installed ({exc}); "
+            "name an installed one, e.g. postgresql+psycopg://",
+            ctx,
+            param,
+        ) from None
+    return value
+
+
+def database_option(help: str = "Database URL passed to the app's factory.") -> Callable[..., Any]:
+    """``--database URL``, checked as a URL before the command runs."""
+    return click.option("--database", default=None, metavar="URL", callback=database_url, help=help)
+
+
+def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -> FlowRunner:
+    """The app's runner named by ``--app``; whatever goes wrong loading it is exit 2.
+
+    An error the app's own code raises while it is imported or built (a syntax error, a
+    factory that fails) is the app's, not flowrunner's: it is named in one line.
+    """
+    from flowrunner import app, errors
+
+    try:
+        return app.load_app(spec, database_url=database, check_schema=check_schema)
+    except errors.FlowrunnerError:
+        raise
+    except Exception as exc:
+        found = refusal(exc)
+        if isinstance(found, InputError):
+            raise found from exc
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        raise InputError(
+            f"cannot load --app {spec}: {type(exc).__name__}: {_one_line(str(exc))}"
+        ) from exc
+
+
+@click.group(cls=LazyGroup, epilog=EXIT_STATUSES)
 @click.version_option(package_name="flowrunner")
 def cli() -> None:
     """flowrunner: workflows that business users edit as rows, run durably over records."""

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from flowrunner import cli as cli_mod
+
 
 @click.command()
 @click.option(
@@ -32,5 +34,5 @@ def demo(directory: Path | None, only: str | None) -> None:
 
     target = directory or Path(tempfile.mkdtemp(prefix="flowrunner-demo-"))
     if directory is not None and any(directory.glob("*.db")):
-        raise click.ClickException(f"{directory} already holds a demo; choose an empty folder")
+        raise cli_mod.InputError(f"{directory} already holds a demo; choose an empty folder")
     demo_mod.run(target, only=only)

@@ -9,20 +9,17 @@ from types import FrameType
 
 import click
 
-from flowrunner import app as app_mod
+from flowrunner import cli as cli_mod
 from flowrunner import errors
 
 
 def _load(app: str, database: str | None) -> object:
-    try:
-        return app_mod.load_app(app, database_url=database)
-    except errors.FlowrunnerError as exc:
-        raise click.ClickException(str(exc)) from exc
+    return cli_mod.load_runner(app, database)
 
 
 @click.command()
 @click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
-@click.option("--database", default=None, help="Database URL passed to the app's factory.")
+@cli_mod.database_option()
 @click.option("--poll", default=1.0, show_default=True, help="Seconds to rest when idle.")
 @click.option("--batch", default=1, show_default=True, help="Runs advanced per transaction.")
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
@@ -61,7 +58,7 @@ def worker(app_spec: str, database: str | None, poll: float, batch: int, once: b
 @click.command("start")
 @click.argument("resource")
 @click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
-@click.option("--database", default=None, help="Database URL passed to the app's factory.")
+@cli_mod.database_option()
 @click.option(
     "--where", default=None, help="A condition choosing the records, e.g. 'status = open'."
 )
@@ -86,11 +83,11 @@ def start(
     runner = _load(app_spec, database)
     assert isinstance(runner, FlowRunner)
     if resource != runner.binding.resource:
-        raise click.ClickException(
+        raise cli_mod.InputError(
             f"the app's runner is mounted on {runner.binding.resource!r}, not {resource!r}"
         )
     if runner.binding.tenant and tenant is None:
-        raise click.ClickException("this binding has tenants: name one with --tenant")
+        raise cli_mod.InputError("this binding has tenants: name one with --tenant")
     with Progress(transient=True) as progress:
         task = progress.add_task("starting flows", total=None)
 
@@ -100,7 +97,5 @@ def start(
         try:
             started = runner.start_existing(where, flow=flow, tenant=tenant, progress=report)
         except errors.QueryError as exc:
-            raise click.ClickException(f"--where: {exc}") from exc
-        except errors.FlowrunnerError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise cli_mod.InputError(f"--where: {exc}") from exc
     click.echo(f"started {started} run(s)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib
 import sys
 from pathlib import Path
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrunner import errors, flowfiles, starting, validate
+from flowrunner import cli as cli_mod
+from flowrunner import flowfiles, starting, validate
 from flowrunner.store import flow_rows
 
 if TYPE_CHECKING:
@@ -37,36 +39,38 @@ class FlowsGroup(click.Group):
 
 
 def _runner(app: str, database: str | None) -> FlowRunner:
-    from flowrunner.app import load_app
-
-    try:
-        return load_app(app, database_url=database)
-    except errors.FlowrunnerError as exc:
-        raise click.ClickException(str(exc)) from None
+    return cli_mod.load_runner(app, database)
 
 
 APP = click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
-DATABASE = click.option(
-    "--database", default=None, help="Database URL passed to the app's factory."
-)
+DATABASE = cli_mod.database_option()
 
 
-@click.group(cls=FlowsGroup)
+@click.group(cls=FlowsGroup, epilog=cli_mod.EXIT_STATUSES)
 def flows() -> None:
     """Flows as files: import, export, and validate the stored rows."""
 
 
 @flows.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @APP
 @DATABASE
 @click.option("--replace", is_flag=True, help="Replace stored flows that have the same name.")
 def import_(file: Path, app_spec: str, database: str | None, replace: bool) -> None:
-    """Import the flows of FILE (.yaml or .csv), all or nothing."""
+    """Import the flows of FILE (.yaml or .csv), all or nothing.
+
+    A file that cannot be read is exit status 2; rows that do not validate are listed,
+    nothing is imported, and the exit status is 1.
+    """
     try:
         docs = flowfiles.read_file(file)
     except flowfiles.FileInvalid as exc:
-        raise click.ClickException(str(exc)) from None
+        raise cli_mod.InputError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise cli_mod.InputError(f"{file} is not UTF-8 text") from None
+    except (csv.Error, RecursionError) as exc:
+        reason = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise cli_mod.InputError(f"{file} cannot be read: {reason}") from None
     runner = _runner(app_spec, database)
     try:
         with runner.engine.begin() as conn:

@@ -14,21 +14,16 @@ from typing import Any, TypeVar
 import click
 import sqlalchemy as sa
 
-from flowrunner import app as app_mod
-from flowrunner import errors
+from flowrunner import cli as cli_mod
 from flowrunner.store import migrate as migrate_mod
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _target(function: F) -> F:
-    function = click.option(
-        "--database",
-        "database",
-        metavar="URL",
-        default=None,
-        help="Database URL (SQLAlchemy form), e.g. sqlite:///app.db.",
-    )(function)
+    function = cli_mod.database_option("Database URL (SQLAlchemy form), e.g. sqlite:///app.db.")(
+        function
+    )
     return click.option(
         "--app",
         "app_spec",
@@ -40,36 +35,22 @@ def _target(function: F) -> F:
 
 @contextmanager
 def _engine(app_spec: str | None, database: str | None) -> Iterator[sa.Engine]:
-    """The engine to migrate; one-line errors for everything that can go wrong finding it."""
+    """The engine to migrate; what goes wrong finding or reaching it is the CLI's one line."""
     if app_spec is None and database is None:
         raise click.UsageError("give --app MODULE:ATTR or --database URL")
-    owned = False
-    try:
-        if app_spec is not None:
-            # The tables may not exist yet: the runner must not refuse to mount.
-            runner = app_mod.load_app(app_spec, database_url=database, check_schema=False)
-            engine = runner.engine
-        else:
-            assert database is not None
-            engine = sa.create_engine(database)
-            owned = True
-    except errors.FlowrunnerError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-        raise click.ClickException(f"cannot use the database URL {database!r}: {exc}") from exc
+    if app_spec is not None:
+        # The tables may not exist yet: the runner must not refuse to mount.
+        yield cli_mod.load_runner(app_spec, database, check_schema=False).engine
+        return
+    assert database is not None
+    engine = sa.create_engine(database)
     try:
         yield engine
-    except sa.exc.OperationalError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        raise click.ClickException(f"cannot reach the database: {reason}") from exc
-    except errors.FlowrunnerError as exc:
-        raise click.ClickException(str(exc)) from exc
     finally:
-        if owned:
-            engine.dispose()
+        engine.dispose()
 
 
-@click.group()
+@click.group(epilog=cli_mod.EXIT_STATUSES)
 def migrate() -> None:
     """Create or move flowrunner's own tables (forward-only migrations)."""
 
@@ -81,7 +62,7 @@ def up(app_spec: str | None, database: str | None) -> None:
     with _engine(app_spec, database) as engine:
         before = migrate_mod.status(engine)
         if not before.known:
-            raise click.ClickException(before.describe())
+            raise cli_mod.InputError(before.describe())
         if before.is_current:
             click.echo(f"already current (revision {before.head}); nothing to do")
             return

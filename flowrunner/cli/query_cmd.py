@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from flowrunner import cli as cli_mod
 from flowrunner import errors
 from flowrunner import query as ql  # `query` names the command here
 from flowrunner.query import ast
@@ -23,6 +24,10 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
         raise click.BadParameter(
             f"is not JSON: {exc.msg} at column {exc.colno}", param_hint=option
         ) from None
+    except RecursionError:
+        raise click.BadParameter("nests too deeply to read", param_hint=option) from None
+    except ValueError:  # a whole number of thousands of digits, which Python refuses to read
+        raise click.BadParameter("holds a number too long to read", param_hint=option) from None
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object", param_hint=option)
     return value
@@ -60,15 +65,7 @@ def _columns(
     return names
 
 
-def _fail(exc: errors.QueryError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    context = exc.context()
-    if context:
-        click.echo(context, err=True)
-    raise SystemExit(1)
-
-
-@click.command("query")
+@click.command("query", epilog=cli_mod.EXIT_STATUSES)
 @click.argument("condition")
 @click.option(
     "--record", "record_json", help="A record as a JSON object, to test the condition on."
@@ -92,7 +89,12 @@ def query(
     dialect: str,
     now_text: str | None,
 ) -> None:
-    """Check CONDITION: print its canonical form, its SQL and, with --record, the result."""
+    """Check CONDITION: print its canonical form, its SQL and, with --record, the result.
+
+    A condition that cannot be read is exit status 2: "Error: line L, column C: ..."
+    and the condition with a caret under the mistake. Dates and times lie in years 1
+    to 9999 (UTC).
+    """
     record = _json_object(record_json, "--record") or {}
     columns = _json_object(columns_json, "--columns")
     event = _json_object(event_json, "--event")
@@ -112,8 +114,7 @@ def query(
             parsed, _columns(parsed, types, record), dialect, now=now, event=event
         )
     except errors.QueryError as exc:
-        _fail(exc)
-        return
+        raise cli_mod.InputError(str(exc), detail=exc.context()) from None
     click.echo(f"condition: {parsed}")
     click.echo(f"sql ({dialect}): {' '.join(sql.split())}")
     if params:

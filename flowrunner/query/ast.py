@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import Any
 
-from flowrunner import durations
+from flowrunner import durations, errors
 from flowrunner.query import types
 
 MAX_DEPTH = 32
@@ -74,15 +74,44 @@ class Relative:
         return types.ColumnType.TIMESTAMP
 
     def resolve(self, now: datetime) -> date | datetime:
-        """The value at ``now`` (naive = UTC): a UTC datetime, or a date for ``today()``."""
-        now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-        if self.base == "now":
-            return now if self.offset is None else self.offset.add_to(now, UTC)
-        midnight = datetime.combine(now.date(), time(), UTC)
-        moment = midnight if self.offset is None else self.offset.add_to(midnight, UTC)
+        """The value at ``now`` (naive = UTC): a UTC datetime, or a date for ``today()``.
+
+        ``QueryError`` when it falls outside the calendar (years 1 to 9999 in UTC), as
+        ``now() + 100 years`` does in year 9950; a comparison uses ``bounded`` instead.
+        """
+        try:
+            now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+            if self.base == "now":
+                return now if self.offset is None else self.offset.add_to(now, UTC)
+            midnight = datetime.combine(now.date(), time(), UTC)
+            moment = midnight if self.offset is None else self.offset.add_to(midnight, UTC)
+        except (OverflowError, ValueError):  # DurationError is a ValueError
+            edge = "after 9999-12-31" if self._later(now) else "before 0001-01-01"
+            raise errors.QueryError(
+                f"{self} at {now.isoformat()} falls {edge}, outside the calendar",
+                line=self.line,
+                column=self.column,
+                found=str(self),
+            ) from None
         if self.type is types.ColumnType.DATE and not self.as_timestamp:
             return moment.date()
         return moment
+
+    def bounded(self, now: datetime) -> date | datetime | types.Beyond:
+        """``resolve(now)``, or ``types.Beyond`` where the value is outside the calendar.
+
+        What comparisons use: ``due_at < now() + 100 years`` in year 9950 holds for every
+        due date, as it would if dates went on, rather than failing the flow.
+        """
+        try:
+            return self.resolve(now)
+        except errors.QueryError:
+            return types.Beyond(later=self._later(now))
+
+    def _later(self, now: datetime) -> bool:
+        if self.offset is not None:
+            return not self.offset.is_negative
+        return now.year > 1  # only an offset of ``now`` itself at an end of the calendar
 
     def __str__(self) -> str:
         head = f"{self.base}()"

@@ -65,6 +65,8 @@ def fit_value(
     elif value.type is T.DATE and column_type is T.TIMESTAMP:
         converted = datetime.combine(value.value, time(), UTC)
     if converted is None:
+        if value.type is T.TEXT and types.outside_calendar(value.value):
+            raise _error(parser.outside_calendar(value.value), value, text)
         raise _error(
             f"{subject} holds {column_type.noun}, and {value} is not {column_type.noun}",
             value,

@@ -219,4 +219,6 @@ class Compiled:
     def resolve(self, now: datetime | None) -> tuple[Any, ...]:
         """The values of the condition's ``now()`` and ``today()`` at ``now`` (default: now)."""
         at = now or datetime.now(UTC)
-        return tuple(types.coerce(rel.resolve(at), ctype) for rel, ctype in self.relatives)
+        # A value past an end of the calendar is ``types.Beyond``, which orders after (or
+        # before) every date: the comparison is decided, as the SQL builder decides it.
+        return tuple(types.coerce(rel.bounded(at), ctype) for rel, ctype in self.relatives)

@@ -8,7 +8,7 @@ recursively and deep input cannot exhaust the stack. Every Lark exception is cau
 from __future__ import annotations
 
 import threading
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -194,8 +194,10 @@ class _Builder(lark.Transformer[Any, Any]):
             value = datetime.fromisoformat(token.value.upper())
         except ValueError:
             raise _error(f"'{token.value}' is not a date and time", token, self.text) from None
-        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-        return ast.Literal(value, types.ColumnType.TIMESTAMP, token.line, token.column)
+        moment = types.to_timestamp(value)
+        if moment is None:
+            raise _error(outside_calendar(token.value), token, self.text)
+        return ast.Literal(moment, types.ColumnType.TIMESTAMP, token.line, token.column)
 
     def true(self, c: list[Any]) -> ast.Literal:
         return ast.Literal(True, types.ColumnType.BOOLEAN, c[0].line, c[0].column)
@@ -231,6 +233,13 @@ class _Builder(lark.Transformer[Any, Any]):
                 text=self.text,
             ) from None
         return -duration if sign.value == "-" else duration
+
+
+def outside_calendar(raw: str) -> str:
+    """The sentence for a date and time that lies outside years 1 to 9999 in UTC."""
+    # Only a time-zone offset can carry a moment over an end: year 1 back, year 9999 on.
+    edge = "before 0001-01-01" if raw.strip().startswith("0001") else "after 9999-12-31"
+    return f"'{raw}' is outside the calendar: in UTC it falls {edge}"
 
 
 def read_number(raw: str, token: Any, text: str) -> int | Decimal:

@@ -201,14 +201,21 @@ class Builder:
         return sa.bindparam(None, value, type_=_bind_type(ctype, column))
 
     def resolve(self, value: ast.ValueExpr) -> Any:
-        return value.resolve(self.now)
+        return value.bounded(self.now) if isinstance(value, ast.Relative) else value.value
 
     def compare(self, node: ast.Compare) -> Clause:
         assert node.ctype is not None
         left, column = self.left(node.left, node.ctype)
-        right = self.param(self.resolve(node.right), node.ctype, column)
         op = "=" if node.op == "!=" else node.op
+        resolved = self.resolve(node.right)
         test: Clause
+        if isinstance(resolved, types.Beyond):
+            # Past an end of the calendar: every value is before (or after) it, none equal.
+            holds = op in ("<", "<=") if resolved.later else op in (">", ">=")
+            test = sa.true() if holds else sa.false()
+            guarded = sa.and_(left.is_not(None), test).self_group()
+            return sa.not_(guarded) if node.op == "!=" else guarded
+        right = self.param(resolved, node.ctype, column)
         if op == "contains":
             test = _Contains(left, right)
         elif op == "starts with":

@@ -3,7 +3,9 @@
 Five types: text, number, boolean, date, timestamp. ``column_types`` reads them from a
 SQLAlchemy table or a mapping; ``coerce`` brings a record's value to one of them so
 that Python evaluation compares exactly what SQL compares. A value that is not of the
-type (``'abc'`` for a number) coerces to ``None`` and so behaves like null.
+type (``'abc'`` for a number), or a moment outside the calendar (years 1 to 9999 in
+UTC), coerces to ``None`` and so behaves like null. ``Beyond`` stands for a moment a
+condition computes past either end of the calendar (``now() + 100 years`` in year 9950).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import enum
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -48,7 +51,8 @@ ColumnsArg = (
     | Mapping[str, "ColumnType | str | sa.types.TypeEngine[Any] | type[sa.types.TypeEngine[Any]]"]
 )
 
-_NUMBER_TEXT = re.compile(r"[+-]?\d+(?:\.\d+)?")
+# ASCII digits only: ``\d`` would also take ``٣``, which no database reads as a number.
+_NUMBER_TEXT = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 
 
 def sql_type_to_column_type(sql_type: sa.types.TypeEngine[Any]) -> ColumnType | None:
@@ -145,10 +149,60 @@ def to_timestamp(value: Any) -> datetime | None:
         except ValueError:
             return None
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # e.g. 9999-12-31T23:00-05:00, which is in year 10000 in UTC
+            return None
     if isinstance(value, date):
         return datetime.combine(value, time(), UTC)
     return None
+
+
+def outside_calendar(text: str) -> bool:
+    """Whether ``text`` is a date and time that lies outside years 1 to 9999 in UTC.
+
+    >>> outside_calendar("9999-12-31T23:59-14:00"), outside_calendar("9999-12-31T23:59Z")
+    (True, False)
+    """
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return to_timestamp(moment) is None
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """A moment past the calendar's last instant (``later``) or before its first.
+
+    ``now() + 100 years`` in year 9950 is one: no date or time can hold it, yet every
+    stored date lies before it. So it compares as later (or earlier) than every date and
+    time and equals none, and a comparison against it is decided, never an error.
+
+    >>> from datetime import date
+    >>> date(9999, 12, 31) < Beyond(later=True), date(1, 1, 1) < Beyond(later=False)
+    (True, False)
+    """
+
+    later: bool
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, date):
+            return not self.later
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        return self.__lt__(other)
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, date):
+            return self.later
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        return self.__gt__(other)
 
 
 def to_date(value: Any) -> date | None:
@@ -191,4 +245,6 @@ def coerce(value: Any, column_type: ColumnType) -> Any:
     """
     if value is None:
         return None
+    if isinstance(value, Beyond):
+        return value
     return _COERCERS[column_type](value)
