@@ -19,6 +19,15 @@ from flowrunner.store import engine_tables, migrate
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC
 
+# Two steps a worker does at once, for tests of the worker itself (on the tickets app).
+MARK_AND_TELL = """
+- name: Tell
+  start: created
+  steps:
+    - {position: 1, kind: set, title: Mark, field: priority, value: high}
+    - {position: 2, kind: notify, title: Tell, audience: requester, message: Hello}
+"""
+
 # The flows of the tests where several runners or workers share a database.
 ACKNOWLEDGE = """
 - name: Acknowledge
@@ -75,6 +84,11 @@ def mount(
     with runner.engine.begin() as conn:
         flowfiles.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
     return testing.FlowDriver(runner, start=start)
+
+
+def ticket(n: int) -> dict[str, object]:
+    """A ticket of the tickets app, due at ``T0``."""
+    return {"id": n, "title": f"T{n}", "requester_id": "ann", "due_at": T0}
 
 
 def stored(driver: testing.FlowDriver, record_id: Any, *, tenant: Any = None) -> dict[str, Any]:
