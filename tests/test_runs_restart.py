@@ -6,20 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import desk
 import pytest
 import sqlalchemy as sa
 from running import T0, mount, stored
 
-from flowrunner import (
-    FlowBinding,
-    OperatorError,
-    commands,
-    errors,
-    flow_runner,
-    tables,
-    testing,
-)
-from flowrunner.store import dialects, migrate
+from flowrunner import OperatorError, commands, errors, testing
+from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
 SENDING = """
@@ -232,28 +225,9 @@ def test_a_run_that_changed_since_it_was_read_is_not_marked_restarted(
 
 # -- tenants ---------------------------------------------------------------------------
 
-metadata = sa.MetaData()
-desk = sa.Table(
-    "desk_ticket",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("tenant_id", sa.String(32), nullable=False),
-    sa.Column("status", sa.String(32)),
-)
-DESK = FlowBinding(
-    resource="desk_ticket",
-    flows_table="desk_flow",
-    steps_table="desk_flow_step",
-    set_columns=["status"],
-    tenant="tenant_id",
-)
-tables.for_binding(metadata, DESK)
-
 
 def test_a_tenant_restarts_only_its_own_failed_runs(any_engine: sa.Engine) -> None:
-    metadata.create_all(any_engine)
-    migrate.upgrade(any_engine)
-    runner = flow_runner(DESK, any_engine)
+    runner = desk.runner(any_engine)
     with any_engine.begin() as conn:
         flow = runner.save_flow(conn, {"name": "Triage", "start": "created", "tenant_id": "acme"})
         runner.save_step(
