@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import test_interpreter_driver
 from test_interpreter_driver import T0, Sim, config, failing, ok
 
 from flowrunner import errors
@@ -16,13 +17,7 @@ from flowrunner.retry_policy import RetryPolicy
 
 
 def approval(position: int = 1, **extra: Any) -> dict[str, Any]:
-    return {
-        "position": position,
-        "kind": "approval",
-        "title": "Manager approval",
-        "approver": "ann",
-        **extra,
-    }
+    return test_interpreter_driver.approval(position, title="Manager approval", **extra)
 
 
 def then_notify(position: int = 2) -> dict[str, Any]:
