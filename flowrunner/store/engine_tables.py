@@ -186,7 +186,7 @@ journal = sa.Table(
 )
 
 
-def record(make: Callable[..., _R], row: sa.Row[Any], **values: Any) -> _R:
+def from_row(make: Callable[..., _R], row: sa.Row[Any], **values: Any) -> _R:
     """A row of one of these tables as its record (``RunRow``, ``EventRow``, ...).
 
     Each column goes to the field of its name (``pass``, a Python keyword, to ``pass_``);

@@ -216,4 +216,4 @@ def _in_order(
     query = query.order_by(table.c.id)
     if limit is not None:
         query = query.limit(limit)
-    return [engine_tables.record(make, row) for row in conn.execute(query)]
+    return [engine_tables.from_row(make, row) for row in conn.execute(query)]

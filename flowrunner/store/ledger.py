@@ -60,7 +60,7 @@ def find_idempotent(conn: sa.Connection, *, key: str) -> IdemRow | None:
     row = conn.execute(sa.select(table).where(table.c.key == key)).one_or_none()
     if row is None:
         return None
-    return engine_tables.record(IdemRow, row)
+    return engine_tables.from_row(IdemRow, row)
 
 
 def begin_idempotent(
@@ -171,4 +171,4 @@ def journal_entries(
         if value is not None:
             query = query.where(column == value)
     rows = conn.execute(query.order_by(table.c.id).limit(limit))
-    return [engine_tables.record(JournalRow, row) for row in rows]
+    return [engine_tables.from_row(JournalRow, row) for row in rows]

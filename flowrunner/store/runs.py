@@ -110,7 +110,7 @@ LATE = timedelta(minutes=1)
 
 
 def _run(row: sa.Row[Any]) -> RunRow:
-    return engine_tables.record(RunRow, row, status=statuses.RunStatus(row.status))
+    return engine_tables.from_row(RunRow, row, status=statuses.RunStatus(row.status))
 
 
 def _status(status: str) -> str:
@@ -414,4 +414,4 @@ def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
     """The run's history, in the order it happened."""
     table = engine_tables.step_log
     rows = conn.execute(sa.select(table).where(table.c.run_id == run_id).order_by(table.c.id))
-    return [engine_tables.record(LogRow, row) for row in rows]
+    return [engine_tables.from_row(LogRow, row) for row in rows]
