@@ -111,6 +111,11 @@ class Story:
                 self.console.print(f"   [bold]ended:[/bold] {run.reason}")
             self.console.print()
 
+    def end(self) -> None:
+        """The outbox, then the scene's database closed."""
+        self.notices()
+        self.driver.runner.engine.dispose()
+
     def notices(self) -> None:
         table = Table(title="Notices written (the outbox)", title_justify="left", show_edge=False)
         for column in ("run", "to", "email", "title"):
@@ -126,12 +131,18 @@ class Story:
         self.console.print()
 
 
+def _scene(console: Console, directory: Path, name: str, title: str) -> Story:
+    """The sample app ``name`` mounted on its own SQLite file, its story begun."""
+    runner = prepare(load_fixture(name), f"sqlite:///{directory / f'{name}.db'}")
+    console.rule(title)
+    return Story(console, testing.FlowDriver(runner, start=START))
+
+
 def tickets(console: Console, directory: Path) -> None:
-    app = load_fixture("tickets")
-    runner = prepare(app, f"sqlite:///{directory / 'tickets.db'}")
-    driver = testing.FlowDriver(runner, start=START)
-    story = Story(console, driver)
-    console.rule("Support desk: SLA warnings, escalation, follow-ups")
+    story = _scene(
+        console, directory, "tickets", "Support desk: SLA warnings, escalation, follow-ups"
+    )
+    driver = story.driver
     due = START + timedelta(hours=8)
     driver.create(_ticket(1, "Printer on fire", "ann", "bob", due))
     driver.create(_ticket(2, "VPN drops every hour", "carl", "dina", due))
@@ -149,8 +160,7 @@ def tickets(console: Console, directory: Path) -> None:
     story.wait("2 days")
     story.runs(1, "Ticket 1")
     story.runs(2, "Ticket 2")
-    story.notices()
-    runner.engine.dispose()
+    story.end()
 
 
 def _ticket(
@@ -167,11 +177,13 @@ def _ticket(
 
 
 def purchase_orders(console: Console, directory: Path) -> None:
-    app = load_fixture("purchase_orders")
-    runner = prepare(app, f"sqlite:///{directory / 'purchase_orders.db'}")
-    driver = testing.FlowDriver(runner, start=START)
-    story = Story(console, driver)
-    console.rule("Purchase orders: parallel approvals, reminders, a rejection short-cut")
+    story = _scene(
+        console,
+        directory,
+        "purchase_orders",
+        "Purchase orders: parallel approvals, reminders, a rejection short-cut",
+    )
+    driver = story.driver
     driver.create(_order(1, "PO-1001", 25000))
     driver.create(_order(2, "PO-1002", 40000))
     driver.create(_order(3, "PO-1003", 800))
@@ -195,8 +207,7 @@ def purchase_orders(console: Console, directory: Path) -> None:
     story.say("nobody answered PO-1004: after a week both waits gave up and the flow went on")
     for order_id, label in ((1, "PO-1001"), (2, "PO-1002"), (3, "PO-1003"), (4, "PO-1004")):
         story.runs(order_id, label)
-    story.notices()
-    runner.engine.dispose()
+    story.end()
 
 
 def _order(order_id: int, number: str, amount: int) -> dict[str, Any]:

@@ -7,7 +7,8 @@ another tenant's runs) and journaled with the operator's name, in one transactio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -37,9 +38,7 @@ def cancel(
     due at once: the interpreter ends the run there and the kinds' cancel commands run
     in the worker's transaction, under the run's lease, so each runs once.
     """
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
-        run = run_for_operator(runner, conn, run_id, tenant)
+    with _acting_on(runner, run_id, tenant) as (conn, run, now):
         if run.status in statuses.FINAL:
             raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
         if run.restarted_as is not None:
@@ -73,9 +72,7 @@ def cancel(
 
 def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None) -> None:
     """Run a failed run's failed step again; journaled."""
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
-        run = run_for_operator(runner, conn, run_id, tenant)
+    with _acting_on(runner, run_id, tenant) as (conn, run, now):
         if run.status != statuses.RunStatus.FAILED:
             raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
         if run.restarted_as is not None:
@@ -116,9 +113,7 @@ def redrive(
     runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None
 ) -> None:
     """Make a stuck run due now and free its lease; journaled."""
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
-        run = run_for_operator(runner, conn, run_id, tenant)
+    with _acting_on(runner, run_id, tenant) as (conn, run, now):
         if run.status in statuses.ENDED:
             raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
@@ -142,9 +137,7 @@ def restart(
     history says so. Refused, with a sentence, for a run that has not failed, one
     restarted already, a flow deleted, inactive or broken, and a record deleted.
     """
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
-        run = run_for_operator(runner, conn, run_id, tenant)
+    with _acting_on(runner, run_id, tenant) as (conn, run, now):
         if run.restarted_as is not None:
             raise errors.OperatorError(
                 f"run {run_id} was already restarted as run {run.restarted_as}"
@@ -189,6 +182,16 @@ def restart(
         detail = {"run": run.id, "restarted_as": new_id, "flow": name, "reason": reason}
         _journal(conn, run, operator, "restart", now, detail)
         return new_id
+
+
+@contextlib.contextmanager
+def _acting_on(
+    runner: FlowRunner, run_id: int, tenant: binding.Tenant
+) -> Iterator[tuple[sa.Connection, ops.RunRow, datetime]]:
+    """The operator's transaction, the run it acts on (``run_for_operator``) and the time."""
+    now = runner.clock()
+    with dialects.begin(runner.engine) as conn:
+        yield conn, run_for_operator(runner, conn, run_id, tenant), now
 
 
 def run_for_operator(

@@ -95,18 +95,11 @@ def save_flow(
     existing = flow_rows.all_flows(conn, tables)
     flow_id = row.get("id")
     if flow_id is not None and not any(f["id"] == flow_id for f in existing):
-        raise errors.RowInvalid(
-            [errors.FieldError("id", f"there is no flow with id {flow_id!r}", "flow_unknown")],
-            row=validate.flow_label(row),
-        )
+        raise _unknown("flow", flow_id, validate.flow_label(row))
     extra = tables.flow_extra
     cols = resource_columns(binding, tables, columns)
     validate.validate_flow_row(binding, row, cols, existing=existing, extra=extra)
-    values = _flow_values(binding, row, extra)
-    if flow_id is None:
-        return flow_rows.insert_flow(conn, tables, values)
-    flow_rows.update_flow(conn, tables, flow_id, values)
-    return flow_id
+    return flow_rows.store_flow(conn, tables, flow_id, _flow_values(binding, row, extra))
 
 
 def update_flow(
@@ -122,9 +115,7 @@ def update_flow(
     flow_id = _one_id(flow_id, tables.flows.c.id)
     stored = flow_rows.flow_by_id(conn, tables, flow_id)
     if stored is None:
-        raise errors.RowInvalid(
-            [errors.FieldError("id", f"there is no flow with id {flow_id!r}", "flow_unknown")]
-        )
+        raise _unknown("flow", flow_id)
     save_flow(conn, binding, tables, {**stored, **changes, "id": flow_id}, columns=columns)
 
 
@@ -165,24 +156,22 @@ def _flow_of(
         flow_key = None
     flow = None if flow_key is None else flow_rows.flow_by_id(conn, tables, flow_key)
     if flow is None:
-        found = (
-            errors.FieldError(
-                "flow_id", "a step belongs to a flow; name its flow", "column_required"
-            )
-            if flow_id is None
-            else errors.FieldError(
-                "flow_id", f"there is no flow with id {flow_id!r}", "flow_unknown"
-            )
+        label = validate.step_label(row)
+        if flow_id is not None:
+            raise _unknown("flow", flow_id, label, field="flow_id")
+        message = "a step belongs to a flow; name its flow"
+        raise errors.RowInvalid(
+            [errors.FieldError("flow_id", message, "column_required")], row=label
         )
-        raise errors.RowInvalid([found], row=validate.step_label(row))
     return flow
 
 
-def _no_step(step_id: Any, row: str | None = None) -> errors.RowInvalid:
-    return errors.RowInvalid(
-        [errors.FieldError("id", f"there is no step with id {step_id!r}", "step_unknown")],
-        row=row,
-    )
+def _unknown(
+    what: str, row_id: Any, row: str | None = None, *, field: str = "id"
+) -> errors.RowInvalid:
+    """The refusal of a row naming a flow or step (``what``) that is not stored."""
+    message = f"there is no {what} with id {row_id!r}"
+    return errors.RowInvalid([errors.FieldError(field, message, f"{what}_unknown")], row=row)
 
 
 def save_step(
@@ -203,7 +192,7 @@ def save_step(
     if step_id is not None:
         stored = flow_rows.step_by_id(conn, tables, step_id)
         if stored is None:
-            raise _no_step(step_id, validate.step_label(row, flow))
+            raise _unknown("step", step_id, validate.step_label(row, flow))
     if binding.tenant is not None and binding.tenant not in row:
         row = {**row, binding.tenant: flow.get(binding.tenant)}
     extra = tables.step_extra
@@ -212,11 +201,7 @@ def save_step(
     if stored is not None and stored["flow_id"] != flow["id"]:
         # Moving a step to another flow removes it from its old one.
         _refuse_removal(conn, binding, tables, stored)
-    values = _step_values(binding, row, flow, extra)
-    if step_id is None:
-        return flow_rows.insert_step(conn, tables, values)
-    flow_rows.update_step(conn, tables, step_id, values)
-    return step_id
+    return flow_rows.store_step(conn, tables, step_id, _step_values(binding, row, flow, extra))
 
 
 def update_step(
@@ -232,7 +217,7 @@ def update_step(
     step_id = _one_id(step_id, tables.steps.c.id)
     stored = flow_rows.step_by_id(conn, tables, step_id)
     if stored is None:
-        raise _no_step(step_id)
+        raise _unknown("step", step_id)
     save_step(conn, binding, tables, {**stored, **changes, "id": step_id}, columns=columns)
 
 
@@ -279,10 +264,9 @@ def write_flow(
     For callers that judged the whole flow first (an import); others use
     ``save_flow`` and ``save_step``.
     """
-    flow_id = flow_rows.insert_flow(conn, tables, _flow_values(binding, flow))
+    flow_id = flow_rows.store_flow(conn, tables, None, _flow_values(binding, flow))
     stored = {**flow, "id": flow_id}
     for step in steps:
-        flow_rows.insert_step(
-            conn, tables, _step_values(binding, {**step, "flow_id": flow_id}, stored)
-        )
+        values = _step_values(binding, {**step, "flow_id": flow_id}, stored)
+        flow_rows.store_step(conn, tables, None, values)
     return flow_id

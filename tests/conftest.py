@@ -15,6 +15,8 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 
+from flowrunner.store import migrate
+
 settings.register_profile(
     "default", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -82,6 +84,13 @@ def any_engine(request: pytest.FixtureRequest) -> sa.Engine:
     name = "sqlite_engine" if request.param == "sqlite" else "pg_engine"
     engine: sa.Engine = request.getfixturevalue(name)
     return engine
+
+
+@pytest.fixture
+def engine(any_engine: sa.Engine) -> sa.Engine:
+    """``any_engine`` with the engine's own tables migrated in (a module may define its own)."""
+    migrate.upgrade(any_engine)
+    return any_engine
 
 
 _pg_skipped = 0

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -11,9 +15,39 @@ import sqlalchemy as sa
 
 from flowrunner import demo, flowfiles, testing
 from flowrunner.runner import flow_runner
-from flowrunner.store import migrate
+from flowrunner.store import engine_tables, migrate
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC
+
+# Two steps a worker does at once, for tests of the worker itself (on the tickets app).
+MARK_AND_TELL = """
+- name: Tell
+  start: created
+  steps:
+    - {position: 1, kind: set, title: Mark, field: priority, value: high}
+    - {position: 2, kind: notify, title: Tell, audience: requester, message: Hello}
+"""
+
+# The flows of the tests where several runners or workers share a database.
+ACKNOWLEDGE = """
+- name: Acknowledge
+  start: created
+  steps:
+    - {position: 1, kind: assign, title: Hand to triage, assign_to: triage}
+    - {position: 2, kind: waitFor, title: Requester replies, event: ticket.replied, duration: 1 day}
+    - {position: 3, kind: set, title: Answered, field: status, value: answered}
+    - {position: 4, kind: notify, title: Tell triage, audience: assignee, message: Replied.}
+"""
+
+APPROVE_AND_SEND = """
+- name: Approve and send
+  start: created
+  steps:
+    - {position: 1, kind: approval, title: Approval, approver: boss}
+    - {position: 2, kind: set, title: Approved, field: status, value: approved}
+    - {position: 3, kind: notify, title: Tell, audience: requester, message: Approved.}
+    - {position: 4, kind: send, title: Send}
+"""
 
 
 def app(name: str) -> ModuleType:
@@ -52,6 +86,11 @@ def mount(
     return testing.FlowDriver(runner, start=start)
 
 
+def ticket(n: int) -> dict[str, object]:
+    """A ticket of the tickets app, due at ``T0``."""
+    return {"id": n, "title": f"T{n}", "requester_id": "ann", "due_at": T0}
+
+
 def stored(driver: testing.FlowDriver, record_id: Any, *, tenant: Any = None) -> dict[str, Any]:
     """The record as stored now, which must exist."""
     record = driver.record(record_id, tenant=tenant)
@@ -70,3 +109,35 @@ def count(engine: sa.Engine, table: sa.Table, **where: Any) -> int:
 def whats(driver: testing.FlowDriver, run_id: int) -> list[str]:
     """The run's history as 'title: what' lines, for readable assertions."""
     return [f"{line.title or line.kind or ''}: {line.what}" for line in driver.history(run_id)]
+
+
+def serving_worker(engine: sa.Engine, name: str, seconds: int) -> subprocess.Popen[str]:
+    """A worker process serving app ``name`` on the engine's PostgreSQL schema until its
+    resource has no run left to finish, or ``seconds`` pass (``serving_worker.py``)."""
+    with engine.connect() as conn:
+        schema = conn.execute(sa.text("select current_schema()")).scalar()
+    env = {
+        **os.environ,
+        "SERVE_DB": engine.url.render_as_string(hide_password=False),
+        "SERVE_OPTIONS": f"-csearch_path={schema}",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("serving_worker.py")), name, str(seconds)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def done_twice(conn: sa.Connection) -> list[Any]:
+    """Each (run, step, pass) with more than one "done" line: a step processed twice."""
+    log = engine_tables.step_log
+    return list(
+        conn.execute(
+            sa.select(log.c.run_id, log.c.step_id, log.c["pass"])
+            .where(log.c.what == "done")
+            .group_by(log.c.run_id, log.c.step_id, log.c["pass"])
+            .having(sa.func.count() > 1)
+        ).all()
+    )

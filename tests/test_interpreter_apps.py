@@ -7,7 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import test_interpreter_driver
 from test_interpreter_driver import T0, Sim, config, failing, ok
+from test_modes import QUORUMS
 
 from flowrunner import errors
 from flowrunner.interpreter import effects, interpret
@@ -16,13 +18,7 @@ from flowrunner.retry_policy import RetryPolicy
 
 
 def approval(position: int = 1, **extra: Any) -> dict[str, Any]:
-    return {
-        "position": position,
-        "kind": "approval",
-        "title": "Manager approval",
-        "approver": "ann",
-        **extra,
-    }
+    return test_interpreter_driver.approval(position, title="Manager approval", **extra)
 
 
 def then_notify(position: int = 2) -> dict[str, Any]:
@@ -64,21 +60,7 @@ def test_the_command_gets_the_steps_input_columns_then_waits_for_one_event() -> 
     assert len(sim.of(effects.Notify)) == 1
 
 
-@pytest.mark.parametrize(
-    ("mode", "asked", "needed"),
-    [
-        ("any", 3, 1),
-        ("all", 3, 3),
-        ("2", 5, 2),
-        ("60%", 5, 3),
-        ("60%", 1, 1),
-        ("10%", 2, 1),
-        ("60%", 0, 0),
-        ("100%", 0, 0),
-        ("any", 0, 1),
-        ("3", 1, 3),
-    ],
-)
+@pytest.mark.parametrize(("mode", "asked", "needed"), QUORUMS)
 def test_the_wait_ends_after_as_many_events_as_its_mode_needs(
     mode: str, asked: int, needed: int
 ) -> None:

@@ -69,6 +69,11 @@ def build(steps: Sequence[Mapping[str, Any]]) -> snapshot.FlowSnapshot:
     return snapshot.FlowSnapshot.build({"id": 1, "name": "po", "start": "created"}, rows)
 
 
+def approval(position: int = 1, *, title: str = "Approval", **extra: Any) -> dict[str, Any]:
+    """An approval step (of the purchasing kinds) asking ann, with ``extra`` columns."""
+    return {"position": position, "kind": "approval", "title": title, "approver": "ann", **extra}
+
+
 def ok(answer: Mapping[str, Any] | None = None) -> Callable[[effects.RunCommand], CommandResult]:
     return lambda c: CommandResult(key=c.key, ok=True, answer=answer)
 

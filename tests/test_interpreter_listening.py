@@ -12,7 +12,7 @@ import json
 from typing import Any, cast
 
 import pytest
-from test_interpreter_driver import KINDS, T0, Sim, config, failing, ok
+from test_interpreter_driver import KINDS, T0, Sim, approval, config, failing, ok
 
 from flowrunner import query
 from flowrunner.interpreter import effects, interpret, state, watching
@@ -33,16 +33,6 @@ LISTENING = KindConfig(
 def listening(**overrides: Any) -> Any:
     kind = KindConfig(**{**LISTENING.__dict__, **overrides})
     return config(kinds={**KINDS, "approval": kind})
-
-
-def approval(position: int = 1, **extra: Any) -> dict[str, Any]:
-    return {
-        "position": position,
-        "kind": "approval",
-        "title": "Approval",
-        "approver": "ann",
-        **extra,
-    }
 
 
 def after(position: int = 2) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_interpreter_driver import T0, Sim, config
 
-from flowrunner import snapshot, statuses
+from flowrunner import binding, snapshot, statuses
 from flowrunner.interpreter import effects
 
 WORDS = ["open", "closed", "high", "low"]
@@ -185,19 +185,9 @@ junk = st.one_of(
 @st.composite
 def any_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
     kinds = ["set", "wait", "until", "branch", "waitFor", "notify", "approval", "send", "odd"]
-    columns = [
-        "field",
-        "value",
-        "duration",
-        "condition",
-        "goto",
-        "event",
-        "audience",
-        "message",
-        "mode",
-        "remind",
-        "approver",
-    ]
+    # Every column a step's kind may read (not its row, place, kind or title), and an input.
+    fixed = ("id", "flow_id", "position", "kind", "title")
+    columns = [*(c for c in binding.STEP_COLUMNS if c not in fixed), "approver"]
     rows = []
     for _ in range(draw(st.integers(0, 4))):
         row: dict[str, Any] = {

@@ -44,19 +44,34 @@ def order(n: int, amount: int = 25000) -> dict[str, Any]:
     return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": amount}
 
 
+def mount_timed(engine: sa.Engine, handlers: Mapping[str, commands.Command]) -> testing.FlowDriver:
+    """The flows on the binding whose ``send`` retries by ``POLICY`` and times out after
+    30 seconds, the ``handlers`` over the app's commands."""
+    return mount(
+        engine,
+        "purchase_orders",
+        flows=FLOWS,
+        binding=binding(retry=POLICY, timeout="30 seconds"),
+        commands=handlers,
+    )
+
+
+def own_write(ctx: commands.CommandContext) -> None:
+    """A command's own database write, kept only with the attempt that made it."""
+    ctx.conn.execute(
+        sa.insert(PO.approval_reminder).values(
+            order_id=ctx.record["id"], run_id=ctx.run_id, reminder=ctx.attempt
+        )
+    )
+
+
 # -- the binding ------------------------------------------------------------------------
 
 
 def test_a_kind_carries_its_retry_policy_and_timeout_into_the_interpreter(
     sqlite_engine: sa.Engine,
 ) -> None:
-    driver = mount(
-        sqlite_engine,
-        "purchase_orders",
-        flows=FLOWS,
-        binding=binding(retry=POLICY, timeout="30 seconds"),
-        commands={"ship_order": lambda ctx: None},
-    )
+    driver = mount_timed(sqlite_engine, {"ship_order": lambda ctx: None})
     cfg = driver.runner.config
     assert cfg.kinds["send"].retry is POLICY
     assert cfg.kinds["send"].timeout == timedelta(seconds=30)
@@ -145,20 +160,12 @@ def test_a_slow_command_times_out_and_is_retried_by_its_kinds_policy(
 
     def slow_send(ctx: commands.CommandContext) -> Mapping[str, Any]:
         seen.append((ctx.attempt, ctx.time_left(), ctx.idempotency_key))
-        ctx.conn.execute(
-            sa.insert(PO.approval_reminder).values(
-                order_id=ctx.record["id"], run_id=ctx.run_id, reminder=ctx.attempt
-            )
-        )
+        own_write(ctx)
         driver.now += timedelta(seconds=31)  # it took 31 seconds, and answered
         return {"sent": True}
 
-    driver = mount(
-        any_engine,
-        "purchase_orders",
-        flows=FLOWS,
-        binding=binding(retry=POLICY, timeout="30 seconds"),
-        commands={"send_purchase_order": slow_send, "ship_order": lambda ctx: None},
+    driver = mount_timed(
+        any_engine, {"send_purchase_order": slow_send, "ship_order": lambda ctx: None}
     )
     driver.create(order(1), run=False)
     drive(driver)
@@ -192,13 +199,7 @@ def test_a_kind_without_its_own_policy_follows_the_runners(any_engine: sa.Engine
         seen.append(ctx.time_left())
         raise ConnectionError("the carrier is down")
 
-    driver = mount(
-        any_engine,
-        "purchase_orders",
-        flows=FLOWS,
-        binding=binding(retry=POLICY, timeout="30 seconds"),
-        commands={"ship_order": down},
-    )
+    driver = mount_timed(any_engine, {"ship_order": down})
     driver.create(order(2, amount=500))
     driver.advance("1 hour")
     [run] = driver.runs(2)
@@ -212,18 +213,10 @@ def test_a_command_that_answers_in_time_is_kept(any_engine: sa.Engine) -> None:
 
     def quick_enough(ctx: commands.CommandContext) -> None:
         driver.now += timedelta(seconds=29)
-        ctx.conn.execute(
-            sa.insert(PO.approval_reminder).values(
-                order_id=ctx.record["id"], run_id=ctx.run_id, reminder=ctx.attempt
-            )
-        )
+        own_write(ctx)
 
-    driver = mount(
-        any_engine,
-        "purchase_orders",
-        flows=FLOWS,
-        binding=binding(retry=POLICY, timeout="30 seconds"),
-        commands={"send_purchase_order": quick_enough, "ship_order": lambda ctx: None},
+    driver = mount_timed(
+        any_engine, {"send_purchase_order": quick_enough, "ship_order": lambda ctx: None}
     )
     driver.create(order(1))
     assert [r.status for r in driver.runs(1)] == ["done"]

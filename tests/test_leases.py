@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from storing import T0, at_once, new_run
 
 from flowrunner import errors
-from flowrunner.store import dialects, leases, migrate
+from flowrunner.store import dialects, leases
 from flowrunner.store import operations as ops
 
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TTL = timedelta(seconds=30)
-
-
-@pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    migrate.upgrade(any_engine)
-    return any_engine
 
 
 def acquire(engine: sa.Engine, owner: str, now: datetime, name: str = "run:1") -> int | None:
@@ -61,19 +54,7 @@ def test_takeover_after_expiry_bumps_the_epoch(engine: sa.Engine) -> None:
 
 def test_a_paused_worker_is_fenced_off_after_a_takeover(engine: sa.Engine) -> None:
     with dialects.begin(engine) as conn:
-        run_id = ops.insert_run(
-            conn,
-            tenant=None,
-            resource="po",
-            record_id="1",
-            flow_id="f1",
-            flow_name="Approve",
-            start_key="created:1",
-            snapshot={},
-            digest="d",
-            state={"at": 1},
-            now=T0,
-        )
+        run_id = new_run(conn, state={"at": 1}, status="running")
     assert run_id is not None
     name = leases.run_lease(run_id)
     epoch_a = acquire(engine, "A", T0, name)
@@ -155,23 +136,8 @@ def test_racing_owners_get_the_lease_once(engine: sa.Engine, lease: str) -> None
     if lease == "expired":
         assert acquire(engine, "old", T0) == 1
     later = T0 + TTL
-    barrier = threading.Barrier(8)
     won: list[tuple[str, int | None]] = []
-    failures: list[BaseException] = []
-
-    def contend(owner: str) -> None:
-        try:
-            barrier.wait()
-            won.append((owner, acquire(engine, owner, later)))
-        except BaseException as exc:  # surfaced below: a thread must not hide a failure
-            failures.append(exc)
-
-    threads = [threading.Thread(target=contend, args=(f"w{i}",)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    at_once(lambda owner: won.append((owner, acquire(engine, owner, later))), 8)
     winners = [(owner, epoch) for owner, epoch in won if epoch is not None]
     epoch = 2 if lease == "expired" else 1
     assert winners == [(winners[0][0], epoch)]

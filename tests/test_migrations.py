@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from storing import at_once
 
 from flowrunner import errors
 from flowrunner.store import engine_tables, migrate
@@ -139,22 +139,7 @@ def test_migrations_are_found_inside_the_package() -> None:
 
 
 def test_deploys_migrating_at_once_take_turns(any_engine: sa.Engine) -> None:
-    barrier = threading.Barrier(3)
-    failures: list[BaseException] = []
-
-    def deploy() -> None:
-        try:
-            barrier.wait()
-            migrate.upgrade(any_engine)
-        except BaseException as exc:  # surfaced below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=deploy) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    at_once(lambda _: migrate.upgrade(any_engine), 3)
     assert migrate.status(any_engine).is_current
     assert differences(any_engine) == []
 

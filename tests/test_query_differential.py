@@ -21,39 +21,45 @@ from flowrunner.query import ast
 _settings = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def _check(engine: sa.Engine, table: sa.Table, node: ast.Node, batch: list[Any]) -> None:
-    condition = query.parse(str(node), table)
+@pytest.fixture
+def table(any_engine: sa.Engine) -> sa.Table:
+    """The generated records' table, created on the engine."""
+    created = qs.table()
+    created.metadata.create_all(any_engine)
+    return created
+
+
+def _check(
+    engine: sa.Engine,
+    table: sa.Table,
+    condition: query.Condition,
+    batch: list[Any],
+    event: dict[str, Any] | None = None,
+) -> None:
     rows = [row for row, _ in batch]
     with engine.begin() as conn:
         conn.execute(table.delete())
         conn.execute(table.insert(), rows)
-    expected = sorted(r["id"] for _, r in batch if condition.matches(r, now=qs.NOW))
-    statement = sa.select(table.c.id).where(condition.to_sql(table, now=qs.NOW))
+    expected = sorted(r["id"] for _, r in batch if condition.matches(r, qs.NOW, event))
+    statement = sa.select(table.c.id).where(condition.to_sql(table, now=qs.NOW, event=event))
     with engine.connect() as conn:
         got = sorted(conn.execute(statement).scalars())
-    assert got == expected, f"{condition} on {engine.dialect.name}: sql {got} python {expected}"
+    assert got == expected, (
+        f"{condition} with {event} on {engine.dialect.name}: sql {got} python {expected}"
+    )
 
 
-@pytest.mark.parametrize("engine_name", ["sqlite_engine", "pg_engine"])
-def test_python_and_sql_agree(engine_name: str, request: pytest.FixtureRequest) -> None:
-    engine: sa.Engine = request.getfixturevalue(engine_name)
-    table = qs.table()
-    table.metadata.create_all(engine)
-
+def test_python_and_sql_agree(any_engine: sa.Engine, table: sa.Table) -> None:
     @_settings
     @given(node=qs.conditions, batch=qs.record_batches())
     def run(node: ast.Node, batch: list[Any]) -> None:
-        _check(engine, table, node, batch)
+        _check(any_engine, table, query.parse(str(node), table), batch)
 
     run()
 
 
-@pytest.mark.parametrize("engine_name", ["sqlite_engine", "pg_engine"])
-def test_event_conditions_agree(engine_name: str, request: pytest.FixtureRequest) -> None:
+def test_event_conditions_agree(any_engine: sa.Engine, table: sa.Table) -> None:
     """``event.x`` values are bound parameters; SQL and Python still agree."""
-    engine: sa.Engine = request.getfixturevalue(engine_name)
-    table = qs.table()
-    table.metadata.create_all(engine)
 
     @_settings
     @given(
@@ -77,14 +83,6 @@ def test_event_conditions_agree(engine_name: str, request: pytest.FixtureRequest
     )
     def run(batch: list[Any], decision: Any, score: Any, when: Any, text: str) -> None:
         event = {"decision": decision, "score": score, "when": when}
-        condition = query.parse(text, table, event=True)
-        with engine.begin() as conn:
-            conn.execute(table.delete())
-            conn.execute(table.insert(), [row for row, _ in batch])
-        expected = sorted(r["id"] for _, r in batch if condition.matches(r, qs.NOW, event))
-        clause = condition.to_sql(table, now=qs.NOW, event=event)
-        with engine.connect() as conn:
-            got = sorted(conn.execute(sa.select(table.c.id).where(clause)).scalars())
-        assert got == expected, f"{condition} with {event}"
+        _check(any_engine, table, query.parse(text, table, event=True), batch, event)
 
     run()

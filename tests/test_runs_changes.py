@@ -4,12 +4,14 @@ a later transaction is a new change. On SQLite and PostgreSQL, through the real 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
-from running import app, mount
+from running import app, mount, stored
 from sqlalchemy import orm
 
 from flowrunner import starting, testing
@@ -34,6 +36,8 @@ FLOWS = """
   steps:
     - {position: 1, kind: notify, title: Tell, audience: requester, message: Amount changed.}
 """
+# What one closing of an order runs.
+CLOSED_ONCE = ["On closing: done", "Status changed: done"]
 
 
 class Base(orm.DeclarativeBase):
@@ -63,21 +67,44 @@ def close(conn: sa.Connection, order: int) -> None:
     conn.execute(sa.update(table).where(table.c.id == order).values(status="closed"))
 
 
+@contextlib.contextmanager
+def closing(
+    driver: testing.FlowDriver, order: int
+) -> Iterator[tuple[sa.Connection, dict[str, Any], dict[str, Any]]]:
+    """A transaction that closes the order: yields it, and the order before and after."""
+    before = stored(driver, order)
+    with driver.runner.engine.begin() as conn:
+        close(conn, order)
+        yield conn, before, {**before, "status": "closed"}
+
+
+@contextlib.contextmanager
+def watching(driver: testing.FlowDriver) -> Iterator[None]:
+    """The runner hears of the orders' changes from the ORM's flushes meanwhile."""
+    unwatch = driver.runner.watch(PurchaseOrder)
+    try:
+        yield
+    finally:
+        unwatch()
+
+
+def loaded(session: orm.Session, order: int) -> PurchaseOrder:
+    found = session.get(PurchaseOrder, order)
+    assert found is not None
+    return found
+
+
 def test_the_orders_closing_reported_twice_in_one_transaction_starts_the_flow_once(
     any_engine: sa.Engine,
 ) -> None:
     driver = orders(any_engine, 1)
     runner = driver.runner
-    before = driver.record(1)
-    assert before is not None
-    after = {**before, "status": "closed"}
-    with runner.engine.begin() as conn:
-        close(conn, 1)
+    with closing(driver, 1) as (conn, before, after):
         first = runner.record_updated(conn, before, after)
         again = runner.record_updated(conn, before, dict(after))
     driver.run_until_idle()
     assert len(first) == 2 and again == []
-    assert flows_run(driver, 1) == ["On closing: done", "Status changed: done"]
+    assert flows_run(driver, 1) == CLOSED_ONCE
 
 
 def test_watched_and_also_reported_starts_once_whichever_comes_first(
@@ -85,30 +112,21 @@ def test_watched_and_also_reported_starts_once_whichever_comes_first(
 ) -> None:
     driver = orders(any_engine, 1, 2)
     runner = driver.runner
-    unwatch = runner.watch(PurchaseOrder)
-    try:
+    with watching(driver):
         # The flush reports the closing first, then the application reports it too.
-        before = driver.record(1)
-        assert before is not None
+        before = stored(driver, 1)
         with orm.Session(any_engine) as session, session.begin():
-            order = session.get(PurchaseOrder, 1)
-            assert order is not None
-            order.status = "closed"
+            loaded(session, 1).status = "closed"
             session.flush()
             runner.record_updated(session.connection(), before, {**before, "status": "closed"})
         # The application reports first; the flush at commit reports it again.
-        before = driver.record(2)
-        assert before is not None
+        before = stored(driver, 2)
         with orm.Session(any_engine) as session, session.begin():
-            order = session.get(PurchaseOrder, 2)
-            assert order is not None
-            order.status = "closed"
+            loaded(session, 2).status = "closed"
             runner.record_updated(session.connection(), before, {**before, "status": "closed"})
-    finally:
-        unwatch()
     driver.run_until_idle()
-    assert flows_run(driver, 1) == ["On closing: done", "Status changed: done"]
-    assert flows_run(driver, 2) == ["On closing: done", "Status changed: done"]
+    assert flows_run(driver, 1) == CLOSED_ONCE
+    assert flows_run(driver, 2) == CLOSED_ONCE
 
 
 def test_closed_reopened_closed_again_in_three_transactions_is_three_changes(
@@ -132,16 +150,12 @@ def test_a_change_reported_in_a_savepoint_and_after_it_is_one_change(
 ) -> None:
     driver = orders(any_engine, 1)
     runner = driver.runner
-    before = driver.record(1)
-    assert before is not None
-    after = {**before, "status": "closed"}
-    with runner.engine.begin() as conn:
-        close(conn, 1)
+    with closing(driver, 1) as (conn, before, after):
         with conn.begin_nested():
             runner.record_updated(conn, before, after)
         runner.record_updated(conn, before, after)
     driver.run_until_idle()
-    assert flows_run(driver, 1) == ["On closing: done", "Status changed: done"]
+    assert flows_run(driver, 1) == CLOSED_ONCE
 
 
 def test_the_same_change_of_two_orders_in_one_transaction_is_two_changes(
@@ -155,27 +169,20 @@ def test_the_same_change_of_two_orders_in_one_transaction_is_two_changes(
             close(conn, n)
             runner.record_updated(conn, before, {"id": n, "status": "closed"})
     driver.run_until_idle()
-    assert flows_run(driver, 1) == ["On closing: done", "Status changed: done"]
-    assert flows_run(driver, 2) == ["On closing: done", "Status changed: done"]
+    assert flows_run(driver, 1) == CLOSED_ONCE
+    assert flows_run(driver, 2) == CLOSED_ONCE
 
 
 def test_an_amount_reported_as_decimal_by_the_orm_and_as_int_by_the_app_is_one_change(
     any_engine: sa.Engine,
 ) -> None:
     driver = orders(any_engine, 1)
-    runner = driver.runner
-    unwatch = runner.watch(PurchaseOrder)
-    try:
-        with orm.Session(any_engine) as session, session.begin():
-            order = session.get(PurchaseOrder, 1)
-            assert order is not None
-            order.amount = Decimal("250.00")
-            session.flush()
-            runner.record_updated(
-                session.connection(), {"id": 1, "amount": 100}, {"id": 1, "amount": 250}
-            )
-    finally:
-        unwatch()
+    with watching(driver), orm.Session(any_engine) as session, session.begin():
+        loaded(session, 1).amount = Decimal("250.00")
+        session.flush()
+        driver.runner.record_updated(
+            session.connection(), {"id": 1, "amount": 100}, {"id": 1, "amount": 250}
+        )
     driver.run_until_idle()
     assert flows_run(driver, 1) == ["Amount changed: done"]
 

@@ -203,16 +203,23 @@ SEND = """
 POLICY = RetryPolicy(max_attempts=3, base=__import__("datetime").timedelta(minutes=1))
 
 
-def test_a_failing_command_retries_with_backoff_and_the_same_key(any_engine: sa.Engine) -> None:
+def sending(engine: sa.Engine, fails: int) -> tuple[testing.FlowDriver, list[str]]:
+    """Order 1 created under the send flow, whose command fails its first ``fails`` calls;
+    and the idempotency keys of the calls so far (more as the driver goes on)."""
     seen: list[str] = []
     driver = mount(
-        any_engine,
+        engine,
         "purchase_orders",
         flows=SEND,
-        commands={"send_purchase_order": flaky(2, seen)},
+        commands={"send_purchase_order": flaky(fails, seen)},
         retry=POLICY,
     )
     driver.create(order(1))
+    return driver, seen
+
+
+def test_a_failing_command_retries_with_backoff_and_the_same_key(any_engine: sa.Engine) -> None:
+    driver, seen = sending(any_engine, 2)
     assert len(seen) == 1 and status(driver, 1) == "open"  # the failed attempt rolled back
     driver.advance("1 minute")
     assert len(seen) == 2
@@ -225,15 +232,7 @@ def test_a_failing_command_retries_with_backoff_and_the_same_key(any_engine: sa.
 def test_a_command_that_keeps_failing_fails_the_run_and_an_operator_retries(
     any_engine: sa.Engine,
 ) -> None:
-    seen: list[str] = []
-    driver = mount(
-        any_engine,
-        "purchase_orders",
-        flows=SEND,
-        commands={"send_purchase_order": flaky(3, seen)},
-        retry=POLICY,
-    )
-    driver.create(order(1))
+    driver, seen = sending(any_engine, 3)
     driver.advance("1 hour")
     [run] = driver.runs(1)
     assert run.status == "failed"

@@ -8,34 +8,15 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from running import T0, mount, stored
+from running import ACKNOWLEDGE, APPROVE_AND_SEND, T0, mount, stored
 
 from flowrunner import errors, testing
-
-TICKET_FLOWS = """
-- name: Acknowledge
-  start: created
-  steps:
-    - {position: 1, kind: assign, title: Hand to triage, assign_to: triage}
-    - {position: 2, kind: waitFor, title: Requester replies, event: ticket.replied, duration: 1 day}
-    - {position: 3, kind: notify, title: Tell triage, audience: assignee, message: Replied.}
-"""
-
-ORDER_FLOWS = """
-- name: Approve and send
-  start: created
-  steps:
-    - {position: 1, kind: approval, title: Approval, approver: boss}
-    - {position: 2, kind: set, title: Approved, field: status, value: approved}
-    - {position: 3, kind: notify, title: Tell, audience: requester, message: Approved.}
-    - {position: 4, kind: send, title: Send}
-"""
 
 
 def desk_and_purchasing(engine: sa.Engine) -> tuple[testing.FlowDriver, testing.FlowDriver]:
     """Both runners on one database, each record 1 of its own table, neither advanced yet."""
-    tickets = mount(engine, "tickets", flows=TICKET_FLOWS)
-    orders = mount(engine, "purchase_orders", flows=ORDER_FLOWS)
+    tickets = mount(engine, "tickets", flows=ACKNOWLEDGE)
+    orders = mount(engine, "purchase_orders", flows=APPROVE_AND_SEND)
     tickets.create({"id": 1, "title": "Printer", "requester_id": "ann"}, run=False)
     orders.create({"id": 1, "number": "PO-1", "requester_id": "bob", "amount": 900}, run=False)
     return tickets, orders

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import desk
 import pytest
 import sqlalchemy as sa
 from running import T0, mount, stored
 
-from flowrunner import (
-    FlowBinding,
-    OperatorError,
-    commands,
-    errors,
-    flow_runner,
-    tables,
-    testing,
-)
-from flowrunner.store import dialects, migrate
+from flowrunner import OperatorError, commands, errors, testing
+from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
 SENDING = """
@@ -65,6 +58,14 @@ def order(n: int) -> dict[str, Any]:
     return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": 900}
 
 
+def failed_order(engine: sa.Engine) -> tuple[testing.FlowDriver, Supplier, ops.RunRow]:
+    """Order 1 created while the supplier's account is closed, and its run, which failed."""
+    driver, supplier = purchasing(engine)
+    driver.create(order(1))
+    [failed] = driver.runs(1)
+    return driver, supplier, failed
+
+
 def journal(engine: sa.Engine) -> list[tuple[str, str, int | None, Any]]:
     with engine.connect() as conn:
         return [(e.operator, e.action, e.run_id, e.detail) for e in ops.journal_entries(conn)]
@@ -73,9 +74,7 @@ def journal(engine: sa.Engine) -> list[tuple[str, str, int | None, Any]]:
 def test_a_failed_run_restarted_finishes_as_a_new_run_and_the_old_one_points_at_it(
     any_engine: sa.Engine,
 ) -> None:
-    driver, supplier = purchasing(any_engine)
-    driver.create(order(1))
-    [failed] = driver.runs(1)
+    driver, supplier, failed = failed_order(any_engine)
     assert failed.status == "failed" and "account is closed" in str(failed.reason)
 
     supplier.open = True  # the purchasing department reopens the account
@@ -162,10 +161,8 @@ def test_a_restart_takes_the_flows_rows_as_they_are_now(any_engine: sa.Engine) -
 
 
 def test_restarts_that_are_refused_say_why(any_engine: sa.Engine) -> None:
-    driver, supplier = purchasing(any_engine)
+    driver, supplier, failed = failed_order(any_engine)
     runner = driver.runner
-    driver.create(order(1))
-    [failed] = driver.runs(1)
     supplier.open = True
     driver.create(order(2))
     [done] = driver.runs(2)
@@ -215,9 +212,7 @@ def test_a_restart_is_refused_when_its_flow_or_record_is_gone(any_engine: sa.Eng
 def test_a_run_that_changed_since_it_was_read_is_not_marked_restarted(
     any_engine: sa.Engine,
 ) -> None:
-    driver, _supplier = purchasing(any_engine)
-    driver.create(order(1))
-    [failed] = driver.runs(1)
+    _driver, _supplier, failed = failed_order(any_engine)
     with dialects.begin(any_engine) as conn:
         assert not ops.mark_restarted(
             conn, failed.id, expected_version=failed.version - 1, restarted_as=99, now=T0
@@ -232,28 +227,9 @@ def test_a_run_that_changed_since_it_was_read_is_not_marked_restarted(
 
 # -- tenants ---------------------------------------------------------------------------
 
-metadata = sa.MetaData()
-desk = sa.Table(
-    "desk_ticket",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("tenant_id", sa.String(32), nullable=False),
-    sa.Column("status", sa.String(32)),
-)
-DESK = FlowBinding(
-    resource="desk_ticket",
-    flows_table="desk_flow",
-    steps_table="desk_flow_step",
-    set_columns=["status"],
-    tenant="tenant_id",
-)
-tables.for_binding(metadata, DESK)
-
 
 def test_a_tenant_restarts_only_its_own_failed_runs(any_engine: sa.Engine) -> None:
-    metadata.create_all(any_engine)
-    migrate.upgrade(any_engine)
-    runner = flow_runner(DESK, any_engine)
+    runner = desk.runner(any_engine)
     with any_engine.begin() as conn:
         flow = runner.save_flow(conn, {"name": "Triage", "start": "created", "tenant_id": "acme"})
         runner.save_step(

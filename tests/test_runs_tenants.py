@@ -5,45 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import desk
 import pytest
 import sqlalchemy as sa
 from running import T0, stored
 
-from flowrunner import (
-    EventRejected,
-    FlowBinding,
-    OperatorError,
-    RowInvalid,
-    flow_runner,
-    tables,
-    testing,
-)
-from flowrunner.store import migrate
-
-metadata = sa.MetaData()
-desk = sa.Table(
-    "desk_ticket",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("tenant_id", sa.String(32), nullable=False),
-    sa.Column("status", sa.String(32)),
-    sa.Column("priority", sa.String(32)),
-)
-BINDING = FlowBinding(
-    resource="desk_ticket",
-    flows_table="desk_flow",
-    steps_table="desk_flow_step",
-    events={"desk.replied": "ticket"},
-    set_columns=["status", "priority"],
-    tenant="tenant_id",
-)
-tables.for_binding(metadata, BINDING)
+from flowrunner import EventRejected, OperatorError, RowInvalid, testing
 
 
 def mount(engine: sa.Engine) -> testing.FlowDriver:
-    metadata.create_all(engine)
-    migrate.upgrade(engine)
-    runner = flow_runner(BINDING, engine)
+    runner = desk.runner(engine)
     with engine.begin() as conn:
         for tenant in ("acme", "globex"):
             flow = runner.save_flow(
@@ -128,13 +99,13 @@ def test_starting_existing_records_takes_one_tenant_at_a_time(any_engine: sa.Eng
     driver = mount(any_engine)
     with any_engine.begin() as conn:
         conn.execute(
-            sa.insert(desk),
+            sa.insert(desk.ticket),
             [record(n, "acme" if n % 3 else "globex") for n in range(1, 10)],
         )
     assert driver.runner.start_existing("status = new", tenant="globex") == 3
     driver.run_until_idle()
     with any_engine.connect() as conn:
-        seen = dict(conn.execute(sa.select(desk.c.id, desk.c.status)).all())
+        seen = dict(conn.execute(sa.select(desk.ticket.c.id, desk.ticket.c.status)).all())
     assert {n for n, status in seen.items() if status == "seen by globex"} == {3, 6, 9}
     assert {n for n, status in seen.items() if status == "new"} == {1, 2, 4, 5, 7, 8}
 

@@ -54,6 +54,14 @@ def approval_run(driver: testing.FlowDriver, order_id: int) -> Any:
     return next(r for r in driver.runs(order_id) if r.flow_name == "Approve")
 
 
+def waiting_for_approval(engine: sa.Engine) -> testing.FlowDriver:
+    """Order 1 created, its approval waiting on ann and bob."""
+    driver = mount(engine, "purchase_orders", flows=WITHDRAWABLE)
+    driver.create(order(1))
+    assert approval_run(driver, 1).status == "waiting"
+    return driver
+
+
 def withdrawn_requests(engine: sa.Engine) -> list[tuple[str, bool]]:
     table = PO.approval_request
     query = sa.select(table.c.approver, table.c.withdrawn_at.is_not(None)).order_by(table.c.id)
@@ -73,9 +81,7 @@ def ended_by_its_condition(driver: testing.FlowDriver, engine: sa.Engine) -> Non
 def test_status_withdrawn_ends_the_wait_as_soon_as_record_updated_says_so(
     any_engine: sa.Engine,
 ) -> None:
-    driver = mount(any_engine, "purchase_orders", flows=WITHDRAWABLE)
-    driver.create(order(1))
-    assert approval_run(driver, 1).status == "waiting"
+    driver = waiting_for_approval(any_engine)
     driver.update(1, status="on hold")
     assert approval_run(driver, 1).status == "waiting"
     driver.update(1, status="withdrawn")  # no event, no clock move: the change alone
@@ -105,9 +111,7 @@ def test_status_withdrawn_ends_the_wait_as_soon_as_an_orm_flush_says_so(
 def test_status_withdrawn_ends_the_wait_as_soon_as_another_runs_set_step_writes_it(
     any_engine: sa.Engine,
 ) -> None:
-    driver = mount(any_engine, "purchase_orders", flows=WITHDRAWABLE)
-    driver.create(order(1))
-    assert approval_run(driver, 1).status == "waiting"
+    driver = waiting_for_approval(any_engine)
     driver.runner.start("Withdraw", 1, operator="olga")
     driver.run_until_idle()
     assert stored(driver, 1)["status"] == "withdrawn"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -38,6 +39,15 @@ def counts(engine: sa.Engine) -> tuple[int, int]:
 def stored_steps(engine: sa.Engine) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(sa.select(po.po_flow_step).order_by("id")).mappings()]
+
+
+def refused(engine: sa.Engine, write: Callable[[sa.Connection], object]) -> errors.RowInvalid:
+    """The refusal of ``write``, which must leave the stored steps as they were."""
+    before = stored_steps(engine)
+    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
+        write(conn)
+    assert stored_steps(engine) == before
+    return caught.value
 
 
 def a_flow(engine: sa.Engine, po_tables: tables.AppTables) -> tuple[int, dict[str, int]]:
@@ -94,20 +104,13 @@ def test_core_refuses_a_bad_step_and_stores_nothing(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
     flow_id, _ = a_flow(engine, po_tables)
-    before = stored_steps(engine)
-    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_step(
-            conn,
-            BINDING,
-            po_tables,
-            {"flow_id": flow_id, "position": 4, "kind": "wait", "duration": "2 dayz", "field": "x"},
-        )
-    assert [(e.field, e.code) for e in caught.value.errors] == [
+    row = {"flow_id": flow_id, "position": 4, "kind": "wait", "duration": "2 dayz", "field": "x"}
+    error = refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, row))
+    assert [(e.field, e.code) for e in error.errors] == [
         ("field", "column_not_read"),
         ("duration", "duration_invalid"),
     ]
-    assert caught.value.row == "flow 'Big orders', step (wait, position 4)"
-    assert stored_steps(engine) == before
+    assert error.row == "flow 'Big orders', step (wait, position 4)"
 
 
 @pytest.mark.parametrize(
@@ -131,29 +134,26 @@ def test_core_refuses_cross_row_problems(
     engine: sa.Engine, po_tables: tables.AppTables, change: dict[str, Any], field: str, code: str
 ) -> None:
     flow_id, _ = a_flow(engine, po_tables)
-    before = stored_steps(engine)
-    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **change})
-    assert (field, code) in [(e.field, e.code) for e in caught.value.errors]
-    assert stored_steps(engine) == before
+    row = {"flow_id": flow_id, **change}
+    error = refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, row))
+    assert (field, code) in [(e.field, e.code) for e in error.errors]
 
 
 def test_the_last_step_a_goto_names_cannot_go(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
     flow_id, ids = a_flow(engine, po_tables)
-    before = stored_steps(engine)
-    with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.delete_step(conn, BINDING, po_tables, ids["wait"])
-    (error,) = caught.value.errors
+    wait = ids["wait"]
+    (error,) = refused(
+        engine, lambda conn: saving.delete_step(conn, BINDING, po_tables, wait)
+    ).errors
     assert (error.field, error.code) == ("position", "goto_target_in_use")
     assert error.message == (
         "'Still open?' at position 2 goes to position 1, so its last step cannot be removed"
     )
     # Moving it away is removing it from position 1 too.
-    with pytest.raises(errors.RowInvalid), engine.begin() as conn:
-        saving.update_step(conn, BINDING, po_tables, ids["wait"], {"position": 7})
-    assert stored_steps(engine) == before
+    moved = {"position": 7}
+    refused(engine, lambda conn: saving.update_step(conn, BINDING, po_tables, wait, moved))
     # With a second step at position 1, the first may go.
     with engine.begin() as conn:
         saving.save_step(

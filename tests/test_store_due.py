@@ -2,55 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
-import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from storing import T0, at_once, explain, new_run
 
 from flowrunner.store import dialects, due, engine_tables, leases, migrate
 from flowrunner.store import operations as ops
 
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TTL = timedelta(minutes=5)
-
-
-@pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    migrate.upgrade(any_engine)
-    return any_engine
-
-
-def new_run(
-    conn: sa.Connection,
-    record_id: str,
-    *,
-    tenant: str | None = None,
-    status: str = "waiting",
-    due_at: datetime | None = None,
-) -> int:
-    run_id = ops.insert_run(
-        conn,
-        tenant=tenant,
-        resource="po",
-        record_id=record_id,
-        flow_id="f1",
-        flow_name="Approve",
-        start_key=f"created:{record_id}",
-        snapshot={},
-        digest="d",
-        state={},
-        status=status,
-        now=T0,
-    )
-    assert run_id is not None
-    if due_at is not None:
-        ops.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant)
-    return run_id
 
 
 def due_at(engine: sa.Engine, run_id: int) -> datetime | None:
@@ -106,35 +69,15 @@ def test_a_run_leased_elsewhere_is_skipped_until_that_lease_runs_out(engine: sa.
 def test_wake_record_makes_open_runs_due_now(engine: sa.Engine) -> None:
     with dialects.begin(engine) as conn:
         waiting = new_run(conn, "7", due_at=T0 + timedelta(days=2))
-        early = ops.insert_run(
+        early = new_run(
             conn,
-            tenant=None,
-            resource="po",
-            record_id="7",
+            "7",
             flow_id="f2",
             flow_name="Other",
-            start_key="created:7",
-            snapshot={},
-            digest="d",
-            state={},
-            now=T0,
+            status="running",
+            due_at=T0 - timedelta(hours=1),
         )
-        assert early is not None
-        ops.set_due(conn, run_id=early, due_at=T0 - timedelta(hours=1))
-        ended = ops.insert_run(
-            conn,
-            tenant=None,
-            resource="po",
-            record_id="7",
-            flow_id="f3",
-            flow_name="Done",
-            start_key="created:7",
-            snapshot={},
-            digest="d",
-            state={},
-            status="done",
-            now=T0,
-        )
+        ended = new_run(conn, "7", flow_id="f3", flow_name="Done", status="done")
         other_record = new_run(conn, "8")
         woken = ops.wake_record(conn, resource="po", record_id="7", now=T0)
     assert woken == [waiting, early]
@@ -202,26 +145,14 @@ def test_concurrent_claimers_never_claim_the_same_run(engine: sa.Engine) -> None
             new_run(conn, str(i), tenant=f"t{i % 3}", due_at=T0 - timedelta(seconds=i))
             for i in range(120)
         ]
-    barrier = threading.Barrier(4)
     claimed: dict[str, list[int]] = {}
-    failures: list[BaseException] = []
 
     def work(owner: str) -> None:
-        mine: list[int] = []
-        try:
-            barrier.wait()
-            while batch := claim(engine, owner, limit=7):
-                mine.extend(c.run_id for c in batch)
-        except BaseException as exc:  # surfaced below
-            failures.append(exc)
-        claimed[owner] = mine
+        mine = claimed[owner] = []
+        while batch := claim(engine, owner, limit=7):
+            mine.extend(c.run_id for c in batch)
 
-    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    at_once(work, 4)
     everything = [run_id for ids in claimed.values() for run_id in ids]
     assert len(everything) == len(set(everything))
     assert sorted(everything) == sorted(runs)
@@ -263,19 +194,6 @@ def test_a_claimer_passes_by_a_run_whose_worker_is_mid_transaction(pg_engine: sa
         assert due_at(pg_engine, run_id) == T0  # the wake is kept for the next claim
     finally:
         claimer.dispose()
-
-
-def explain(conn: sa.Connection, query: sa.Select[Any]) -> str:
-    compiled = query.compile(conn)
-    if conn.dialect.name == "sqlite":
-        values = tuple(
-            v.strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v
-            for v in (compiled.params[name] for name in compiled.positiontup or ())
-        )
-        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), values)
-        return "\n".join(str(row[-1]) for row in rows)
-    rows = conn.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params)
-    return "\n".join(str(row[0]) for row in rows)
 
 
 def test_finding_due_work_searches_the_due_at_index(engine: sa.Engine) -> None:

@@ -4,23 +4,16 @@ counts and the next due time keep to one resource, with tenant fairness inside i
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
-import pytest
 import sqlalchemy as sa
+import storing
+from storing import T0, explain
 
-from flowrunner.store import dialects, due, engine_tables, migrate
+from flowrunner.store import dialects, due, engine_tables
 from flowrunner.store import operations as ops
 
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TTL = timedelta(minutes=5)
-
-
-@pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    migrate.upgrade(any_engine)
-    return any_engine
 
 
 def new_run(
@@ -31,24 +24,7 @@ def new_run(
     tenant: str | None = None,
     due_at: datetime | None = T0,
 ) -> int:
-    run_id = ops.insert_run(
-        conn,
-        tenant=tenant,
-        resource=resource,
-        record_id=record_id,
-        flow_id="f1",
-        flow_name="Approve",
-        start_key=f"created:{record_id}",
-        snapshot={},
-        digest="d",
-        state={},
-        status="waiting",
-        now=T0,
-    )
-    assert run_id is not None
-    if due_at is not None:
-        ops.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant)
-    return run_id
+    return storing.new_run(conn, record_id, resource=resource, tenant=tenant, due_at=due_at)
 
 
 def resources(engine: sa.Engine) -> dict[int, str | None]:
@@ -106,19 +82,6 @@ def test_each_tenant_gets_its_share_within_a_resource(engine: sa.Engine) -> None
             new_run(conn, "purchase_order", f"g{n}", tenant="globex", due_at=T0 - timedelta(days=1))
     claims = ops.claim_due(engine, now=T0, owner="A", limit=6, ttl=TTL, resource="purchase_order")
     assert Counter(c.tenant for c in claims) == {"acme": 3, "globex": 3}
-
-
-def explain(conn: sa.Connection, query: sa.Select[Any]) -> str:
-    compiled = query.compile(conn)
-    if conn.dialect.name == "sqlite":
-        values = tuple(
-            v.strftime("%Y-%m-%d %H:%M:%S.%f") if isinstance(v, datetime) else v
-            for v in (compiled.params[name] for name in compiled.positiontup or ())
-        )
-        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), values)
-        return "\n".join(str(row[-1]) for row in rows)
-    rows = conn.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params)
-    return "\n".join(str(row[0]) for row in rows)
 
 
 def test_a_resources_due_work_is_found_by_a_range_search(engine: sa.Engine) -> None:

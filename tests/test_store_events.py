@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 import sqlalchemy as sa
 
-from flowrunner.store import dialects, ledger, migrate
+from flowrunner.store import dialects, ledger
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    migrate.upgrade(any_engine)
-    return any_engine
 
 
 def test_events_are_read_after_an_id_in_order(engine: sa.Engine) -> None:

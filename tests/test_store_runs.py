@@ -10,16 +10,10 @@ import sqlalchemy as sa
 
 from flowrunner import errors, statuses
 from flowrunner.interpreter import state as state_mod
-from flowrunner.store import dialects, engine_tables, migrate
+from flowrunner.store import dialects, engine_tables
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    migrate.upgrade(any_engine)
-    return any_engine
 
 
 def start(conn: sa.Connection, **overrides: Any) -> int | None:

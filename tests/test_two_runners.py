@@ -5,51 +5,26 @@ run of the other resource."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from running import app, mount
+from running import ACKNOWLEDGE, APPROVE_AND_SEND, app, done_twice, mount, serving_worker
 
 from flowrunner.runner import utc_now
 from flowrunner.store import engine_tables
 
 RUNS = 500  # per resource
-HERE = Path(__file__).parent
 TICKETS = app("tickets")
 PO = app("purchase_orders")
-
-TICKET_FLOWS = """
-- name: Acknowledge
-  start: created
-  steps:
-    - {position: 1, kind: assign, title: Hand to triage, assign_to: triage}
-    - {position: 2, kind: waitFor, title: Requester replies, event: ticket.replied, duration: 1 day}
-    - {position: 3, kind: set, title: Answered, field: status, value: answered}
-    - {position: 4, kind: notify, title: Tell triage, audience: assignee, message: Replied.}
-"""
-
-ORDER_FLOWS = """
-- name: Approve and send
-  start: created
-  steps:
-    - {position: 1, kind: approval, title: Approval, approver: boss}
-    - {position: 2, kind: set, title: Approved, field: status, value: approved}
-    - {position: 3, kind: notify, title: Tell, audience: requester, message: approved}
-    - {position: 4, kind: send, title: Send}
-"""
 
 
 @pytest.mark.slow
 def test_two_runners_with_two_workers_each_touch_only_their_own_runs(
     pg_engine: sa.Engine,
 ) -> None:
-    tickets = mount(pg_engine, "tickets", flows=TICKET_FLOWS).runner
-    orders = mount(pg_engine, "purchase_orders", flows=ORDER_FLOWS).runner
+    tickets = mount(pg_engine, "tickets", flows=ACKNOWLEDGE).runner
+    orders = mount(pg_engine, "purchase_orders", flows=APPROVE_AND_SEND).runner
     tickets.clock = orders.clock = utc_now  # the worker processes use the real clock too
     with pg_engine.begin() as conn:
         for n in range(1, RUNS + 1):
@@ -60,20 +35,9 @@ def test_two_runners_with_two_workers_each_touch_only_their_own_runs(
             conn.execute(sa.insert(PO.purchase_order).values(**order))
             orders.record_created(conn, order)
 
-    env = {
-        **os.environ,
-        "SERVE_DB": pg_engine.url.render_as_string(hide_password=False),
-        "SERVE_OPTIONS": _options(pg_engine),
-    }
     began = time.monotonic()
     workers = {
-        (name, index): subprocess.Popen(
-            [sys.executable, str(HERE / "serving_worker.py"), name, "100"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        (name, index): serving_worker(pg_engine, name, 100)
         for name in ("tickets", "purchase_orders")
         for index in range(2)
     }
@@ -128,14 +92,7 @@ def test_two_runners_with_two_workers_each_touch_only_their_own_runs(
             ("purchase_order", "done", RUNS),
             ("ticket", "done", RUNS),
         ]
-        log = engine_tables.step_log
-        done_twice = conn.execute(
-            sa.select(log.c.run_id, log.c.step_id, log.c["pass"])
-            .where(log.c.what == "done")
-            .group_by(log.c.run_id, log.c.step_id, log.c["pass"])
-            .having(sa.func.count() > 1)
-        ).all()
-        assert done_twice == []
+        assert done_twice(conn) == []
         answered = conn.execute(
             sa.select(sa.func.count()).where(TICKETS.ticket.c.status == "answered")
         ).scalar()
@@ -159,9 +116,3 @@ def test_two_runners_with_two_workers_each_touch_only_their_own_runs(
         assert claimed <= mine, f"{name} worker {index} claimed {sorted(claimed - mine)[:5]}"
     advanced = {key: int(out.split("advanced=")[1].split()[0]) for key, (out, _) in outputs.items()}
     print(f"\n{RUNS} runs per resource, 4 workers, {seconds:.1f} s; advanced: {advanced}")
-
-
-def _options(engine: sa.Engine) -> str:
-    with engine.connect() as conn:
-        schema_name = conn.execute(sa.text("select current_schema()")).scalar()
-    return f"-csearch_path={schema_name}"

@@ -3,39 +3,24 @@ arriving concurrently: no step is processed twice and every run finishes."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from running import app, mount
+from running import APPROVE_AND_SEND, app, done_twice, mount, serving_worker
 
 from flowrunner.runner import utc_now
 from flowrunner.store import engine_tables
 
 ORDERS = 1000
-HERE = Path(__file__).parent
 PO = app("purchase_orders")
-
-FLOWS = """
-- name: Approve and send
-  start: created
-  steps:
-    - {position: 1, kind: approval, title: Approval, approver: "boss"}
-    - {position: 2, kind: set, title: Approved, field: status, value: approved}
-    - {position: 3, kind: notify, title: Tell, audience: requester, message: approved}
-    - {position: 4, kind: send, title: Send}
-"""
 
 
 @pytest.mark.slow
 def test_two_worker_processes_share_the_work_and_do_each_step_once(
     pg_engine: sa.Engine,
 ) -> None:
-    driver = mount(pg_engine, "purchase_orders", flows=FLOWS)
+    driver = mount(pg_engine, "purchase_orders", flows=APPROVE_AND_SEND)
     runner = driver.runner
     runner.clock = utc_now  # the worker processes use the real clock too
     with pg_engine.begin() as conn:
@@ -44,21 +29,7 @@ def test_two_worker_processes_share_the_work_and_do_each_step_once(
             conn.execute(sa.insert(PO.purchase_order).values(**order))
             runner.record_created(conn, order)
 
-    env = {
-        **os.environ,
-        "SERVE_DB": pg_engine.url.render_as_string(hide_password=False),
-        "SERVE_OPTIONS": _options(pg_engine),
-    }
-    workers = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "serving_worker.py"), "purchase_orders", "240"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    workers = [serving_worker(pg_engine, "purchase_orders", 240) for _ in range(2)]
     # Answer each approval as soon as it was asked, while the workers run.
     answered: set[int] = set()
     deadline = time.monotonic() + 240
@@ -94,14 +65,7 @@ def test_two_worker_processes_share_the_work_and_do_each_step_once(
             sa.select(requests.c.order_id).group_by(requests.c.order_id).having(sa.func.count() > 1)
         ).all()
         assert asked_twice == []
-        log = engine_tables.step_log
-        done_twice = conn.execute(
-            sa.select(log.c.run_id, log.c.step_id, log.c["pass"])
-            .where(log.c.what == "done")
-            .group_by(log.c.run_id, log.c.step_id, log.c["pass"])
-            .having(sa.func.count() > 1)
-        ).all()
-        assert done_twice == []
+        assert done_twice(conn) == []
         notices = conn.execute(
             sa.select(sa.func.count()).select_from(engine_tables.notices)
         ).scalar()
@@ -111,9 +75,3 @@ def test_two_worker_processes_share_the_work_and_do_each_step_once(
         ).scalar()
         assert sent == ORDERS
     print(f"\nadvanced per worker: {advanced}")
-
-
-def _options(engine: sa.Engine) -> str:
-    with engine.connect() as conn:
-        schema_name = conn.execute(sa.text("select current_schema()")).scalar()
-    return f"-csearch_path={schema_name}"

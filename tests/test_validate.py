@@ -41,26 +41,29 @@ def big_orders(engine: sa.Engine) -> int:
     return int(flow_id)
 
 
-def test_a_sound_snapshot_checks_clean(engine: sa.Engine) -> None:
+def loaded(engine: sa.Engine, *around: str) -> snapshot.FlowSnapshot:
+    """The Big orders flow as a run would load it, once the SQL statements ``around``
+    (``:f`` is the flow's id) changed its rows around validation."""
     flow_id = big_orders(engine)
-    with engine.connect() as conn:
-        snap = stored(conn, flow_id)
+    with engine.begin() as conn:
+        for statement in around:
+            conn.execute(sa.text(statement), {"f": flow_id})
+        return stored(conn, flow_id)
+
+
+def test_a_sound_snapshot_checks_clean(engine: sa.Engine) -> None:
+    snap = loaded(engine)
     assert validate.check(snap, BINDING, COLUMNS) is None
     # The stored snapshot (JSON) checks the same.
     assert validate.check(snapshot.FlowSnapshot.from_dict(snap.to_dict()), BINDING, COLUMNS) is None
 
 
 def test_a_row_written_around_validation_is_named(engine: sa.Engine) -> None:
-    flow_id = big_orders(engine)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO po_flow_step (flow_id, position, kind, title, duration) "
-                "VALUES (:f, 4, 'wait', 'Cool down', '2 dayz')"
-            ),
-            {"f": flow_id},
-        )
-        snap = stored(conn, flow_id)
+    snap = loaded(
+        engine,
+        "INSERT INTO po_flow_step (flow_id, position, kind, title, duration) "
+        "VALUES (:f, 4, 'wait', 'Cool down', '2 dayz')",
+    )
     assert validate.check(snap, BINDING, COLUMNS) == (
         "flow 'Big orders', step 'Cool down' (wait, position 4): "
         "'2 dayz' is not a duration — write e.g. '2 days' or '30 minutes'"
@@ -68,9 +71,7 @@ def test_a_row_written_around_validation_is_named(engine: sa.Engine) -> None:
 
 
 def test_a_kind_removed_from_the_binding_is_named(engine: sa.Engine) -> None:
-    flow_id = big_orders(engine)
-    with engine.connect() as conn:
-        snap = stored(conn, flow_id)
+    snap = loaded(engine)
     smaller = FlowBinding(
         **{**BINDING.model_dump(), "kinds": {"send": Kind(command="send_purchase_order")}}
     )
@@ -81,12 +82,8 @@ def test_a_kind_removed_from_the_binding_is_named(engine: sa.Engine) -> None:
 
 
 def test_a_dropped_column_is_named(engine: sa.Engine) -> None:
-    flow_id = big_orders(engine)
-    with engine.begin() as conn:
-        conn.execute(sa.text("ALTER TABLE purchase_order DROP COLUMN region"))
+    snap = loaded(engine, "ALTER TABLE purchase_order DROP COLUMN region")
     columns = BINDING.resource_columns(engine)
-    with engine.connect() as conn:
-        snap = stored(conn, flow_id)
     sentence = validate.check(snap, BINDING, columns)
     assert sentence is not None
     assert sentence.startswith(
@@ -96,27 +93,19 @@ def test_a_dropped_column_is_named(engine: sa.Engine) -> None:
 
 
 def test_a_flow_row_broken_later_is_named(engine: sa.Engine) -> None:
-    flow_id = big_orders(engine)
-    with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE po_flow SET start = 'hourly' WHERE id = :f"), {"f": flow_id})
-        snap = stored(conn, flow_id)
+    snap = loaded(engine, "UPDATE po_flow SET start = 'hourly' WHERE id = :f")
     assert validate.check(snap, BINDING, COLUMNS) == (
         "flow 'Big orders': 'hourly' is not a start — write created, updated or manual"
     )
 
 
 def test_cross_row_problems_are_named_too(engine: sa.Engine) -> None:
-    flow_id = big_orders(engine)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO po_flow_step (flow_id, position, kind, title) "
-                "VALUES (:f, 2, 'send', 'Beside the branch')"
-            ),
-            {"f": flow_id},
-        )
-        conn.execute(sa.text("UPDATE po_flow_step SET goto = 9 WHERE kind = 'branch'"))
-        snap = stored(conn, flow_id)
+    snap = loaded(
+        engine,
+        "INSERT INTO po_flow_step (flow_id, position, kind, title) "
+        "VALUES (:f, 2, 'send', 'Beside the branch')",
+        "UPDATE po_flow_step SET goto = 9 WHERE kind = 'branch'",
+    )
     found = validate.sentences(snap, BINDING, COLUMNS)
     assert found == [
         "flow 'Big orders', step 'In Europe?' (branch, position 2): "

@@ -10,24 +10,12 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from running import T0, count, mount
+from running import MARK_AND_TELL, T0, count, mount, ticket
 
 from flowrunner import worker
 from flowrunner.store import operations as ops
 
 LEASE = timedelta(minutes=1)
-
-NOTIFY = """
-- name: Tell
-  start: created
-  steps:
-    - {position: 1, kind: set, title: Mark, field: priority, value: high}
-    - {position: 2, kind: notify, title: Tell, audience: requester, message: Hello}
-"""
-
-
-def ticket(n: int) -> dict[str, object]:
-    return {"id": n, "title": f"T{n}", "requester_id": "ann", "due_at": T0}
 
 
 def test_a_paused_worker_loses_its_lease_and_its_late_write_is_refused(
@@ -41,7 +29,7 @@ def test_a_paused_worker_loses_its_lease_and_its_late_write_is_refused(
     the fast one then does the step. (On SQLite the slow worker's write transaction
     keeps every other writer out, so this race cannot happen there.)
     """
-    driver = mount(pg_engine, "tickets", flows=NOTIFY)
+    driver = mount(pg_engine, "tickets", flows=MARK_AND_TELL)
     runner = driver.runner
     driver.create(ticket(1), run=False)
     paused, claimed, resume = threading.Event(), threading.Event(), threading.Event()
@@ -80,7 +68,7 @@ def test_a_paused_worker_loses_its_lease_and_its_late_write_is_refused(
 def test_a_crashed_workers_run_is_taken_over_once_its_lease_expires(
     any_engine: sa.Engine,
 ) -> None:
-    driver = mount(any_engine, "tickets", flows=NOTIFY)
+    driver = mount(any_engine, "tickets", flows=MARK_AND_TELL)
     driver.create(ticket(1), run=False)
 
     def die(point: str) -> None:
@@ -99,7 +87,7 @@ def test_a_crashed_workers_run_is_taken_over_once_its_lease_expires(
 
 
 def test_a_restarted_process_inherits_no_lease(any_engine: sa.Engine) -> None:
-    driver = mount(any_engine, "tickets", flows=NOTIFY)
+    driver = mount(any_engine, "tickets", flows=MARK_AND_TELL)
     driver.create(ticket(1), run=False)
     first = worker.Worker(driver.runner, lease_ttl=LEASE)
     claims = ops.claim_due(any_engine, now=driver.now, owner=first.owner, limit=5, ttl=LEASE)
@@ -113,7 +101,7 @@ def test_a_restarted_process_inherits_no_lease(any_engine: sa.Engine) -> None:
 def test_a_batch_isolates_each_run(any_engine: sa.Engine) -> None:
     """One run's failure inside a batched transaction does not undo another's step."""
     flows = (
-        NOTIFY.replace("value: high", "value: high")
+        MARK_AND_TELL
         + """
 - name: Broken at run time
   start: created
@@ -139,7 +127,7 @@ def test_a_batch_isolates_each_run(any_engine: sa.Engine) -> None:
 def test_claims_that_lapse_behind_a_slow_run_are_renewed_or_given_up(
     any_engine: sa.Engine,
 ) -> None:
-    driver = mount(any_engine, "tickets", flows=NOTIFY)
+    driver = mount(any_engine, "tickets", flows=MARK_AND_TELL)
     driver.create(ticket(1), run=False)
     driver.create(ticket(2), run=False)
     driver.create(ticket(3), run=False)

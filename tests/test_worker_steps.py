@@ -7,30 +7,18 @@ exported from ``flowrunner``. Run through the real worker on SQLite and PostgreS
 from __future__ import annotations
 
 import sqlalchemy as sa
-from running import T0, mount
+from running import MARK_AND_TELL, mount, ticket
 
 import flowrunner
 from flowrunner import worker
-
-FLOWS = """
-- name: Tell
-  start: created
-  steps:
-    - {position: 1, kind: set, title: Mark, field: priority, value: high}
-    - {position: 2, kind: notify, title: Tell, audience: requester, message: Hello}
-"""
 
 # What a worker may hold between steps: its runner, its lease owner, its settings,
 # its counts and its hook. Nothing read or gathered for one run.
 LONG_LIVED = {"runner", "owner", "lease_ttl", "batch", "stats", "_point"}
 
 
-def ticket(n: int) -> dict[str, object]:
-    return {"id": n, "title": f"T{n}", "requester_id": "ann", "due_at": T0}
-
-
 def test_a_batch_leaves_nothing_of_its_runs_on_the_worker(any_engine: sa.Engine) -> None:
-    driver = mount(any_engine, "tickets", flows=FLOWS)
+    driver = mount(any_engine, "tickets", flows=MARK_AND_TELL)
     points: list[str] = []
     driver.worker = worker.Worker(driver.runner, batch=10, crash_at=points.append)
     for n in (1, 2, 3):
@@ -49,7 +37,7 @@ def test_a_batch_leaves_nothing_of_its_runs_on_the_worker(any_engine: sa.Engine)
 
 
 def test_runs_history_and_notices_are_the_exported_rows(any_engine: sa.Engine) -> None:
-    driver = mount(any_engine, "tickets", flows=FLOWS)
+    driver = mount(any_engine, "tickets", flows=MARK_AND_TELL)
     driver.create(ticket(1))
     runs = driver.runs(1)
     assert runs == driver.runner.runs("1")

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import re
 
-from flowrunner import sanitize, snapshot, statuses
-from flowrunner.interpreter import effects
+from flowrunner import snapshot, statuses
 from flowrunner.interpreter.turn import Turn
 
 # ``Turn.key`` plus the suffix ``cancel_command`` adds: which step and pass it was for.
@@ -54,17 +53,7 @@ def take_answers(turn: Turn) -> None:
             error = result.error or {}
             what = "cancel_failed"
             detail = str(error.get("message") or error.get("code") or "no reason given")
-        turn.effects.append(
-            effects.Log(
-                position=step.position if step is not None else turn.run.position,
-                step_id=step.id if step is not None else None,
-                title=step.title if step is not None else None,
-                kind=step.kind if step is not None else None,
-                pass_=int(found["pass"]),
-                what=what,
-                detail=sanitize.sanitize_text(detail),
-            )
-        )
+        turn.effects.append(turn.line(what, detail, step, int(found["pass"])))
 
 
 def _step(snap: snapshot.FlowSnapshot, ident: str) -> snapshot.StepSpec | None:

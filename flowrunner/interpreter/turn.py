@@ -104,17 +104,27 @@ class Turn:
         step: snapshot.StepSpec | None = None,
         lane: state.LaneState | None = None,
     ) -> None:
-        self.effects.append(
-            effects.Log(
-                position=step.position if step is not None else self.run.position,
-                step_id=step.id if step is not None else None,
-                title=step.title if step is not None else None,
-                kind=step.kind if step is not None else None,
-                pass_=lane.pass_ if lane is not None else None,
-                what=what,
-                detail=sanitize.sanitize_text(detail),
-                at=self.now,
-            )
+        pass_ = lane.pass_ if lane is not None else None
+        self.effects.append(self.line(what, detail, step, pass_, at=self.now))
+
+    def line(
+        self,
+        what: str,
+        detail: str,
+        step: snapshot.StepSpec | None,
+        pass_: int | None,
+        at: datetime | None = None,
+    ) -> effects.Log:
+        """A history line about a step's pass, or (with no step) the run at its position."""
+        return effects.Log(
+            position=step.position if step is not None else self.run.position,
+            step_id=step.id if step is not None else None,
+            title=step.title if step is not None else None,
+            kind=step.kind if step is not None else None,
+            pass_=pass_,
+            what=what,
+            detail=sanitize.sanitize_text(detail),
+            at=at,
         )
 
     @staticmethod
@@ -137,19 +147,7 @@ class Turn:
         else:
             key = f"{key}/remind-{reminder}"
             name, attempt = kind.remind or "", 1
-        self.emitted.add(key)
-        self.effects.append(
-            effects.RunCommand(
-                key=key,
-                step_id=step.id,
-                pass_=lane.pass_,
-                kind=kind.name,
-                command=name,
-                inputs=reading.inputs(step, kind),
-                attempt=attempt,
-                reminder=reminder,
-            )
-        )
+        self._ask(key, step, lane, kind, name, attempt, reminder=reminder)
 
     def finish(
         self, step: snapshot.StepSpec, lane: state.LaneState, outcome: str, what: str = "done"
@@ -174,21 +172,37 @@ class Turn:
         key = f"{self.key(step, lane)}/cancel"
         if kind is None or kind.cancel is None or key in self.emitted:
             return False
-        self.emitted.add(key)
         self.log("cancel", f"{kind.cancel}: {why}", step, lane)
+        self._ask(key, step, lane, kind, kind.cancel, 1, cancel=True)
+        return True
+
+    def _ask(
+        self,
+        key: str,
+        step: snapshot.StepSpec,
+        lane: state.LaneState,
+        kind: config_mod.KindConfig,
+        command: str,
+        attempt: int,
+        *,
+        reminder: int | None = None,
+        cancel: bool = False,
+    ) -> None:
+        """Ask the driver to run one of the kind's commands for this pass, under ``key``."""
+        self.emitted.add(key)
         self.effects.append(
             effects.RunCommand(
                 key=key,
                 step_id=step.id,
                 pass_=lane.pass_,
                 kind=kind.name,
-                command=kind.cancel,
+                command=command,
                 inputs=reading.inputs(step, kind),
-                attempt=1,
-                cancel=True,
+                attempt=attempt,
+                reminder=reminder,
+                cancel=cancel,
             )
         )
-        return True
 
     def fail_lane(
         self,

@@ -46,22 +46,16 @@ def holds(
 
 def _known(node: ast.Node, record: Mapping[str, Any], now: datetime) -> bool | None:
     """The node's truth over the record, ``None`` where it depends on an event field."""
-    if isinstance(node, ast.And):
+    if isinstance(node, ast.And | ast.Or):
+        # One false item decides an ``and``, one true item an ``or``, known or not the rest.
+        decides = isinstance(node, ast.Or)
         unknown = False
         for item in node.items:
             value = _known(item, record, now)
-            if value is False:
-                return False
+            if value is decides:
+                return decides
             unknown = unknown or value is None
-        return None if unknown else True
-    if isinstance(node, ast.Or):
-        unknown = False
-        for item in node.items:
-            value = _known(item, record, now)
-            if value is True:
-                return True
-            unknown = unknown or value is None
-        return None if unknown else False
+        return None if unknown else not decides
     if isinstance(node, ast.Not):
         value = _known(node.item, record, now)
         return None if value is None else not value

@@ -110,19 +110,18 @@ class Condition:
     @functools.cached_property
     def columns(self) -> frozenset[str]:
         """The record columns the condition reads."""
-        return frozenset(
-            n.left.name
-            for n in ast.walk(self.node)
-            if isinstance(n, ast.Compare | ast.In | ast.IsNull) and n.left.scope == "record"
-        )
+        return self._names("record")
 
     @functools.cached_property
     def event_fields(self) -> frozenset[str]:
         """The fields of the event the condition reads (``event.decision`` → ``decision``)."""
+        return self._names("event")
+
+    def _names(self, scope: str) -> frozenset[str]:
         return frozenset(
             n.left.name
             for n in ast.walk(self.node)
-            if isinstance(n, ast.Compare | ast.In | ast.IsNull) and n.left.scope == "event"
+            if isinstance(n, ast.Compare | ast.In | ast.IsNull) and n.left.scope == scope
         )
 
     @functools.cached_property

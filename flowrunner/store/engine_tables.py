@@ -8,7 +8,8 @@ compares this metadata with the migrated schema on both databases.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -22,6 +23,8 @@ metadata = sa.MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
+
+_R = TypeVar("_R")
 
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite autoincrements INTEGER keys
 
@@ -181,3 +184,13 @@ journal = sa.Table(
     sa.Column("detail", dialects.json_type(), nullable=True),
     sa.Index(None, "run_id"),
 )
+
+
+def from_row(make: Callable[..., _R], row: sa.Row[Any], **values: Any) -> _R:
+    """A row of one of these tables as its record (``RunRow``, ``EventRow``, ...).
+
+    Each column goes to the field of its name (``pass``, a Python keyword, to ``pass_``);
+    ``values`` add fields or replace what a column gave.
+    """
+    fields = {("pass_" if name == "pass" else name): value for name, value in row._mapping.items()}
+    return make(**{**fields, **values})

@@ -8,14 +8,16 @@ undelivered ones and marks them delivered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from flowrunner.store import dialects, engine_tables, prepared
+
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -114,23 +116,7 @@ def events_after(
     )
     if names is not None:
         query = query.where(table.c.name.in_(list(names)))
-    if tenant is not None:
-        query = query.where(table.c.tenant == tenant)
-    query = query.order_by(table.c.id)
-    if limit is not None:
-        query = query.limit(limit)
-    return [
-        EventRow(
-            id=int(row.id),
-            tenant=row.tenant,
-            resource=row.resource,
-            record_id=row.record_id,
-            name=row.name,
-            payload=row.payload,
-            at=row.at,
-        )
-        for row in conn.execute(query)
-    ]
+    return _in_order(conn, EventRow, query, table, tenant, limit)
 
 
 def insert_notice(
@@ -175,23 +161,6 @@ def insert_notice(
     return inserted is not None
 
 
-def _notice(row: sa.Row[Any]) -> NoticeRow:
-    return NoticeRow(
-        id=int(row.id),
-        tenant=row.tenant,
-        run_id=int(row.run_id),
-        step_id=row.step_id,
-        pass_=int(row._mapping["pass"]),
-        audience=row.audience,
-        recipient=row.recipient,
-        title=row.title,
-        message=row.message,
-        email=bool(row.email),
-        at=row.at,
-        delivered_at=row.delivered_at,
-    )
-
-
 def notices(
     conn: sa.Connection,
     *,
@@ -214,12 +183,7 @@ def notices(
         query = query.where(table.c.run_id == run_id)
     if undelivered:
         query = query.where(table.c.delivered_at.is_(None))
-    if tenant is not None:
-        query = query.where(table.c.tenant == tenant)
-    query = query.order_by(table.c.id)
-    if limit is not None:
-        query = query.limit(limit)
-    return [_notice(row) for row in conn.execute(query)]
+    return _in_order(conn, NoticeRow, query, table, tenant, limit)
 
 
 def mark_delivered(
@@ -236,3 +200,20 @@ def mark_delivered(
         )
     result = conn.execute(query.values(delivered_at=at))
     return result.rowcount == 1
+
+
+def _in_order(
+    conn: sa.Connection,
+    make: Callable[..., _R],
+    query: sa.Select[Any],
+    table: sa.Table,
+    tenant: object,
+    limit: int | None,
+) -> list[_R]:
+    """The records ``query`` finds in ``table``, of ``tenant`` if named, first ``limit`` by id."""
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    query = query.order_by(table.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return [engine_tables.from_row(make, row) for row in conn.execute(query)]

@@ -25,10 +25,17 @@ def _first(result: sa.Result[Any]) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _inserted(result: sa.CursorResult[Any]) -> Any:
-    key = result.inserted_primary_key
-    assert key is not None  # an INSERT of one row always has one
-    return key[0]
+def _by_id(conn: sa.Connection, table: sa.Table, row_id: Any) -> dict[str, Any] | None:
+    return _first(conn.execute(sa.select(table).where(table.c.id == row_id)))
+
+
+def _store(conn: sa.Connection, table: sa.Table, row_id: Any, values: Mapping[str, Any]) -> Any:
+    if row_id is None:
+        key = conn.execute(sa.insert(table).values(dict(values))).inserted_primary_key
+        assert key is not None  # an INSERT of one row always has one
+        return key[0]
+    conn.execute(sa.update(table).where(table.c.id == row_id).values(dict(values)))
+    return row_id
 
 
 # -- flows -------------------------------------------------------------------------
@@ -43,8 +50,7 @@ def all_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[dict[st
 def flow_by_id(
     conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any
 ) -> dict[str, Any] | None:
-    flows = tables.flows
-    return _first(conn.execute(sa.select(flows).where(flows.c.id == flow_id)))
+    return _by_id(conn, tables.flows, flow_id)
 
 
 def flow_by_name_or_id(
@@ -74,18 +80,11 @@ def flows_to_start(
     return _dicts(conn.execute(query.order_by(flows.c.id)))
 
 
-def insert_flow(
-    conn: sa.Connection, tables: app_tables.AppTables, values: Mapping[str, Any]
-) -> Any:
-    """Insert a flow row; return its id."""
-    return _inserted(conn.execute(sa.insert(tables.flows).values(dict(values))))
-
-
-def update_flow(
+def store_flow(
     conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any, values: Mapping[str, Any]
-) -> None:
-    flows = tables.flows
-    conn.execute(sa.update(flows).where(flows.c.id == flow_id).values(dict(values)))
+) -> Any:
+    """Insert a flow row, or update the one with ``flow_id`` when it is given; its id."""
+    return _store(conn, tables.flows, flow_id, values)
 
 
 def delete_flow(conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any) -> None:
@@ -110,22 +109,14 @@ def steps_of_flow(
 def step_by_id(
     conn: sa.Connection, tables: app_tables.AppTables, step_id: Any
 ) -> dict[str, Any] | None:
-    steps = tables.steps
-    return _first(conn.execute(sa.select(steps).where(steps.c.id == step_id)))
+    return _by_id(conn, tables.steps, step_id)
 
 
-def insert_step(
-    conn: sa.Connection, tables: app_tables.AppTables, values: Mapping[str, Any]
-) -> Any:
-    """Insert a step row; return its id."""
-    return _inserted(conn.execute(sa.insert(tables.steps).values(dict(values))))
-
-
-def update_step(
+def store_step(
     conn: sa.Connection, tables: app_tables.AppTables, step_id: Any, values: Mapping[str, Any]
-) -> None:
-    steps = tables.steps
-    conn.execute(sa.update(steps).where(steps.c.id == step_id).values(dict(values)))
+) -> Any:
+    """Insert a step row, or update the one with ``step_id`` when it is given; its id."""
+    return _store(conn, tables.steps, step_id, values)
 
 
 def delete_step(conn: sa.Connection, tables: app_tables.AppTables, step_id: Any) -> None:

@@ -60,14 +60,7 @@ def find_idempotent(conn: sa.Connection, *, key: str) -> IdemRow | None:
     row = conn.execute(sa.select(table).where(table.c.key == key)).one_or_none()
     if row is None:
         return None
-    return IdemRow(
-        key=row.key,
-        tenant=row.tenant,
-        status=row.status,
-        result=row.result,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return engine_tables.from_row(IdemRow, row)
 
 
 def begin_idempotent(
@@ -178,17 +171,4 @@ def journal_entries(
         if value is not None:
             query = query.where(column == value)
     rows = conn.execute(query.order_by(table.c.id).limit(limit))
-    return [
-        JournalRow(
-            id=int(row.id),
-            at=row.at,
-            operator=row.operator,
-            action=row.action,
-            tenant=row.tenant,
-            run_id=None if row.run_id is None else int(row.run_id),
-            resource=row.resource,
-            record_id=row.record_id,
-            detail=row.detail,
-        )
-        for row in rows
-    ]
+    return [engine_tables.from_row(JournalRow, row) for row in rows]

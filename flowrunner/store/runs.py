@@ -110,10 +110,7 @@ LATE = timedelta(minutes=1)
 
 
 def _run(row: sa.Row[Any]) -> RunRow:
-    values = row._asdict()
-    values["id"] = int(values["id"])
-    values["status"] = statuses.RunStatus(values["status"])
-    return RunRow(**values)
+    return engine_tables.from_row(RunRow, row, status=statuses.RunStatus(row.status))
 
 
 def _status(status: str) -> str:
@@ -417,20 +414,4 @@ def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
     """The run's history, in the order it happened."""
     table = engine_tables.step_log
     rows = conn.execute(sa.select(table).where(table.c.run_id == run_id).order_by(table.c.id))
-    return [
-        LogRow(
-            id=int(row.id),
-            run_id=int(row.run_id),
-            tenant=row.tenant,
-            at=row.at,
-            position=row.position,
-            step_id=row.step_id,
-            title=row.title,
-            kind=row.kind,
-            pass_=row._mapping["pass"],
-            what=row.what,
-            detail=row.detail,
-            due_at=row.due_at,
-        )
-        for row in rows
-    ]
+    return [engine_tables.from_row(LogRow, row) for row in rows]
