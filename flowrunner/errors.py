@@ -9,6 +9,7 @@
     ├── SchemaOutdated                      the engine's tables need `flowrunner migrate up`
     ├── LeaseLost                           a write under a lease this worker no longer holds
     ├── EventRejected                       an event that names no record or is unknown
+    ├── RecordRejected                      a record or key the runner cannot take as given
     ├── OperatorError                       an operator action that cannot be done
     └── CommandRefused                      raised by an application command to refuse for good
 
@@ -122,6 +123,16 @@ class LeaseLost(FlowrunnerError):
 
 class EventRejected(FlowrunnerError):
     """An event with an unknown name, a wrong shape, or naming no record."""
+
+
+class RecordRejected(FlowrunnerError):
+    """A record handed to the runner without its key (or tenant), or a key its column
+    cannot hold (``"007"`` for an integer key); ``expected`` says what to send instead."""
+
+    def __init__(self, message: str, *, value: Any = None, expected: str = "") -> None:
+        self.value = value
+        self.expected = expected
+        super().__init__(message)
 
 
 class OperatorError(FlowrunnerError):

@@ -23,9 +23,20 @@ from sqlalchemy import orm
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
-from flowrunner import errors, operating, query, retry_policy, saving, snapshot, starting, validate
+from flowrunner import (
+    errors,
+    operating,
+    payloads,
+    query,
+    retry_policy,
+    rows,
+    saving,
+    snapshot,
+    starting,
+    validate,
+)
 from flowrunner.interpreter import config as config_mod
-from flowrunner.store import app_tables, dialects, flow_rows, migrate, records
+from flowrunner.store import app_tables, dialects, engine_tables, flow_rows, migrate, records
 from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
@@ -162,30 +173,38 @@ class FlowRunner:
     def save_flow(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
         """Insert or update a flow row after validating it; raises ``RowInvalid``.
 
-        On a tenant binding the row is the ``tenant``'s (or names its tenant).
+        On a tenant binding the row is the ``tenant``'s (or names its tenant). It is
+        written in a savepoint of ``conn``'s transaction: a refusal leaves that usable.
         """
         row = self._owned(row, tenant, "flow")
-        return saving.save_flow(conn, self.binding, self.tables, row, columns=self.columns)
+        with conn.begin_nested():
+            return saving.save_flow(conn, self.binding, self.tables, row, columns=self.columns)
 
     def save_step(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
         """Insert or update a step row after validating it; raises ``RowInvalid``.
 
-        On a tenant binding the step is the ``tenant``'s, and its flow must be too.
+        On a tenant binding the step is the ``tenant``'s, and its flow must be too. It is
+        written in a savepoint of ``conn``'s transaction: a refusal leaves that usable.
         """
         row = self._owned(row, tenant, "step")
-        return saving.save_step(conn, self.binding, self.tables, row, columns=self.columns)
+        if row.get("id") is not None:
+            row = {**row, "id": _step_id(row["id"])}
+        with conn.begin_nested():
+            return saving.save_step(conn, self.binding, self.tables, row, columns=self.columns)
 
     def delete_step(self, conn: sa.Connection, step_id: Any, *, tenant: Any = None) -> None:
         """Delete a step, unless a goto still needs it; raises ``RowInvalid``.
 
         On a tenant binding the step must be the ``tenant``'s.
         """
-        if self.binding.tenant is not None:
-            step = flow_rows.step_by_id(conn, self.tables, step_id)
-            owner = None if step is None else step[self.binding.tenant]
-            if owner is None or str(owner) != str(self._need_tenant(tenant)):
-                raise errors.OperatorError(f"there is no step {step_id!r}")
-        saving.delete_step(conn, self.binding, self.tables, step_id)
+        step_id = _step_id(step_id)
+        with conn.begin_nested():
+            if self.binding.tenant is not None:
+                step = flow_rows.step_by_id(conn, self.tables, step_id)
+                owner = None if step is None else step[self.binding.tenant]
+                if owner is None or str(owner) != str(self._need_tenant(tenant)):
+                    raise errors.OperatorError(f"there is no step {step_id!r}")
+            saving.delete_step(conn, self.binding, self.tables, step_id)
 
     def snapshot(
         self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None
@@ -197,29 +216,52 @@ class FlowRunner:
     # -- starting runs --------------------------------------------------------------------
 
     def _tenant_of(self, record: Mapping[str, Any]) -> Any:
-        return record.get(self.binding.tenant) if self.binding.tenant else None
+        """The record's tenant as its column holds it; None without tenants.
+
+        ``RecordRejected`` when a tenant binding's record does not name its tenant.
+        """
+        tenant = starting.record_tenant(self.binding, record)
+        return None if tenant is None else self.tables.tenant_value(tenant)
 
     def _record_id(self, record: Mapping[str, Any]) -> str:
-        try:
-            return str(record[self.binding.key])
-        except KeyError:
-            raise errors.FlowrunnerError(
-                f"the record has no {self.binding.key!r}, the key of {self.binding.resource!r}"
-            ) from None
+        """The record's key as runs and events keep it (``str`` of ``key_value``).
+
+        ``RecordRejected`` when the record has no key, or one its column cannot hold.
+        """
+        if record.get(self.binding.key) is None:
+            raise errors.RecordRejected(
+                f"the record has no {self.binding.key!r}, the key of {self.binding.resource!r}: "
+                "give the record with its key (read it back after the insert)"
+            )
+        return str(self.tables.key_value(record[self.binding.key]))
+
+    def _identify(self, record: Any, what: str) -> tuple[str, Any]:
+        """The key and tenant of a record handed to the runner, checked before any write."""
+        if not isinstance(record, Mapping):
+            raise errors.RecordRejected(
+                f"{what} takes the record as a mapping of column to value, "
+                f"not a {type(record).__name__}"
+            )
+        return self._record_id(record), self._tenant_of(record)
 
     def record_created(self, conn: sa.Connection, record: Mapping[str, Any]) -> list[int]:
         """Start every active ``created`` flow whose condition holds, in ``conn``'s transaction.
 
-        Starting twice for the same record starts nothing new.
+        Starting twice for the same record starts nothing new. A record without its key
+        (or, on a tenant binding, its tenant), or with a key its column cannot hold, is
+        refused with ``RecordRejected`` before anything is written; what is written goes
+        in a savepoint, so an error leaves ``conn``'s transaction usable.
         """
+        record_id, tenant = self._identify(record, "record_created")
         now = self.clock()
         started = []
-        for flow in flow_rows.flows_to_start(conn, self.tables, "created", self._tenant_of(record)):
-            if starting.matches(self, flow, record, now):
-                key = f"created:{self._record_id(record)}"
-                run_id = starting.start_run(self, conn, flow, record, key, self.run_as, now)
-                if run_id is not None:
-                    started.append(run_id)
+        with conn.begin_nested():
+            for flow in flow_rows.flows_to_start(conn, self.tables, "created", tenant):
+                if starting.matches(self, flow, record, now):
+                    key = f"created:{record_id}"
+                    run_id = starting.start_run(self, conn, flow, record, key, self.run_as, now)
+                    if run_id is not None:
+                        started.append(run_id)
         return started
 
     def record_updated(
@@ -231,24 +273,32 @@ class FlowRunner:
         explicit call, or twice) starts nothing new; the same change in a later
         transaction is a new change (see ``starting.change_of``). A flow with ``changes``
         starts only when that column changed. Runs of the record that wait are woken, so
-        an ``until`` step follows a changed date.
+        an ``until`` step follows a changed date. Refused as ``record_created`` is, before
+        anything is written, and written in a savepoint.
         """
+        if not isinstance(before, Mapping):
+            raise errors.RecordRejected(
+                "record_updated takes the record before the change as a mapping of column "
+                f"to value, not a {type(before).__name__}"
+            )
+        record_id, tenant = self._identify(after, "record_updated")
         now = self.clock()
-        tenant = self._tenant_of(after)
-        record_id = self._record_id(after)
-        change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
         started = []
-        for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
-            column = flow.get("changes")
-            if column and column not in change.columns:
-                continue
-            if starting.matches(self, flow, after, now):
-                run_id = starting.start_run(self, conn, flow, after, change.key, self.run_as, now)
-                if run_id is not None:
-                    started.append(run_id)
-        ops.wake_record(
-            conn, resource=self.binding.resource, record_id=record_id, tenant=tenant, now=now
-        )
+        with conn.begin_nested():
+            change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
+            for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
+                column = flow.get("changes")
+                if column and column not in change.columns:
+                    continue
+                if starting.matches(self, flow, after, now):
+                    run_id = starting.start_run(
+                        self, conn, flow, after, change.key, self.run_as, now
+                    )
+                    if run_id is not None:
+                        started.append(run_id)
+            ops.wake_record(
+                conn, resource=self.binding.resource, record_id=record_id, tenant=tenant, now=now
+            )
         return started
 
     def start(self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None) -> int:
@@ -276,50 +326,101 @@ class FlowRunner:
     def emit(self, conn: sa.Connection, name: str, payload: Mapping[str, Any]) -> int:
         """Record an event in the application's transaction and wake the record's runs.
 
-        The binding's ``events`` names the payload field that identifies the record. An
-        unknown event, a payload without that field, or one naming no record is refused
-        with ``EventRejected`` and changes nothing.
+        The binding's ``events`` names the payload field that identifies the record; its
+        value follows the key rule (``store.app_tables.key_of``: ``7`` or ``"7"`` for an
+        integer key, never ``"007"``), and the event is stored under the key as the
+        record's runs hold it. The payload must be plain data (``flowrunner.payloads``).
+        An unknown event, a payload that is not plain, does not name its record (or, on
+        a tenant binding, its tenant) as a key, or names no record is refused with
+        ``EventRejected`` before anything is written; the writes go in a savepoint, so a
+        refusal leaves ``conn``'s transaction usable.
         """
-        if name not in self.binding.events:
+        field, record_id, tenant, plain = self._event(name, payload)
+        now = self.clock()
+        with conn.begin_nested():
+            if self._load(conn, record_id, tenant) is None:
+                raise errors.EventRejected(
+                    f"event {name!r} names {self.binding.resource} {payloads.quote(record_id)} "
+                    f"in field {field!r}, which does not exist"
+                )
+            event_id = ops.insert_event(
+                conn,
+                tenant=tenant,
+                resource=self.binding.resource,
+                record_id=str(record_id),
+                name=name,
+                payload=plain,
+                at=now,
+            )
+            ops.wake_record(
+                conn,
+                resource=self.binding.resource,
+                record_id=str(record_id),
+                tenant=tenant,
+                now=now,
+            )
+        return event_id
+
+    def _load(self, conn: sa.Connection, record_id: Any, tenant: Any) -> dict[str, Any] | None:
+        """The record, or None; inside ``emit``'s savepoint.
+
+        Integer and text keys are judged before anything is sent; a key column of another
+        type (a UUID, say) takes the value as given, and a value the database cannot
+        compare with it names no record (the savepoint undoes the failed statement).
+        """
+        try:
+            return records.load_record(conn, self.tables, record_id, tenant)
+        except (sa.exc.DataError, sa.exc.ProgrammingError):
+            return None
+        except sa.exc.StatementError as exc:
+            if isinstance(exc, sa.exc.DBAPIError):
+                raise  # the connection or the server failed: not about the key
+            return None  # the key column's type refused the value before sending it
+
+    def _event(self, name: Any, payload: Any) -> tuple[str, Any, Any, dict[str, Any]]:
+        """The checks of ``emit``, none of which reads or writes: the field naming the
+        record, the record's key and tenant as their columns hold them (checked first, so
+        a wrong key is refused by the key rule), and the plain payload."""
+        if not isinstance(name, str) or name not in self.binding.events:
             known = ", ".join(sorted(self.binding.events)) or "none"
-            raise errors.EventRejected(f"there is no event {name!r} (events: {known})")
+            raise errors.EventRejected(
+                f"there is no event {payloads.quote(name)} (events: {known})"
+            )
         if not isinstance(payload, Mapping):
             raise errors.EventRejected(f"event {name!r} needs a mapping of fields as its payload")
         field = self.binding.events[name]
+        resource = self.binding.resource
         if payload.get(field) is None:
             raise errors.EventRejected(
-                f"event {name!r} must name its {self.binding.resource} in field {field!r}"
-            )
-        tenant = payload.get(self.binding.tenant) if self.binding.tenant else None
-        record_id = payload[field]
-        try:
-            record = records.load_record(conn, self.tables, record_id, tenant)
-        except (ValueError, sa.exc.StatementError):
-            record = None
-        if record is None:
-            raise errors.EventRejected(
-                f"event {name!r} names {self.binding.resource} {record_id!r}, which does not exist"
+                f"event {name!r} must name its {resource} in field {field!r}"
             )
         try:
-            plain = _json_safe(payload)
-        except TypeError as exc:
+            record_id = self.tables.key_value(payload[field])
+        except errors.RecordRejected as exc:
             raise errors.EventRejected(
-                f"event {name!r} has a field that is not plain data: {exc}"
+                f"event {name!r} names {resource} {payloads.quote(payload[field])} in field "
+                f"{field!r}, which cannot be a {resource} key: send {exc.expected}"
             ) from None
-        now = self.clock()
-        event_id = ops.insert_event(
-            conn,
-            tenant=tenant,
-            resource=self.binding.resource,
-            record_id=str(record_id),
-            name=name,
-            payload=plain,
-            at=now,
-        )
-        ops.wake_record(
-            conn, resource=self.binding.resource, record_id=str(record_id), tenant=tenant, now=now
-        )
-        return event_id
+        tenant = None
+        column = self.binding.tenant
+        if column is not None:
+            if payload.get(column) is None:
+                raise errors.EventRejected(
+                    f"event {name!r} must name its tenant in field {column!r}: "
+                    f"{resource} records belong to tenants"
+                )
+            try:
+                tenant = self.tables.tenant_value(payload[column])
+            except errors.RecordRejected as exc:
+                raise errors.EventRejected(
+                    f"event {name!r} names tenant {payloads.quote(payload[column])} in field "
+                    f"{column!r}, which cannot be a tenant key: send {exc.expected}"
+                ) from None
+        try:
+            plain = payloads.plain(payload)
+        except payloads.NotPlain as exc:
+            raise errors.EventRejected(f"event {name!r}: {exc}") from None
+        return field, record_id, tenant, plain
 
     # -- working ----------------------------------------------------------------------------
 
@@ -338,15 +439,32 @@ class FlowRunner:
             )
         return None if tenant is None else str(tenant)
 
+    def _operator_key(self, record_id: Any) -> str:
+        """A record id an operator (or a program) gives, as runs keep it; else OperatorError."""
+        try:
+            return str(self.tables.key_value(record_id))
+        except errors.RecordRejected as exc:
+            raise errors.OperatorError(str(exc)) from None
+
+    def _run_id(self, run_id: Any) -> int:
+        """A run id as an operator gives it (``12`` or ``"12"``); else ``OperatorError``."""
+        try:
+            return int(app_tables.key_of(engine_tables.runs.c.id, run_id, "run"))
+        except errors.RecordRejected as exc:
+            raise errors.OperatorError(
+                f"there is no run {payloads.quote(run_id)}: a run's id is {exc.expected}"
+            ) from None
+
     def runs(
         self, record_id: binding_mod.RecordId, *, tenant: binding_mod.Tenant = None
     ) -> list[ops.RunRow]:
         """The record's runs, oldest first (with a tenant binding: of that tenant's record)."""
         tenant = self._need_tenant(tenant)
+        key = self._operator_key(record_id)
         with self.engine.connect() as conn:
             return list(
                 ops.runs_for_record(
-                    conn, resource=self.binding.resource, record_id=str(record_id), tenant=tenant
+                    conn, resource=self.binding.resource, record_id=key, tenant=tenant
                 )
             )
 
@@ -355,6 +473,7 @@ class FlowRunner:
 
         A run of another runner's resource (or another tenant's) is refused as unknown.
         """
+        run_id = self._run_id(run_id)
         with self.engine.connect() as conn:
             operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
             return list(ops.run_history(conn, run_id))
@@ -383,26 +502,39 @@ class FlowRunner:
             )
 
     def record_deleted(self, conn: sa.Connection, record_id: Any, *, tenant: Any = None) -> None:
-        """Tell the runner a record was deleted (in your transaction): its waiting runs end."""
-        ops.wake_record(
-            conn,
-            resource=self.binding.resource,
-            record_id=str(record_id),
-            tenant=self._need_tenant(tenant),
-            now=self.clock(),
-        )
+        """Tell the runner a record was deleted (in your transaction): its waiting runs end.
+
+        ``record_id`` follows the key rule (``RecordRejected`` otherwise); on a tenant
+        binding ``tenant`` is required. Written in a savepoint of ``conn``'s transaction.
+        """
+        key = str(self.tables.key_value(record_id))
+        owner = None
+        if self.binding.tenant is not None:
+            if tenant is None:
+                raise errors.RecordRejected(
+                    f"{self.binding.resource} records belong to tenants: name the deleted "
+                    "record's tenant"
+                )
+            owner = str(self.tables.tenant_value(tenant))
+        now = self.clock()
+        with conn.begin_nested():
+            ops.wake_record(
+                conn, resource=self.binding.resource, record_id=key, tenant=owner, now=now
+            )
 
     def cancel(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
         """Cancel a run that has not ended; journaled with the operator's name."""
-        operating.cancel(self, run_id, operator=operator, reason=reason, tenant=tenant)
+        operating.cancel(
+            self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
+        )
 
     def retry(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
         """Run a failed run's failed step again; journaled."""
-        operating.retry(self, run_id, operator=operator, tenant=tenant)
+        operating.retry(self, self._run_id(run_id), operator=operator, tenant=tenant)
 
     def redrive(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
         """Make a stuck run due now and free its lease; journaled."""
-        operating.redrive(self, run_id, operator=operator, tenant=tenant)
+        operating.redrive(self, self._run_id(run_id), operator=operator, tenant=tenant)
 
     def restart(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> int:
         """Start a failed run's flow again as a new run on the same record; its id.
@@ -412,7 +544,9 @@ class FlowRunner:
         name. Refused (``OperatorError``, a sentence) for a run that has not failed, one
         already restarted, and a flow deleted, inactive or broken.
         """
-        return operating.restart(self, run_id, operator=operator, reason=reason, tenant=tenant)
+        return operating.restart(
+            self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
+        )
 
     # -- ORM hook -------------------------------------------------------------------------------
 
@@ -452,16 +586,19 @@ class FlowRunner:
         return unwatch
 
 
-def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} cannot be stored")
+def _step_id(step_id: Any) -> Any:
+    """A step's id as given to ``save_step``/``delete_step`` (``rows.whole``), else
+    ``RowInvalid``: an id its column cannot hold is never sent to the database."""
+    try:
+        return rows.whole(step_id)
+    except ValueError:
+        raise errors.RowInvalid(
+            [
+                errors.FieldError(
+                    "id", f"there is no step with id {payloads.quote(step_id)}", "step_unknown"
+                )
+            ]
+        ) from None
 
 
 def flow_runner(

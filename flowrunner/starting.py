@@ -79,9 +79,10 @@ def record_tenant(bound: binding.FlowBinding, record: Mapping[str, object]) -> o
         return None
     tenant = record.get(bound.tenant)
     if tenant is None or (isinstance(tenant, str) and not tenant.strip()):
-        raise errors.FlowrunnerError(
-            f"the record has no {bound.tenant!r}, the tenant column of {bound.resource!r}; "
-            "every record of a tenant binding names its tenant"
+        raise errors.RecordRejected(
+            f"the record has no {bound.tenant!r}: {bound.resource} records belong to "
+            "tenants, so give the record with its tenant column",
+            expected=f"the record with its {bound.tenant!r}",
         )
     return tenant
 
@@ -215,7 +216,18 @@ def start_manual(
     operator: str,
     tenant: binding.Tenant = None,
 ) -> int:
-    """An operator starts a manual flow (by name or id) for a record; journaled."""
+    """An operator starts a manual flow (by name or id) for a record; journaled.
+
+    ``record_id`` (and ``tenant``) follow the key rule (``store.app_tables.key_of``); one
+    that cannot be a key is refused with ``OperatorError`` before the transaction opens.
+    """
+    try:
+        key = runner.tables.key_value(record_id)
+        owner = tenant
+        if tenant is not None and runner.tables.tenant is not None:
+            owner = runner.tables.tenant_value(tenant)
+    except errors.RecordRejected as exc:
+        raise errors.OperatorError(str(exc)) from None
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
@@ -226,7 +238,7 @@ def start_manual(
                 f"flow {found['name']!r} starts when a record is {found['start']}; "
                 "only manual flows are started by an operator"
             )
-        record = records.load_record(conn, runner.tables, record_id, tenant)
+        record = records.load_record(conn, runner.tables, key, owner)
         if record is None:
             raise errors.OperatorError(
                 f"there is no {runner.binding.resource} {record_id!r}"
@@ -243,7 +255,7 @@ def start_manual(
             tenant=tenant,
             run_id=run_id,
             resource=runner.binding.resource,
-            record_id=str(record_id),
+            record_id=str(key),
             detail={"flow": found["name"]},
         )
         return run_id

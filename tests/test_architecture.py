@@ -91,6 +91,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.modes",
             "flowrunner.templates",
             "flowrunner.retry_policy",
+            "flowrunner.payloads",
         ),
     ),
     ("query language", ("flowrunner.query",)),

@@ -14,14 +14,16 @@ Applications import the declaring helpers from ``flowrunner.tables``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import binding as binding_mod
-from flowrunner import errors
+from flowrunner import errors, payloads
 
 # A flow's name is checked to fit (and is unique, so it is not an unbounded text);
 # every other column users type into is text of any length, so what validation
@@ -163,17 +165,23 @@ class AppTables:
         return found
 
     def key_value(self, record_id: Any) -> Any:
-        """The record id as the key column holds it (runs keep it as text)."""
-        column = self.resource.c[self.key]
-        try:
-            python_type = column.type.python_type
-        except NotImplementedError:
-            return record_id
-        if python_type is int and not isinstance(record_id, int):
-            return int(str(record_id))
-        if python_type is str:
-            return str(record_id)
-        return record_id
+        """The record id as the key column holds it (runs keep ``str`` of it); see ``key_of``.
+
+        Raises ``RecordRejected`` for an id the column cannot hold, saying what to send.
+        """
+        return key_of(self.resource.c[self.key], record_id, self.resource.name)
+
+    def tenant_value(self, tenant: Any) -> Any:
+        """The tenant as the resource's tenant column holds it (runs keep ``str`` of it).
+
+        The rule of ``key_of``, except that a text tenant column also takes an ``int``,
+        as its digits: tenants are ``str | int`` everywhere an operator names one.
+        """
+        assert self.tenant is not None, "a binding without tenants has no tenant column"
+        column = self.resource.c[self.tenant]
+        if _python_type(column) is str and isinstance(tenant, int) and not isinstance(tenant, bool):
+            tenant = str(tenant)
+        return key_of(column, tenant, "tenant")
 
     def where_record_params(self) -> sa.ColumnElement[bool]:
         """This record (of this tenant): parameters ``p_key`` and ``p_tenant``."""
@@ -181,6 +189,99 @@ class AppTables:
         if self.tenant is not None:
             clause = sa.and_(clause, self.resource.c[self.tenant] == sa.bindparam("p_tenant"))
         return clause
+
+
+# -- keys ----------------------------------------------------------------------------
+
+# A whole number as ``str(int)`` writes it: no sign but "-", no zeros in front, no
+# spaces, no underscores, ASCII digits only.
+_WHOLE = re.compile(r"0|-?[1-9][0-9]*", re.ASCII)
+# The most digits a 64-bit whole number has (so ``int()`` never reads a long text).
+_WHOLE_DIGITS = len(str(payloads.MIN_INT))
+# A UUID as ``str()`` writes it (lowercase, with hyphens), for messages.
+_UUID = "12345678-1234-5678-1234-567812345678"
+
+
+def key_of(column: sa.Column[Any], value: Any, what: str) -> Any:
+    """``value`` as ``column`` holds it, by the one rule every record key follows.
+
+    An integer column takes an ``int`` (not a ``bool``) or text that is exactly how
+    ``str()`` writes one (``"7"``, ``"-3"``; not ``"007"``, ``" 7"``, ``"+7"``, ``"7_0"``,
+    ``"٧"``), within 64 bits; a text column takes text exactly as given (no trimming),
+    without ``\\x00``; a UUID column takes a ``uuid.UUID`` or text exactly as ``str()``
+    writes one (lowercase, with hyphens). Anything else raises ``RecordRejected`` saying
+    what to send, so a key is never guessed: ``str()`` of the result is the key as runs
+    and events keep it. Other column types take their value as given. ``what`` names
+    the key's owner in the message (the resource, or "tenant").
+
+    >>> import sqlalchemy as sa
+    >>> key_of(sa.Column("id", sa.Integer), "7", "purchase_order")
+    7
+    >>> key_of(sa.Column("id", sa.Integer), "007", "purchase_order")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    flowrunner.errors.RecordRejected: purchase_order '007' is not a purchase_order key: send ...
+    """
+    python_type = _python_type(column)
+    if python_type is int:
+        if isinstance(value, bool) or not (isinstance(value, int) or _whole_text(value)):
+            raise _refused(
+                value, what, "a whole number such as 7, or its digits as text such as '7'"
+            )
+        number = int(value)
+        if not payloads.MIN_INT <= number <= payloads.MAX_INT:
+            raise _refused(
+                value, what, f"a whole number from {payloads.MIN_INT} to {payloads.MAX_INT}"
+            )
+        return number
+    if python_type is str:
+        if not isinstance(value, str):
+            raise _refused(value, what, "text, exactly as the key is stored")
+        if payloads.text_problem(value) is not None:
+            raise _refused(value, what, "text without \\x00 or lone surrogates")
+        return str.__str__(value)
+    if python_type is uuid.UUID:
+        if isinstance(value, uuid.UUID):
+            return value
+        if _uuid_text(value):
+            return uuid.UUID(value)
+        raise _refused(value, what, f"its UUID as text as str() writes it, such as '{_UUID}'")
+    if value is None or isinstance(value, bool | Mapping | list | tuple | set):
+        raise _refused(value, what, "a value of its key column's type")
+    return value
+
+
+def _whole_text(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= _WHOLE_DIGITS
+        and _WHOLE.fullmatch(value) is not None
+    )
+
+
+def _uuid_text(value: object) -> bool:
+    if not isinstance(value, str) or len(value) != len(_UUID):
+        return False
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+def _python_type(column: sa.Column[Any]) -> type | None:
+    try:
+        found: type = column.type.python_type
+    except NotImplementedError:
+        return None
+    return found
+
+
+def _refused(value: Any, what: str, expected: str) -> errors.RecordRejected:
+    return errors.RecordRejected(
+        f"{what} {payloads.quote(value)} is not a {what} key: send {expected}",
+        value=value,
+        expected=expected,
+    )
 
 
 def reflect(bind: sa.Engine | sa.Connection, binding: binding_mod.FlowBinding) -> AppTables:

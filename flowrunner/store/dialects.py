@@ -223,3 +223,19 @@ def limit_lock_wait(conn: sa.Connection, limit: timedelta) -> None:
 def _set_local(conn: sa.Connection, name: str, limit: timedelta) -> None:
     milliseconds = max(1, math.ceil(limit.total_seconds() * 1000))
     conn.execute(sa.select(sa.func.set_config(name, str(milliseconds), True)))
+
+
+def integer_range(conn: sa.Connection, type_: sa.types.TypeEngine[Any]) -> tuple[int, int]:
+    """The whole numbers a column of the integer ``type_`` holds on ``conn``'s database.
+
+    SQLite keeps every integer in 64 bits. PostgreSQL's SMALLINT, INTEGER and BIGINT hold
+    16, 32 and 64, and comparing one with a number beyond them is an error there (which
+    aborts the transaction), not a row that is missing.
+    """
+    bits = 64
+    if not is_sqlite(conn):
+        if isinstance(type_, sa.SmallInteger):
+            bits = 16
+        elif not isinstance(type_, sa.BigInteger):
+            bits = 32
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1

@@ -11,21 +11,37 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.store import app_tables
+from flowrunner.store import app_tables, dialects
 
 
 def load_record(
     conn: sa.Connection, tables: app_tables.AppTables, record_id: Any, tenant: Any = None
 ) -> dict[str, Any] | None:
+    """The record with this key (of this tenant, on a tenant binding), or None.
+
+    The key and tenant follow ``app_tables.key_of``: one its column cannot hold raises
+    ``RecordRejected``; a whole number beyond what the column's type holds on this
+    database names no record, and is not sent.
+    """
+    key = tables.key_value(record_id)
+    if tables.tenant is not None and tenant is not None:
+        tenant = tables.tenant_value(tenant)
+        if not _may_exist(conn, tables.resource.c[tables.tenant], tenant):
+            return None
+    if not _may_exist(conn, tables.resource.c[tables.key], key):
+        return None
     query = tables.statement(
         "load_record", lambda: sa.select(tables.resource).where(tables.where_record_params())
     )
-    row = (
-        conn.execute(query, {"p_key": tables.key_value(record_id), "p_tenant": tenant})
-        .mappings()
-        .first()
-    )
+    row = conn.execute(query, {"p_key": key, "p_tenant": tenant}).mappings().first()
     return dict(row) if row is not None else None
+
+
+def _may_exist(conn: sa.Connection, column: sa.Column[Any], value: Any) -> bool:
+    if isinstance(value, int) and isinstance(column.type, sa.Integer):
+        low, high = dialects.integer_range(conn, column.type)
+        return low <= value <= high
+    return True
 
 
 def write_fields(
