@@ -183,7 +183,10 @@ def test_a_refused_flow_row_leaves_the_transaction_usable(
         ({"position": 9, "kind": "wait", "duration": "1 day", "title": "a\x00"}, "NUL"),
         ({"id": "abc", "position": 9, "kind": "wait", "duration": "1 day"}, "no step"),
         ({"id": 2**40, "position": 9, "kind": "wait", "duration": "1 day"}, "no step"),
-        ({"flow_id": "abc", "position": 9, "kind": "wait", "duration": "1 day"}, "is not a whole number"),
+        (
+            {"flow_id": "abc", "position": 9, "kind": "wait", "duration": "1 day"},
+            "is not a whole number",
+        ),
     ],
 )
 def test_a_refused_step_row_leaves_the_transaction_usable(
