@@ -15,6 +15,8 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 
+from fixtures.purchase_orders import app as po
+from flowrunner import tables
 from flowrunner.store import migrate
 
 settings.register_profile(
@@ -91,6 +93,19 @@ def engine(any_engine: sa.Engine) -> sa.Engine:
     """``any_engine`` with the engine's own tables migrated in (a module may define its own)."""
     migrate.upgrade(any_engine)
     return any_engine
+
+
+@pytest.fixture
+def po_engine(any_engine: sa.Engine) -> sa.Engine:
+    """``any_engine`` holding the purchase-order app's own tables (not the engine's)."""
+    po.metadata.create_all(any_engine)
+    return any_engine
+
+
+@pytest.fixture
+def po_tables(po_engine: sa.Engine) -> tables.AppTables:
+    """The purchase-order app's flow tables, reflected from ``po_engine``."""
+    return tables.reflect(po_engine, po.binding)
 
 
 _pg_skipped = 0

@@ -19,14 +19,8 @@ BINDING = po.binding
 
 
 @pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    po.metadata.create_all(any_engine)
-    return any_engine
-
-
-@pytest.fixture
-def po_tables(engine: sa.Engine) -> tables.AppTables:
-    return tables.reflect(engine, BINDING)
+def engine(po_engine: sa.Engine) -> sa.Engine:
+    return po_engine
 
 
 def counts(engine: sa.Engine) -> tuple[int, int]:

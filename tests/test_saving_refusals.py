@@ -9,12 +9,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+import desk
 import pytest
 import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
 from flowrunner import errors, rows, saving, tables, testing
-from flowrunner.binding import FlowBinding
 from flowrunner.runner import flow_runner
 from flowrunner.store import migrate
 
@@ -22,14 +22,8 @@ BINDING = po.binding
 
 
 @pytest.fixture
-def engine(any_engine: sa.Engine) -> sa.Engine:
-    po.metadata.create_all(any_engine)
-    return any_engine
-
-
-@pytest.fixture
-def po_tables(engine: sa.Engine) -> tables.AppTables:
-    return tables.reflect(engine, BINDING)
+def engine(po_engine: sa.Engine) -> sa.Engine:
+    return po_engine
 
 
 def _flow(engine: sa.Engine, po_tables: tables.AppTables) -> int:
@@ -229,28 +223,9 @@ def test_out_of_calendar_conditions_values_and_durations_are_refused(
 
 # -- a tenant binding: records name their tenant -----------------------------------------
 
-metadata = sa.MetaData()
-desk = sa.Table(
-    "id_desk",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("tenant_id", sa.String(32)),
-    sa.Column("status", sa.String(32)),
-)
-DESK = FlowBinding(
-    resource="id_desk",
-    flows_table="id_desk_flow",
-    steps_table="id_desk_flow_step",
-    set_columns=["status"],
-    tenant="tenant_id",
-)
-tables.for_binding(metadata, DESK)
-
 
 def test_a_record_without_its_tenant_is_refused(any_engine: sa.Engine) -> None:
-    metadata.create_all(any_engine)
-    migrate.upgrade(any_engine)
-    runner = flow_runner(DESK, any_engine)
+    runner = desk.runner(any_engine)
     driver = testing.FlowDriver(runner)
     for record in ({"id": 1, "status": "new"}, {"id": 2, "tenant_id": " ", "status": "new"}):
         with pytest.raises(errors.FlowrunnerError, match="the record has no 'tenant_id'"):
