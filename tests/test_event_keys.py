@@ -171,37 +171,48 @@ def test_a_ticket_reply_named_either_way_wakes_its_wait(any_engine: sa.Engine, v
 
 # -- a text key -------------------------------------------------------------------------
 
-metadata = sa.MetaData()
-parcel = sa.Table(
-    "parcel",
-    metadata,
-    sa.Column("code", sa.String(32), primary_key=True),
-    sa.Column("status", sa.String(32)),
-)
-PARCELS = FlowBinding(
-    resource="parcel",
-    key="code",
-    flows_table="parcel_flow",
-    steps_table="parcel_flow_step",
-    events={"parcel.scanned": "parcel"},
-    set_columns=["status"],
-)
-tables.for_binding(metadata, PARCELS)
+
+def keyed_app(resource: str, key: sa.Column[Any], event: str) -> tuple[sa.MetaData, FlowBinding]:
+    """A resource of a key and a status, whose records ``event`` names by their key."""
+    metadata = sa.MetaData()
+    sa.Table(resource, metadata, key, sa.Column("status", sa.String(32)))
+    binding = FlowBinding(
+        resource=resource,
+        key=key.name,
+        flows_table=f"{resource}_flow",
+        steps_table=f"{resource}_flow_step",
+        events={event: resource},
+        set_columns=["status"],
+    )
+    tables.for_binding(metadata, binding)
+    return metadata, binding
 
 
-def mount_parcels(engine: sa.Engine) -> testing.FlowDriver:
+def mount_waiting(
+    engine: sa.Engine, metadata: sa.MetaData, binding: FlowBinding, event: str, status: str
+) -> testing.FlowDriver:
+    """The resource mounted with one flow: wait for ``event``, then set ``status``."""
     metadata.create_all(engine)
     migrate.upgrade(engine)
-    runner = flow_runner(PARCELS, engine)
+    runner = flow_runner(binding, engine)
     with engine.begin() as conn:
-        flow = runner.save_flow(conn, {"name": "Deliver", "start": "created"})
+        flow = runner.save_flow(conn, {"name": "Wait", "start": "created"})
         steps = [
-            {"position": 1, "kind": "waitFor", "event": "parcel.scanned"},
-            {"position": 2, "kind": "set", "field": "status", "value": "delivered"},
+            {"position": 1, "kind": "waitFor", "event": event},
+            {"position": 2, "kind": "set", "field": "status", "value": status},
         ]
         for step in steps:
             runner.save_step(conn, {"flow_id": flow, **step})
     return testing.FlowDriver(runner, start=T0)
+
+
+parcels, PARCELS = keyed_app(
+    "parcel", sa.Column("code", sa.String(32), primary_key=True), "parcel.scanned"
+)
+
+
+def mount_parcels(engine: sa.Engine) -> testing.FlowDriver:
+    return mount_waiting(engine, parcels, PARCELS, "parcel.scanned", "delivered")
 
 
 def test_a_text_key_is_taken_exactly(any_engine: sa.Engine) -> None:
@@ -255,37 +266,11 @@ def test_records_and_operators_follow_the_same_rule(any_engine: sa.Engine) -> No
 
 # -- a UUID key (PostgreSQL: SQLite reflects such a column as text) ---------------------
 
-devices = sa.MetaData()
-device = sa.Table(
-    "device",
-    devices,
-    sa.Column("id", sa.Uuid, primary_key=True),
-    sa.Column("status", sa.String(32)),
-)
-DEVICES = FlowBinding(
-    resource="device",
-    flows_table="device_flow",
-    steps_table="device_flow_step",
-    events={"device.seen": "device"},
-    set_columns=["status"],
-)
-tables.for_binding(devices, DEVICES)
+devices, DEVICES = keyed_app("device", sa.Column("id", sa.Uuid, primary_key=True), "device.seen")
 
 
 def test_a_uuid_key_is_its_text_as_str_writes_it(pg_engine: sa.Engine) -> None:
-    devices.create_all(pg_engine)
-    migrate.upgrade(pg_engine)
-    runner = flow_runner(DEVICES, pg_engine)
-    with pg_engine.begin() as conn:
-        flow = runner.save_flow(conn, {"name": "Seen", "start": "created"})
-        runner.save_step(
-            conn, {"flow_id": flow, "position": 1, "kind": "waitFor", "event": "device.seen"}
-        )
-        runner.save_step(
-            conn,
-            {"flow_id": flow, "position": 2, "kind": "set", "field": "status", "value": "seen"},
-        )
-    driver = testing.FlowDriver(runner, start=T0)
+    driver = mount_waiting(pg_engine, devices, DEVICES, "device.seen", "seen")
     key = uuid.UUID("d25598f3-0a07-472f-a0e6-c6f6cf4e8536")
     driver.create({"id": key, "status": "new"})
     [run] = driver.runs(str(key))
