@@ -56,6 +56,7 @@ def bad_inputs(tmp_path: Path, url: str) -> list[tuple[list[str], str]]:
     held.mkdir()
     (held / "tickets.db").write_text("", encoding="utf-8")
     missing_dir = f"sqlite:///{tmp_path / 'no' / 'such' / 'x.db'}"
+    start_where = ["flows", "start", "ticket", "--app", APP, "--database", url, "--where"]
     return [
         (["query", "status = 'open"], "Error: line 1, column 10: this text has no closing"),
         (["query", "due < now() + 99999999 years"], "is longer than a duration can be"),
@@ -70,39 +71,19 @@ def bad_inputs(tmp_path: Path, url: str) -> list[tuple[list[str], str]]:
         (["flows", "validate", "--app", APP, "--database", UNREACHABLE], "cannot use the database"),
         (["flows", "validate", "--app", "os:path", "--database", url], "neither a FlowRunner"),
         (
-            ["flows", "start", "ticket", "--app", APP, "--database", url, "--where", "x ="],
+            [*start_where, "x ="],
             "Error: --where: line 1, column 4: expected a value after '='",
         ),
         (
-            ["flows", "start", "ticket", "--app", APP, "--database", url, "--where", "title = ٣"],
+            [*start_where, "title = ٣"],
             "Error: --where: line 1, column 9: found '٣'",
         ),
         (
-            [
-                "flows",
-                "start",
-                "ticket",
-                "--app",
-                APP,
-                "--database",
-                url,
-                "--where",
-                "due_at < now() + 2 dayz",
-            ],
+            [*start_where, "due_at < now() + 2 dayz"],
             "'2 dayz' is not a duration",
         ),
         (
-            [
-                "flows",
-                "start",
-                "ticket",
-                "--app",
-                APP,
-                "--database",
-                url,
-                "--where",
-                "due_at > 0001-01-01T00:00+01:00",
-            ],
+            [*start_where, "due_at > 0001-01-01T00:00+01:00"],
             "is outside the calendar: in UTC it falls before 0001-01-01",
         ),
         (["flows", "start", "order", "--app", APP, "--database", url], "is mounted on 'ticket'"),

@@ -322,6 +322,19 @@ def test_the_flush_hook_reads_the_tables_once_for_every_session(
 # -- tenants -----------------------------------------------------------------------
 
 
+def accounts(*columns: sa.Column[Any]) -> sa.MetaData:
+    """Metadata holding an ``account`` table of an id, a status and ``columns``."""
+    metadata = sa.MetaData()
+    sa.Table(
+        "account",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("status", sa.String(20)),
+        *columns,
+    )
+    return metadata
+
+
 def tenant_app(engine: sa.Engine) -> FlowBinding:
     binding = FlowBinding(
         resource="account",
@@ -330,14 +343,7 @@ def tenant_app(engine: sa.Engine) -> FlowBinding:
         set_columns=["status"],
         tenant="tenant_id",
     )
-    metadata = sa.MetaData()
-    sa.Table(
-        "account",
-        metadata,
-        sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("status", sa.String(20)),
-        sa.Column("tenant_id", sa.String(20)),
-    )
+    metadata = accounts(sa.Column("tenant_id", sa.String(20)))
     tables.for_binding(metadata, binding)
     metadata.create_all(engine)
     binding.check(engine)
@@ -375,13 +381,7 @@ def test_the_apps_own_columns_are_kept_and_not_judged(sqlite_engine: sa.Engine) 
     binding = FlowBinding(
         resource="account", flows_table="acct_flow", steps_table="acct_step", set_columns=["status"]
     )
-    metadata = sa.MetaData()
-    sa.Table(
-        "account",
-        metadata,
-        sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("status", sa.String(20)),
-    )
+    metadata = accounts()
     _, steps = tables.for_binding(metadata, binding)
     steps.append_column(sa.Column("created_by", sa.String(20)))
     metadata.create_all(sqlite_engine)
