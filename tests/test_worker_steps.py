@@ -22,7 +22,7 @@ FLOWS = """
 
 # What a worker may hold between steps: its runner, its lease owner, its settings,
 # its counts and its hook. Nothing read or gathered for one run.
-LONG_LIVED = {"runner", "owner", "lease_ttl", "batch", "stats", "_point"}
+LONG_LIVED = {"runner", "owner", "lease_ttl", "batch", "claim", "stats", "_point"}
 
 
 def ticket(n: int) -> dict[str, object]:
