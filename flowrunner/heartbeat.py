@@ -1,7 +1,7 @@
 """A worker's heartbeat: keeps its claims' leases alive while a long command runs.
 
 While a command runs in a step's transaction, a thread of its own renews the leases
-of that run and of the runs still to come in the same transaction, every third of
+of that run and of the runs its worker claimed and has not started yet, every third of
 the lease's time, each renewal in a short transaction of its own connection — so a
 command longer than the lease is not taken over by another worker and repeated.
 
@@ -107,8 +107,9 @@ class Heartbeat:
                 self._renew(now)
             except Exception as exc:  # the database is away: try again at the next beat
                 log.warning(
-                    "the heartbeat could not renew its leases: %s",
+                    "the heartbeat could not renew its leases (%s); trying again in %.1f s",
                     sanitize.describe_exception(exc),
+                    self.interval,
                 )
                 continue
             if self._stop.is_set():

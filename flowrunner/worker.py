@@ -8,13 +8,20 @@ was taken over (or whose run moved on) has its late write refused.
 
 The ``Worker`` lives as long as its process and keeps only its lease owner and counts;
 each claimed run's step is an ``_Advance``, made for that run and dropped after it.
-While a command runs, a heartbeat keeps the step's leases (``flowrunner.heartbeat``);
+While a command runs, a heartbeat keeps the claim's leases (``flowrunner.heartbeat``);
 a kind's ``timeout`` bounds one attempt (see ``_Advance._command``).
+
+A worker claims only what it starts at once (one transaction's ``batch``, by default),
+under short leases, so a worker that dies holds up few runs for little time. Its
+database failing is not the runs' fault: a step whose connection was cut rolls back,
+its claims are handed back, and ``serve`` goes on with a new connection after a short,
+bounded wait (see ``Worker.serve``).
 """
 
 from __future__ import annotations
 
 import functools
+import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +50,25 @@ if TYPE_CHECKING:
 
 log = logs.logger("flowrunner.worker")
 
+# A worker's lease on each run it claims: long enough for a step, short enough that a
+# dead worker's runs wait little. A heartbeat renews it while a command runs.
+LEASE = timedelta(seconds=30)
+
+# After its database failed, ``serve`` waits this long before trying again, doubling
+# with each failure in a row up to ``BACKOFF_CAP``.
+BACKOFF_FIRST = 0.2
+BACKOFF_CAP = 10.0
+
+# Failures of the database itself, not of a run: a cut or refused connection, a
+# deadlock, a lock or statement timeout, the pool out of connections, a transaction
+# left unusable by a cut connection.
+DATABASE_FAILURES: tuple[type[Exception], ...] = (
+    sa.exc.OperationalError,
+    sa.exc.InterfaceError,
+    sa.exc.TimeoutError,
+    sa.exc.PendingRollbackError,
+)
+
 # Given the name of each commit boundary the worker passes ("claimed", "after-set",
 # "before-save", ...); crash-injection tests raise there to stop the worker. During a
 # command, "heartbeat" is passed from the heartbeat's thread after each lease renewal;
@@ -67,18 +93,25 @@ class Crash(BaseException):
 
 @dataclass
 class WorkerStats:
+    """What a worker did: runs claimed, advanced, refused (lease lost), failed (``errors``),
+    claims handed back after a lost connection, and rounds its database failed."""
+
     claimed: int = 0
     advanced: int = 0
     refused: int = 0
     errors: int = 0
+    handed_back: int = 0
+    database_failures: int = 0
 
 
 class Worker:
     """Claims due runs of one runner and advances them.
 
     ``batch`` runs share one transaction, each inside its own savepoint, so one run's
-    failure never undoes another's step. ``crash_at`` is for crash-injection tests: a
-    callable given each commit-boundary name, which may raise to stop the worker there.
+    failure never undoes another's step. ``claim`` is how many runs one claim takes
+    (default: ``batch``, what one transaction advances), each under a lease of
+    ``lease_ttl``. ``crash_at`` is for crash-injection tests: a callable given each
+    commit-boundary name, which may raise to stop the worker there.
     """
 
     def __init__(
@@ -86,38 +119,75 @@ class Worker:
         runner: FlowRunner,
         *,
         owner: str | None = None,
-        lease_ttl: timedelta = timedelta(minutes=5),
+        lease_ttl: timedelta = LEASE,
         batch: int = 1,
+        claim: int | None = None,
         crash_at: Hook | None = None,
     ) -> None:
         self.runner = runner
+        dialects.reconnect_when_read_only(runner.engine)  # a failover: connect anew
         self.owner = owner or ops.new_owner_id("worker")
         self.lease_ttl = lease_ttl
         self.batch = max(1, batch)
+        self.claim = self.batch if claim is None else max(1, claim)
         self.stats = WorkerStats()
         self._point: Hook = _pass if crash_at is None else crash_at
 
-    def run_due(self, limit: int = 100) -> int:
-        """Advance up to ``limit`` due runs; returns how many were claimed."""
+    def run_due(self, limit: int | None = None) -> int:
+        """Claim up to ``limit`` due runs (default: ``claim``) and advance them; how many
+        were claimed.
+
+        Should the database fail on the way (a cut connection), the step in hand rolls
+        back, the runs not yet advanced are handed back — due again at once, not when
+        their leases run out — and the error is raised for the caller (``serve``) to wait
+        and try again.
+        """
         now = self.runner.clock()
         claims = ops.claim_due(
             self.runner.engine,
             now=now,
             owner=self.owner,
-            limit=limit,
+            limit=self.claim if limit is None else limit,
             ttl=self.lease_ttl,
             resource=self.runner.binding.resource,  # only this runner's runs
         )
         self.stats.claimed += len(claims)
-        self._point("claimed")
-        for start in range(0, len(claims), self.batch):
-            group = self._still_ours(claims[start : start + self.batch], now)
-            with dialects.begin(self.runner.engine) as conn:
-                for index, claim in enumerate(group):
-                    self._one(conn, claim, later=group[index + 1 :])
-                self._point("before-commit")
-            self._point("committed")
+        pending = list(claims)  # claimed, their steps not committed yet
+        try:
+            self._point("claimed")
+            while pending:
+                group = self._still_ours(pending[: self.batch], now)
+                rest = pending[self.batch :]
+                with dialects.begin(self.runner.engine) as conn:
+                    for index, claim in enumerate(group):
+                        # A long command keeps the leases of every run still to come.
+                        self._one(conn, claim, later=(*group[index + 1 :], *rest))
+                    self._point("before-commit")
+                pending = rest
+                self._point("committed")
+        except Exception as exc:
+            if database_failed(exc):
+                self._hand_back(pending)
+            raise
         return len(claims)
+
+    def _hand_back(self, claims: Sequence[ops.Claim]) -> None:
+        """Give back claims whose transaction was lost, best effort: what cannot be given
+        back now (the database is still away) falls due when its lease runs out."""
+        if not claims:
+            return
+        try:
+            self.stats.handed_back += ops.hand_back(
+                self.runner.engine, owner=self.owner, claims=claims
+            )
+        except Exception as exc:
+            if not database_failed(exc):
+                raise
+            log.warning(
+                "%d claimed run(s) not handed back (%s); they wait for their leases",
+                len(claims),
+                describe(exc),
+            )
 
     def _still_ours(self, group: list[ops.Claim], claimed_at: datetime) -> list[ops.Claim]:
         """The claims of a group whose leases still hold, renewed if half their time is gone.
@@ -164,13 +234,23 @@ class Worker:
             self.stats.refused += 1
             log.info("run %s: late write refused (%s)", claim.run_id, lost)
             return False
-        except sa.exc.OperationalError:
-            # A deadlock, a lock timeout, a dropped connection: not the run's fault.
-            savepoint.rollback()
-            self.stats.errors += 1
-            log.warning("run %s: the database failed; it will be tried again", claim.run_id)
-            return False
-        except Exception as exc:  # an engine bug must not stall the other runs
+        except Exception as exc:
+            if _cut(conn, exc):
+                # The transaction went with its connection: nothing of this group can be
+                # saved any more, and run_due hands its claims back.
+                raise ConnectionLost(describe(exc)) from exc
+            if isinstance(exc, DATABASE_FAILURES):
+                # A deadlock, a lock timeout: not the run's fault. The lease runs out and
+                # the run is tried again.
+                savepoint.rollback()
+                self.stats.errors += 1
+                log.warning(
+                    "run %s: the database failed (%s); it will be tried again",
+                    claim.run_id,
+                    describe(exc),
+                )
+                return False
+            # An engine bug must not stall the other runs.
             savepoint.rollback()
             self.stats.errors += 1
             log.error(
@@ -214,20 +294,61 @@ class Worker:
         stop: threading.Event,
         *,
         poll: float = 1.0,
-        limit: int = 100,
+        limit: int | None = None,
     ) -> None:
-        """Advance due runs until ``stop`` is set, resting ``poll`` seconds when idle."""
+        """Advance due runs until ``stop`` is set, resting ``poll`` seconds when idle.
+
+        A failing database never stops it: each failure is logged on one line and
+        followed by a wait — ``BACKOFF_FIRST`` seconds, doubling while the failures go
+        on, at most ``BACKOFF_CAP`` — and the pool gives the next try a new connection.
+        """
+        failures = 0
         while not stop.is_set():
             try:
                 claimed = self.run_due(limit=limit)
-            except sa.exc.OperationalError as exc:
-                log.error(
-                    "the database could not be reached; trying again: %s",
+            except Exception as exc:
+                if not database_failed(exc):
+                    raise
+                failures += 1
+                self.stats.database_failures += 1
+                pause = backoff(failures)
+                log.warning(
+                    "the database failed (%s); trying again in %.1f s",
                     sanitize.describe_exception(exc),
+                    pause,
                 )
-                claimed = 0
+                stop.wait(pause)
+                continue
+            failures = 0
             if claimed == 0:
                 stop.wait(poll)
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after ``failures`` database failures in a row: doubling from
+    ``BACKOFF_FIRST`` up to ``BACKOFF_CAP``, less up to a fifth at random, so that the
+    workers of one database do not all come back at the same moment."""
+    pause = min(BACKOFF_CAP, BACKOFF_FIRST * 2.0 ** min(failures - 1, 32))
+    return pause * random.uniform(0.8, 1.0)
+
+
+class ConnectionLost(Exception):
+    """A step's database connection was cut under it (its transaction is gone)."""
+
+
+def database_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database failing, not a run or the engine: ``serve`` waits
+    and tries again after one, and stops on anything else."""
+    if isinstance(exc, (*DATABASE_FAILURES, ConnectionLost)):
+        return True
+    return isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated
+
+
+def _cut(conn: sa.Connection, exc: BaseException) -> bool:
+    """Whether ``exc`` came with (or after) the loss of ``conn``'s database connection."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return conn.invalidated or isinstance(exc, sa.exc.PendingRollbackError)
 
 
 class _Advance:
@@ -528,9 +649,11 @@ class _Advance:
                 key=effect.key,
                 ok=False,
                 refused=True,
-                error=sanitize.error_envelope("command_refused", str(refused)),
+                error=sanitize.error_envelope("command_refused", _str(refused)),
             )
         except Exception as exc:
+            if _cut(conn, exc):
+                raise  # the worker's database went away, not the command's doing
             log.warning(
                 "run %s: command %s failed: %s",
                 run.id,
@@ -581,8 +704,25 @@ def describe(exc: BaseException) -> str:
     """An exception as one line for an error envelope, without the SQL or its parameters.
 
     A SQLAlchemy statement error's text carries the statement and its bound values
-    (record data); only the driver's own message is kept.
+    (record data); only the first line of the driver's own message is kept (the lines
+    after it, ``DETAIL`` and the like, quote values). An exception whose text cannot be
+    made (its ``__str__`` raises) is described by its type alone.
+
+    >>> class Odd(Exception):
+    ...     def __str__(self) -> str:
+    ...         raise RuntimeError("no")
+    >>> describe(Odd())
+    'Odd: <unprintable>'
     """
     if isinstance(exc, sa.exc.StatementError) and exc.orig is not None:
-        return f"{type(exc.orig).__name__}: {exc.orig}"
-    return f"{type(exc).__name__}: {exc}"
+        first = _str(exc.orig).strip().splitlines()[:1]
+        return f"{type(exc.orig).__name__}: {' '.join(first)}".rstrip()
+    return " ".join(f"{type(exc).__name__}: {_str(exc)}".split())
+
+
+def _str(exc: BaseException) -> str:
+    """``str(exc)``, or ``<unprintable>`` when making it raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<unprintable>"

@@ -651,4 +651,7 @@ def test_every_command_line(
     assert "Traceback" not in output, (args, output)
     if code == 2:  # a refusal, or a group given no command (which shows its help)
         assert "Error: " in output or output.startswith("Usage: "), (args, output)
+    if elapsed >= 1.0:
+        # A busy machine can stall any one call; a hang stalls every one.
+        elapsed = min(elapsed, _invoke(args)[2])
     assert elapsed < 1.0, (args, elapsed)

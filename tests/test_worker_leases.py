@@ -144,7 +144,8 @@ def test_claims_that_lapse_behind_a_slow_run_are_renewed_or_given_up(
             driver.now += timedelta(minutes=2)
             assert other.run_due() == 1  # ...and another worker took it over
 
-    first = worker.Worker(driver.runner, lease_ttl=LEASE, crash_at=slow)
+    # One claim of three runs, one transaction each.
+    first = worker.Worker(driver.runner, lease_ttl=LEASE, claim=3, crash_at=slow)
     assert first.run_due() == 3
     assert first.stats.advanced == 2 and first.stats.refused == 1
     assert other.stats.advanced == 1

@@ -14,7 +14,7 @@ from flowrunner import worker
 
 # What a worker may hold between steps: its runner, its lease owner, its settings,
 # its counts and its hook. Nothing read or gathered for one run.
-LONG_LIVED = {"runner", "owner", "lease_ttl", "batch", "stats", "_point"}
+LONG_LIVED = {"runner", "owner", "lease_ttl", "batch", "claim", "stats", "_point"}
 
 
 def test_a_batch_leaves_nothing_of_its_runs_on_the_worker(any_engine: sa.Engine) -> None:

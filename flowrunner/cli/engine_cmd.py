@@ -5,28 +5,74 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from datetime import timedelta
 from types import FrameType
 
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import errors
+from flowrunner import durations, errors
 
 
 def _load(app: str, database: str | None) -> object:
     return cli_mod.load_runner(app, database)
 
 
+def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
+    """``--lease`` as a timedelta: ``30 seconds``, ``2 minutes``, ``PT45S``."""
+    try:
+        length = durations.parse_duration(value)
+    except errors.DurationError as exc:
+        raise click.BadParameter(str(exc), param=param) from exc
+    if length.months or length.is_negative or length.is_zero:
+        raise click.BadParameter(
+            f"{value!r}: give a lease of some seconds, minutes or hours", param=param
+        )
+    return timedelta(days=length.days, seconds=length.seconds)
+
+
 @click.command()
 @click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
 @cli_mod.database_option()
 @click.option("--poll", default=1.0, show_default=True, help="Seconds to rest when idle.")
-@click.option("--batch", default=1, show_default=True, help="Runs advanced per transaction.")
+@click.option(
+    "--batch",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Runs advanced per transaction.",
+)
+@click.option(
+    "--claim",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Runs claimed at a time (default: as many as --batch). Claiming more holds the "
+    "leases of runs that wait behind the others.",
+)
+@click.option(
+    "--lease",
+    default="30 seconds",
+    show_default=True,
+    metavar="DURATION",
+    callback=_lease_time,
+    help="How long another worker waits before taking over the runs of a worker that "
+    "died; renewed while a long command runs.",
+)
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
-def worker(app_spec: str, database: str | None, poll: float, batch: int, once: bool) -> None:
+def worker(
+    app_spec: str,
+    database: str | None,
+    poll: float,
+    batch: int,
+    claim: int | None,
+    lease: timedelta,
+    once: bool,
+) -> None:
     """Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).
 
-    Several workers may serve one PostgreSQL database; on SQLite, one host.
+    Several workers may serve one PostgreSQL database; on SQLite, one host. A worker
+    outlives its database's failures: it logs each one and tries again, waiting a little
+    longer each time (up to 10 seconds).
     """
     from flowrunner import worker as worker_mod
     from flowrunner.runner import FlowRunner
@@ -35,7 +81,7 @@ def worker(app_spec: str, database: str | None, poll: float, batch: int, once: b
     assert isinstance(runner, FlowRunner)
     # flowrunner's loggers hand every handler one sanitized line (flowrunner.logs).
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serving = worker_mod.Worker(runner, batch=batch)
+    serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
     if once:
         total = 0
         while claimed := serving.run_due():

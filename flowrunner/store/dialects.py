@@ -239,3 +239,38 @@ def integer_range(conn: sa.Connection, type_: sa.types.TypeEngine[Any]) -> tuple
         elif not isinstance(type_, sa.BigInteger):
             bits = 32
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def database_clock(bind: sa.Connection | sa.Engine) -> sa.ColumnElement[datetime] | None:
+    """The database's own clock where it judges leases, or None where the caller's does.
+
+    PostgreSQL: ``clock_timestamp()``, one clock for every worker on every host, so a
+    worker whose clock is wrong cannot take a lease that is still running. SQLite serves
+    one host, whose process clock the caller passes.
+    """
+    if bind.dialect.name == "postgresql":
+        return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
+    return None
+
+
+# The SQLSTATE of a write refused because the server is read-only: after a failover,
+# connections still open to the old primary, now a standby, meet it on every write.
+_READ_ONLY_SQL_TRANSACTION = "25006"
+
+
+def _read_only_is_a_disconnect(context: sa.engine.ExceptionContext) -> None:
+    if getattr(context.original_exception, "sqlstate", None) == _READ_ONLY_SQL_TRANSACTION:
+        context.is_disconnect = True
+
+
+def reconnect_when_read_only(engine: sa.Engine) -> sa.Engine:
+    """Have ``engine`` drop its connections when PostgreSQL refuses a write as read-only.
+
+    Such a connection reached a standby (a failover moved the primary): like a cut one,
+    it is invalidated, with the rest of the pool, so the next try connects anew.
+    """
+    if engine.dialect.name == "postgresql" and not event.contains(
+        engine, "handle_error", _read_only_is_a_disconnect
+    ):
+        event.listen(engine, "handle_error", _read_only_is_a_disconnect)
+    return engine

@@ -4,7 +4,9 @@ Timers, reminders and wake-ups all become a ``due_at`` on the run's row, so find
 what is due is an index range scan (``due_at <= now``) whose cost grows with what is
 due, never with how many runs wait. ``claim_due`` hands due runs to a worker under
 a lease and moves their ``due_at`` to the lease's expiry: if the worker dies, the
-run falls due again when its lease has run out.
+run falls due again when its lease has run out. A worker that lost its transaction
+with its connection gives its claims back at once (``hand_back``). Due times are read
+by the caller's clock; leases by the database's where it has one (``leases``).
 
 Each row carries its run's resource, so several runners (one per resource) share one
 database: a runner's workers claim, count and wait for only their own resource's rows.
@@ -17,8 +19,9 @@ something the worker may not have seen, and it stays due instead of being postpo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,13 +32,18 @@ from flowrunner.store import dialects, engine_tables, leases, prepared
 
 @dataclass(frozen=True)
 class Claim:
-    """A due run handed to one worker: work on it while holding ``run:<id>`` at ``epoch``."""
+    """A due run handed to one worker: work on it while holding ``run:<id>`` at ``epoch``.
+
+    ``due_at`` is when it was due; ``held_until`` the due time the claim gave it (when it
+    falls due again should the worker die), which ``hand_back`` looks for.
+    """
 
     run_id: int
     epoch: int
     due_at: datetime
     wakes: int = 0
     tenant: str | None = None
+    held_until: datetime | None = None
 
 
 def set_due(
@@ -330,35 +338,64 @@ def claim_due(
             needed = limit - len(taken)
             if needed <= 0:
                 break
-            chunk = eligible[start : start + needed]
+            names = {leases.run_lease(c[0]): c[0] for c in eligible[start : start + needed]}
             taken.update(
-                leases.acquire_leases(
-                    conn,
-                    names=[leases.run_lease(c[0]) for c in chunk],
-                    owner=owner,
-                    now=now,
-                    ttl=ttl,
-                )
+                leases.acquire_leases(conn, names=list(names), owner=owner, now=now, ttl=ttl)
             )
-            for run_id, _, _, _ in chunk:
-                if leases.run_lease(run_id) not in taken:
-                    # Held by another worker: due again when that lease runs out.
-                    holder = leases.lease_holder(conn, name=leases.run_lease(run_id))
-                    if holder is not None:
-                        conn.execute(
-                            sa.update(table)
-                            .where(table.c.run_id == run_id)
-                            .values(due_at=holder[2])
-                        )
+            held = sorted(names.keys() - taken.keys())
+            # Held by another worker: due again when that lease runs out. The time left
+            # is counted by the lease's clock and added to ours, so the due time stays on
+            # the clock due times are read by.
+            for name, left in leases.time_left(conn, names=held, now=now).items():
+                conn.execute(
+                    sa.update(table).where(table.c.run_id == names[name]).values(due_at=now + left)
+                )
+        held_until = now + leases.as_timedelta(ttl)
         for run_id, run_tenant, due_at, _ in eligible:
             epoch = taken.get(leases.run_lease(run_id))
             if epoch is not None:
-                claims.append(Claim(run_id, epoch, due_at, locked[run_id], run_tenant))
+                claims.append(Claim(run_id, epoch, due_at, locked[run_id], run_tenant, held_until))
         if claims:
             # A claim that dies with its worker is due again once the lease runs out.
             conn.execute(
                 sa.update(table)
                 .where(table.c.run_id.in_([c.run_id for c in claims]))
-                .values(due_at=now + leases.as_timedelta(ttl))
+                .values(due_at=held_until)
             )
     return claims
+
+
+def hand_back(engine: sa.Engine, *, owner: str, claims: Sequence[Claim]) -> int:
+    """Give claimed runs back at once, due again as they were: for a worker whose step
+    transaction was lost with its database connection. Returns how many went back.
+
+    A run goes back only while its due row still holds the time its claim gave it and
+    its lease is still ``owner``'s at the claim's epoch: if the lost transaction did
+    commit after all (a connection cut during COMMIT), its step moved the due row on
+    and nothing is undone. A lease row another transaction holds is not waited for
+    long: that run simply falls due when its lease runs out.
+    """
+    table = engine_tables.due
+    back = 0
+    with dialects.begin(engine) as conn:
+        dialects.limit_lock_wait(conn, timedelta(seconds=1))
+        for claim in claims:
+            if claim.held_until is None:
+                continue
+            try:
+                with conn.begin_nested():
+                    if not leases.release_lease(
+                        conn, name=leases.run_lease(claim.run_id), owner=owner, epoch=claim.epoch
+                    ):
+                        continue
+                    moved = conn.execute(
+                        sa.update(table)
+                        .where(table.c.run_id == claim.run_id, table.c.due_at == claim.held_until)
+                        .values(due_at=claim.due_at)
+                    )
+            except sa.exc.OperationalError:
+                if conn.invalidated:
+                    raise
+                continue  # its lease row is locked: it waits for its lease instead
+            back += moved.rowcount
+    return back

@@ -7,6 +7,12 @@ a worker that paused past its lease and lost it to another is refused by
 ``check_lease`` at its next write, while one whose lease merely expired (nobody took
 it) may still write. Every decision is one conditional statement whose row count is
 checked, so it is race-safe under PostgreSQL's READ COMMITTED and SQLite alike.
+
+Whose clock judges a lease differs by database. On PostgreSQL it is the database's own
+(``clock_timestamp()``, in the statement that acquires, renews or expires): every worker
+on every host reads the same clock, so one whose clock runs ahead cannot take a lease
+that is still running. The ``now`` these functions take is then not used for leases. On
+SQLite (one host) the caller's ``now`` — the process's clock — judges.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import secrets
 import socket
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -38,17 +45,21 @@ def new_owner_id(prefix: str = "worker") -> str:
 def acquire_lease(
     conn: sa.Connection, *, name: str, owner: str, now: datetime, ttl: Ttl
 ) -> int | None:
-    """Take or renew the lease ``name`` until ``now + ttl``; return its epoch, or None.
+    """Take or renew the lease ``name`` for ``ttl`` from now; return its epoch, or None.
 
-    None means another owner holds an unexpired lease (fail closed).
+    None means another owner holds an unexpired lease (fail closed). "Now" is the
+    database's clock on PostgreSQL, ``now`` on SQLite (see the module docstring).
     """
     table = engine_tables.leases
-    expires = now + as_timedelta(ttl)
+    expires = _until(conn, now, ttl)
     # Under READ COMMITTED a concurrent taker blocks on the row and re-checks this
     # WHERE against the committed row, so at most one of two racers matches.
     taken = conn.execute(
         sa.update(table)
-        .where(table.c.name == name, sa.or_(table.c.owner == owner, table.c.expires_at <= now))
+        .where(
+            table.c.name == name,
+            sa.or_(table.c.owner == owner, table.c.expires_at <= _clock(conn, now)),
+        )
         .values(
             owner=owner,
             expires_at=expires,
@@ -80,14 +91,14 @@ def acquire_leases(
     if not names:
         return {}
     table = engine_tables.leases
-    expires = now + as_timedelta(ttl)
+    expires = _until(conn, now, ttl)
     taken = {
         str(name): int(epoch)
         for name, epoch in conn.execute(
             sa.update(table)
             .where(
                 table.c.name.in_(names),
-                sa.or_(table.c.owner == owner, table.c.expires_at <= now),
+                sa.or_(table.c.owner == owner, table.c.expires_at <= _clock(conn, now)),
             )
             .values(
                 owner=owner,
@@ -114,12 +125,12 @@ def acquire_leases(
 def refresh_lease(
     conn: sa.Connection, *, name: str, owner: str, epoch: int, now: datetime, ttl: Ttl
 ) -> bool:
-    """Extend our lease to ``now + ttl``; False when it is no longer ours at this epoch."""
+    """Extend our lease to ``ttl`` from now; False when it is no longer ours at this epoch."""
     table = engine_tables.leases
     result = conn.execute(
         sa.update(table)
         .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
-        .values(expires_at=now + as_timedelta(ttl))
+        .values(expires_at=_until(conn, now, ttl))
     )
     return result.rowcount == 1
 
@@ -197,16 +208,17 @@ def check_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> No
 
 
 def expire_lease(conn: sa.Connection, *, name: str, now: datetime) -> bool:
-    """Let anyone take the lease from ``now`` on, whoever holds it (an operator's redrive).
+    """Let anyone take the lease from now on, whoever holds it (an operator's redrive).
 
     The holder keeps its epoch, so it may still write until another owner takes the
     lease; from then on ``check_lease`` refuses it. False when there is no such lease.
     """
     table = engine_tables.leases
+    clock = _clock(conn, now)
     result = conn.execute(
         sa.update(table)
-        .where(table.c.name == name, table.c.expires_at > now)
-        .values(expires_at=now)
+        .where(table.c.name == name, table.c.expires_at > clock)
+        .values(expires_at=clock)
     )
     return result.rowcount == 1
 
@@ -223,6 +235,71 @@ def lease_holder(conn: sa.Connection, *, name: str) -> tuple[str, int, datetime]
         sa.select(table.c.owner, table.c.epoch, table.c.expires_at).where(table.c.name == name)
     ).one_or_none()
     return None if row is None else (row.owner, int(row.epoch), row.expires_at)
+
+
+def time_left(conn: sa.Connection, *, names: Sequence[str], now: datetime) -> dict[str, timedelta]:
+    """How long each of the named leases still runs; a lease run out (or missing) is left out.
+
+    A duration, the same whichever clock judged it, so a caller may add it to its own
+    ``now`` (a claim that found a run leased makes it due when that lease runs out).
+    """
+    if not names:
+        return {}
+    table = engine_tables.leases
+    clock = _clock(conn, now)
+    query = sa.select(table.c.name, table.c.expires_at).where(
+        table.c.name.in_(names), table.c.expires_at > clock
+    )
+    if dialects.database_clock(conn) is None:
+        return {str(row.name): row.expires_at - now for row in conn.execute(query)}
+    rows = conn.execute(query.add_columns(clock.label("at"))).all()
+    return {str(row.name): row.expires_at - row.at for row in rows}
+
+
+def lease_now(conn: sa.Connection, now: datetime) -> datetime:
+    """The moment leases are judged at: the database's clock on PostgreSQL, else ``now``."""
+    clock = dialects.database_clock(conn)
+    if clock is None:
+        return now
+    moment: datetime = conn.execute(sa.select(clock)).scalar_one()
+    return moment
+
+
+def age_leases(engine: sa.Engine, *, by: timedelta) -> int:
+    """Bring every running lease ``by`` nearer its end, as though that much time had passed.
+
+    For a test driver that moves time by hand: on PostgreSQL leases follow the database's
+    clock, which no test can move, so the leases move instead (a dead worker's lease runs
+    out when the test's clock passes it), in a transaction of their own. Where the
+    caller's ``now`` judges leases (SQLite), moving ``now`` is enough and nothing is
+    done. Returns how many leases moved.
+    """
+    if dialects.database_clock(engine) is None or by <= timedelta(0):
+        return 0
+    table = engine_tables.leases
+    with dialects.begin(engine) as conn:
+        # A lease row a step holds locked (at its save) is waited for, but not for ever:
+        # a test whose worker waits on the test itself fails here instead of hanging.
+        dialects.limit_lock_wait(conn, timedelta(seconds=10))
+        clock = dialects.database_clock(conn)
+        result = conn.execute(
+            sa.update(table)
+            .where(table.c.expires_at > clock)
+            .values(expires_at=table.c.expires_at - sa.literal(by, sa.Interval()))
+        )
+    return int(result.rowcount)
+
+
+def _clock(conn: sa.Connection, now: datetime) -> Any:
+    """What "now" is for leases in a statement on ``conn`` (see the module docstring)."""
+    clock = dialects.database_clock(conn)
+    return now if clock is None else clock
+
+
+def _until(conn: sa.Connection, now: datetime, ttl: Ttl) -> Any:
+    """The expiry of a lease taken or renewed now for ``ttl``."""
+    clock = dialects.database_clock(conn)
+    return now + as_timedelta(ttl) if clock is None else clock + as_timedelta(ttl)
 
 
 def run_lease(run_id: int) -> str:

@@ -6,12 +6,20 @@
 Each operation lives in the module of its concept (leases, due work, runs and their
 history, events and notices, idempotency and the journal); this module only gathers
 them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
-except ``claim_due``, which runs its own.
+except ``claim_due``, ``hand_back`` and ``age_leases``, which run their own.
 """
 
 from __future__ import annotations
 
-from flowrunner.store.due import Claim, claim_due, due_count, next_due, set_due, wake_record
+from flowrunner.store.due import (
+    Claim,
+    claim_due,
+    due_count,
+    hand_back,
+    next_due,
+    set_due,
+    wake_record,
+)
 from flowrunner.store.events import (
     EventRow,
     NoticeRow,
@@ -23,15 +31,18 @@ from flowrunner.store.events import (
 )
 from flowrunner.store.leases import (
     acquire_lease,
+    age_leases,
     check_lease,
     expire_lease,
     finish_lease,
     forget_lease,
     lease_holder,
+    lease_now,
     new_owner_id,
     refresh_lease,
     release_lease,
     run_lease,
+    time_left,
 )
 from flowrunner.store.ledger import (
     IdemRow,
@@ -69,6 +80,7 @@ __all__ = [
     "NoticeRow",
     "RunRow",
     "acquire_lease",
+    "age_leases",
     "append_log",
     "append_logs",
     "begin_idempotent",
@@ -82,12 +94,14 @@ __all__ = [
     "find_run",
     "finish_lease",
     "forget_lease",
+    "hand_back",
     "insert_event",
     "insert_notice",
     "insert_run",
     "journal",
     "journal_entries",
     "lease_holder",
+    "lease_now",
     "list_runs",
     "load_run",
     "mark_delivered",
@@ -103,5 +117,6 @@ __all__ = [
     "runs_for_record",
     "save_run",
     "set_due",
+    "time_left",
     "wake_record",
 ]
