@@ -1,0 +1,289 @@
+"""The job each variant of ``bench/peers.py`` does: N workflows of five durable steps.
+
+Every variant keeps its state in a fresh SQLite file with the same durability — WAL
+and ``synchronous=FULL``, set by ``durable_connection`` — except DBOS as shipped,
+which keeps its own defaults. Each job sets its engine up untimed, then times
+starting the N workflows and driving each to its end in this one process, checks
+that all of them ended, and returns a ``Measured``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flowrunner import FlowBinding, Kind, NotifyRule, flow_runner, flowfiles, tables, worker
+from flowrunner.runner import FlowRunner
+from flowrunner.store import dialects, engine_tables, migrate
+
+STEPS = 5
+BPMN = Path(__file__).resolve().parent / "five_steps.bpmn"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One variant's measurement: N workflows of ``STEPS`` steps in ``seconds``."""
+
+    runs: int
+    seconds: float
+    journal_mode: str
+    synchronous: str
+    # flowrunner only: the part spent starting runs (record_created); the rest drives them.
+    start_seconds: float | None = None
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.runs * STEPS / self.seconds
+
+
+SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def durable_connection(connection: sqlite3.Connection) -> sqlite3.Connection:
+    """The durability every variant but DBOS-as-shipped gets: WAL, ``synchronous=FULL``."""
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = FULL")
+    return connection
+
+
+def settings_of(connection: sqlite3.Connection) -> tuple[str, str]:
+    """(journal mode, synchronous level) of a connection, as SQLite reports them."""
+    journal = str(connection.execute("PRAGMA journal_mode").fetchone()[0])
+    level = int(connection.execute("PRAGMA synchronous").fetchone()[0])
+    return journal, SYNCHRONOUS.get(level, str(level))
+
+
+# -- flowrunner --------------------------------------------------------------------------
+
+# The closest flowrunner has to a peer's step: an application kind whose command (a
+# function, as a DBOS step or a BPMN script task is) runs once and has its answer
+# recorded. "sets" is the same length of flow in built-in steps, for comparison.
+FLOWS = {
+    "commands": "\n".join(
+        ["- name: Five steps", "  start: created", "  steps:"]
+        + [f"    - {{position: {n}, kind: add_one, title: Step {n}}}" for n in range(1, 6)]
+    ),
+    "sets": """
+- name: Five steps
+  start: created
+  steps:
+    - {position: 1, kind: set, title: One, field: status, value: one}
+    - {position: 2, kind: set, title: Two, field: status, value: two}
+    - {position: 3, kind: notify, title: Tell, audience: owner, message: halfway}
+    - {position: 4, kind: set, title: Four, field: status, value: four}
+    - {position: 5, kind: set, title: Five, field: status, value: five}
+""",
+}
+
+BINDING = FlowBinding(
+    resource="item",
+    flows_table="item_flow",
+    steps_table="item_flow_step",
+    set_columns=["status"],
+    notify=[NotifyRule(audience="owner", to="owner")],
+    kinds={"add_one": Kind(command="add_one")},
+)
+
+
+def add_one(context: Any) -> Mapping[str, object]:
+    return {"x": context.position + 1}
+
+
+def durable_engine(path: Path) -> sa.Engine:
+    engine = sa.create_engine(f"sqlite:///{path}")
+
+    @sa.event.listens_for(engine, "connect")
+    def _durable(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        durable_connection(dbapi_connection)
+
+    return engine
+
+
+def mount(engine: sa.Engine, flow: str) -> tuple[FlowRunner, sa.Table]:
+    """The item table, the engine's tables and one flow; the runner mounted on them."""
+    metadata = sa.MetaData()
+    item = sa.Table(
+        "item",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("status", sa.String(32)),
+        sa.Column("owner", sa.String(64)),
+    )
+    tables.for_binding(metadata, BINDING)
+    metadata.create_all(engine)
+    migrate.upgrade(engine)
+    runner = flow_runner(BINDING, engine, commands={"add_one": add_one})
+    with engine.begin() as conn:
+        flowfiles.import_flows(
+            conn, BINDING, runner.tables, flowfiles.loads_yaml(FLOWS[flow]), columns=runner.columns
+        )
+    return runner, item
+
+
+def start_runs(runner: FlowRunner, item: sa.Table, ids: range, *, per_transaction: int = 1) -> None:
+    """Insert the records and start their runs, as an application does: the insert and
+    ``record_created`` in one transaction (of ``per_transaction`` records)."""
+    insert = sa.insert(item)
+    for first in range(0, len(ids), per_transaction):
+        with dialects.begin(runner.engine) as conn:
+            for record_id in ids[first : first + per_transaction]:
+                record = {"id": record_id, "status": "new", "owner": f"user{record_id}"}
+                conn.execute(insert, record)
+                runner.record_created(conn, record)
+
+
+def drive(serving: worker.Worker) -> None:
+    """Run the worker until nothing is due."""
+    while serving.run_due(limit=max(100, serving.batch)):
+        pass
+
+
+def flowrunner_job(folder: Path, runs: int, *, batch: int, flow: str = "commands") -> Measured:
+    engine = durable_engine(folder / "flowrunner.db")
+    runner, item = mount(engine, flow)
+    serving = worker.Worker(runner, batch=batch)
+    began = time.perf_counter()
+    start_runs(runner, item, range(1, runs + 1), per_transaction=batch)
+    started = time.perf_counter()
+    drive(serving)
+    ended = time.perf_counter()
+    with engine.connect() as conn:
+        done = conn.execute(
+            sa.select(sa.func.count()).where(engine_tables.runs.c.status == "done")
+        ).scalar_one()
+        journal, level = settings_of(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+    engine.dispose()
+    if done != runs:
+        raise RuntimeError(f"flowrunner: only {done} of {runs} runs ended")
+    return Measured(runs, ended - began, journal, level, start_seconds=started - began)
+
+
+# -- DBOS Transact -----------------------------------------------------------------------
+
+
+def dbos_job(folder: Path, runs: int, *, durable: bool) -> Measured:
+    """``@DBOS.workflow`` calling five ``@DBOS.step``s, its system database on SQLite."""
+    from dbos import DBOS
+
+    five_steps, settings = dbos_app(folder / "dbos.sqlite", durable=durable)
+    began = time.perf_counter()
+    for n in range(runs):
+        if five_steps(n) != n + STEPS:
+            raise RuntimeError("DBOS: a workflow returned a wrong result")
+    elapsed = time.perf_counter() - began
+    DBOS.destroy()
+    with sqlite3.connect(folder / "dbos.sqlite") as check:
+        done = check.execute(
+            "SELECT count(*) FROM workflow_status WHERE status = 'SUCCESS'"
+        ).fetchone()[0]
+        outputs = check.execute("SELECT count(*) FROM operation_outputs").fetchone()[0]
+    if done != runs or outputs != runs * STEPS:
+        raise RuntimeError(f"DBOS: {done} of {runs} workflows ended, {outputs} steps recorded")
+    journal, level = settings[0] if settings else ("?", "?")
+    return Measured(runs, elapsed, journal, level)
+
+
+def dbos_app(path: Path, *, durable: bool) -> tuple[Callable[[int], int], list[tuple[str, str]]]:
+    """DBOS launched on the SQLite file ``path``: its five-step workflow, and (filled as
+    DBOS opens its first connection) the journal mode and synchronous level it runs with.
+
+    DBOS builds its own SQLAlchemy engine from ``system_database_url`` and takes
+    ``db_engine_kwargs`` for it; its ``creator`` is where our connections get the
+    pragmas (DBOS's own connect hook — IMMEDIATE transactions, busy timeout — still
+    runs on them). As shipped, DBOS sets neither: a rollback journal, SQLite's default
+    ``synchronous``.
+    """
+    from dbos import DBOS
+
+    config: dict[str, Any] = {
+        "name": "peers_bench",
+        "system_database_url": f"sqlite:///{path}",
+        "log_level": "WARNING",
+    }
+    if durable:
+
+        def connect() -> sqlite3.Connection:
+            return durable_connection(sqlite3.connect(path, check_same_thread=False))
+
+        config["db_engine_kwargs"] = {"creator": connect}
+    # Listened on every pool of the process (each variant has a process of its own).
+    settings: list[tuple[str, str]] = []
+
+    def read_settings(dbapi_connection: object, _record: object) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection) and not settings:
+            settings.append(settings_of(dbapi_connection))
+
+    sa.event.listen(sa.pool.Pool, "connect", read_settings)
+    DBOS(config=config)  # type: ignore[arg-type]
+
+    @DBOS.step()
+    def step(x: int) -> int:
+        return x + 1
+
+    @DBOS.workflow()
+    def five_steps(x: int) -> int:
+        for _ in range(STEPS):
+            x = step(x)
+        return x
+
+    DBOS.launch()
+    return five_steps, settings
+
+
+# -- SpiffWorkflow -----------------------------------------------------------------------
+
+
+def spiff_job(folder: Path, runs: int) -> Measured:
+    """The five-task BPMN process with ``BpmnWorkflow``, its state saved after each task.
+
+    Saved as a Spiff application saves it: the workflow serialized to JSON by
+    ``BpmnWorkflowSerializer`` and written to a row, one transaction per write — when
+    created, after each of the five script tasks, and when it has ended (seven writes,
+    as DBOS's workflow row, five step outputs and final status are seven).
+    """
+    from SpiffWorkflow.bpmn.parser import BpmnParser
+    from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
+    from SpiffWorkflow.bpmn.specs.mixins.script_task import ScriptTask
+    from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
+
+    parser = BpmnParser()
+    parser.add_bpmn_file(str(BPMN))
+    spec = parser.get_spec("five_steps")
+    serializer = BpmnWorkflowSerializer()
+    db = durable_connection(sqlite3.connect(folder / "spiff.db", isolation_level=None))
+    db.execute("CREATE TABLE workflow (id INTEGER PRIMARY KEY, state TEXT NOT NULL, done INTEGER)")
+
+    def write(sql: str, n: int, workflow: Any) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(sql, {"id": n, "state": serializer.serialize_json(workflow)})
+        db.execute("COMMIT")
+
+    began = time.perf_counter()
+    for n in range(runs):
+        workflow = BpmnWorkflow(spec)
+        write("INSERT INTO workflow VALUES (:id, :state, 0)", n, workflow)
+
+        def saved(task: Any, n: int = n, workflow: Any = workflow) -> None:
+            if isinstance(task.task_spec, ScriptTask):
+                write("UPDATE workflow SET state = :state WHERE id = :id", n, workflow)
+
+        workflow.do_engine_steps(did_complete_task=saved)
+        if not workflow.is_completed() or workflow.data.get("x") != STEPS:
+            raise RuntimeError("SpiffWorkflow: a workflow did not end with its result")
+        write("UPDATE workflow SET state = :state, done = 1 WHERE id = :id", n, workflow)
+    elapsed = time.perf_counter() - began
+    done = db.execute("SELECT count(*) FROM workflow WHERE done = 1").fetchone()[0]
+    journal, level = settings_of(db)
+    db.close()
+    if done != runs:
+        raise RuntimeError(f"SpiffWorkflow: only {done} of {runs} workflows ended")
+    return Measured(runs, elapsed, journal, level)

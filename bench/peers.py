@@ -1,0 +1,202 @@
+"""Against the peers on their own job: five durable steps per workflow, on one SQLite file.
+
+    python bench/peers.py [--runs 400] [--repeat 5] [--quick] [--only NAME ...]
+
+Each variant starts N workflows of five steps and drives every one to its end in
+one process, its state on a fresh SQLite file with the same durability (WAL,
+``synchronous=FULL``; DBOS is also measured as shipped). Each measurement runs in a
+fresh child process, and the variants take turns (A B C …, A B C …), so the machine's
+noise falls on all of them alike. The script prints steps per second per variant
+(median of the repetitions) and flowrunner's speed over each peer's (median of the
+repetitions' side-by-side ratios), then the statements flowrunner sends per run and
+where a run's time goes (``bench/statements.py``).
+
+The peers are optional: ``pip install -e '.[bench]'`` installs DBOS Transact and
+SpiffWorkflow; a peer that is missing is named, and its variants are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+# Beside this script: the variants' jobs (it puts the repository on the path).
+import peer_jobs
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    module: str
+    requirement: str
+
+    @property
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.module) is not None
+
+
+DBOS = Peer("DBOS Transact", "dbos", "dbos>=3.4")
+SPIFF = Peer("SpiffWorkflow", "SpiffWorkflow", "SpiffWorkflow>=3.2")
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    title: str
+    job: Callable[[Path, int], peer_jobs.Measured]
+    peer: Peer | None = None
+
+
+VARIANTS = [
+    Variant(
+        "flowrunner",
+        "flowrunner, 1 run per transaction",
+        partial(peer_jobs.flowrunner_job, batch=1),
+    ),
+    Variant(
+        "flowrunner-50",
+        "flowrunner, 50 runs per transaction",
+        partial(peer_jobs.flowrunner_job, batch=50),
+    ),
+    Variant(
+        "flowrunner-sets",
+        "flowrunner, built-in steps, 1 run/tx",
+        partial(peer_jobs.flowrunner_job, batch=1, flow="sets"),
+    ),
+    Variant("dbos", "DBOS Transact (WAL, FULL)", partial(peer_jobs.dbos_job, durable=True), DBOS),
+    Variant(
+        "dbos-shipped", "DBOS Transact as shipped", partial(peer_jobs.dbos_job, durable=False), DBOS
+    ),
+    Variant("spiff", "SpiffWorkflow (WAL, FULL)", peer_jobs.spiff_job, SPIFF),
+]
+BY_KEY = {variant.key: variant for variant in VARIANTS}
+OURS = [key for key in BY_KEY if key.startswith("flowrunner")]
+# The issue's targets, in steps per second at one run per transaction.
+TARGETS = {"dbos": 4.0, "spiff": 1.5}
+
+
+def measure_once(variant: Variant, runs: int) -> peer_jobs.Measured:
+    """One measurement of ``variant``, in a fresh child process."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "measured.json"
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", variant.key, "--runs", str(runs)],
+            env={**os.environ, "PEERS_BENCH_OUT": str(out)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{variant.title} failed:\n{done.stderr[-3000:]}")
+        return peer_jobs.Measured(**json.loads(out.read_text()))
+
+
+def child(key: str, runs: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        measured = BY_KEY[key].job(Path(folder), runs)
+    Path(os.environ["PEERS_BENCH_OUT"]).write_text(json.dumps(asdict(measured)))
+
+
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def report(results: dict[str, list[peer_jobs.Measured]], say: Callable[[str], None]) -> None:
+    say("")
+    say(f"{'variant':40} {'steps/s':>8} {'(min-max)':>13} {'workflows/s':>12}  journal, sync")
+    for key, measured in results.items():
+        rates = [m.steps_per_second for m in measured]
+        split = ""
+        starts = [m.start_seconds for m in measured if m.start_seconds is not None]
+        if starts:
+            share = statistics.median(s / m.seconds for s, m in zip(starts, measured, strict=True))
+            split = f"  (starting runs: {share:.0%} of the time)"
+        say(
+            f"{BY_KEY[key].title:40} {statistics.median(rates):8.0f} "
+            f"{f'({min(rates):.0f}-{max(rates):.0f})':>13} "
+            f"{statistics.median(rates) / peer_jobs.STEPS:12.0f}  "
+            f"{measured[0].journal_mode}, {measured[0].synchronous}{split}"
+        )
+    peers = [key for key in results if key not in OURS]
+    if not peers:
+        return
+    say("")
+    say("flowrunner's steps/s over each peer's (median of the repetitions' ratios):")
+    say(f"{'':40}" + "".join(f"{BY_KEY[p].title[:26]:>28}" for p in peers))
+    for ours in (key for key in OURS if key in results):
+        cells = []
+        for peer in peers:
+            ratios = [
+                mine.steps_per_second / theirs.steps_per_second
+                for mine, theirs in zip(results[ours], results[peer], strict=True)
+            ]
+            target = TARGETS.get(peer) if ours == "flowrunner" else None
+            note = f" (target {target:g}x)" if target else ""
+            cells.append(f"{statistics.median(ratios):.2f}x{note}")
+        say(f"{BY_KEY[ours].title:40}" + "".join(f"{cell:>28}" for cell in cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=400, help="workflows per measurement")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved repetitions")
+    parser.add_argument("--quick", action="store_true", help="a small check: 30 runs, once")
+    parser.add_argument("--only", nargs="+", choices=list(BY_KEY), help="these variants only")
+    parser.add_argument(
+        "--no-statements", action="store_true", help="skip the statements and the profile"
+    )
+    parser.add_argument("--child", choices=list(BY_KEY), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.runs)
+        return
+    if args.quick:
+        args.runs, args.repeat = 30, 1
+    missing = [peer for peer in (DBOS, SPIFF) if not peer.installed]
+    if missing:
+        print(
+            "Not installed, so not measured: "
+            + ", ".join(f"{peer.name} (pip install '{peer.requirement}')" for peer in missing)
+            + ". `pip install -e '.[bench]'` installs them all."
+        )
+    chosen = [
+        v
+        for v in VARIANTS
+        if (args.only is None or v.key in args.only) and (v.peer is None or v.peer.installed)
+    ]
+    print(
+        f"{args.runs} workflows of {peer_jobs.STEPS} durable steps per measurement, "
+        f"{args.repeat} interleaved repetitions, each in a fresh process; "
+        f"{os.cpu_count()} cores, load average {load()}"
+    )
+    results: dict[str, list[peer_jobs.Measured]] = {v.key: [] for v in chosen}
+    for repetition in range(1, args.repeat + 1):
+        line = []
+        for variant in chosen:
+            measured = measure_once(variant, args.runs)
+            results[variant.key].append(measured)
+            line.append(f"{variant.key} {measured.steps_per_second:.0f}")
+        print(f"repetition {repetition}: " + ", ".join(line) + " steps/s")
+    report(results, print)
+    print(f"\nload average after: {load()}")
+    if not args.no_statements:
+        print()
+        sys.stdout.flush()
+        runs = ["--runs", "40"] if args.quick else []
+        subprocess.run([sys.executable, str(HERE / "statements.py"), *runs], check=True)
+
+
+if __name__ == "__main__":
+    main()
