@@ -34,7 +34,13 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 @click.command()
 @click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
 @cli_mod.database_option()
-@click.option("--poll", default=1.0, show_default=True, help="Seconds to rest when idle.")
+@click.option(
+    "--poll",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01, max=3600),
+    help="Seconds to rest when idle.",
+)
 @click.option(
     "--batch",
     default=1,
