@@ -6,7 +6,7 @@
 Each operation lives in the module of its concept (leases, due work, runs and their
 history, events and notices, idempotency and the journal); this module only gathers
 them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
-except ``claim_due``, which runs its own.
+except ``claim_due`` and ``prune``, which run their own.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from flowrunner.store.ledger import (
     journal_entries,
     record_idempotent,
 )
+from flowrunner.store.retention import Pruned, prune
 from flowrunner.store.runs import (
     LogLine,
     LogRow,
@@ -67,6 +68,7 @@ __all__ = [
     "LogLine",
     "LogRow",
     "NoticeRow",
+    "Pruned",
     "RunRow",
     "acquire_lease",
     "append_log",
@@ -95,6 +97,7 @@ __all__ = [
     "new_owner_id",
     "next_due",
     "notices",
+    "prune",
     "record_idempotent",
     "refresh_lease",
     "release_lease",
