@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "migrate": "flowrunner.cli.migrate_cmd:migrate",
     "worker": "flowrunner.cli.engine_cmd:worker",
     "demo": "flowrunner.cli.demo_cmd:demo",
+    "prune": "flowrunner.cli.prune_cmd:prune",
 }
 
 
