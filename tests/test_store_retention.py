@@ -335,3 +335,20 @@ def test_cutoff_reads_durations_and_timedeltas() -> None:
     assert retention.cutoff(T0, "90d") == T0 - timedelta(days=90)
     assert retention.cutoff(T0, timedelta(hours=2)) == T0 - timedelta(hours=2)
     assert retention.cutoff(T0, "P3M").month == 12
+
+
+def test_a_run_locked_by_someone_changing_it_is_left_for_the_next_prune(
+    pg_engine: sa.Engine,
+) -> None:
+    driver = desk(pg_engine)
+    for n in (1, 2, 3):
+        driver.create(ticket(n, "open"))
+    deliver(driver, 1, 2, 3)
+    driver.advance("100 days")
+    busy = run_of(driver, 1).id
+    runs = engine_tables.runs
+    with pg_engine.connect() as other, other.begin():  # say, an operator's transaction
+        other.execute(sa.select(runs.c.id).where(runs.c.id == busy).with_for_update())
+        assert driver.runner.prune(older_than="90d").runs == 1  # 2; 3 is the newest run
+    assert run_ids(pg_engine) == {busy, run_of(driver, 3).id}
+    assert driver.runner.prune(older_than="90d").runs == 1

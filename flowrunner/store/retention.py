@@ -243,18 +243,28 @@ def _newest_holders(conn: sa.Connection) -> list[int]:
 def _prunable_runs(conn: sa.Connection, scope: _Scope, ids: Sequence[int]) -> list[int]:
     """Of ``ids``, the runs the rule lets go, judged (and on PostgreSQL locked) now."""
     runs, due, notices = engine_tables.runs, engine_tables.due, engine_tables.notices
+    idle = (
+        ~sa.exists().where(due.c.run_id == runs.c.id),
+        ~sa.exists().where(notices.c.run_id == runs.c.id, notices.c.delivered_at.is_(None)),
+    )
     query = sa.select(runs.c.id).where(
         runs.c.id.in_(ids),
         runs.c.status.in_(scope.ended),
         runs.c.ended_at < scope.before,
         runs.c.id.not_in(_newest_holders(conn)),
-        ~sa.exists().where(due.c.run_id == runs.c.id),
-        ~sa.exists().where(notices.c.run_id == runs.c.id, notices.c.delivered_at.is_(None)),
+        *idle,
     )
-    if not scope.dry_run:
-        # A run locked elsewhere is being changed (an operator's retry or cancel): skip it.
-        query = dialects.skip_locked(conn, query)
-    return [int(run_id) for run_id in conn.execute(query.order_by(runs.c.id)).scalars()]
+    if scope.dry_run:
+        return [int(run_id) for run_id in conn.execute(query).scalars()]
+    # A run locked elsewhere is being changed (an operator's retry or cancel): skip it.
+    locked = list(conn.execute(dialects.skip_locked(conn, query)).scalars())
+    if not locked:
+        return []
+    # Judged again now that the rows are ours, in a statement of its own: on PostgreSQL a
+    # cancel that committed while its run was being locked made the run due, which the
+    # locking statement's snapshot could not see. Nothing changes a locked run now.
+    again = sa.select(runs.c.id).where(runs.c.id.in_(locked), *idle)
+    return sorted(int(run_id) for run_id in conn.execute(again).scalars())
 
 
 def _prune_runs(
