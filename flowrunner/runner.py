@@ -14,7 +14,7 @@ from then on the application's saves, record changes and events go through it::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +23,7 @@ from sqlalchemy import orm
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
+from flowrunner import durations as durations_mod
 from flowrunner import (
     errors,
     operating,
@@ -36,7 +37,15 @@ from flowrunner import (
     validate,
 )
 from flowrunner.interpreter import config as config_mod
-from flowrunner.store import app_tables, dialects, engine_tables, flow_rows, migrate, records
+from flowrunner.store import (
+    app_tables,
+    dialects,
+    engine_tables,
+    flow_rows,
+    migrate,
+    records,
+    retention,
+)
 from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
@@ -535,6 +544,35 @@ class FlowRunner:
     def redrive(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
         """Make a stuck run due now and free its lease; journaled."""
         operating.redrive(self, self._run_id(run_id), operator=operator, tenant=tenant)
+
+    def prune(
+        self,
+        *,
+        older_than: str | durations_mod.Duration | timedelta,
+        dry_run: bool = False,
+        include_failed: bool = False,
+        batch: int = retention.BATCH,
+        progress: retention.Progress | None = None,
+    ) -> ops.Pruned:
+        """Delete this resource's history older than ``older_than`` (``"90d"``); the counts.
+
+        Goes: runs that ended done or cancelled (failed too with ``include_failed``) before
+        the cutoff, with their history lines and delivered notices; events no run may still
+        read; completed idempotency records. Kept: open runs, undelivered notices and their
+        runs, the journal. In batches of ``batch`` rows, each its own transaction, so
+        workers go on meanwhile; ``dry_run`` counts and deletes nothing. Rules:
+        ``flowrunner.store.retention``.
+        """
+        before = retention.cutoff(self.clock(), older_than, self.config.timezone)
+        return ops.prune(
+            self.engine,
+            before=before,
+            resource=self.binding.resource,
+            include_failed=include_failed,
+            batch=batch,
+            dry_run=dry_run,
+            progress=progress,
+        )
 
     def restart(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> int:
         """Start a failed run's flow again as a new run on the same record; its id.

@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "migrate": "flowrunner.cli.migrate_cmd:migrate",
     "worker": "flowrunner.cli.engine_cmd:worker",
     "demo": "flowrunner.cli.demo_cmd:demo",
+    "prune": "flowrunner.cli.prune_cmd:prune",
 }
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"

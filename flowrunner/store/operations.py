@@ -6,7 +6,7 @@
 Each operation lives in the module of its concept (leases, due work, runs and their
 history, events and notices, idempotency and the journal); this module only gathers
 them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
-except ``claim_due``, ``hand_back`` and ``age_leases``, which run their own.
+except ``claim_due``, ``hand_back``, ``age_leases`` and ``prune``, which run their own.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from flowrunner.store.ledger import (
     journal_entries,
     record_idempotent,
 )
+from flowrunner.store.retention import Pruned, prune
 from flowrunner.store.runs import (
     LogLine,
     LogRow,
@@ -78,6 +79,7 @@ __all__ = [
     "LogLine",
     "LogRow",
     "NoticeRow",
+    "Pruned",
     "RunRow",
     "acquire_lease",
     "age_leases",
@@ -109,6 +111,7 @@ __all__ = [
     "new_owner_id",
     "next_due",
     "notices",
+    "prune",
     "record_idempotent",
     "refresh_lease",
     "release_lease",

@@ -1,0 +1,156 @@
+"""``flowrunner prune`` through click's runner, and once as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+from running import mount
+
+from flowrunner.cli import cli
+from flowrunner.store import engine_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = "fixtures.tickets.app:runner"
+FLOWS = """
+- name: Quick
+  start: created
+  condition: status = open
+  steps:
+    - {position: 1, kind: notify, title: Tell, audience: requester, message: hello}
+    - {position: 2, kind: set, title: Work, field: status, value: working}
+- name: Listen
+  start: created
+  condition: status = listen
+  steps:
+    - {position: 1, kind: waitFor, title: Reply, event: ticket.replied, duration: 400 days}
+"""
+
+
+def ticket(n: int, status: str) -> dict[str, object]:
+    return {"id": n, "title": f"T{n}", "requester_id": "ann", "status": status}
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    """A desk whose three tickets were done 200 days ago; one waits, one is new."""
+    url = f"sqlite:///{tmp_path / 'desk.db'}"
+    engine = sa.create_engine(url)
+    driver = mount(engine, "tickets", flows=FLOWS, start=datetime.now(UTC) - timedelta(days=200))
+    for n in (1, 2, 3):
+        driver.create(ticket(n, "open"))
+    driver.create(ticket(4, "listen"))
+    driver.emit("ticket.replied", {"ticket": 3})  # about a record no run listens to
+    driver.advance("199 days")
+    driver.create(ticket(5, "open"))  # too young, and the newest run
+    driver.emit("ticket.replied", {"ticket": 5})  # too young, and the newest event
+    for notice in driver.runner.notices():
+        driver.runner.mark_delivered(notice.id)
+    engine.dispose()
+    return url
+
+
+def prune(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["prune", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def runs(url: str) -> list[str]:
+    engine = sa.create_engine(url)
+    table = engine_tables.runs
+    with engine.connect() as conn:
+        found = conn.execute(sa.select(table.c.record_id).order_by(table.c.id)).scalars().all()
+    engine.dispose()
+    return list(found)
+
+
+def test_a_dry_run_counts_and_a_prune_deletes_the_same(url: str) -> None:
+    args = ["--app", APP, "--database", url, "--older-than", "90d"]
+    code, out, err = prune(*args, "--dry-run", "--json")
+    assert (code, err) == (0, "")
+    planned = json.loads(out)
+    assert planned.pop("dry_run") is True
+    before = datetime.fromisoformat(planned.pop("before"))
+    assert abs(before - (datetime.now(UTC) - timedelta(days=90))) < timedelta(minutes=5)
+    # Three done tickets go with their history and notices, and the old event.
+    assert planned["runs"] == 3 and planned["notices"] == 3 and planned["history"] > 3
+    assert (planned["events"], planned["idempotency"]) == (1, 0)
+    assert runs(url) == ["1", "2", "3", "4", "5"]
+
+    code, out, _ = prune(*args, "--json", "--batch", "1")
+    assert code == 0
+    done = json.loads(out)
+    assert done.pop("dry_run") is False
+    del done["before"]
+    assert done == planned
+    assert runs(url) == ["4", "5"]
+
+    code, out, _ = prune(*args)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("deleted, of what ended or happened before ")
+    assert [line.split() for line in lines[1:]] == [
+        ["ended", "runs", "0"],
+        ["history", "lines", "0"],
+        ["delivered", "notices", "0"],
+        ["events", "0"],
+        ["idempotency", "records", "0"],
+    ]
+
+    code, out, _ = prune(*args, "--dry-run")
+    assert code == 0
+    assert out.startswith("would delete, of what")
+    assert out.splitlines()[-1] == "nothing was deleted (dry run)"
+
+
+def test_help_says_what_goes_what_stays_and_that_workers_may_run(url: str) -> None:
+    code, out, _ = prune("--help")
+    assert code == 0
+    for words in (
+        "--older-than DURATION",
+        "90d",
+        "--dry-run",
+        "--include-failed",
+        "--json",
+        "--batch",
+        "undelivered notices",
+        "operator journal",
+        "Safe while workers run",
+    ):
+        assert words in out, words
+
+
+def test_a_bad_or_too_short_duration_is_refused_with_a_sentence(url: str) -> None:
+    code, _, err = prune("--app", APP, "--database", url, "--older-than", "90 dayz")
+    assert code == 2
+    assert "'--older-than'" in err and "'90 dayz' is not a duration" in err
+    code, _, err = prune("--app", APP, "--database", url, "--older-than", "10m")
+    assert code == 1
+    assert "a prune keeps at least the last 1 hour" in err
+    code, _, err = prune("--app", APP, "--database", url, "--older-than", "90d", "--batch", "0")
+    assert code == 2
+    assert runs(url) == ["1", "2", "3", "4", "5"]
+
+
+@pytest.mark.slow
+def test_prune_as_a_real_process(url: str) -> None:
+    args = ["prune", "--app", APP, "--database", url, "--older-than", "90 days"]
+    done = subprocess.run(
+        [sys.executable, "-m", "flowrunner", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.splitlines()[1].split() == ["ended", "runs", "3"]
+    assert runs(url) == ["4", "5"]
