@@ -50,6 +50,46 @@ APPROVE_AND_SEND = """
 """
 
 
+# One command step: a purchase order sent to its supplier (the worker tests' job).
+SEND = """
+- name: Send
+  start: created
+  steps:
+    - {position: 1, kind: send, title: Send to supplier}
+"""
+
+
+def order(n: int) -> dict[str, Any]:
+    """A big purchase order, numbered ``PO-n``."""
+    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": 25000}
+
+
+# Tickets' flows whose runs end at once, wait a long time, or fail (retention's tests).
+PRUNABLE = """
+- name: Quick
+  start: created
+  condition: status = open
+  steps:
+    - {position: 1, kind: notify, title: Tell, audience: requester, message: hello}
+    - {position: 2, kind: set, title: Work, field: status, value: working}
+- name: Listen
+  start: created
+  condition: status = listen
+  steps:
+    - {position: 1, kind: waitFor, title: Reply, event: ticket.replied, duration: 400 days}
+    - {position: 2, kind: set, title: Answered, field: status, value: answered}
+- name: Listen by hand
+  start: manual
+  steps:
+    - {position: 1, kind: waitFor, title: Reply, event: ticket.replied, duration: 400 days}
+- name: Hand over
+  start: created
+  condition: status = handover
+  steps:
+    - {position: 1, kind: assign, title: Hand over, assign_to: triage}
+"""
+
+
 def app(name: str) -> ModuleType:
     """A sample app from fixtures/ ("tickets" or "purchase_orders")."""
     return demo.load_fixture(name)

@@ -12,26 +12,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from running import mount
+from running import PRUNABLE, mount
 
 from flowrunner.cli import cli
 from flowrunner.store import engine_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "fixtures.tickets.app:runner"
-FLOWS = """
-- name: Quick
-  start: created
-  condition: status = open
-  steps:
-    - {position: 1, kind: notify, title: Tell, audience: requester, message: hello}
-    - {position: 2, kind: set, title: Work, field: status, value: working}
-- name: Listen
-  start: created
-  condition: status = listen
-  steps:
-    - {position: 1, kind: waitFor, title: Reply, event: ticket.replied, duration: 400 days}
-"""
 
 
 def ticket(n: int, status: str) -> dict[str, object]:
@@ -43,7 +30,7 @@ def url(tmp_path: Path) -> str:
     """A desk whose three tickets were done 200 days ago; one waits, one is new."""
     url = f"sqlite:///{tmp_path / 'desk.db'}"
     engine = sa.create_engine(url)
-    driver = mount(engine, "tickets", flows=FLOWS, start=datetime.now(UTC) - timedelta(days=200))
+    driver = mount(engine, "tickets", flows=PRUNABLE, start=datetime.now(UTC) - timedelta(days=200))
     for n in (1, 2, 3):
         driver.create(ticket(n, "open"))
     driver.create(ticket(4, "listen"))

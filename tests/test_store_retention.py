@@ -10,35 +10,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import T0, count, mount, stored, whats
+from running import PRUNABLE, T0, count, mount, stored, whats
 
 from flowrunner import OperatorError, commands, errors, testing
 from flowrunner.store import dialects, engine_tables, retention
 from flowrunner.store import operations as ops
-
-FLOWS = """
-- name: Quick
-  start: created
-  condition: status = open
-  steps:
-    - {position: 1, kind: notify, title: Tell, audience: requester, message: hello}
-    - {position: 2, kind: set, title: Work, field: status, value: working}
-- name: Listen
-  start: created
-  condition: status = listen
-  steps:
-    - {position: 1, kind: waitFor, title: Reply, event: ticket.replied, duration: 400 days}
-    - {position: 2, kind: set, title: Answered, field: status, value: answered}
-- name: Listen by hand
-  start: manual
-  steps:
-    - {position: 1, kind: waitFor, title: Reply, event: ticket.replied, duration: 400 days}
-- name: Hand over
-  start: created
-  condition: status = handover
-  steps:
-    - {position: 1, kind: assign, title: Hand over, assign_to: triage}
-"""
 
 
 def refuse(ctx: commands.CommandContext) -> None:
@@ -46,7 +22,7 @@ def refuse(ctx: commands.CommandContext) -> None:
 
 
 def desk(engine: sa.Engine) -> testing.FlowDriver:
-    return mount(engine, "tickets", flows=FLOWS, commands={"assign_ticket": refuse})
+    return mount(engine, "tickets", flows=PRUNABLE, commands={"assign_ticket": refuse})
 
 
 def ticket(n: int, status: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import app, count, mount
+from running import SEND, app, count, mount, order
 
 from flowrunner import FlowBinding, Kind, RetryPolicy, commands, testing, worker
 from flowrunner.runner import utc_now
@@ -31,12 +31,6 @@ HERE = Path(__file__).parent
 PO = app("purchase_orders")
 SEND_COMMAND = "send_purchase_order"
 
-SEND = """
-- name: Send
-  start: created
-  steps:
-    - {position: 1, kind: send, title: Send to supplier}
-"""
 
 MARK_TELL_SEND = """
 - name: Mark, tell and send
@@ -46,10 +40,6 @@ MARK_TELL_SEND = """
     - {position: 2, kind: notify, title: Tell, audience: requester, message: on its way}
     - {position: 3, kind: send, title: Send to supplier}
 """
-
-
-def order(n: int) -> dict[str, Any]:
-    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": 25000}
 
 
 def sent(driver: testing.FlowDriver) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import app, count, mount
+from running import SEND, app, count, mount, order
 
 from flowrunner import FlowBinding, Kind, commands, testing, worker
 from flowrunner.runner import flow_runner
@@ -27,17 +27,6 @@ from flowrunner.store import operations as ops
 PO = app("purchase_orders")
 LEASE = timedelta(seconds=1)
 SEND_COMMAND = "send_purchase_order"
-
-SEND = """
-- name: Send
-  start: created
-  steps:
-    - {position: 1, kind: send, title: Send to supplier}
-"""
-
-
-def order(n: int) -> dict[str, Any]:
-    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": 25000}
 
 
 def binding(**send: Any) -> FlowBinding:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from running import app, count, mount
+from running import SEND, app, count, mount, order
 
 from flowrunner import commands, worker
 from flowrunner.cli import cli
@@ -28,17 +28,6 @@ from flowrunner.store import operations as ops
 HERE = Path(__file__).parent
 PO = app("purchase_orders")
 SEND_COMMAND = "send_purchase_order"
-
-SEND = """
-- name: Send
-  start: created
-  steps:
-    - {position: 1, kind: send, title: Send to supplier}
-"""
-
-
-def order(n: int) -> dict[str, Any]:
-    return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": 25000}
 
 
 def write(ctx: commands.CommandContext) -> None:
