@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from running import PRUNABLE, mount
 
 from flowrunner.cli import cli
@@ -110,20 +112,43 @@ def test_help_says_what_goes_what_stays_and_that_workers_may_run(url: str) -> No
         "undelivered notices",
         "operator journal",
         "Safe while workers run",
+        "Exit status: 0 done",
     ):
         assert words in out, words
 
 
-def test_a_bad_or_too_short_duration_is_refused_with_a_sentence(url: str) -> None:
-    code, _, err = prune("--app", APP, "--database", url, "--older-than", "90 dayz")
-    assert code == 2
-    assert "'--older-than'" in err and "'90 dayz' is not a duration" in err
-    code, _, err = prune("--app", APP, "--database", url, "--older-than", "10m")
-    assert code == 1
-    assert "a prune keeps at least the last 1 hour" in err
-    code, _, err = prune("--app", APP, "--database", url, "--older-than", "90d", "--batch", "0")
-    assert code == 2
+def test_what_cannot_be_used_is_refused_in_one_line_with_exit_status_2(url: str) -> None:
+    app = ["--app", APP, "--database", url]
+    for args, expected in (
+        ([*app, "--older-than", "90 dayz"], "'90 dayz' is not a duration"),
+        ([*app, "--older-than", "10m"], "a prune keeps at least the last 1 hour"),
+        ([*app, "--older-than", "90d", "--batch", "0"], "0 is not in the range 1<=x<=10000"),
+        (["--app", APP, "--database", "not a url", "--older-than", "90d"], "not a database URL"),
+        (["--app", "nocolon", "--database", url, "--older-than", "90d"], "MODULE:ATTR"),
+    ):
+        code, _, err = prune(*args)
+        assert code == 2, (args, err)
+        [line] = err.strip().splitlines()[-1:]
+        assert line.startswith("Error: ") and expected in line, (args, err)
     assert runs(url) == ["1", "2", "3", "4", "5"]
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    older_than=st.sampled_from(["90d", "2 hours", "P3M", "0s", "-5d", "1 yr", "9" * 12 + "d"])
+    | st.text(max_size=12),
+    batch=st.sampled_from(["1", "1000", "10000", "10001", "-1", "x"]),
+    flags=st.lists(st.sampled_from(["--dry-run", "--json", "--include-failed"]), unique=True),
+)
+def test_any_command_line_is_done_or_refused_in_a_line(
+    url: str, older_than: str, batch: str, flags: list[str]
+) -> None:
+    args = ["--app", APP, "--database", url, "--older-than", older_than, "--batch", batch]
+    result = CliRunner().invoke(cli, ["prune", *args, *flags])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        assert result.stderr.strip().splitlines()[-1].startswith("Error: "), result.stderr
 
 
 @pytest.mark.slow

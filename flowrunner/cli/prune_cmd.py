@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flowrunner import app as app_mod
-from flowrunner import errors
+from flowrunner import cli as cli_mod
+from flowrunner import durations, errors
 from flowrunner.store import retention
 
 if TYPE_CHECKING:
@@ -29,16 +29,25 @@ STAGE_WORDS = {
 }
 
 
-@click.command()
+def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> durations.Duration:
+    """``--older-than`` as a duration: ``90d``, ``90 days``, ``6 months``, ``P3M``."""
+    try:
+        return durations.parse_duration(value)
+    except errors.DurationError as exc:
+        raise click.BadParameter(exc.message, param=param) from exc
+
+
+@click.command(epilog=cli_mod.EXIT_STATUSES)
 @click.option(
-    "--app", "app_spec", required=True, metavar="MODULE:ATTR", help="The application's runner."
+    "--app", "app_spec", required=True, metavar="MODULE:ATTR", help="The app's FlowRunner."
 )
-@click.option("--database", default=None, metavar="URL", help="Passed to the app's factory.")
+@cli_mod.database_option()
 @click.option(
     "--older-than",
     "older_than",
     required=True,
     metavar="DURATION",
+    callback=_duration,
     help="How old history must be to go: 90d, '90 days', '6 months', P3M (at least 1 hour).",
 )
 @click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
@@ -58,7 +67,7 @@ STAGE_WORDS = {
 def prune(
     app_spec: str,
     database: str | None,
-    older_than: str,
+    older_than: durations.Duration,
     dry_run: bool,
     batch: int,
     include_failed: bool,
@@ -83,13 +92,9 @@ def prune(
     Example:
       flowrunner prune --app myapp:runner --older-than 90d --dry-run
     """
-    runner = _load(app_spec, database)
-    try:
-        pruned = _prune(runner, older_than, dry_run, include_failed, batch, as_json)
-    except errors.DurationError as exc:
-        raise click.BadParameter(exc.message, param_hint="'--older-than'") from exc
-    except errors.FlowrunnerError as exc:
-        raise click.ClickException(str(exc)) from exc
+    runner = cli_mod.load_runner(app_spec, database)
+    # A cutoff less than an hour back is refused (OperatorError): one line, exit status 2.
+    pruned = _prune(runner, older_than, dry_run, include_failed, batch, as_json)
     before = None if pruned.before is None else pruned.before.isoformat(timespec="seconds")
     if as_json:
         summary = {"dry_run": pruned.dry_run, "before": before, **pruned.counts()}
@@ -104,16 +109,9 @@ def prune(
         click.echo("nothing was deleted (dry run)")
 
 
-def _load(app_spec: str, database: str | None) -> FlowRunner:
-    try:
-        return app_mod.load_app(app_spec, database_url=database)
-    except errors.FlowrunnerError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
 def _prune(
     runner: FlowRunner,
-    older_than: str,
+    older_than: durations.Duration,
     dry_run: bool,
     include_failed: bool,
     batch: int,
