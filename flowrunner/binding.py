@@ -8,7 +8,6 @@ binding fails with one ``BindingError`` sentence before any run starts.
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,7 +16,7 @@ from typing import Any, TypeAlias
 import pydantic
 import sqlalchemy as sa
 
-from flowrunner import durations, errors, query, retry_policy
+from flowrunner import durations, errors, query, retry_policy, templates
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -200,17 +199,14 @@ class NotifyRule(_Model):
     @pydantic.field_validator("title")
     @classmethod
     def _title(cls, value: str) -> str:
-        try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
-        except ValueError as exc:
-            raise ValueError(f"title {value!r} is not a valid template: {exc}") from None
-        for name in fields:
-            if not _NAME.match(name):
-                raise ValueError(f"title placeholder {{{name}}} must be a plain column name")
+        # The same safe templates as a notify step's message (``flowrunner.templates``).
+        wrong = templates.mistake(value)
+        if wrong is not None:
+            raise ValueError(f"title {value!r} is not a valid template: {wrong}")
         return value
 
     def placeholders(self) -> tuple[str, ...]:
-        return tuple(f for _, f, _, _ in string.Formatter().parse(self.title) if f)
+        return templates.placeholders(self.title)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pydantic
 import pydantic_core
 
 from flowrunner import binding as binding_mod
-from flowrunner import durations, errors, modes, query
+from flowrunner import durations, errors, modes, query, sanitize, templates
 
 STARTS = ("created", "updated", "manual")
 MESSAGE_LIMIT = 500
@@ -437,14 +437,52 @@ def _check_value(
         known = ", ".join(binding.audiences) or "none"
         message = f"'{value}' is not an audience of the notify rules ({known})"
         add(errors.FieldError(column, message, "audience_unknown"))
-    elif column == "message" and len(value) > MESSAGE_LIMIT:
-        message = f"a message has at most {MESSAGE_LIMIT} characters; this one has {len(value)}"
-        add(errors.FieldError(column, message, "message_too_long"))
+    elif column == "message":
+        problems.extend(message_errors(value, columns, binding.resource))
     elif column == "mode":
         try:
             modes.parse(value)
         except ValueError as exc:
             add(errors.FieldError(column, str(exc), "mode_invalid"))
+
+
+def message_errors(
+    text: str, columns: Mapping[str, query.ColumnType] | None, resource: str = "the record"
+) -> list[errors.FieldError]:
+    """Every problem of a notify step's ``message``: its length, and its placeholders.
+
+    A message may name the record's columns in braces (``Order {number} was
+    approved``), filled when the step runs; it is a safe template (see
+    ``flowrunner.templates``), and each name must be a column of the resource
+    (``columns``; None: not checked) that holds no secret (a token, a card number).
+    The one rule for saving a row, checking a run's snapshot and running the step.
+
+    >>> columns = {"number": query.ColumnType.TEXT, "amount": query.ColumnType.NUMBER}
+    >>> [e.message for e in message_errors("Order {number} ({amount})", columns)]
+    []
+    >>> [(e.code, e.message) for e in message_errors("Order {numbr}", columns, "order")]
+    [('message_unknown_column', '{numbr} is not a column of order — use one of: number, amount')]
+    """
+    found: list[errors.FieldError] = []
+    if len(text) > MESSAGE_LIMIT:
+        message = f"a message has at most {MESSAGE_LIMIT} characters; this one has {len(text)}"
+        found.append(errors.FieldError("message", message, "message_too_long"))
+    wrong = templates.mistake(text)
+    if wrong is not None:
+        found.append(errors.FieldError("message", wrong, "message_invalid"))
+        return found
+    if columns is None:
+        return found
+    known = [c for c in columns if not sanitize.is_sensitive_field(c)]
+    for name in dict.fromkeys(templates.placeholders(text)):
+        if name in columns and name not in known:
+            message = f"{{{name}}} holds a secret, which a message may not tell"
+            found.append(errors.FieldError("message", message, "message_secret_column"))
+        elif name not in columns:
+            listed = ", ".join(known) or "none"
+            message = f"{{{name}}} is not a column of {resource} — use one of: {listed}"
+            found.append(errors.FieldError("message", message, "message_unknown_column"))
+    return found
 
 
 def _check_field(

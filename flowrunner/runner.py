@@ -112,7 +112,12 @@ class FlowRunner:
                 for name, kind in binding.kinds.items()
             },
             events=dict(binding.events),
-            audiences=frozenset(binding.audiences),
+            notify={
+                rule.audience: config_mod.NotifyConfig(
+                    audience=rule.audience, to=rule.to, title=rule.title, email=rule.email
+                )
+                for rule in binding.notify
+            },
             set_columns=frozenset(binding.set_columns),
             max_moves=max_moves,
             retry=retry or retry_policy.RetryPolicy(),
@@ -491,7 +496,13 @@ class FlowRunner:
         self, *, undelivered: bool = False, tenant: binding_mod.Tenant = None
     ) -> list[ops.NoticeRow]:
         """The notices outbox: what notify steps of this resource's runs wrote, for your
-        mailer to deliver."""
+        mailer to deliver.
+
+        ``undelivered=True`` gives the notices to deliver now: not delivered yet, and
+        deliverable. A notice whose recipient's column was empty is kept with
+        ``deliverable`` False and its ``problem`` (``the record's assignee is empty``);
+        it is listed only without ``undelivered``.
+        """
         with self.engine.connect() as conn:
             return list(
                 ops.notices(
@@ -503,8 +514,8 @@ class FlowRunner:
             )
 
     def mark_delivered(self, notice_id: int) -> bool:
-        """Record that a notice was delivered; False if it already was (or is not one of
-        this resource's notices)."""
+        """Record that a notice was delivered; False if it already was (or is
+        undeliverable, or is not one of this resource's notices)."""
         with dialects.begin(self.engine) as conn:
             return ops.mark_delivered(
                 conn, notice_id=notice_id, at=self.clock(), resource=self.binding.resource
@@ -557,11 +568,11 @@ class FlowRunner:
         """Delete this resource's history older than ``older_than`` (``"90d"``); the counts.
 
         Goes: runs that ended done or cancelled (failed too with ``include_failed``) before
-        the cutoff, with their history lines and delivered notices; events no run may still
-        read; completed idempotency records. Kept: open runs, undelivered notices and their
-        runs, the journal. In batches of ``batch`` rows, each its own transaction, so
-        workers go on meanwhile; ``dry_run`` counts and deletes nothing. Rules:
-        ``flowrunner.store.retention``.
+        the cutoff, with their history lines and notices (delivered, or undeliverable);
+        events no run may still read; completed idempotency records. Kept: open runs,
+        notices still to deliver and their runs, the journal. In batches of ``batch``
+        rows, each its own transaction, so workers go on meanwhile; ``dry_run`` counts
+        and deletes nothing. Rules: ``flowrunner.store.retention``.
         """
         before = retention.cutoff(self.clock(), older_than, self.config.timezone)
         return ops.prune(

@@ -39,7 +39,6 @@ from flowrunner import (
     sanitize,
     snapshot,
     statuses,
-    templates,
 )
 from flowrunner.interpreter import effects, happened, interpret, state
 from flowrunner.store import dialects, records
@@ -546,9 +545,8 @@ class _Advance:
             if working is not None:
                 working[effect.field] = effect.value
         elif isinstance(effect, effects.Notify):
+            # Filled in by the interpreter from the record as the run saw it at the step.
             run = self.run
-            rule = self.runner.binding.rule_for(effect.audience)
-            values = {**(working or {}), "message": effect.message}
             ops.insert_notice(
                 self.conn,
                 tenant=run.tenant,
@@ -556,10 +554,11 @@ class _Advance:
                 step_id=str(effect.step_id),
                 pass_=effect.pass_,
                 audience=effect.audience,
-                recipient=None if working is None else _text(working.get(rule.to)),
-                title=templates.render(rule.title, values),
+                recipient=effect.recipient,
+                title=effect.title,
                 message=effect.message,
-                email=rule.email,
+                email=effect.email,
+                problem=effect.problem,
                 at=self.now,
             )
             self.point("after-notify")
@@ -694,10 +693,6 @@ class _Advance:
 def _words(length: timedelta) -> str:
     """A timeout in words: ``30 seconds``, ``1 hour 30 minutes``."""
     return str(durations.Duration(days=length.days, seconds=length.seconds))
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def describe(exc: BaseException) -> str:

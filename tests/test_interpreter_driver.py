@@ -18,7 +18,7 @@ from typing import Any
 
 from flowrunner import query, snapshot
 from flowrunner.interpreter import effects, interpret, state
-from flowrunner.interpreter.config import InterpreterConfig, KindConfig
+from flowrunner.interpreter.config import InterpreterConfig, KindConfig, NotifyConfig
 from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
 from flowrunner.retry_policy import RetryPolicy
 
@@ -48,6 +48,8 @@ def columns() -> dict[str, Any]:
         "due_at": T.TIMESTAMP,
         "due_on": T.DATE,
         "approver": T.TEXT,
+        "requester_id": T.TEXT,
+        "buyer_id": T.TEXT,
     }
 
 
@@ -56,7 +58,10 @@ def config(**overrides: Any) -> InterpreterConfig:
         "columns": columns(),
         "kinds": KINDS,
         "events": {"po.decided": "order", "po.shipped": "order"},
-        "audiences": frozenset({"requester", "buyer"}),
+        "notify": {
+            "requester": NotifyConfig("requester", to="requester_id", title="PO {id}: {message}"),
+            "buyer": NotifyConfig("buyer", to="buyer_id", email=True),
+        },
         "set_columns": frozenset({"status", "priority", "amount", "approved", "due_at", "due_on"}),
         "retry": RetryPolicy(max_attempts=3, base=timedelta(seconds=10), cap=timedelta(minutes=1)),
     }
@@ -99,7 +104,7 @@ class Sim:
         self.snap = build(steps)
         self.cfg = cfg or config()
         self.record: dict[str, Any] | None = dict(
-            record or {"id": 42, "status": "open", "amount": 100}
+            record or {"id": 42, "status": "open", "amount": 100, "requester_id": "ann"}
         )
         self.now = now
         self.handlers = dict(handlers or {})

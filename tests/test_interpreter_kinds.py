@@ -330,7 +330,14 @@ def test_notify_tells_the_audience_once_per_pass() -> None:
     sim = Sim([notify(1, "PO approved")])
     sim.run()
     assert sim.of(effects.Notify) == [
-        effects.Notify(step_id=1, pass_=1, audience="requester", message="PO approved")
+        effects.Notify(
+            step_id=1,
+            pass_=1,
+            audience="requester",
+            message="PO approved",
+            recipient="ann",
+            title="PO 42: PO approved",
+        )
     ]
 
 
@@ -338,7 +345,7 @@ def test_notify_tells_the_audience_once_per_pass() -> None:
     ("row", "problem"),
     [
         ({"audience": "nobody", "message": "x"}, "no notify rule has the audience 'nobody'"),
-        ({"audience": "requester", "message": "x" * 501}, "longer than 500 characters"),
+        ({"audience": "requester", "message": "x" * 501}, "at most 500 characters"),
         ({"audience": "requester"}, "its message is empty"),
     ],
 )

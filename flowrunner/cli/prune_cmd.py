@@ -79,7 +79,8 @@ def prune(
     Deletes:
       - the app's runs that ended done or cancelled before the cutoff (failed
         ones too with --include-failed), with their history lines and their
-        notices, once every notice is delivered and nothing is left to do;
+        notices, once every notice is delivered (or undeliverable) and nothing
+        is left to do;
       - the app's events recorded before the cutoff that no run may still read;
       - completed idempotency records last written before the cutoff (of any
         resource: they name none).

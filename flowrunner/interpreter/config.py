@@ -37,23 +37,42 @@ class KindConfig:
 
 
 @dataclass(frozen=True)
+class NotifyConfig:
+    """A notify rule: whom a notify step's ``audience`` reaches, and the notice's title.
+
+    ``to`` is the record's column holding the recipient (an address or a user id);
+    ``title`` a safe template over the record's columns and ``{message}``.
+    """
+
+    audience: str
+    to: str
+    title: str = "{message}"
+    email: bool = False
+
+
+@dataclass(frozen=True)
 class InterpreterConfig:
     """Everything about the binding the interpreter needs (built by the runner).
 
     ``columns`` are the resource's columns and their types; ``events`` maps an event
-    name to the payload field naming the record; ``audiences`` are the notify rules'
-    audiences; ``max_moves`` bounds the positions a run may enter (a loop guard);
+    name to the payload field naming the record; ``notify`` holds the notify rules by
+    audience; ``max_moves`` bounds the positions a run may enter (a loop guard);
     ``timezone`` is the wall clock that day arithmetic follows.
     """
 
     columns: Mapping[str, query.ColumnType] = field(default_factory=dict)
     kinds: Mapping[str, KindConfig] = field(default_factory=dict)
     events: Mapping[str, str] = field(default_factory=dict)
-    audiences: frozenset[str] = frozenset()
+    notify: Mapping[str, NotifyConfig] = field(default_factory=dict)
     set_columns: frozenset[str] = frozenset()
     max_moves: int = 1000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timezone: tzinfo | None = None
+
+    @property
+    def audiences(self) -> frozenset[str]:
+        """The audiences a notify step may name."""
+        return frozenset(self.notify)
 
     def retry_for(self, kind: str) -> RetryPolicy:
         """The retry policy of ``kind``'s command: the kind's own, else the runner's."""

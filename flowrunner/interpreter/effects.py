@@ -23,12 +23,26 @@ class SetField:
 
 @dataclass(frozen=True)
 class Notify:
-    """Tell ``audience`` the ``message``; the driver writes one notice per (run, step, pass)."""
+    """Tell ``audience`` the ``message``; the driver writes one notice per (run, step, pass).
+
+    Everything is worked out already, from the record as the run sees it at the step:
+    ``message`` and ``title`` are filled in, ``recipient`` is the value of the notify
+    rule's ``to`` column. A notice nobody can receive (``recipient`` empty) is still
+    written, as undeliverable: ``problem`` says why in a sentence.
+    """
 
     step_id: Any
     pass_: int
     audience: str
     message: str
+    recipient: str | None = None
+    title: str | None = None
+    email: bool = False
+    problem: str | None = None
+
+    @property
+    def deliverable(self) -> bool:
+        return self.problem is None
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,9 @@ class RunCommand:
 class Log:
     """One history line: ``what`` happened at a step (started, done, waiting, failed, ...).
 
+    ``detail`` is a short text, or a mapping of plain values where a reader needs the
+    parts (a notice's audience, recipient and message).
+
     ``at`` is the moment on the flow's own clock: when it happened for the flow (a
     wait's end is its timer, an arrival the event's time), which may be earlier than
     when the worker did it.
@@ -69,7 +86,7 @@ class Log:
     kind: str | None
     pass_: int | None
     what: str
-    detail: str = ""
+    detail: str | Mapping[str, Any] = ""
     at: datetime | None = None
 
 

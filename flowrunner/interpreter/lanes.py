@@ -11,7 +11,16 @@ from datetime import datetime
 from typing import Any
 
 from flowrunner import durations, snapshot, statuses
-from flowrunner.interpreter import answers, effects, happened, reading, retry, state, watching
+from flowrunner.interpreter import (
+    answers,
+    effects,
+    happened,
+    reading,
+    retry,
+    state,
+    telling,
+    watching,
+)
 from flowrunner.interpreter.turn import Turn
 
 BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
@@ -28,12 +37,7 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         turn.log("set", f"{name} = {value}", step, lane)
         turn.finish(step, lane, "done")
     elif step.kind == "notify":
-        audience, message = reading.notice(step, turn.cfg)
-        turn.effects.append(
-            effects.Notify(step_id=step.id, pass_=lane.pass_, audience=audience, message=message)
-        )
-        turn.log("notice", audience, step, lane)
-        turn.finish(step, lane, "done")
+        telling.tell(turn, step, lane)
     elif step.kind == "branch":
         _branch(turn, step, lane)
     elif step.kind == "wait":

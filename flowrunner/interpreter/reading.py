@@ -12,10 +12,8 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from flowrunner import durations, errors, modes, query, snapshot
+from flowrunner import durations, errors, modes, query, rows, snapshot
 from flowrunner.interpreter import config as config_mod
-
-MESSAGE_MAX = 500
 
 
 class Broken(Exception):
@@ -144,14 +142,18 @@ def until_target(
 
 
 def notice(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> tuple[str, str]:
+    """A notify step's audience and its message as written (a template over the record)."""
     audience = text(step, "audience", required=True)
     assert audience is not None
     if audience not in cfg.audiences:
         raise Broken(step, f"no notify rule has the audience '{audience}'")
     message = text(step, "message", required=True)
     assert message is not None
-    if len(message) > MESSAGE_MAX:
-        raise Broken(step, f"its message is longer than {MESSAGE_MAX} characters")
+    # Judged as when the row was saved; with no columns known there is nothing to check
+    # the names against (they are still only looked up by name).
+    found = rows.message_errors(message, dict(cfg.columns) or None)
+    if found:
+        raise Broken(step, f"its message cannot be used: {found[0].message}")
     return audience, message
 
 

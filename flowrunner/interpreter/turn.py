@@ -100,7 +100,7 @@ class Turn:
     def log(
         self,
         what: str,
-        detail: str = "",
+        detail: str | Mapping[str, Any] = "",
         step: snapshot.StepSpec | None = None,
         lane: state.LaneState | None = None,
     ) -> None:
@@ -110,7 +110,7 @@ class Turn:
     def line(
         self,
         what: str,
-        detail: str,
+        detail: str | Mapping[str, Any],
         step: snapshot.StepSpec | None,
         pass_: int | None,
         at: datetime | None = None,
@@ -123,7 +123,7 @@ class Turn:
             kind=step.kind if step is not None else None,
             pass_=pass_,
             what=what,
-            detail=sanitize.sanitize_text(detail),
+            detail=_sanitized(detail),
             at=at,
         )
 
@@ -260,3 +260,10 @@ def _latest_moment(run: state.RunState) -> datetime | None:
         if moment is not None
     ]
     return max(moments) if moments else None
+
+
+def _sanitized(detail: str | Mapping[str, Any]) -> str | dict[str, Any]:
+    """A history line's detail made safe to show: one line of text, or sanitized fields."""
+    if isinstance(detail, str):
+        return sanitize.sanitize_text(detail)
+    return sanitize.sanitize_fields(detail)

@@ -145,6 +145,8 @@ notices = sa.Table(
     sa.Column("email", sa.Boolean, nullable=False, server_default=sa.false()),
     _at("at"),
     _at("delivered_at", nullable=True),
+    # Why nobody can be told (the recipient's column is empty); null: it can be delivered.
+    sa.Column("problem", sa.Text, nullable=True),
     # A replayed run tells nobody twice.
     sa.UniqueConstraint("run_id", "step_id", "pass"),
 )

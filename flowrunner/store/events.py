@@ -3,7 +3,9 @@
 Events arrive in the application's own transaction and are read by the worker in
 order of their ids. Notices are written in the step's own transaction, keyed by
 ``(run, step, pass)``, so a replayed run tells nobody twice; a deliverer reads the
-undelivered ones and marks them delivered.
+undelivered ones and marks them delivered. A notice nobody can receive (its
+recipient's column was empty) is kept as undeliverable, with its ``problem``: it is
+never handed out for delivery.
 """
 
 from __future__ import annotations
@@ -50,17 +52,25 @@ class NoticeRow:
     audience: str
     """Whom it is for, as the step names them; the binding's notify rule of that audience."""
     recipient: str | None
-    """The value of the rule's ``to`` column on the record (an address or a user id)."""
+    """The value of the rule's ``to`` column on the record (an address or a user id);
+    None when that column was empty (the notice is then undeliverable)."""
     title: str | None
-    """The rule's title, filled from the record."""
+    """The rule's title, filled from the record (``{message}`` is the filled message)."""
     message: str
-    """The step's message."""
+    """The step's message, its ``{column}`` placeholders filled from the record as the
+    run saw it at the step."""
     email: bool
     """Whether the rule asks for an email."""
     at: datetime
     """When it was written (the runner's clock)."""
     delivered_at: datetime | None
     """When the application marked it delivered; None until then."""
+    problem: str | None = None
+    """Why nobody can be told, in a sentence (``the record's assignee is empty``);
+    None for a notice to deliver."""
+    deliverable: bool = True
+    """False when there is nobody to tell (``problem`` says why): such a notice is never
+    among ``notices(undelivered=True)`` and cannot be marked delivered."""
 
 
 def insert_event(
@@ -131,9 +141,13 @@ def insert_notice(
     title: str | None,
     message: str,
     email: bool = False,
+    problem: str | None = None,
     at: datetime,
 ) -> bool:
-    """Put a notice in the outbox; False when this run's step already told it in this pass."""
+    """Put a notice in the outbox; False when this run's step already told it in this pass.
+
+    ``problem`` (why nobody can be told) keeps the notice as undeliverable.
+    """
     table = engine_tables.notices
     stmt = prepared.statement(
         ("insert_notice", conn.dialect.name),
@@ -155,6 +169,7 @@ def insert_notice(
             "title": title,
             "message": message,
             "email": bool(email),
+            "problem": problem,
             "at": at,
         },
     ).scalar_one_or_none()
@@ -170,9 +185,11 @@ def notices(
     resource: str | None = None,
     limit: int | None = None,
 ) -> list[NoticeRow]:
-    """Notices in the order they were written, optionally of one run or not yet delivered.
+    """Notices in the order they were written, optionally of one run or still to deliver.
 
-    ``resource`` keeps to the notices of that resource's runs (one runner's outbox).
+    ``undelivered`` keeps to the notices a deliverer should send: not delivered yet and
+    deliverable (an undeliverable one has nobody to go to). ``resource`` keeps to the
+    notices of that resource's runs (one runner's outbox).
     """
     table = engine_tables.notices
     query = sa.select(table)
@@ -182,17 +199,23 @@ def notices(
     if run_id is not None:
         query = query.where(table.c.run_id == run_id)
     if undelivered:
-        query = query.where(table.c.delivered_at.is_(None))
-    return _in_order(conn, NoticeRow, query, table, tenant, limit)
+        query = query.where(table.c.delivered_at.is_(None), table.c.problem.is_(None))
+    return _in_order(conn, _notice, query, table, tenant, limit)
+
+
+def _notice(**columns: Any) -> NoticeRow:
+    return NoticeRow(**columns, deliverable=columns["problem"] is None)
 
 
 def mark_delivered(
     conn: sa.Connection, *, notice_id: int, at: datetime, resource: str | None = None
 ) -> bool:
     """Record that a notice was delivered; False when it already was (or does not exist,
-    or is not of a run of ``resource``, where given)."""
+    is undeliverable, or is not of a run of ``resource``, where given)."""
     table = engine_tables.notices
-    query = sa.update(table).where(table.c.id == notice_id, table.c.delivered_at.is_(None))
+    query = sa.update(table).where(
+        table.c.id == notice_id, table.c.delivered_at.is_(None), table.c.problem.is_(None)
+    )
     if resource is not None:
         runs = engine_tables.runs
         query = query.where(

@@ -4,8 +4,8 @@ Each kind of row goes by one rule, checked again in the statement that deletes i
 
 - **a run** that ended (``done`` or ``cancelled``; ``failed`` too when asked) before the
   cutoff, with nothing left to do (no due-work row: a cancelled run whose waiting steps
-  are still to be told has one) and every notice it wrote delivered — together with its
-  history lines and its notices;
+  are still to be told has one) and every notice it wrote delivered (or undeliverable:
+  nobody was there to tell) — together with its history lines and its notices;
 - **an event** recorded before the cutoff that no run may still read: none of its
   record's runs that are open, due, or failed and not restarted (an operator's retry
   reads on) has an event floor below the event's id;
@@ -60,7 +60,7 @@ class Pruned:
     history: int = 0
     """Their history lines."""
     notices: int = 0
-    """Their notices, every one delivered."""
+    """Their notices, every one delivered (or undeliverable: nobody was there to tell)."""
     events: int = 0
     """Events no run may still read."""
     idempotency: int = 0
@@ -240,12 +240,17 @@ def _newest_holders(conn: sa.Connection) -> list[int]:
     return [int(run_id) for run_id in found if run_id is not None]
 
 
+def _to_deliver(notices: sa.Table) -> sa.ColumnElement[bool]:
+    """A notice still to deliver: not delivered, and not undeliverable (nobody to tell)."""
+    return sa.and_(notices.c.delivered_at.is_(None), notices.c.problem.is_(None))
+
+
 def _prunable_runs(conn: sa.Connection, scope: _Scope, ids: Sequence[int]) -> list[int]:
     """Of ``ids``, the runs the rule lets go, judged (and on PostgreSQL locked) now."""
     runs, due, notices = engine_tables.runs, engine_tables.due, engine_tables.notices
     idle = (
         ~sa.exists().where(due.c.run_id == runs.c.id),
-        ~sa.exists().where(notices.c.run_id == runs.c.id, notices.c.delivered_at.is_(None)),
+        ~sa.exists().where(notices.c.run_id == runs.c.id, _to_deliver(notices)),
     )
     query = sa.select(runs.c.id).where(
         runs.c.id.in_(ids),
@@ -278,7 +283,7 @@ def _prune_runs(
         if not doomed:
             return
         lines = log.c.run_id.in_(doomed)
-        told = sa.and_(notices.c.run_id.in_(doomed), notices.c.delivered_at.is_not(None))
+        told = sa.and_(notices.c.run_id.in_(doomed), ~_to_deliver(notices))
         if scope.dry_run:
             gone["runs"] += len(doomed)
             gone["history"] += _count(conn, sa.select(log.c.id).where(lines))
