@@ -123,9 +123,9 @@ class Story:
         for notice in self.driver.notices():
             table.add_row(
                 str(notice.run_id),
-                f"{notice.audience}: {notice.recipient}",
+                f"{notice.audience}: {notice.recipient or 'nobody'}",
                 "yes" if notice.email else "",
-                notice.title,
+                notice.title if notice.deliverable else f"undeliverable: {notice.problem}",
             )
         self.console.print(table)
         self.console.print()

@@ -48,7 +48,7 @@ def cancels(sim: Sim) -> list[effects.RunCommand]:
 
 
 def details(sim: Sim, what: str) -> list[str]:
-    return [log.detail for log in sim.logs(what)]
+    return [str(log.detail) for log in sim.logs(what)]
 
 
 # -- rule 3: a wait's condition over the record is watched ------------------------------

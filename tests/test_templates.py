@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,3 +57,47 @@ def test_each_plain_placeholder_gets_its_value_verbatim(values: dict[str, str]) 
 def test_a_value_with_braces_is_not_read_as_a_template(value: str) -> None:
     sneaky = "{" + value + "} {x.__class__}"
     assert templates.render("<{v}>", {"v": sneaky}) == f"<{sneaky}>"
+
+
+# -- which templates are safe (the checks at save time refuse the others) ------------------
+
+
+def test_a_template_of_plain_names_and_doubled_braces_has_no_mistake() -> None:
+    assert templates.mistake("{number}: {message} {{literal}} }}") is None
+    assert templates.mistake("") is None
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{oops", "close }", "{x.__class__}", "{n[0]}", "{x!r}", "{x:>20}", "{0}", "{}", "{ x }"],
+)
+def test_every_form_render_leaves_as_written_is_a_mistake(template: str) -> None:
+    mistake = templates.mistake(template)
+    assert mistake is not None and "{" in mistake
+    # render keeps exactly these as written: a refused template is never evaluated.
+    assert templates.render(template, {"x": "text", "n": [1], "oops": 1}) == template
+
+
+@given(st.text(max_size=60))
+def test_mistake_never_raises(template: str) -> None:
+    assert templates.mistake(template) is None or templates.mistake(template)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True).map(lambda n: "{" + n + "}"),
+            st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=8),
+            st.sampled_from(["{{", "}}"]),
+        ),
+        max_size=8,
+    ),
+    st.text(max_size=10),
+)
+def test_a_safe_template_renders_as_python_would_with_plain_names(
+    pieces: list[str], value: str
+) -> None:
+    template = "".join(pieces)
+    assert templates.mistake(template) is None
+    values = {name: value for name in templates.placeholders(template)}
+    assert templates.render(template, values) == template.format_map(values)
