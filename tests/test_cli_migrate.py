@@ -32,9 +32,15 @@ def test_status_of_an_empty_database(url: str) -> None:
 
 
 def test_up_then_up_again_is_a_no_op(url: str) -> None:
+    empty = sa.create_engine(url)
+    revisions = len(migrate.status(empty).pending)
+    empty.dispose()
     code, out, _ = invoke("up", "--database", url)
     assert code == 0
-    assert out.strip() == f"migrated from nothing to {migrate.head()} (2 migrations applied)"
+    assert revisions >= 3
+    assert out.strip() == (
+        f"migrated from nothing to {migrate.head()} ({revisions} migrations applied)"
+    )
     code, out, _ = invoke("up", "--database", url)
     assert code == 0
     assert out.strip() == f"already current (revision {migrate.head()}); nothing to do"
