@@ -473,15 +473,15 @@ def message_errors(
         return found
     if columns is None:
         return found
-    known = [c for c in columns if not sanitize.is_sensitive_field(c)]
     for name in dict.fromkeys(templates.placeholders(text)):
-        if name in columns and name not in known:
-            message = f"{{{name}}} holds a secret, which a message may not tell"
-            found.append(errors.FieldError("message", message, "message_secret_column"))
-        elif name not in columns:
+        if name not in columns:
+            known = [c for c in columns if not sanitize.is_sensitive_field(c)]
             listed = ", ".join(known) or "none"
             message = f"{{{name}}} is not a column of {resource} — use one of: {listed}"
             found.append(errors.FieldError("message", message, "message_unknown_column"))
+        elif sanitize.is_sensitive_field(name):
+            message = f"{{{name}}} holds a secret, which a message may not tell"
+            found.append(errors.FieldError("message", message, "message_secret_column"))
     return found
 
 
