@@ -94,7 +94,10 @@ def save_flow(
     row = _with_ids(row, {"id": tables.flows.c.id}, validate.flow_label)
     existing = flow_rows.all_flows(conn, tables)
     flow_id = row.get("id")
-    if flow_id is not None and not any(f["id"] == flow_id for f in existing):
+    if flow_id is not None and not any(
+        f["id"] == flow_id and _same_owner(binding, f, row) for f in existing
+    ):
+        # Another tenant's flow is unknown to this one: never overwritten by its id.
         raise _unknown("flow", flow_id, validate.flow_label(row))
     extra = tables.flow_extra
     cols = resource_columns(binding, tables, columns)
@@ -166,6 +169,18 @@ def _flow_of(
     return flow
 
 
+def _same_owner(
+    binding: binding_mod.FlowBinding, stored: Mapping[str, Any], row: Mapping[str, Any]
+) -> bool:
+    """Whether a stored row is of the tenant the row written over it names (no tenants:
+    always)."""
+    column = binding.tenant
+    if column is None:
+        return True
+    owner, claimed = stored.get(column), row.get(column)
+    return owner is not None and claimed is not None and str(owner) == str(claimed)
+
+
 def _unknown(
     what: str, row_id: Any, row: str | None = None, *, field: str = "id"
 ) -> errors.RowInvalid:
@@ -195,6 +210,9 @@ def save_step(
             raise _unknown("step", step_id, validate.step_label(row, flow))
     if binding.tenant is not None and binding.tenant not in row:
         row = {**row, binding.tenant: flow.get(binding.tenant)}
+    if stored is not None and not _same_owner(binding, stored, row):
+        # Another tenant's step is unknown to this one: never overwritten by its id.
+        raise _unknown("step", step_id, validate.step_label(row))
     extra = tables.step_extra
     cols = resource_columns(binding, tables, columns)
     validate.validate_step_row(binding, row, cols, siblings=siblings, flow=flow, extra=extra)
