@@ -226,7 +226,7 @@ class FlowRunner:
         refused with ``OperatorError`` (404). Written in a savepoint of ``conn``'s
         transaction.
         """
-        key = _flow_id(flow_id)
+        key = saving.read_id(flow_id, self.tables.flows.c.id)
         column = self.binding.tenant
         owner = None if column is None else self._need_tenant(tenant)
         with conn.begin_nested():
@@ -665,15 +665,6 @@ def _step_id(step_id: Any) -> Any:
                 )
             ]
         ) from None
-
-
-def _flow_id(flow_id: Any) -> int | None:
-    """A flow's id as given to ``delete_flow`` (``rows.whole``), or None for one that
-    cannot be an id (and so names no flow)."""
-    try:
-        return rows.whole(flow_id, limit=rows.ID_LIMIT)
-    except ValueError:
-        return None
 
 
 def flow_runner(

@@ -34,7 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Path, Response, params
 
-from flowrunner import errors, rows
+from flowrunner import errors, saving
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, flow_rows
 
@@ -42,9 +42,9 @@ TenantOf = Callable[..., Any]
 """A FastAPI dependency returning the request's tenant (it may take its own
 dependencies: the request, the logged-in user)."""
 
-# Ids as the store holds them: 64-bit whole numbers.
-FlowId = Path(ge=-rows.ID_LIMIT, lt=rows.ID_LIMIT, description="the flow's id")
-StepId = Path(ge=-rows.ID_LIMIT, lt=rows.ID_LIMIT, description="the step's id")
+# An id past what its column holds names no row (404), never reaches the database.
+FlowId = Path(description="the flow's id")
+StepId = Path(description="the step's id")
 Row = Body(
     ...,
     description="the row's columns, as the flows or steps table has them",
@@ -221,7 +221,7 @@ class _Rows:
 
     def flow(self, conn: sa.Connection, flow_id: Any, owner: Any) -> dict[str, Any]:
         """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
-        key = _key(flow_id)
+        key = saving.read_id(flow_id, self.runner.tables.flows.c.id)
         found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
         if found is None or not self._mine(found, owner):
             raise errors.OperatorError(
@@ -232,7 +232,7 @@ class _Rows:
     def step(self, conn: sa.Connection, flow_id: Any, step_id: Any, owner: Any) -> dict[str, Any]:
         """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
         flow = self.flow(conn, flow_id, owner)
-        key = _key(step_id)
+        key = saving.read_id(step_id, self.runner.tables.steps.c.id)
         found = None if key is None else flow_rows.step_by_id(conn, self.runner.tables, key)
         if found is None or found["flow_id"] != flow["id"]:
             raise errors.OperatorError(
@@ -258,13 +258,6 @@ class _Judged(Exception):
     """Raised to roll back a save that was only judged."""
 
 
-def _key(row_id: Any) -> int | None:
-    try:
-        return rows.whole(row_id, limit=rows.ID_LIMIT)
-    except ValueError:
-        return None
-
-
 def _no_id(row: Mapping[str, Any], what: str) -> None:
     if row.get("id") is not None:
         message = f"a new {what} gets its id when it is saved: leave id out"
@@ -272,7 +265,7 @@ def _no_id(row: Mapping[str, Any], what: str) -> None:
 
 
 def _same(row: Mapping[str, Any], field: str, expected: int, message: str) -> None:
-    if row.get(field) is not None and _key(row[field]) != expected:
+    if row.get(field) is not None and str(row[field]).strip() != str(expected):
         raise errors.RowInvalid([errors.FieldError(field, message, "column_not_read")])
 
 
