@@ -10,6 +10,7 @@ server's operators, not the client.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -38,7 +39,9 @@ async def _handle(_request: Request, exc: Exception) -> Response:
     return answer(exc)
 
 
-EXCEPTION_HANDLERS = {errors.FlowrunnerError: _handle}
+Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
+
+EXCEPTION_HANDLERS: dict[int | type[Exception], Handler] = {errors.FlowrunnerError: _handle}
 """For ``FastAPI(exception_handlers=web.EXCEPTION_HANDLERS)``."""
 
 
