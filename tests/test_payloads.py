@@ -211,3 +211,27 @@ JSON = st.recursive(
 @given(st.dictionaries(TEXT, JSON, max_size=5))
 def test_any_plain_json_within_the_limits_is_kept_unchanged(payload: dict[str, Any]) -> None:
     assert payloads.plain(payload) == payload
+
+
+WEB_VALUES = st.one_of(
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.dates(),
+    st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5))])),
+    st.times(),
+    st.timedeltas(),
+    st.uuids(),
+    st.sampled_from(list(Decision) + list(Level)),
+)
+WEB = st.recursive(
+    JSON | WEB_VALUES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(TEXT, WEB, max_size=5))
+def test_web_values_are_kept_as_pydantic_and_fastapi_write_them(payload: dict[str, Any]) -> None:
+    kept = payloads.plain(payload)
+    assert kept == pydantic_core.to_jsonable_python(payload)
+    assert json.loads(json.dumps(kept, allow_nan=False)) == kept
+    assert payloads.plain(kept) == kept, "what is kept is kept unchanged a second time"
