@@ -50,5 +50,8 @@ class CommandContext:
         return max(0.0, (self.deadline - self.clock()).total_seconds())
 
 
-# A command answers nothing, or a mapping such as {"asked": 3}.
+# A command answers nothing, or a mapping such as {"asked": 3}. The answer is kept as JSON
+# by the rule of an event's payload (``flowrunner.payloads``): a Decimal, date, datetime,
+# UUID, enum or pydantic model is welcome and kept as FastAPI would answer it; one that
+# cannot be kept (a NaN, an arbitrary object) refuses the step with a sentence.
 Command = Callable[[CommandContext], Mapping[str, object] | None]

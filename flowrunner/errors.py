@@ -1,17 +1,25 @@
-"""Every error flowrunner raises, under one root.
+"""Every error flowrunner raises, under one root, each with the HTTP status it answers.
 
-    FlowrunnerError
-    ├── QueryError (also a ValueError)      a condition or value that cannot be read;
-    │   └── DurationError                   carries line, column, found, expected
-    ├── BindingError                        the application's binding does not fit its database
-    ├── RowInvalid                          a flow or step row refused at write time (422)
-    ├── SnapshotBroken                      a stored row that broke after it was written
-    ├── SchemaOutdated                      the engine's tables need `flowrunner migrate up`
-    ├── LeaseLost                           a write under a lease this worker no longer holds
-    ├── EventRejected                       an event that names no record or is unknown
-    ├── RecordRejected                      a record or key the runner cannot take as given
-    ├── OperatorError                       an operator action that cannot be done
-    └── CommandRefused                      raised by an application command to refuse for good
+    FlowrunnerError                      500  the root
+    ├── QueryError (also a ValueError)   422  a condition or value that cannot be read;
+    │   └── DurationError                422  carries line, column, found, expected
+    ├── BindingError                     500  the application's binding does not fit its database
+    ├── RowInvalid                       422  a flow or step row refused at write time
+    ├── SnapshotBroken                   409  a stored row that broke after it was written
+    ├── SchemaOutdated                   503  the engine's tables need `flowrunner migrate up`
+    ├── LeaseLost                        409  a write under a lease this worker no longer holds
+    ├── EventRejected                    422  an event of the wrong shape;
+    │                                    404  an unknown event, or one naming no record
+    ├── RecordRejected                   422  a record or key the runner cannot take as given
+    ├── OperatorError                    409  an operator action that cannot be done;
+    │                                    404  one naming no run, flow or step (of the tenant)
+    └── CommandRefused                   409  raised by an application command to refuse for good
+
+``error.status_code`` is the status and ``error.code`` a stable word for programs;
+``error.to_dict()`` is the body a web handler answers with: ``{"detail": sentence,
+"code": ...}``, and for ``RowInvalid`` the list FastAPI and pydantic users know
+(``{"detail": [{"loc": [...], "msg": ..., "type": ...}]}``). ``flowrunner.web`` installs
+handlers that answer with them.
 
 Messages are sentences a business user can act on; nothing lark- or driver-specific
 escapes through this hierarchy.
@@ -26,7 +34,32 @@ from typing import Any
 
 
 class FlowrunnerError(Exception):
-    """The root of every error flowrunner raises on purpose."""
+    """The root of every error flowrunner raises on purpose.
+
+    >>> error = OperatorError("run 7 has already ended (done)")
+    >>> error.status_code, error.to_dict()
+    (409, {'detail': 'run 7 has already ended (done)', 'code': 'operator_refused'})
+    """
+
+    status_code: int = 500
+    """The HTTP status a web handler answers this error with."""
+    code: str = "flowrunner_error"
+    """A stable word for programs (the sentence may change; the code does not)."""
+
+    def __init__(
+        self, *args: object, status_code: int | None = None, code: str | None = None
+    ) -> None:
+        # Where it is raised, an error may answer otherwise than its class: 404 for a
+        # run or an event's record that does not exist.
+        super().__init__(*args)
+        if status_code is not None:
+            self.status_code = status_code
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The body of the HTTP answer: the sentence and the code."""
+        return {"detail": str(self), "code": self.code}
 
 
 class QueryError(FlowrunnerError, ValueError):
@@ -34,8 +67,12 @@ class QueryError(FlowrunnerError, ValueError):
 
     ``line`` and ``column`` are 1-based; ``found`` is what stood there and
     ``expected`` what would have fitted. ``str(error)`` is one sentence such as
-    ``line 1, column 12: expected a value after '=', found end of text``.
+    ``line 1, column 12: expected a value after '=', found end of text``; ``to_dict()``
+    adds the position, so an editor can point at it.
     """
+
+    status_code = 422
+    code = "query_invalid"
 
     def __init__(
         self,
@@ -65,13 +102,26 @@ class QueryError(FlowrunnerError, ValueError):
         snippet = row[start : self.column - 1 + span]
         return f"{snippet}\n{' ' * (self.column - 1 - start)}^"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "line": self.line,
+            "column": self.column,
+            "found": self.found,
+            "expected": list(self.expected),
+        }
+
 
 class DurationError(QueryError):
     """A duration such as ``2 dayz`` that cannot be read."""
 
+    code = "duration_invalid"
+
 
 class BindingError(FlowrunnerError):
     """The binding does not fit the application's database; raised at startup."""
+
+    code = "binding_invalid"
 
 
 @dataclass(frozen=True)
@@ -94,6 +144,7 @@ class RowInvalid(FlowrunnerError):
     """
 
     status_code = 422
+    code = "row_invalid"
 
     def __init__(self, errors: Sequence[FieldError], *, row: str | None = None) -> None:
         self.errors = list(errors)
@@ -112,22 +163,41 @@ class RowInvalid(FlowrunnerError):
 class SnapshotBroken(FlowrunnerError):
     """A stored flow or step row that no longer fits the binding (one sentence naming it)."""
 
+    status_code = 409
+    code = "snapshot_broken"
+
 
 class SchemaOutdated(FlowrunnerError):
     """The engine's tables are missing or behind; the message names the command to run."""
+
+    status_code = 503
+    code = "schema_outdated"
 
 
 class LeaseLost(FlowrunnerError):
     """A worker tried to write under a lease (or fencing epoch) it no longer holds."""
 
+    status_code = 409
+    code = "lease_lost"
+
 
 class EventRejected(FlowrunnerError):
-    """An event with an unknown name, a wrong shape, or naming no record."""
+    """An event with an unknown name, a wrong shape, or naming no record.
+
+    422 (``event_rejected``) for a payload of the wrong shape; 404 for an unknown event
+    (``event_unknown``) or one naming a record that does not exist (``record_unknown``).
+    """
+
+    status_code = 422
+    code = "event_rejected"
 
 
 class RecordRejected(FlowrunnerError):
     """A record handed to the runner without its key (or tenant), or a key its column
     cannot hold (``"007"`` for an integer key); ``expected`` says what to send instead."""
+
+    status_code = 422
+    code = "record_rejected"
 
     def __init__(self, message: str, *, value: Any = None, expected: str = "") -> None:
         self.value = value
@@ -136,8 +206,19 @@ class RecordRejected(FlowrunnerError):
 
 
 class OperatorError(FlowrunnerError):
-    """An operator action that cannot be done (unknown run, wrong state, other tenant)."""
+    """An operator action that cannot be done (unknown run, wrong state, other tenant).
+
+    409 (``operator_refused``) for an action the run's state forbids; 404 for a run, flow
+    or step that does not exist, or is another tenant's (``run_unknown``,
+    ``flow_unknown``, ``step_unknown``).
+    """
+
+    status_code = 409
+    code = "operator_refused"
 
 
 class CommandRefused(FlowrunnerError):
     """Raised by an application command to refuse for good: the step fails at once."""
+
+    status_code = 409
+    code = "command_refused"

@@ -208,7 +208,7 @@ def run_for_operator(
         or run.resource != runner.binding.resource
         or (runner.binding.tenant and run.tenant != tenant)
     ):
-        raise errors.OperatorError(f"there is no run {run_id}")
+        raise errors.OperatorError(f"there is no run {run_id}", status_code=404, code="run_unknown")
     return run
 
 

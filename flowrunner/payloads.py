@@ -1,25 +1,31 @@
-"""What an event's payload may hold: plain data both databases store as JSON, unchanged.
+"""What an event's payload (or a command's answer) may hold: the JSON both databases store.
 
 ``plain(payload)`` checks a payload whole before anything is written and returns it as
 the store keeps it, or raises ``NotPlain`` naming the field and what to send instead
-(the runner turns it into ``EventRejected``). The limits, the same on SQLite and
-PostgreSQL:
+(the runner turns it into ``EventRejected``). What web payloads carry is converted by
+pydantic's JSON conversion (``pydantic_core.to_jsonable_python``), as FastAPI would
+answer it: a ``Decimal`` becomes its text (``"1.50"``, every digit kept), a ``date``,
+``datetime``, ``time`` or ``timedelta`` its ISO 8601 text, a ``UUID`` its text, an enum
+its value, a pydantic model or a dataclass its fields. A naive datetime is taken to be
+UTC first. The limits, the same on SQLite and PostgreSQL:
 
 - a mapping whose names are text; a list or tuple (kept as a list);
 - text without the character ``\\x00`` (PostgreSQL refuses it) and without lone
   surrogates (they are not UTF-8);
 - whole numbers from ``-2**63`` to ``2**63 - 1``, what a 64-bit integer holds
   (``MIN_INT``, ``MAX_INT``);
-- finite floats: no NaN, no infinities (JSON has no way to write them);
+- finite numbers: no NaN, no infinities (JSON has no way to write them), as floats or
+  as Decimals;
 - ``True``, ``False`` and ``None``;
-- a datetime, kept as ISO 8601 text (a naive one is taken to be UTC);
 - containers nested at most ``MAX_DEPTH`` (32) deep: the payload itself is depth 1.
 
-Anything else (``Decimal``, ``date``, ``UUID``, bytes, sets, objects) is refused rather
-than guessed at: send it as text or a number.
+Refused rather than guessed at: bytes (text or base64?) and sets (in which order?),
+and whatever pydantic cannot convert (an arbitrary object): send text or a number.
 
->>> plain({"order": 7, "lines": ({"qty": 2.5},)})
-{'order': 7, 'lines': [{'qty': 2.5}]}
+>>> from datetime import date
+>>> from decimal import Decimal
+>>> plain({"order": 7, "lines": ({"qty": 2.5, "price": Decimal("9.90")},), "on": date(2026, 3, 2)})
+{'order': 7, 'lines': [{'qty': 2.5, 'price': '9.90'}], 'on': '2026-03-02'}
 >>> plain({"price": float("nan")})  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -31,7 +37,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
+
+import pydantic_core
 
 MAX_DEPTH = 32
 """How deep containers may nest in a payload (the payload itself is depth 1)."""
@@ -103,12 +112,12 @@ def _value(value: Any, path: str, depth: int) -> Any:
     # bool before int: True is an int to Python, and stays a boolean here.
     if value is None or isinstance(value, bool):
         return value
-    if isinstance(value, str):
+    if isinstance(value, str):  # a str enum too: its value
         problem = text_problem(value)
         if problem is not None:
             raise NotPlain(path, f"{problem}: send text without it")
         return str.__str__(value)
-    if isinstance(value, int):
+    if isinstance(value, int):  # an int enum too: its value
         if not MIN_INT <= value <= MAX_INT:
             raise NotPlain(
                 path,
@@ -116,17 +125,10 @@ def _value(value: Any, path: str, depth: int) -> Any:
                 "send it as text",
             )
         return int(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            raise NotPlain(path, "is NaN, which cannot be stored: send a finite number, or null")
-        if math.isinf(value):
-            raise NotPlain(
-                path, "is infinite, which cannot be stored: send a finite number, or null"
-            )
-        return float(value)
-    if isinstance(value, datetime):
-        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value
-        return moment.isoformat()
+    if isinstance(value, float | Decimal):
+        _finite(value, path)
+        if isinstance(value, float):
+            return float(value)
     if isinstance(value, Mapping):
         return _mapping(value, path, depth + 1)
     if isinstance(value, list | tuple):
@@ -136,11 +138,43 @@ def _value(value: Any, path: str, depth: int) -> Any:
                 f"nests deeper than {MAX_DEPTH} levels, which cannot be stored: send it flatter",
             )
         return [_value(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value)]
-    raise NotPlain(
-        path,
-        f"is of type {type(value).__name__} ({quote(value)}), which is not plain data: "
-        "send text, a number, true/false, null, a list or a mapping",
-    )
+    if isinstance(value, datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)  # naive means UTC, as everywhere in flowrunner
+    if isinstance(value, bytes | bytearray | memoryview | set | frozenset):
+        converted = _UNCONVERTED
+    else:
+        converted = _jsonable(value)
+    if converted is _UNCONVERTED:
+        raise NotPlain(
+            path,
+            f"is of type {type(value).__name__} ({quote(value)}), which is not plain data: "
+            "send text, a number, true/false, null, a list or a mapping",
+        )
+    # What pydantic made of it is plain JSON, checked by the same limits (a model's
+    # fields may hold a NaN or nest too deep); it is never converted twice.
+    return _value(converted, path, depth)
+
+
+_UNCONVERTED = object()
+
+
+def _jsonable(value: Any) -> Any:
+    """Pydantic's JSON form of ``value`` (``_UNCONVERTED`` when it has none)."""
+    try:
+        return pydantic_core.to_jsonable_python(value)
+    except (pydantic_core.PydanticSerializationError, ValueError, TypeError):
+        return _UNCONVERTED
+
+
+def _finite(value: float | Decimal, path: str) -> None:
+    if isinstance(value, Decimal):
+        nan, infinite = value.is_nan(), value.is_infinite()
+    else:
+        nan, infinite = math.isnan(value), math.isinf(value)
+    if nan:
+        raise NotPlain(path, "is NaN, which cannot be stored: send a finite number, or null")
+    if infinite:
+        raise NotPlain(path, "is infinite, which cannot be stored: send a finite number, or null")
 
 
 __all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "NotPlain", "plain", "quote", "text_problem"]

@@ -182,7 +182,9 @@ class FlowRunner:
             return
         flow = flow_rows.flow_by_name_or_id(conn, self.tables, flow_id, self._need_tenant(tenant))
         if flow is None or str(flow["id"]) != str(flow_id):
-            raise errors.OperatorError(f"there is no flow {flow_id!r}")
+            raise errors.OperatorError(
+                f"there is no flow {flow_id!r}", status_code=404, code="flow_unknown"
+            )
 
     def save_flow(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
         """Insert or update a flow row after validating it; raises ``RowInvalid``.
@@ -217,8 +219,28 @@ class FlowRunner:
                 step = flow_rows.step_by_id(conn, self.tables, step_id)
                 owner = None if step is None else step[self.binding.tenant]
                 if owner is None or str(owner) != str(self._need_tenant(tenant)):
-                    raise errors.OperatorError(f"there is no step {step_id!r}")
+                    raise errors.OperatorError(
+                        f"there is no step {step_id!r}", status_code=404, code="step_unknown"
+                    )
             saving.delete_step(conn, self.binding, self.tables, step_id)
+
+    def delete_flow(self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None) -> None:
+        """Delete a flow and its steps; runs already started keep their snapshot.
+
+        A flow that does not exist (or, on a tenant binding, is not the ``tenant``'s) is
+        refused with ``OperatorError`` (404). Written in a savepoint of ``conn``'s
+        transaction.
+        """
+        key = saving.read_id(flow_id, self.tables.flows.c.id)
+        column = self.binding.tenant
+        owner = None if column is None else self._need_tenant(tenant)
+        with conn.begin_nested():
+            found = None if key is None else flow_rows.flow_by_id(conn, self.tables, key)
+            if found is None or (column is not None and str(found[column]) != owner):
+                raise errors.OperatorError(
+                    f"there is no flow {flow_id!r}", status_code=404, code="flow_unknown"
+                )
+            saving.delete_flow(conn, self.binding, self.tables, key)
 
     def snapshot(
         self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None
@@ -355,7 +377,9 @@ class FlowRunner:
             if self._load(conn, record_id, tenant) is None:
                 raise errors.EventRejected(
                     f"event {name!r} names {self.binding.resource} {payloads.quote(record_id)} "
-                    f"in field {field!r}, which does not exist"
+                    f"in field {field!r}, which does not exist",
+                    status_code=404,
+                    code="record_unknown",
                 )
             event_id = ops.insert_event(
                 conn,
@@ -398,7 +422,9 @@ class FlowRunner:
         if not isinstance(name, str) or name not in self.binding.events:
             known = ", ".join(sorted(self.binding.events)) or "none"
             raise errors.EventRejected(
-                f"there is no event {payloads.quote(name)} (events: {known})"
+                f"there is no event {payloads.quote(name)} (events: {known})",
+                status_code=404,
+                code="event_unknown",
             )
         if not isinstance(payload, Mapping):
             raise errors.EventRejected(f"event {name!r} needs a mapping of fields as its payload")
@@ -466,7 +492,9 @@ class FlowRunner:
             return int(app_tables.key_of(engine_tables.runs.c.id, run_id, "run"))
         except errors.RecordRejected as exc:
             raise errors.OperatorError(
-                f"there is no run {payloads.quote(run_id)}: a run's id is {exc.expected}"
+                f"there is no run {payloads.quote(run_id)}: a run's id is {exc.expected}",
+                status_code=404,
+                code="run_unknown",
             ) from None
 
     def runs(

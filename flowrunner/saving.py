@@ -47,18 +47,32 @@ def _with_ids(
     Each id is bounded by its column's integer size, so no id reaches the database as a
     number the column cannot hold. An id column of another type is left to the database.
     """
-    limits = {name: _limit(column) for name, column in columns.items()}
+    limits = {name: id_limit(column) for name, column in columns.items()}
     found, problems = rows.read_ids(row, {k: v for k, v in limits.items() if v is not None})
     if problems:
         raise errors.RowInvalid(problems, row=label(row))
     return found
 
 
+def read_id(value: Any, column: sa.Column[Any]) -> Any:
+    """An id as ``column`` holds it (``"7"`` is 7), or None when it cannot be one (text
+    that is no number, a number past the column's size): such an id names no row."""
+    limit = id_limit(column)
+    if limit is None:
+        return value
+    try:
+        return rows.whole(value, limit=limit)
+    except ValueError:
+        return None
+
+
 def _one_id(value: Any, column: sa.Column[Any]) -> Any:
     return _with_ids({"id": value}, {"id": column}, lambda _: "")["id"]
 
 
-def _limit(column: sa.Column[Any]) -> int | None:
+def id_limit(column: sa.Column[Any]) -> int | None:
+    """The bound of the whole numbers an integer id column holds (``-limit <= id <
+    limit``), or None for a column of another type: an id past it names no row."""
     if isinstance(column.type, sa.SmallInteger):
         return 2**15
     if isinstance(column.type, sa.BigInteger):
@@ -94,7 +108,10 @@ def save_flow(
     row = _with_ids(row, {"id": tables.flows.c.id}, validate.flow_label)
     existing = flow_rows.all_flows(conn, tables)
     flow_id = row.get("id")
-    if flow_id is not None and not any(f["id"] == flow_id for f in existing):
+    if flow_id is not None and not any(
+        f["id"] == flow_id and _same_owner(binding, f, row) for f in existing
+    ):
+        # Another tenant's flow is unknown to this one: never overwritten by its id.
         raise _unknown("flow", flow_id, validate.flow_label(row))
     extra = tables.flow_extra
     cols = resource_columns(binding, tables, columns)
@@ -166,6 +183,18 @@ def _flow_of(
     return flow
 
 
+def _same_owner(
+    binding: binding_mod.FlowBinding, stored: Mapping[str, Any], row: Mapping[str, Any]
+) -> bool:
+    """Whether a stored row is of the tenant the row written over it names (no tenants:
+    always)."""
+    column = binding.tenant
+    if column is None:
+        return True
+    owner, claimed = stored.get(column), row.get(column)
+    return owner is not None and claimed is not None and str(owner) == str(claimed)
+
+
 def _unknown(
     what: str, row_id: Any, row: str | None = None, *, field: str = "id"
 ) -> errors.RowInvalid:
@@ -195,6 +224,9 @@ def save_step(
             raise _unknown("step", step_id, validate.step_label(row, flow))
     if binding.tenant is not None and binding.tenant not in row:
         row = {**row, binding.tenant: flow.get(binding.tenant)}
+    if stored is not None and not _same_owner(binding, stored, row):
+        # Another tenant's step is unknown to this one: never overwritten by its id.
+        raise _unknown("step", step_id, validate.step_label(row))
     extra = tables.step_extra
     cols = resource_columns(binding, tables, columns)
     validate.validate_step_row(binding, row, cols, siblings=siblings, flow=flow, extra=extra)

@@ -232,7 +232,9 @@ def start_manual(
     with dialects.begin(runner.engine) as conn:
         found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
         if found is None:
-            raise errors.OperatorError(f"there is no flow {flow!r}")
+            raise errors.OperatorError(
+                f"there is no flow {flow!r}", status_code=404, code="flow_unknown"
+            )
         if found.get("start") != "manual":
             raise errors.OperatorError(
                 f"flow {found['name']!r} starts when a record is {found['start']}; "
@@ -242,7 +244,9 @@ def start_manual(
         if record is None:
             raise errors.OperatorError(
                 f"there is no {runner.binding.resource} {record_id!r}"
-                + (f" for tenant {tenant!r}" if runner.binding.tenant else "")
+                + (f" for tenant {tenant!r}" if runner.binding.tenant else ""),
+                status_code=404,
+                code="record_unknown",
             )
         key = f"manual:{uuid.uuid4().hex}"
         run_id = start_run(runner, conn, found, record, key, operator, now)

@@ -36,6 +36,7 @@ from flowrunner import (
     errors,
     heartbeat,
     logs,
+    payloads,
     sanitize,
     snapshot,
     statuses,
@@ -664,6 +665,22 @@ class _Advance:
                 ok=False,
                 error=sanitize.error_envelope("command_failed", describe(exc), retryable=True),
             )
+        if failed is None and answer is not None:
+            # The answer is kept as JSON, converted as an event's payload is (a Decimal
+            # as its text, a date as ISO 8601, an enum as its value); one that cannot be
+            # (a NaN, an object) refuses the step for good: trying again answers the same.
+            try:
+                answer = payloads.plain(answer)
+            except payloads.NotPlain as exc:
+                failed = happened.CommandResult(
+                    key=effect.key,
+                    ok=False,
+                    refused=True,
+                    error=sanitize.error_envelope(
+                        "command_answer_invalid",
+                        f"command {effect.command!r} answered what cannot be stored: {exc}",
+                    ),
+                )
         if run.id in beat.lost:
             savepoint.rollback()
             raise errors.LeaseLost(

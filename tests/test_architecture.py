@@ -121,9 +121,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.testing",
             "flowrunner.app",
             "flowrunner.heartbeat",
+            "flowrunner.async_apps",
         ),
     ),
-    ("surfaces", ("flowrunner.cli", "flowrunner.demo", "flowrunner.__main__")),
+    (
+        "surfaces",
+        ("flowrunner.cli", "flowrunner.demo", "flowrunner.__main__", "flowrunner.web"),
+    ),
 )
 
 # (importer, imported) pairs that go up a layer on purpose, each with its reason.
@@ -179,6 +183,19 @@ def test_imports_flow_one_way(path: Path) -> None:
                 if imported == banned or imported.startswith(banned + ".")
             )
             assert not bad, f"{name} must not import {bad}"
+
+
+# FastAPI is an extra (``flowrunner[web]``): only the module apps import for it needs it.
+WEB_ONLY = ("fastapi", "starlette", "httpx")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_only_flowrunner_web_imports_fastapi(path: Path) -> None:
+    name = _module_name(path)
+    if name == "flowrunner.web" or name.startswith("flowrunner.web."):
+        return
+    bad = sorted(i for i in _imports(path) if i.split(".")[0] in WEB_ONLY)
+    assert not bad, f"{name} imports {bad}: only flowrunner.web may (pip install 'flowrunner[web]')"
 
 
 # -- only the store speaks SQL -------------------------------------------------------

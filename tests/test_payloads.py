@@ -3,13 +3,17 @@ with a sentence naming the field — never a ``RecursionError`` or ``TypeError``
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import math
 import uuid
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+import pydantic
+import pydantic_core
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,12 +50,69 @@ def test_what_web_payloads_carry_is_taken_unambiguously() -> None:
     kept = payloads.plain({"at": moment, "naive": datetime(2026, 3, 2, 9, 30), "t": (1, 2)})
     assert kept == {
         "at": "2026-03-02T09:30:00+02:00",
-        "naive": "2026-03-02T09:30:00+00:00",  # naive means UTC
+        "naive": "2026-03-02T09:30:00Z",  # naive means UTC
         "t": [1, 2],
     }
     assert payloads.plain({"at": datetime(2026, 1, 1, tzinfo=UTC)}) == {
-        "at": "2026-01-01T00:00:00+00:00"
+        "at": "2026-01-01T00:00:00Z"
     }
+
+
+class Decision(enum.Enum):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Line(pydantic.BaseModel):
+    sku: str
+    price: Decimal
+    due: date
+
+
+@dataclasses.dataclass
+class Signed:
+    by: uuid.UUID
+    at: datetime
+
+
+def test_decimals_dates_uuids_enums_and_models_are_kept_as_json_would_carry_them() -> None:
+    approver = uuid.UUID("8c4d4d4e-9c4b-4f7e-a1b2-c3d4e5f6a7b8")
+    payload = {
+        "order": 7,
+        "amount": Decimal("1234.50"),
+        "needed_by": date(2026, 4, 1),
+        "decided_at": datetime(2026, 3, 2, 9, 30),
+        "at": time(9, 30),
+        "took": timedelta(hours=1, minutes=30),
+        "approver": approver,
+        "decision": Decision.APPROVED,
+        "level": Level.HIGH,
+        "lines": [Line(sku="A-1", price=Decimal("9.90"), due=date(2026, 4, 1))],
+        "signed": Signed(by=approver, at=datetime(2026, 3, 2, 9, 30, tzinfo=UTC)),
+    }
+    kept = payloads.plain(payload)
+    assert kept == {
+        "order": 7,
+        "amount": "1234.50",  # every digit kept: a float would not
+        "needed_by": "2026-04-01",
+        "decided_at": "2026-03-02T09:30:00Z",
+        "at": "09:30:00",
+        "took": "PT1H30M",
+        "approver": "8c4d4d4e-9c4b-4f7e-a1b2-c3d4e5f6a7b8",
+        "decision": "approved",
+        "level": 3,
+        "lines": [{"sku": "A-1", "price": "9.90", "due": "2026-04-01"}],
+        "signed": {"by": "8c4d4d4e-9c4b-4f7e-a1b2-c3d4e5f6a7b8", "at": "2026-03-02T09:30:00Z"},
+    }
+    assert type(kept["level"]) is int and type(kept["decision"]) is str
+    # What a FastAPI app answers for the same values is what the store keeps.
+    assert json.loads(json.dumps(kept)) == pydantic_core.to_jsonable_python(
+        {**payload, "decided_at": datetime(2026, 3, 2, 9, 30, tzinfo=UTC)}
+    )
 
 
 def test_nesting_up_to_the_limit_is_kept_beyond_it_refused() -> None:
@@ -77,6 +138,19 @@ def test_a_payload_that_holds_itself_is_refused_not_a_recursion_error() -> None:
         payloads.plain({"items": items})
 
 
+@dataclasses.dataclass
+class Reading:
+    value: float
+
+
+class Odd(enum.Enum):
+    WHAT = object()  # an enum whose value is no data
+
+
+class Level2(enum.IntEnum):
+    HUGE = 2**70
+
+
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
@@ -93,12 +167,18 @@ def test_a_payload_that_holds_itself_is_refused_not_a_recursion_error() -> None:
         ({None: "none"}, "has the name None, which is not text"),
         ({"lines": [{"qty": math.nan}]}, "field 'lines\\[0\\].qty' is NaN"),
         ({"a": {"b": {2: 1}}}, "field 'a.b' has the name 2"),
-        ({"d": Decimal("1.5")}, "field 'd' is of type Decimal .* not plain data: send text"),
-        ({"d": date(2026, 1, 1)}, "field 'd' is of type date"),
-        ({"u": uuid.UUID(int=1)}, "field 'u' is of type UUID"),
-        ({"b": b"\x00"}, "field 'b' is of type bytes"),
+        ({"d": Decimal("NaN")}, "field 'd' is NaN, which cannot be stored"),
+        ({"d": Decimal("sNaN")}, "field 'd' is NaN, which cannot be stored"),
+        ({"d": Decimal("-Infinity")}, "field 'd' is infinite"),
+        ({"b": b"\x00"}, "field 'b' is of type bytes .* not plain data: send text"),
+        ({"b": bytearray(b"ab")}, "field 'b' is of type bytearray"),
         ({"s": {1, 2}}, "field 's' is of type set"),
+        ({"s": frozenset({"a"})}, "field 's' is of type frozenset"),
         ({"o": object()}, "field 'o' is of type object"),
+        ({"e": Odd.WHAT}, "field 'e' is of type Odd"),
+        ({"m": Reading(value=math.nan)}, "field 'm.value' is NaN"),
+        ({"m": [Line.model_construct(sku="\x00")]}, "field 'm\\[0\\].sku' contains"),
+        ({"big": Level2.HUGE}, "field 'big' is a whole number beyond"),
         ({"x": "y" * 10_000, "o": object()}, "field 'o'"),
     ],
 )
@@ -131,3 +211,27 @@ JSON = st.recursive(
 @given(st.dictionaries(TEXT, JSON, max_size=5))
 def test_any_plain_json_within_the_limits_is_kept_unchanged(payload: dict[str, Any]) -> None:
     assert payloads.plain(payload) == payload
+
+
+WEB_VALUES = st.one_of(
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.dates(),
+    st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5))])),
+    st.times(),
+    st.timedeltas(),
+    st.uuids(),
+    st.sampled_from(list(Decision) + list(Level)),
+)
+WEB = st.recursive(
+    JSON | WEB_VALUES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(TEXT, WEB, max_size=5))
+def test_web_values_are_kept_as_pydantic_and_fastapi_write_them(payload: dict[str, Any]) -> None:
+    kept = payloads.plain(payload)
+    assert kept == pydantic_core.to_jsonable_python(payload)
+    assert json.loads(json.dumps(kept, allow_nan=False)) == kept
+    assert payloads.plain(kept) == kept, "what is kept is kept unchanged a second time"

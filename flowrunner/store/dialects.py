@@ -47,7 +47,7 @@ def is_sqlite(bind: sa.Engine | sa.Connection) -> bool:
 _PREPARED = "flowrunner_sqlite_prepared"
 
 
-def _prepare_sqlite(dbapi_connection: sqlite3.Connection) -> None:
+def _prepare_sqlite(dbapi_connection: sqlite3.Connection | DBAPIConnection) -> None:
     # Take transaction control from the sqlite3 driver (which would otherwise begin
     # only before DML) so that BEGIN, and BEGIN IMMEDIATE, are ours to emit.
     dbapi_connection.isolation_level = None
@@ -61,15 +61,16 @@ def _prepare_sqlite(dbapi_connection: sqlite3.Connection) -> None:
 
 
 def _on_connect(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
-    if isinstance(dbapi_connection, sqlite3.Connection):
-        _prepare_sqlite(dbapi_connection)
-        record.info[_PREPARED] = True
+    # Listened to on SQLite engines only: the driver is sqlite3, or aiosqlite under an
+    # AsyncEngine (SQLAlchemy's adapter of it has sqlite3's isolation_level and cursor).
+    _prepare_sqlite(dbapi_connection)
+    record.info[_PREPARED] = True
 
 
 def _on_begin(conn: sa.Connection) -> None:
     pooled = conn.connection
     raw = pooled.dbapi_connection
-    if isinstance(raw, sqlite3.Connection) and not pooled.info.get(_PREPARED):
+    if raw is not None and not pooled.info.get(_PREPARED):
         # A connection pooled before prepare_engine ran.
         _prepare_sqlite(raw)
         pooled.info[_PREPARED] = True
@@ -82,6 +83,9 @@ def prepare_engine(engine: sa.Engine) -> sa.Engine:
 
     The runner calls this when it is mounted. On SQLite it makes every transaction
     a real one (SQLAlchemy emits BEGIN) and lets ``begin()`` ask for BEGIN IMMEDIATE.
+    An AsyncEngine's ``sync_engine`` on aiosqlite takes it too
+    (``flowrunner.async_apps.prepare``): without it a savepoint that opens a
+    transaction commits when released.
     """
     if engine.dialect.name != "sqlite":
         return engine

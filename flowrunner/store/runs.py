@@ -205,7 +205,7 @@ def load_run(conn: sa.Connection, run_id: int) -> RunRow:
     """The run; ``errors.OperatorError`` when there is none with this id."""
     run = find_run(conn, run_id)
     if run is None:
-        raise errors.OperatorError(f"there is no run {run_id}")
+        raise errors.OperatorError(f"there is no run {run_id}", status_code=404, code="run_unknown")
     return run
 
 

@@ -1,0 +1,272 @@
+"""An ``APIRouter`` for a runner's flow and step rows: the screens business users edit
+flows with talk to it.
+
+    GET    /flows                           the flows (of the request's tenant)
+    POST   /flows                           create a flow                       201
+    POST   /flows/validate                  judge a flow row, save nothing
+    GET    /flows/{flow_id}                 a flow with its steps
+    PATCH  /flows/{flow_id}                 change some of a flow's columns
+    DELETE /flows/{flow_id}                 delete a flow and its steps         204
+    POST   /flows/{flow_id}/steps           add a step                          201
+    POST   /flows/{flow_id}/steps/validate  judge a step row, save nothing
+    PATCH  /flows/{flow_id}/steps/{step_id} change some of a step's columns
+    DELETE /flows/{flow_id}/steps/{step_id} delete a step                       204
+
+Every write goes through the runner's own saves, so it is judged as any other: a bad
+row answers 422 with every field error (``RowInvalid``), a step another step's goto
+still needs cannot be deleted. A flow or step that does not exist — or is another
+tenant's — answers 404. A change (PATCH) is laid over the stored row and the whole row
+is judged. ``validate`` runs the same save in a transaction that is rolled back, so it
+judges exactly as a save would, and answers ``{"valid": ..., "detail": [...]}`` with
+the same field errors a save's 422 has.
+
+With a tenant binding the application says whose request it is: ``tenant`` is a
+FastAPI dependency (it may itself depend on the logged-in user) returning the tenant.
+Who may edit at all is the application's too: pass its dependencies
+(``dependencies=[Depends(require_editor)]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Body, Depends, Path, Response, params
+
+from flowrunner import errors, saving
+from flowrunner.runner import FlowRunner
+from flowrunner.store import dialects, flow_rows
+
+TenantOf = Callable[..., Any]
+"""A FastAPI dependency returning the request's tenant (it may take its own
+dependencies: the request, the logged-in user)."""
+
+# An id past what its column holds names no row (404), never reaches the database.
+FlowId = Path(description="the flow's id")
+StepId = Path(description="the step's id")
+Row = Body(
+    ...,
+    description="the row's columns, as the flows or steps table has them",
+    examples=[{"name": "Big orders", "start": "created", "condition": "amount > 10000"}],
+)
+
+
+def _no_tenant() -> None:
+    return None
+
+
+def router(
+    runner: FlowRunner,
+    *,
+    tenant: TenantOf | None = None,
+    prefix: str = "/flows",
+    dependencies: Sequence[params.Depends] = (),
+    tags: Sequence[str] = ("flows",),
+) -> APIRouter:
+    """The routes of ``runner``'s flow and step rows, under ``prefix``.
+
+    ``tenant`` is required exactly when the binding has tenants. ``dependencies`` run
+    before every route (authentication, authorization).
+    """
+    column = runner.binding.tenant
+    if column is not None and tenant is None:
+        raise errors.BindingError(
+            f"{runner.binding.resource} records belong to tenants: give router(..., "
+            "tenant=...) a dependency that returns the request's tenant"
+        )
+    if column is None and tenant is not None:
+        raise errors.BindingError(
+            f"{runner.binding.resource} records belong to no tenant: leave router(..., "
+            "tenant=...) out"
+        )
+    api = APIRouter(prefix=prefix, tags=list(tags), dependencies=list(dependencies))
+    rows_of = _Rows(runner)
+    Tenant = Depends(tenant or _no_tenant)  # a marker, as Body and Path are
+
+    @api.get("", summary="The flows")
+    def list_flows(owner: Any = Tenant) -> list[dict[str, Any]]:
+        with runner.engine.connect() as conn:
+            return rows_of.flows(conn, rows_of.owner(owner))
+
+    @api.post("", status_code=201, summary="Create a flow")
+    def create_flow(row: dict[str, Any] = Row, owner: Any = Tenant) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+        _no_id(row, "flow")
+        with rows_of.writing() as conn:
+            flow_id = runner.save_flow(conn, row, tenant=owner)
+            return rows_of.flow(conn, flow_id, owner)
+
+    @api.post("/validate", summary="Judge a flow row; nothing is saved")
+    def validate_flow(row: dict[str, Any] = Row, owner: Any = Tenant) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+
+        def save(conn: sa.Connection) -> None:
+            whole = row
+            if row.get("id") is not None:
+                whole = {**rows_of.flow(conn, row["id"], owner), **row}
+            runner.save_flow(conn, whole, tenant=owner)
+
+        return rows_of.judge(save)
+
+    @api.get("/{flow_id}", summary="A flow with its steps")
+    def read_flow(flow_id: int = FlowId, owner: Any = Tenant) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+        with runner.engine.connect() as conn:
+            flow = rows_of.flow(conn, flow_id, owner)
+            return {**flow, "steps": flow_rows.steps_of_flow(conn, runner.tables, flow_id)}
+
+    @api.patch("/{flow_id}", summary="Change a flow; the whole row is judged")
+    def update_flow(
+        flow_id: int = FlowId, changes: dict[str, Any] = Row, owner: Any = Tenant
+    ) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+        _same(changes, "id", flow_id, "the flow's id is the one in the address")
+        with rows_of.writing() as conn:
+            stored = rows_of.flow(conn, flow_id, owner)
+            runner.save_flow(conn, {**stored, **changes, "id": flow_id}, tenant=owner)
+            return rows_of.flow(conn, flow_id, owner)
+
+    @api.delete("/{flow_id}", status_code=204, summary="Delete a flow and its steps")
+    def delete_flow(flow_id: int = FlowId, owner: Any = Tenant) -> Response:
+        owner = rows_of.owner(owner)
+        with rows_of.writing() as conn:
+            runner.delete_flow(conn, flow_id, tenant=owner)
+        return Response(status_code=204)
+
+    @api.post("/{flow_id}/steps", status_code=201, summary="Add a step to a flow")
+    def create_step(
+        flow_id: int = FlowId, row: dict[str, Any] = Row, owner: Any = Tenant
+    ) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+        _no_id(row, "step")
+        _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
+        with rows_of.writing() as conn:
+            rows_of.flow(conn, flow_id, owner)
+            step_id = runner.save_step(conn, {**row, "flow_id": flow_id}, tenant=owner)
+            return rows_of.step(conn, flow_id, step_id, owner)
+
+    @api.post("/{flow_id}/steps/validate", summary="Judge a step row; nothing is saved")
+    def validate_step(
+        flow_id: int = FlowId, row: dict[str, Any] = Row, owner: Any = Tenant
+    ) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+        _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
+
+        def save(conn: sa.Connection) -> None:
+            rows_of.flow(conn, flow_id, owner)
+            whole = {**row, "flow_id": flow_id}
+            if row.get("id") is not None:
+                whole = {**rows_of.step(conn, flow_id, row["id"], owner), **whole}
+            runner.save_step(conn, whole, tenant=owner)
+
+        return rows_of.judge(save)
+
+    @api.patch("/{flow_id}/steps/{step_id}", summary="Change a step; the whole row is judged")
+    def update_step(
+        flow_id: int = FlowId,
+        step_id: int = StepId,
+        changes: dict[str, Any] = Row,
+        owner: Any = Tenant,
+    ) -> dict[str, Any]:
+        owner = rows_of.owner(owner)
+        _same(changes, "id", step_id, "the step's id is the one in the address")
+        with rows_of.writing() as conn:
+            stored = rows_of.step(conn, flow_id, step_id, owner)
+            # A flow_id among the changes moves the step to that flow (of the tenant):
+            # judged as any save, a goto still naming its position refuses it.
+            runner.save_step(conn, {**stored, **changes, "id": step_id}, tenant=owner)
+            moved_to = flow_rows.step_by_id(conn, runner.tables, step_id)
+            assert moved_to is not None
+            return rows_of.step(conn, moved_to["flow_id"], step_id, owner)
+
+    @api.delete("/{flow_id}/steps/{step_id}", status_code=204, summary="Delete a step")
+    def delete_step(flow_id: int = FlowId, step_id: int = StepId, owner: Any = Tenant) -> Response:
+        owner = rows_of.owner(owner)
+        with rows_of.writing() as conn:
+            rows_of.step(conn, flow_id, step_id, owner)
+            runner.delete_step(conn, step_id, tenant=owner)
+        return Response(status_code=204)
+
+    return api
+
+
+class _Rows:
+    """Reading a runner's flow and step rows as one tenant sees them."""
+
+    def __init__(self, runner: FlowRunner) -> None:
+        self.runner = runner
+        self.column = runner.binding.tenant
+
+    def owner(self, tenant: Any) -> Any:
+        """The request's tenant; on a tenant binding a dependency answering None is refused."""
+        if self.column is not None and tenant is None:
+            raise errors.OperatorError(
+                "the request names no tenant, and every flow belongs to one",
+                status_code=403,
+                code="tenant_required",
+            )
+        return tenant
+
+    def writing(self) -> Any:
+        """A transaction that commits when the route returns, and rolls back if it raises."""
+        return dialects.begin(self.runner.engine)
+
+    def _mine(self, row: Mapping[str, Any], owner: Any) -> bool:
+        return self.column is None or str(row[self.column]) == str(owner)
+
+    def flows(self, conn: sa.Connection, owner: Any) -> list[dict[str, Any]]:
+        every = flow_rows.all_flows(conn, self.runner.tables)
+        return [flow for flow in every if self._mine(flow, owner)]
+
+    def flow(self, conn: sa.Connection, flow_id: Any, owner: Any) -> dict[str, Any]:
+        """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
+        key = saving.read_id(flow_id, self.runner.tables.flows.c.id)
+        found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
+        if found is None or not self._mine(found, owner):
+            raise errors.OperatorError(
+                f"there is no flow {flow_id!r}", status_code=404, code="flow_unknown"
+            )
+        return found
+
+    def step(self, conn: sa.Connection, flow_id: Any, step_id: Any, owner: Any) -> dict[str, Any]:
+        """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
+        flow = self.flow(conn, flow_id, owner)
+        key = saving.read_id(step_id, self.runner.tables.steps.c.id)
+        found = None if key is None else flow_rows.step_by_id(conn, self.runner.tables, key)
+        if found is None or found["flow_id"] != flow["id"]:
+            raise errors.OperatorError(
+                f"there is no step {step_id!r} in flow {flow_id!r}",
+                status_code=404,
+                code="step_unknown",
+            )
+        return found
+
+    def judge(self, save: Callable[[sa.Connection], None]) -> dict[str, Any]:
+        """Run ``save`` in a transaction that is always rolled back; its field errors."""
+        try:
+            with self.writing() as conn:
+                save(conn)
+                raise _Judged
+        except _Judged:
+            return {"valid": True, "detail": []}
+        except errors.RowInvalid as refused:
+            return {"valid": False, **refused.to_dict()}
+
+
+class _Judged(Exception):
+    """Raised to roll back a save that was only judged."""
+
+
+def _no_id(row: Mapping[str, Any], what: str) -> None:
+    if row.get("id") is not None:
+        message = f"a new {what} gets its id when it is saved: leave id out"
+        raise errors.RowInvalid([errors.FieldError("id", message, "column_not_read")])
+
+
+def _same(row: Mapping[str, Any], field: str, expected: int, message: str) -> None:
+    if row.get(field) is not None and str(row[field]).strip() != str(expected):
+        raise errors.RowInvalid([errors.FieldError(field, message, "column_not_read")])
+
+
+__all__ = ["TenantOf", "router"]
