@@ -159,6 +159,26 @@ def test_a_canonically_stored_flow_runs(any_engine: sa.Engine) -> None:
     assert [n.message for n in driver.notices(run.id)] == ["Raised"]
 
 
+def test_rows_written_around_validation_in_another_case_still_run(any_engine: sa.Engine) -> None:
+    # A run's snapshot reads a built-in kind as validation does: in any case.
+    driver = mount(any_engine, "purchase_orders", flows="[]")
+    flows, steps = driver.runner.tables.flows, driver.runner.tables.steps
+    with any_engine.begin() as conn:
+        key = conn.execute(
+            sa.insert(flows).values(name="Shout", start="created", active=True)
+        ).inserted_primary_key
+        assert key is not None
+        conn.execute(
+            sa.insert(steps).values(
+                flow_id=key[0], position=1, kind="NOTIFY", audience="requester", message="Hi"
+            )
+        )
+    driver.create(order(1))
+    (run,) = driver.runs(1)
+    assert (run.status, run.reason) == ("done", "the flow ended after its last step")
+    assert [n.message for n in driver.notices(run.id)] == ["Hi"]
+
+
 # -- the binding's names are exact, and a near miss is told what it meant ---------------
 
 
