@@ -270,7 +270,8 @@ class FlowBinding(_Model):
             raise ValueError("the resource, flows and steps tables must be three different tables")
         for name, kind in self.kinds.items():
             _name(name, "kind")
-            if name in BUILTIN_KINDS:
+            if name.casefold() in {builtin.casefold() for builtin in BUILTIN_KINDS}:
+                # Built-in kinds are read in any case, so ``Wait`` would be ``wait``.
                 raise ValueError(
                     f"kind {name!r} is a built-in kind ({', '.join(BUILTIN_KINDS)}); "
                     "give the application's kind another name"

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 import yaml
 
 from flowrunner import binding as binding_mod
-from flowrunner import errors, query, saving, validate
+from flowrunner import errors, query, saving, spelling, validate
 from flowrunner.store import app_tables, flow_rows
 
 # CSV columns for the flow a step belongs to; the step's own columns follow.
@@ -174,9 +174,10 @@ def import_flows(
     return result
 
 
-def _key(binding: binding_mod.FlowBinding, flow: Mapping[str, Any]) -> tuple[Any, str]:
+def _key(binding: binding_mod.FlowBinding, flow: Mapping[str, Any]) -> tuple[Any, str | None]:
+    # Names are one whatever their case: --replace replaces 'Big orders' with 'big orders'.
     tenant = flow.get(binding.tenant) if binding.tenant else None
-    return (tenant, str(flow.get("name") or "").strip())
+    return (tenant, spelling.name_key(flow.get("name")))
 
 
 # -- exporting ---------------------------------------------------------------------

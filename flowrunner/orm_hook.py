@@ -84,6 +84,7 @@ def _check(
     for obj in flows_gone:
         flush.flow_gone(obj)
     flush.raise_problems()
+    flush.normalize(flows_new, steps_new)
 
 
 def _table_name(obj: Any) -> str | None:
@@ -94,6 +95,14 @@ def _table_name(obj: Any) -> str | None:
 def _orm_row(obj: Any) -> dict[str, Any]:
     mapper = orm.object_mapper(obj)
     return {prop.columns[0].name: getattr(obj, prop.key) for prop in mapper.column_attrs}
+
+
+def _assign(obj: Any, values: Mapping[str, Any], keep: set[str | None]) -> None:
+    """Set the object's columns to ``values`` where they differ, except those in ``keep``."""
+    for prop in orm.object_mapper(obj).column_attrs:
+        name = prop.columns[0].name
+        if name in values and name not in keep and getattr(obj, prop.key) != values[name]:
+            setattr(obj, prop.key, values[name])
 
 
 def _related_flow(obj: Any, flows_name: str) -> Any:
@@ -235,6 +244,20 @@ class _Flush:
             message = f"the flow still has {len(left)} step(s); delete them with it"
             found = errors.FieldError("id", message, "flow_has_steps")
             self.add(obj, validate.flow_label(row), [found])
+
+    def normalize(self, flows: Sequence[Any], steps: Sequence[Any]) -> None:
+        """Store what the Core path stores: each row trimmed and canonically spelled.
+
+        ``saving.flow_values`` and ``saving.step_values`` say what that is; the ids, the
+        tenant and the application's own columns are left as the objects hold them.
+        """
+        keep = {"id", "flow_id", self.binding.tenant}
+        for obj in flows:
+            values = saving.flow_values(self.binding, _orm_row(obj), self.flow_extra)
+            _assign(obj, values, keep | set(self.flow_extra))
+        for obj in steps:
+            values = saving.step_values(self.binding, _orm_row(obj), {}, self.step_extra)
+            _assign(obj, values, keep | set(self.step_extra))
 
     def raise_problems(self) -> None:
         if len(self.problems) == 1:

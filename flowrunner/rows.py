@@ -19,9 +19,9 @@ import pydantic
 import pydantic_core
 
 from flowrunner import binding as binding_mod
-from flowrunner import durations, errors, modes, query, sanitize, templates
+from flowrunner import durations, errors, modes, query, sanitize, spelling, templates
 
-STARTS = ("created", "updated", "manual")
+STARTS = spelling.STARTS
 MESSAGE_LIMIT = 500
 NAME_LIMIT = 200
 
@@ -172,7 +172,23 @@ def _flag(value: Any) -> bool | None:
     )
 
 
+def _kind(value: Any) -> str | None:
+    return spelling.canonical_kind(_text(value))
+
+
+def _start(value: Any) -> str | None:
+    return spelling.canonical_start(_text(value))
+
+
+def _mode(value: Any) -> str | None:
+    return spelling.canonical_mode(_text(value))
+
+
 Text = Annotated[str | None, pydantic.BeforeValidator(_text)]
+# flowrunner's own words, read in any case and kept in their one spelling (``spelling``).
+KindText = Annotated[str | None, pydantic.BeforeValidator(_kind)]
+StartText = Annotated[str | None, pydantic.BeforeValidator(_start)]
+ModeText = Annotated[str | None, pydantic.BeforeValidator(_mode)]
 Whole = Annotated[int | None, pydantic.BeforeValidator(whole)]
 Id = Annotated[int | None, pydantic.BeforeValidator(_id)]
 Flag = Annotated[bool | None, pydantic.BeforeValidator(_flag)]
@@ -191,7 +207,7 @@ class FlowRow(_Row):
     """A flow row as typed: ``name, start`` and optionally ``condition, changes, active``."""
 
     name: Text = None
-    start: Text = None
+    start: StartText = None
     condition: Text = None
     changes: Text = None
     active: Flag = None
@@ -202,7 +218,7 @@ class StepRow(_Row):
 
     flow_id: Id = None
     position: Whole = None
-    kind: Text = None
+    kind: KindText = None
     title: Text = None
     duration: Text = None
     field: Text = None
@@ -212,7 +228,7 @@ class StepRow(_Row):
     event: Text = None
     audience: Text = None
     message: Text = None
-    mode: Text = None
+    mode: ModeText = None
     remind: Text = None
 
 
@@ -297,6 +313,7 @@ def flow_errors(
         add(errors.FieldError("start", message, "column_required"))
     elif flow.start not in STARTS:
         message = f"'{flow.start}' is not a start — write created, updated or manual"
+        message += spelling.did_you_mean(flow.start, STARTS, joint="; ")
         add(errors.FieldError("start", message, "start_invalid"))
     if flow.condition is not None:
         add_condition(problems, flow.condition, columns, event=False)
@@ -304,9 +321,7 @@ def flow_errors(
         if flow.start != "updated":
             message = "only a flow that starts on 'updated' can name the column an update changes"
             add(errors.FieldError("changes", message, "changes_without_update"))
-        if flow.changes not in columns:
-            message = f"'{flow.changes}' is not a column of {binding.resource}"
-            add(errors.FieldError("changes", message, "column_unknown"))
+        add_changes(problems, binding, flow.changes, columns)
     if binding.tenant is not None and _blank(row.get(binding.tenant)):
         message = "a flow belongs to a tenant; name it"
         add(errors.FieldError(binding.tenant, message, "column_required"))
@@ -361,6 +376,7 @@ def step_errors(
     if step.kind not in binding.kind_names:
         known = ", ".join(binding.kind_names)
         message = f"kind '{step.kind}' is not in the binding — use one of {known}"
+        message += spelling.did_you_mean(step.kind, binding.kind_names, joint="; ")
         add(errors.FieldError("kind", message, "kind_unknown"))
         return _ordered(problems)
     needed, optional = reads(binding, step.kind)
@@ -432,10 +448,12 @@ def _check_value(
     elif column == "event" and value not in binding.events:
         known = ", ".join(binding.events) or "none"
         message = f"'{value}' is not one of the binding's events ({known})"
+        message += spelling.did_you_mean(value, binding.events)
         add(errors.FieldError(column, message, "event_unknown"))
     elif column == "audience" and value not in binding.audiences:
         known = ", ".join(binding.audiences) or "none"
         message = f"'{value}' is not an audience of the notify rules ({known})"
+        message += spelling.did_you_mean(value, binding.audiences)
         add(errors.FieldError(column, message, "audience_unknown"))
     elif column == "message":
         problems.extend(message_errors(value, columns, binding.resource))
@@ -524,6 +542,25 @@ def _check_field(
                 f"({dates or 'none'})"
             )
             add(errors.FieldError("field", message, "field_not_date"))
+
+
+def add_changes(
+    problems: list[errors.FieldError],
+    binding: binding_mod.FlowBinding,
+    changes: str,
+    columns: Mapping[str, query.ColumnType],
+) -> None:
+    """The column an update must change: one of the record's, and not its key."""
+    if changes == binding.key:
+        message = (
+            f"'{changes}' is the key of {binding.resource}, which an update never changes "
+            "— name the column whose change starts the flow"
+        )
+        problems.append(errors.FieldError("changes", message, "changes_key"))
+    elif changes not in columns:
+        message = f"'{changes}' is not a column of {binding.resource}"
+        message += spelling.did_you_mean(changes, columns)
+        problems.append(errors.FieldError("changes", message, "column_unknown"))
 
 
 def add_duration(

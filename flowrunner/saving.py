@@ -83,9 +83,12 @@ def id_limit(column: sa.Column[Any]) -> int | None:
 # -- flows -------------------------------------------------------------------------
 
 
-def _flow_values(
+def flow_values(
     binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
 ) -> dict[str, Any]:
+    """The flow row as it is stored: trimmed, its words in their canonical spelling
+    (``start: Created`` is ``created``), ``active`` true unless said. The ORM hook stores
+    the same."""
     flow, _ = rows.read_flow(binding, row, extra)
     values = flow.model_dump(exclude={"id"})
     values.update({k: row[k] for k in extra if k in row})
@@ -116,7 +119,7 @@ def save_flow(
     extra = tables.flow_extra
     cols = resource_columns(binding, tables, columns)
     validate.validate_flow_row(binding, row, cols, existing=existing, extra=extra)
-    return flow_rows.store_flow(conn, tables, flow_id, _flow_values(binding, row, extra))
+    return flow_rows.store_flow(conn, tables, flow_id, flow_values(binding, row, extra))
 
 
 def update_flow(
@@ -149,12 +152,15 @@ def delete_flow(
 # -- steps -------------------------------------------------------------------------
 
 
-def _step_values(
+def step_values(
     binding: binding_mod.FlowBinding,
     row: Mapping[str, Any],
     flow: Mapping[str, Any],
     extra: Collection[str] = (),
 ) -> dict[str, Any]:
+    """The step row as it is stored: trimmed, positions as numbers, the built-in kinds
+    and modes in their canonical spelling (``WAITFOR`` is ``waitFor``, ``All`` is
+    ``all``). The ORM hook stores the same."""
     step, _ = rows.read_step(binding, row, extra)
     values = step.model_dump(exclude={"id"})
     values.update({k: row[k] for k in extra if k in row})
@@ -233,7 +239,7 @@ def save_step(
     if stored is not None and stored["flow_id"] != flow["id"]:
         # Moving a step to another flow removes it from its old one.
         _refuse_removal(conn, binding, tables, stored)
-    return flow_rows.store_step(conn, tables, step_id, _step_values(binding, row, flow, extra))
+    return flow_rows.store_step(conn, tables, step_id, step_values(binding, row, flow, extra))
 
 
 def update_step(
@@ -259,11 +265,12 @@ def delete_step(
     tables: app_tables.AppTables,
     step_id: Any,
 ) -> None:
-    """Delete a step, unless it is the last at a position another step's goto names."""
+    """Delete a step, unless it is the last at a position another step's goto names, or
+    the wait a loop needs; a step that does not exist is refused too."""
     step_id = _one_id(step_id, tables.steps.c.id)
     stored = flow_rows.step_by_id(conn, tables, step_id)
     if stored is None:
-        return
+        raise _unknown("step", step_id)
     _refuse_removal(conn, binding, tables, stored)
     flow_rows.delete_step(conn, tables, step_id)
 
@@ -296,9 +303,9 @@ def write_flow(
     For callers that judged the whole flow first (an import); others use
     ``save_flow`` and ``save_step``.
     """
-    flow_id = flow_rows.store_flow(conn, tables, None, _flow_values(binding, flow))
+    flow_id = flow_rows.store_flow(conn, tables, None, flow_values(binding, flow))
     stored = {**flow, "id": flow_id}
     for step in steps:
-        values = _step_values(binding, {**step, "flow_id": flow_id}, stored)
+        values = step_values(binding, {**step, "flow_id": flow_id}, stored)
         flow_rows.store_step(conn, tables, None, values)
     return flow_id

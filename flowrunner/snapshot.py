@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowrunner import spelling
+
 # Columns of a step row that are structure, not what the kind reads.
 STEP_STRUCTURE = ("id", "flow_id", "position", "kind", "title")
 FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
@@ -103,7 +105,7 @@ class FlowSnapshot:
                 StepSpec(
                     id=_plain(row.get("id")),
                     position=int(row["position"]),
-                    kind=str(row["kind"]),
+                    kind=str(spelling.canonical_kind(str(row["kind"]))),
                     title=None if _empty(row.get("title")) else str(row["title"]),
                     values=values,
                 )

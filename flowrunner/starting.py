@@ -235,11 +235,7 @@ def start_manual(
             raise errors.OperatorError(
                 f"there is no flow {flow!r}", status_code=404, code="flow_unknown"
             )
-        if found.get("start") != "manual":
-            raise errors.OperatorError(
-                f"flow {found['name']!r} starts when a record is {found['start']}; "
-                "only manual flows are started by an operator"
-            )
+        refuse_manual_start(found)
         record = records.load_record(conn, runner.tables, key, owner)
         if record is None:
             raise errors.OperatorError(
@@ -316,3 +312,19 @@ def start_existing(
         if progress is not None:
             progress(done, total)
     return started
+
+
+def refuse_manual_start(flow: Mapping[str, object]) -> None:
+    """``OperatorError`` with a sentence when an operator may not start ``flow``.
+
+    Only a manual flow is started by an operator, and only while it is active.
+    """
+    if flow.get("start") != "manual":
+        raise errors.OperatorError(
+            f"flow {flow['name']!r} starts when a record is {flow['start']}; "
+            "only manual flows are started by an operator"
+        )
+    if flow.get("active") is not None and not flow.get("active"):
+        raise errors.OperatorError(
+            f"flow {flow['name']!r} is inactive; make it active again to start it"
+        )

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from flowrunner import binding as binding_mod
-from flowrunner import errors, query, rows, snapshot
+from flowrunner import errors, loops, query, rows, snapshot, spelling
 
 Row = Mapping[str, Any]
 # A problem and the row (by identity) it belongs to.
@@ -49,7 +49,9 @@ CODES = {
     "start_invalid": "a flow's start other than created, updated or manual",
     "changes_without_update": "changes on a flow that does not start on updated",
     "name_too_long": "a flow name over 200 characters",
-    "name_taken": "another flow (of the same tenant) has the name",
+    "name_taken": "another flow (of the same tenant) has the name, whatever its case",
+    "changes_key": "changes names the record's key column, which an update never changes",
+    "loop_without_wait": "a goto can come back to its position without passing a step that waits",
     "flow_unknown": "the step's flow, or the flow being updated, does not exist",
     "step_unknown": "the step being updated does not exist",
     "flow_has_steps": "an ORM flush deletes a flow but not its steps",
@@ -111,19 +113,29 @@ def errors_for_flow_row(
 ) -> list[errors.FieldError]:
     """Every problem of a flow row; ``existing`` are the table's other flow rows."""
     found = rows.flow_errors(binding, row, columns, extra=extra)
-    name = _strip(row.get("name"))
-    if name is not None:
-        for other in existing:
-            if _same_row(other, row) or not _same_tenant(binding, other, row):
-                continue
-            if _strip(other.get("name")) == name:
-                found.append(
-                    errors.FieldError(
-                        "name", f"there is already a flow named '{name}'", "name_taken"
-                    )
-                )
-                break
+    taken = name_taken(binding, row, existing)
+    if taken is not None:
+        found.append(taken)
     return found
+
+
+def name_taken(
+    binding: binding_mod.FlowBinding, row: Row, existing: Iterable[Row]
+) -> errors.FieldError | None:
+    """The problem of a flow name another flow (of the same tenant) has, whatever its case."""
+    key = spelling.name_key(row.get("name"))
+    if key is None:
+        return None
+    for other in existing:
+        if _same_row(other, row) or not _same_tenant(binding, other, row):
+            continue
+        if spelling.name_key(other.get("name")) == key:
+            theirs = _strip(other.get("name"))
+            message = f"there is already a flow named '{theirs}'"
+            if theirs != _strip(row.get("name")):
+                message += " (names are the same whatever their case)"
+            return errors.FieldError("name", message, "name_taken")
+    return None
 
 
 def validate_flow_row(
@@ -175,7 +187,7 @@ def state_problems(
     for i in todo:
         step = steps[i]
         goto = _whole(step.get("goto"))
-        if goto is not None and goto >= 0 and goto not in at and step.get("kind") == "branch":
+        if goto is not None and goto >= 0 and goto not in at and _kind(step) == "branch":
             found.append(
                 (
                     step,
@@ -190,13 +202,13 @@ def state_problems(
         if position is None or len(at.get(position, ())) < 2:
             continue
         others = [steps[j] for j in at[position] if j != i]
-        if step.get("kind") == "branch":
+        if _kind(step) == "branch":
             names = ", ".join(_short(o) for o in others)
             message = (
                 f"a branch stands alone at its position, but position {position} also has {names}"
             )
             found.append((step, errors.FieldError("position", message, "branch_not_alone")))
-        elif any(o.get("kind") == "branch" for o in others):
+        elif any(_kind(o) == "branch" for o in others):
             message = (
                 f"position {position} holds a branch, which stands alone — choose another position"
             )
@@ -206,13 +218,77 @@ def state_problems(
         if position is None or position in at:
             continue
         for step in steps:
-            if _whole(step.get("goto")) == position and step.get("kind") == "branch":
+            if _whole(step.get("goto")) == position and _kind(step) == "branch":
                 message = (
                     f"{_short(step)} at position {step.get('position')} goes to position "
                     f"{position}, so its last step cannot be removed"
                 )
                 found.append((old, errors.FieldError("position", message, "goto_target_in_use")))
                 break
+    found.extend(loop_problems(binding, steps, changed=changed, removed=removed))
+    return found
+
+
+def flow_loops(binding: binding_mod.FlowBinding, steps: Sequence[Row]) -> list[loops.Loop]:
+    """The loops of a flow's step rows that pass no step that waits (``loops.find``)."""
+    points: dict[int, loops.Point] = {}
+    for step in steps:
+        position = _whole(step.get("position"))
+        if position is None:
+            continue
+        point = points.get(position, loops.Point())
+        goto = _whole(step.get("goto")) if _kind(step) == "branch" else None
+        points[position] = loops.Point(
+            waits=point.waits or loops.waits(binding, _kind(step)),
+            goto=point.goto if goto is None else goto,
+        )
+    return loops.find(points)
+
+
+def loop_problems(
+    binding: binding_mod.FlowBinding,
+    steps: Sequence[Row],
+    *,
+    changed: Collection[int] | None = None,
+    removed: Sequence[Row] = (),
+) -> list[Problem]:
+    """The loops of a flow's steps that never wait (``flowrunner.loops``), as row problems.
+
+    ``steps``, ``changed`` and ``removed`` as for ``state_problems``. Judging a whole
+    flow (``changed`` None), each loop is the problem of the branches whose goto jumps
+    back inside it. Judging a change, it is the problem of the changed rows that close
+    it (else of the changed rows in it, else of each removed row whose position lay
+    within it) — so a flow that loops already is refused only an edit of its loop.
+    """
+    found: list[Problem] = []
+    order = sorted({p for p in (_whole(s.get("position")) for s in steps) if p is not None})
+    todo = range(len(steps)) if changed is None else changed
+    for loop in flow_loops(binding, steps):
+        said = loop.sentence(order)
+
+        def closes(step: Row, loop: loops.Loop = loop) -> bool:
+            position = _whole(step.get("position"))
+            goto = _whole(step.get("goto")) if _kind(step) == "branch" else None
+            return position is not None and loop.closes(position, goto)
+
+        culprits = [i for i in todo if closes(steps[i])]
+        if not culprits and changed is not None:
+            culprits = [i for i in todo if _whole(steps[i].get("position")) in loop.positions]
+        for i in culprits:
+            step = steps[i]
+            if len(loop.positions) == 1:
+                message = f"{said}: name another position in goto, or leave it empty"
+            else:
+                message = f"{said}: add a wait inside the loop"
+            field = "goto" if _kind(step) == "branch" else "kind"
+            found.append((step, errors.FieldError(field, message, "loop_without_wait")))
+        for old in [] if culprits else removed:
+            position = _whole(old.get("position"))
+            if position is not None and loop.spans(position):
+                message = (
+                    f"without this step at position {position}, {said}: keep a wait inside the loop"
+                )
+                found.append((old, errors.FieldError("position", message, "loop_without_wait")))
     return found
 
 
@@ -355,6 +431,12 @@ def step_rows(snap: snapshot.FlowSnapshot) -> list[dict[str, Any]]:
 def _short(step: Row) -> str:
     title = step.get("title")
     return f"'{title}'" if title else f"the {step.get('kind') or 'untitled'} step"
+
+
+def _kind(step: Row) -> str | None:
+    """The step's kind in its canonical spelling (``WAIT`` is ``wait``)."""
+    kind = step.get("kind")
+    return spelling.canonical_kind(kind) if isinstance(kind, str) else None
 
 
 def _strip(value: Any) -> str | None:

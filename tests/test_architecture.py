@@ -99,7 +99,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "rows and validation",
         (
             "flowrunner.binding",
+            "flowrunner.spelling",
             "flowrunner.rows",
+            "flowrunner.loops",
             "flowrunner.validate",
             "flowrunner.snapshot",
             "flowrunner.commands",

@@ -87,7 +87,8 @@ def test_a_bad_file_is_refused_whole(url: str, tmp_path: Path) -> None:
         "  flow 'Broken', step 'Pause' (wait, position 1): duration: "
         "'2 dayz' is not a duration — write e.g. '2 days' or '30 minutes'",
         "  flow 'Broken', step (approve, position 2): kind: kind 'approve' is not in the binding "
-        "— use one of set, wait, until, branch, waitFor, notify, approval, send",
+        "— use one of set, wait, until, branch, waitFor, notify, approval, send; "
+        "did you mean 'approval'?",
     ]
     assert stored(url) == (0, 0)
     bad.write_text("flows: [", encoding="utf-8")

@@ -213,7 +213,11 @@ INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
     # every kind
     (
         {"kind": "approve"},
-        ("kind", "kind_unknown", f"kind 'approve' is not in the binding — use one of {KINDS}"),
+        (
+            "kind",
+            "kind_unknown",
+            f"kind 'approve' is not in the binding — use one of {KINDS}; did you mean 'approval'?",
+        ),
     ),
     ({"kind": " "}, ("kind", "column_required", "a step needs a kind")),
     (

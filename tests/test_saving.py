@@ -148,13 +148,14 @@ def test_the_last_step_a_goto_names_cannot_go(
     # Moving it away is removing it from position 1 too.
     moved = {"position": 7}
     refused(engine, lambda conn: saving.update_step(conn, BINDING, po_tables, wait, moved))
-    # With a second step at position 1, the first may go.
+    # With a second step at position 1 (one that waits: the loop still pauses), the
+    # first may go.
     with engine.begin() as conn:
         saving.save_step(
             conn,
             BINDING,
             po_tables,
-            {"flow_id": flow_id, "position": 1, "kind": "send", "title": "Early send"},
+            {"flow_id": flow_id, "position": 1, "kind": "waitFor", "event": "po.decided"},
         )
         saving.delete_step(conn, BINDING, po_tables, ids["wait"])
     assert counts(engine) == (1, 3)
@@ -183,16 +184,26 @@ class Base(orm.DeclarativeBase):
 
 
 class Flow(Base):
+    """The purchase-order flows, mapped once for every test of the ORM path."""
+
     __table__ = po.po_flow
     steps: orm.Mapped[list[Step]] = orm.relationship(back_populates="flow")
+    # Typing only: the columns come from the table.
+    id: orm.Mapped[int]
+    start: orm.Mapped[str | None]
+    active: orm.Mapped[Any]
 
 
 class Step(Base):
     __table__ = po.po_flow_step
     flow: orm.Mapped[Flow] = orm.relationship(back_populates="steps")
     # Typing only: the columns come from the table.
+    flow_id: orm.Mapped[int]
+    kind: orm.Mapped[str | None]
     title: orm.Mapped[str | None]
     duration: orm.Mapped[str | None]
+    field: orm.Mapped[str | None]
+    value: orm.Mapped[str | None]
 
 
 @pytest.fixture
