@@ -15,7 +15,7 @@ what to write instead (``01/03/2026`` → year-month-day; ``1,000`` → ``1000``
 
     >>> import sqlalchemy as sa
     >>> small = facts_of_column(sa.Column("rank", sa.SmallInteger, nullable=False))
-    >>> to_write("12", small, now=None)
+    >>> to_write("12", small, now=datetime(2026, 3, 2, tzinfo=UTC))
     12
     >>> try:
     ...     read("40000", small)
@@ -215,7 +215,7 @@ def read(text: str, facts: ColumnFacts) -> query.ValueExpr:
     return value
 
 
-def to_write(text: str | None, facts: ColumnFacts | None, now: datetime | None) -> Any:
+def to_write(text: str | None, facts: ColumnFacts | None, now: datetime) -> Any:
     """The Python value a set step writing ``text`` puts into the column, at ``now``.
 
     ``text`` None (an empty value) is null. Without ``facts`` (a column the runner was not
@@ -223,14 +223,14 @@ def to_write(text: str | None, facts: ColumnFacts | None, now: datetime | None) 
     """
     if facts is None:
         try:
-            return query.parse_value(text or "null").resolve(now or datetime.now(UTC))
+            return query.parse_value(text or "null").resolve(now)
         except errors.QueryError as error:
             raise Refused("value_invalid", error.message) from None
     value = read(text or "null", facts)
     if isinstance(value, query.Literal):
         return value.value
     try:
-        moment = value.resolve(now or datetime.now(UTC))
+        moment = value.resolve(now)
     except errors.QueryError as error:
         raise Refused("value_invalid", error.message) from None
     return _stored_moment(moment, facts)
@@ -276,7 +276,9 @@ def _fit_number(value: int | Decimal, facts: ColumnFacts) -> int | Decimal | flo
                 "value_out_of_range",
                 f"it holds numbers from {smallest:.3g} to {largest:.3g} in size, or 0",
             )
-    return float(number) if facts.approximate else number
+        if facts.approximate:
+            return float(number)
+    return value  # as read: no facts bind it further (an unconstrained NUMERIC)
 
 
 def _fit_numeric(number: Decimal, precision: int, scale: int) -> int | Decimal:
