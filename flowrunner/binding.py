@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import pydantic
 import sqlalchemy as sa
 
-from flowrunner import durations, errors, query, retry_policy, templates
+from flowrunner import column_facts, durations, errors, retry_policy, templates
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -213,7 +213,8 @@ class NotifyRule(_Model):
 class Schema:
     """What ``FlowBinding.check`` learned from the database, kept by the runner."""
 
-    resource_columns: dict[str, query.ColumnType]
+    # Name → query type, with each column's facts (what a set step may write into it).
+    resource_columns: column_facts.ResourceColumns
     flows_columns: frozenset[str]
     steps_columns: frozenset[str]
 
@@ -328,7 +329,7 @@ class FlowBinding(_Model):
 
     def resource_columns(
         self, bind: sa.Engine | sa.Connection | sa.MetaData
-    ) -> dict[str, query.ColumnType]:
+    ) -> column_facts.ResourceColumns:
         """The resource's columns and their query-language types, read from ``bind``."""
         return self.check(bind).resource_columns
 
@@ -375,24 +376,11 @@ class FlowBinding(_Model):
                 (self.steps_table, steps, "steps"),
             ):
                 _need(cols, self.tenant, f"the {what} table {table!r}", "the tenant column")
-        types = _usable_types(resource)
         return Schema(
-            resource_columns=types,
+            resource_columns=column_facts.ResourceColumns.of_table(bind.tables[self.resource]),
             flows_columns=frozenset(flows),
             steps_columns=frozenset(steps),
         )
-
-
-def _usable_types(columns: Mapping[str, sa.types.TypeEngine[Any]]) -> dict[str, query.ColumnType]:
-    # A column conditions cannot compare (JSON, binary) is left out, as for a Table:
-    # a condition naming it is told the column is unknown.
-    found: dict[str, query.ColumnType] = {}
-    for name, sql_type in columns.items():
-        try:
-            found.update(query.column_types({name: sql_type}))
-        except errors.BindingError:
-            continue
-    return found
 
 
 def _use(binding: FlowBinding, column: str) -> str:

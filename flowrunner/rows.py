@@ -19,7 +19,7 @@ import pydantic
 import pydantic_core
 
 from flowrunner import binding as binding_mod
-from flowrunner import durations, errors, modes, query, sanitize, spelling, templates
+from flowrunner import column_facts, durations, errors, modes, query, sanitize, spelling, templates
 
 STARTS = spelling.STARTS
 MESSAGE_LIMIT = 500
@@ -517,18 +517,14 @@ def _check_field(
             message = f"'{field}' is not a column a set step may write ({known})"
             add(errors.FieldError("field", message, "field_not_settable"))
             return
-        if step.value is not None:
+        facts = column_facts.facts_of(columns, field)
+        if step.value is not None and facts is not None:
+            # The rule the run writes by (column_facts): what passes here is written.
             try:
-                query.parse_value(step.value, columns[field])
-            except errors.QueryError as exc:
-                text = str(step.value).strip()
-                if columns[field] is query.ColumnType.TEXT and " " in text and text[0] not in "'\"":
-                    # The commonest slip: several words, read as a value and then garbage.
-                    hint = f"text with spaces goes in quotes — write '{text}' with the quotes"
-                else:
-                    hint = exc.message
-                message = f"'{step.value}' cannot be written to '{field}': {hint}"
-                add(errors.FieldError("value", message, "value_invalid"))
+                column_facts.read(step.value, facts)
+            except column_facts.Refused as refused:
+                message = f"'{step.value}' cannot be written to '{field}': {refused.reason}"
+                add(errors.FieldError("value", message, refused.code))
     elif step.kind == "until":
         kind = columns.get(field)
         if kind not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):

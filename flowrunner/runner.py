@@ -22,13 +22,11 @@ from sqlalchemy import orm
 
 from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
-from flowrunner import commands as commands_mod
-from flowrunner import durations as durations_mod
 from flowrunner import (
+    column_facts,
     errors,
     operating,
     payloads,
-    query,
     retry_policy,
     rows,
     saving,
@@ -36,6 +34,8 @@ from flowrunner import (
     starting,
     validate,
 )
+from flowrunner import commands as commands_mod
+from flowrunner import durations as durations_mod
 from flowrunner.interpreter import config as config_mod
 from flowrunner.store import (
     app_tables,
@@ -88,7 +88,8 @@ class FlowRunner:
         # The application's tables are read once, here; every statement after uses them.
         self.tables = app_tables.reflect(self.engine, binding)
         schema = binding.check(self.tables.metadata)
-        self.columns: dict[str, query.ColumnType] = dict(schema.resource_columns)
+        # Each column's type and facts: what conditions compare and set steps may write.
+        self.columns: column_facts.ResourceColumns = schema.resource_columns
         self._check_commands()
         self._checked: dict[str, str | None] = {}
         if check_schema is None:

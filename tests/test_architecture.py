@@ -99,6 +99,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "rows and validation",
         (
             "flowrunner.binding",
+            "flowrunner.column_facts",
             "flowrunner.spelling",
             "flowrunner.rows",
             "flowrunner.loops",

@@ -160,7 +160,7 @@ def test_every_code_is_in_the_guide() -> None:
     assert documented == set(validate.CODES)
     sources = "".join(
         (ROOT / "flowrunner" / name).read_text(encoding="utf-8")
-        for name in ("rows.py", "validate.py", "saving.py", "orm_hook.py")
+        for name in ("rows.py", "column_facts.py", "validate.py", "saving.py", "orm_hook.py")
     )
     # Each code the checks use is listed (a typo in a code would show here).
     used = set(re.findall(r'"([a-z]+_[a-z_]+)"[,)]', sources)) - {"flow_id", "before_flush"}

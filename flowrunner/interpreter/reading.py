@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from flowrunner import durations, errors, modes, query, rows, snapshot
+from flowrunner import column_facts, durations, errors, modes, query, rows, snapshot
 from flowrunner.interpreter import config as config_mod
 
 
@@ -100,13 +100,11 @@ def set_value(
     if name not in cfg.set_columns:
         raise Broken(step, f"'{name}' is not one of the columns a set step may write")
     raw = text(step, "value")
-    column_type = cfg.columns.get(name)
-    if raw is None:
-        return name, None
     try:
-        value = query.parse_value(raw, column_type).resolve(now)
-    except errors.FlowrunnerError as error:
-        raise Broken(step, f"its value cannot be written to {name}: {error}") from None
+        # The rule validation judged the step by: a value that passed is written as is.
+        value = column_facts.to_write(raw, column_facts.facts_of(cfg.columns, name), now)
+    except column_facts.Refused as refused:
+        raise Broken(step, f"its value cannot be written to {name}: {refused.reason}") from None
     return name, value
 
 
