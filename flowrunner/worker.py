@@ -97,8 +97,8 @@ class Crash(BaseException):
 class WorkerStats:
     """What a worker did: runs claimed, advanced, refused (lease lost), not advanced for an
     error (``errors``), claims handed back after a lost connection, rounds its database
-    failed, and runs that ended failed (``failed``: a step failed, a row broke, the engine
-    could not advance it)."""
+    failed, and runs advanced into failure (``failed``, counted in ``advanced`` too: a
+    step failed, or a row broke)."""
 
     claimed: int = 0
     advanced: int = 0
@@ -183,14 +183,15 @@ class Worker:
         if not claims:
             return
         stats = self.stats
-        refused = stats.refused - before.refused
+        refused, errored = stats.refused - before.refused, stats.errors - before.errors
         log.info(
-            "claimed %d run(s)%s: %d advanced, %d failed%s, in %.2f s",
+            "claimed %d run(s)%s: %d advanced (%d failed)%s%s, in %.2f s",
             len(claims),
             _tenants(claims),
             stats.advanced - before.advanced,
             stats.failed - before.failed,
-            f", {refused} refused (their leases were taken over)" if refused else "",
+            f", {refused} refused (lease taken over)" if refused else "",
+            f", {errored} not advanced for an error" if errored else "",
             took,
         )
 
@@ -284,7 +285,6 @@ class Worker:
             )
             log.debug("run %s: raised at %s", claim.run_id, logs.where(exc))
             self._fail_run(conn, claim, now, exc)
-            self.stats.failed += 1
             return True
         savepoint.commit()
         self.stats.advanced += 1

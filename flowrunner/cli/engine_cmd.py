@@ -214,8 +214,9 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
         )
         return
     click.echo(
-        f"advanced {stats.advanced} run(s) of {stats.claimed} claimed: {stats.failed} failed, "
-        f"{stats.refused} refused (lease taken over), in {took:.2f} s"
+        f"advanced {stats.advanced} run(s) of {stats.claimed} claimed ({stats.failed} failed); "
+        f"{stats.refused} refused (lease taken over), {stats.errors} not advanced for an "
+        f"error, in {took:.2f} s"
     )
 
 
