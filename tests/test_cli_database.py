@@ -147,9 +147,7 @@ def test_the_same_database_written_another_way_is_the_apps_own(
     a, b = desks
     # Relative to the current directory, as SQLite opens it; and another driver name.
     for typed in ("sqlite:///a.db", "sqlite+pysqlite:///./a.db", a):
-        code, out, err = invoke(
-            "flows", "validate", "--app", f"{bound}:runner", "--database", typed
-        )
+        code, _, err = invoke("flows", "validate", "--app", f"{bound}:runner", "--database", typed)
         assert code == 0, (typed, err)
     code, _, err = invoke(
         "worker", "--app", f"{bound}:runner", "--database", "sqlite:///a.db", "--once"

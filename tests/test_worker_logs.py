@@ -238,3 +238,17 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # Linux: EIO once the other end is closed
         return b""
+
+
+def test_the_command_leaves_the_callers_logging_as_it_found_it(desk_with_due_runs: str) -> None:
+    from click.testing import CliRunner
+
+    from flowrunner.cli import cli
+
+    root, alembic = logging.getLogger(), logging.getLogger("alembic")
+    before = (list(root.handlers), root.level, alembic.level)
+    app = ["--app", "fixtures.tickets.app:runner", "--database", desk_with_due_runs]
+    result = CliRunner().invoke(cli, ["worker", *app, "--once", "--log-level", "debug"])
+    assert result.exit_code == 0, result.output
+    assert " INFO flowrunner.worker claimed 1 run(s): 1 advanced (0 failed), in " in result.stderr
+    assert (list(root.handlers), root.level, alembic.level) == before

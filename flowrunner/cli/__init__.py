@@ -209,8 +209,8 @@ def json_option(
 def echo_json(document: object) -> None:
     """Print ``document`` as one line of JSON on standard output.
 
-    Moments and dates are ISO 8601 text; decimal numbers are text, exactly as written
-    (a JSON number would round them).
+    Moments and dates are ISO 8601 text; a decimal number is a JSON number when one
+    holds it exactly, else text: never rounded.
     """
     click.echo(json.dumps(document, ensure_ascii=False, default=_plain))
 
@@ -219,7 +219,8 @@ def _plain(value: object) -> object:
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        number = float(value)
+        return number if decimal.Decimal(repr(number)) == value else str(value)
     if isinstance(value, set | frozenset):
         return sorted(value, key=str)
     return str(value)

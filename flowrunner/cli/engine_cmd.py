@@ -14,6 +14,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from flowrunner import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # Libraries whose INFO lines say nothing an operator acts on (alembic's "Context impl
 # SQLiteImpl" when the runner checks its tables): shown from WARNING, or with DEBUG.
@@ -61,18 +63,30 @@ class _Stderr(logging.StreamHandler[TextIO]):
         super().emit(record)
 
 
-def _log_to_stderr(level: str) -> None:
-    """Every logger's lines at ``level`` and above, on standard error.
+@contextmanager
+def _log_to_stderr(level: str) -> Iterator[None]:
+    """Every logger's lines at ``level`` and above on standard error, while the command runs.
 
     flowrunner's own loggers hand each handler one sanitized line (``flowrunner.logs``).
+    Set before the app is imported, so that an app calling ``logging.basicConfig`` keeps
+    this; undone after, so that a program calling the command keeps its own.
     """
     handler = _Stderr()
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    quiet = [logging.getLogger(name) for name in QUIET]
+    before = root.level, [log.level for log in quiet]
+    root.addHandler(handler)
     root.setLevel(level)
-    for name in QUIET:
-        logging.getLogger(name).setLevel(level if level == "DEBUG" else "WARNING")
+    for log in quiet:
+        log.setLevel(level if level == "DEBUG" else "WARNING")
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before[0])
+        for log, was in zip(quiet, before[1], strict=True):
+            log.setLevel(was)
 
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
@@ -118,7 +132,7 @@ def _log_to_stderr(level: str) -> None:
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="INFO",
+    default="info",
     show_default=True,
     help="The least a log line must matter to be written: INFO shows each claim, "
     "ERROR only the runs that failed.",
@@ -152,28 +166,28 @@ def worker(
     from flowrunner import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
-    _log_to_stderr(log_level.upper())
-    runner = _load(app_spec, database)
-    assert isinstance(runner, FlowRunner)
-    serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
-    began = time.monotonic()
-    if once:
-        _advance_due(runner, serving)
+    with _log_to_stderr(log_level.upper()):
+        runner = _load(app_spec, database)
+        assert isinstance(runner, FlowRunner)
+        serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
+        began = time.monotonic()
+        if once:
+            _advance_due(runner, serving)
+            _summary(runner, serving, time.monotonic() - began, as_json)
+            return
+        stop = threading.Event()
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            click.echo(f"received signal {signum}; stopping after the current step", err=True)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        where = app_mod.shown(runner.engine.url)
+        click.echo(f"worker {serving.owner} serving {runner.binding.resource} on {where}", err=True)
+        serving.serve(stop, poll=poll)
+        click.echo("worker stopped", err=True)
         _summary(runner, serving, time.monotonic() - began, as_json)
-        return
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        click.echo(f"received signal {signum}; stopping after the current step", err=True)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    where = app_mod.shown(runner.engine.url)
-    click.echo(f"worker {serving.owner} serving {runner.binding.resource} on {where}", err=True)
-    serving.serve(stop, poll=poll)
-    click.echo("worker stopped", err=True)
-    _summary(runner, serving, time.monotonic() - began, as_json)
 
 
 def _advance_due(runner: FlowRunner, serving: worker_mod.Worker) -> None:
