@@ -41,7 +41,7 @@ def refuse(ctx: Any) -> None:
 
 def claims(caplog: pytest.LogCaptureFixture) -> list[tuple[str, ...]]:
     """The claim lines logged, as (claimed, tenants, advanced, failed) each."""
-    found = []
+    found: list[tuple[str, ...]] = []
     for record in caplog.records:
         if record.name == "flowrunner.worker" and record.getMessage().startswith("claimed"):
             assert record.levelno == logging.INFO

@@ -9,32 +9,24 @@ document).
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 import click
 
 from flowrunner import app as app_mod
 from flowrunner import cli as cli_mod
-from flowrunner import durations, errors
+from flowrunner import durations, errors, logs
 
 if TYPE_CHECKING:
     from flowrunner import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-# Libraries whose INFO lines say nothing an operator acts on (alembic's "Context impl
-# SQLiteImpl" when the runner checks its tables): shown from WARNING, or with DEBUG.
-QUIET = ("alembic",)
 
 
 def _load(app: str, database: str | None) -> object:
@@ -52,41 +44,6 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
             f"{value!r}: give a lease of some seconds, minutes or hours", param=param
         )
     return timedelta(days=length.days, seconds=length.seconds)
-
-
-class _Stderr(logging.StreamHandler[TextIO]):
-    """Writes to whatever ``sys.stderr`` is at the time: above a live progress bar, which
-    takes standard error over while it runs."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr
-        super().emit(record)
-
-
-@contextmanager
-def _log_to_stderr(level: str) -> Iterator[None]:
-    """Every logger's lines at ``level`` and above on standard error, while the command runs.
-
-    flowrunner's own loggers hand each handler one sanitized line (``flowrunner.logs``).
-    Set before the app is imported, so that an app calling ``logging.basicConfig`` keeps
-    this; undone after, so that a program calling the command keeps its own.
-    """
-    handler = _Stderr()
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    root = logging.getLogger()
-    quiet = [logging.getLogger(name) for name in QUIET]
-    before = root.level, [log.level for log in quiet]
-    root.addHandler(handler)
-    root.setLevel(level)
-    for log in quiet:
-        log.setLevel(level if level == "DEBUG" else "WARNING")
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(before[0])
-        for log, was in zip(quiet, before[1], strict=True):
-            log.setLevel(was)
 
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
@@ -166,7 +123,7 @@ def worker(
     from flowrunner import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
-    with _log_to_stderr(log_level.upper()):
+    with logs.to_stderr(log_level.upper()):
         runner = _load(app_spec, database)
         assert isinstance(runner, FlowRunner)
         serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
