@@ -1,4 +1,10 @@
-"""Finding the application's runner from ``--app MODULE:ATTR`` on the command line."""
+"""Finding the application's runner from ``--app MODULE:ATTR`` on the command line.
+
+With ``--database URL`` too, the command acts on that database or on none: a function
+taking ``url`` builds the runner on it; a runner already bound to an engine is used only
+when its database is that one (``same_database``), and refused with both URLs named
+otherwise, so that no command acts on another database than the one typed.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import os
 import pkgutil
 import sys
 from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
 
 from flowrunner import errors
 
@@ -27,17 +35,93 @@ def load_app(
 ) -> FlowRunner:
     """Import ``MODULE:ATTR``; ATTR is a FlowRunner or a factory returning one.
 
-    A factory may take a ``url`` keyword: ``--database URL`` is passed to it.
-    The current directory is importable, as with other Python tools' ``--app``.
+    A factory may take a ``url`` keyword: ``--database URL`` is passed to it, and the
+    runner it returns must be on that database. Given ``database_url``, a runner ATTR
+    (or one from a factory without ``url``) must already be on it: otherwise a
+    ``BindingError`` names both databases, their passwords hidden. The current
+    directory is importable, as with other Python tools' ``--app``.
     """
     token = check_schema_on_mount.set(check_schema)
     try:
-        return _load(spec, database_url)
+        runner, took_url = _load(spec, database_url)
     finally:
         check_schema_on_mount.reset(token)
+    if database_url is not None and not same_database(runner.engine.url, database_url):
+        raise errors.BindingError(_disagree(spec, runner.engine.url, database_url, took_url))
+    return runner
 
 
-def _load(spec: str, database_url: str | None) -> FlowRunner:
+def same_database(a: str | sa.URL, b: str | sa.URL) -> bool:
+    """Whether two URLs name one database, however each is written.
+
+    The driver and the password do not choose the database; a SQLite file is compared
+    by its full path (relative to the current directory, as SQLite opens it), a
+    server's port by its default where none is written. Anything else that differs
+    (host, user, database, query options) counts: when in doubt, two databases.
+
+    >>> same_database("postgresql+psycopg://ann:secret@db/app", "postgresql://ann@db:5432/app")
+    True
+    >>> same_database("sqlite:///app.db", "sqlite:///other.db")
+    False
+    """
+    return _identity(sa.make_url(a)) == _identity(sa.make_url(b))
+
+
+# The port a server listens on when a URL names none.
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433}
+
+
+def _identity(url: sa.URL) -> tuple[object, ...]:
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        name = url.database or ":memory:"
+        if name != ":memory:" and not url.query.get("uri"):
+            name = os.path.realpath(name)
+        return (backend, name)
+    return (
+        backend,
+        (url.host or "").lower(),
+        url.port or _DEFAULT_PORTS.get(backend),
+        url.username,
+        url.database,
+        tuple(sorted((k, str(v)) for k, v in url.query.items())),
+    )
+
+
+def _disagree(spec: str, bound: sa.URL, given: str, took_url: bool | None) -> str:
+    """The sentence refusing ``--database`` for an app whose runner is on another one."""
+    on = shown(bound)
+    typed = shown(given)
+    attr = spec.partition(":")[2]
+    if took_url:
+        return (
+            f"--app {spec} was given --database {typed} but returned a runner on {on}; "
+            "build the runner's engine from the url it is given"
+        )
+    name = attr.rpartition(".")[2]
+    if took_url is None:
+        found = f"is a runner bound to {on}"
+        fix = f"make {attr} a function taking url (def {name}(url=None))"
+    else:
+        found = f"takes no url and returns a runner bound to {on}"
+        fix = f"give {attr} a url parameter (def {name}(url=None))"
+    return (
+        f"--app {spec} {found}, not to --database {typed}; leave out --database, "
+        f"or {fix} so that --database chooses the database"
+    )
+
+
+def shown(url: str | sa.URL) -> str:
+    """A database URL as it may be shown: its password hidden.
+
+    >>> shown("postgresql://ann:secret@db/app")
+    'postgresql://ann:***@db/app'
+    """
+    return sa.make_url(url).render_as_string(hide_password=True)
+
+
+def _load(spec: str, database_url: str | None) -> tuple[FlowRunner, bool | None]:
+    """The runner, and whether a factory was given the URL (None: ATTR is a runner)."""
     from flowrunner.runner import FlowRunner
 
     module_name, _, attr = spec.partition(":")
@@ -59,10 +143,10 @@ def _load(spec: str, database_url: str | None) -> FlowRunner:
             raise  # raised while importing the module, not a missing ATTR
         raise errors.BindingError(f"module {module_name!r} has no attribute {attr!r}") from None
     if isinstance(target, FlowRunner):
-        return target
+        return target, None
     if callable(target):
-        params = inspect.signature(target).parameters
-        result = target(url=database_url) if "url" in params else target()
+        takes_url = "url" in inspect.signature(target).parameters
+        result = target(url=database_url) if takes_url else target()
         if isinstance(result, FlowRunner):
-            return result
+            return result, takes_url
     raise errors.BindingError(f"{spec} is neither a FlowRunner nor a function returning one")

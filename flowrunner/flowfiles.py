@@ -1,4 +1,4 @@
-"""Flows as files (YAML, or CSV with one row per step), to keep in version control.
+"""Flows as files (YAML, JSON, or CSV with one row per step), to keep in version control.
 
 An import is all or nothing: every flow and step in the file is judged first, and
 one bad row refuses the whole file with every problem listed by row; nothing is
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,21 @@ def loads_yaml(text: str) -> list[FlowDoc]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise FileInvalid(f"the file is not readable YAML{where}") from None
+    return _docs(data)
+
+
+def loads_json(text: str) -> list[FlowDoc]:
+    """The flows of a JSON text, shaped as in YAML: ``{"flows": [...]}`` or a list."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileInvalid(f"the file is not readable JSON at line {exc.lineno}") from None
+    except ValueError:  # thousands of digits, which Python refuses to read as a number
+        raise FileInvalid("the file holds a number too long to read") from None
+    return _docs(data)
+
+
+def _docs(data: Any) -> list[FlowDoc]:
     if isinstance(data, Mapping) and set(data) == {"flows"}:
         data = data["flows"]
     if data is None:
@@ -99,13 +115,16 @@ def loads_csv(text: str) -> list[FlowDoc]:
 
 
 def read_file(path: str | Path) -> list[FlowDoc]:
-    """The flows of a ``.yaml``/``.yml`` or ``.csv`` file."""
+    """The flows of a ``.yaml``/``.yml``, ``.json`` or ``.csv`` file."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FileInvalid(f"cannot read {path}: {exc.strerror}") from None
-    return loads_csv(text) if path.suffix.lower() == ".csv" else loads_yaml(text)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return loads_csv(text)
+    return loads_json(text) if suffix == ".json" else loads_yaml(text)
 
 
 # -- judging and importing ---------------------------------------------------------
@@ -212,6 +231,12 @@ def export_flows(
 def dumps_yaml(docs: Sequence[FlowDoc]) -> str:
     data = {"flows": [{**d.flow, "steps": d.steps} for d in docs]}
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def dumps_json(docs: Sequence[FlowDoc]) -> str:
+    """The flows as one JSON document, shaped as the YAML: ``{"flows": [...]}``."""
+    data = {"flows": [{**d.flow, "steps": d.steps} for d in docs]}
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n"
 
 
 def dumps_csv(docs: Sequence[FlowDoc], binding: binding_mod.FlowBinding) -> str:

@@ -15,18 +15,30 @@ application's own handlers and formatters as much as ours:
 A traceback is never logged: its lines quote source and SQL, and a handler would
 write them as many lines. Where an engine error happened is logged at DEBUG as one
 line of frames instead (``where``).
+
+A command that logs (``flowrunner worker``) writes every logger's lines on standard
+error while it runs (``to_stderr``).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
 
 from flowrunner import sanitize
 
 # Attributes every record has; anything else on a record came with ``extra``.
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 _FRAMES = 8
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# Libraries whose INFO lines say nothing an operator acts on (alembic's "Context impl
+# SQLiteImpl" when a runner checks its tables): written from WARNING, or with DEBUG.
+QUIET = ("alembic",)
 
 
 class OneLine(logging.Filter):
@@ -89,3 +101,38 @@ def where(exc: BaseException) -> str:
     if len(frames) > _FRAMES:
         shown.insert(0, "…")
     return sanitize.sanitize_text(" > ".join(shown))
+
+
+class _Stderr(logging.StreamHandler[TextIO]):
+    """Writes to whatever ``sys.stderr`` is at the time: above a live progress bar, which
+    takes standard error over while it runs."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+@contextmanager
+def to_stderr(level: str) -> Iterator[None]:
+    """Every logger's lines at ``level`` (``"INFO"``) and above on standard error, one
+    ``time LEVEL logger message`` line each, until the block ends.
+
+    Set before an app is imported, so that an app calling ``logging.basicConfig`` keeps
+    this; undone after, so that a program running a command in-process keeps its own.
+    """
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter(FORMAT))
+    root = logging.getLogger()
+    quiet = [logging.getLogger(name) for name in QUIET]
+    before = root.level, [log.level for log in quiet]
+    root.addHandler(handler)
+    root.setLevel(level)
+    for log in quiet:
+        log.setLevel(level if level == "DEBUG" else "WARNING")
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before[0])
+        for log, was in zip(quiet, before[1], strict=True):
+            log.setLevel(was)

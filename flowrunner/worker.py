@@ -20,9 +20,11 @@ bounded wait (see ``Worker.serve``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -93,8 +95,10 @@ class Crash(BaseException):
 
 @dataclass
 class WorkerStats:
-    """What a worker did: runs claimed, advanced, refused (lease lost), failed (``errors``),
-    claims handed back after a lost connection, and rounds its database failed."""
+    """What a worker did: runs claimed, advanced, refused (lease lost), not advanced for an
+    error (``errors``), claims handed back after a lost connection, rounds its database
+    failed, and runs advanced into failure (``failed``, counted in ``advanced`` too: a
+    step failed, or a row broke)."""
 
     claimed: int = 0
     advanced: int = 0
@@ -102,6 +106,7 @@ class WorkerStats:
     errors: int = 0
     handed_back: int = 0
     database_failures: int = 0
+    failed: int = 0
 
 
 class Worker:
@@ -142,6 +147,7 @@ class Worker:
         their leases run out — and the error is raised for the caller (``serve``) to wait
         and try again.
         """
+        began, before = time.monotonic(), dataclasses.replace(self.stats)
         now = self.runner.clock()
         claims = ops.claim_due(
             self.runner.engine,
@@ -169,7 +175,25 @@ class Worker:
             if database_failed(exc):
                 self._hand_back(pending)
             raise
+        self._log_claim(claims, before, time.monotonic() - began)
         return len(claims)
+
+    def _log_claim(self, claims: Sequence[ops.Claim], before: WorkerStats, took: float) -> None:
+        """One INFO line per claim: how many runs, whose, what became of them, how long."""
+        if not claims:
+            return
+        stats = self.stats
+        refused, errored = stats.refused - before.refused, stats.errors - before.errors
+        log.info(
+            "claimed %d run(s)%s: %d advanced (%d failed)%s%s, in %.2f s",
+            len(claims),
+            _tenants(claims),
+            stats.advanced - before.advanced,
+            stats.failed - before.failed,
+            f", {refused} refused (lease taken over)" if refused else "",
+            f", {errored} not advanced for an error" if errored else "",
+            took,
+        )
 
     def _hand_back(self, claims: Sequence[ops.Claim]) -> None:
         """Give back claims whose transaction was lost, best effort: what cannot be given
@@ -227,8 +251,11 @@ class Worker:
         # The clock is read per run: a slow run before this one costs no stale time.
         now = self.runner.clock()
         savepoint = conn.begin_nested()
+        failure: str | None = None
         try:
-            _Advance(self, conn, claim, now, later).advance()
+            step = _Advance(self, conn, claim, now, later)
+            step.advance()
+            failure = step.failure()
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -261,6 +288,9 @@ class Worker:
             return True
         savepoint.commit()
         self.stats.advanced += 1
+        if failure is not None:
+            self.stats.failed += 1
+            log.error("%s", failure)
         return True
 
     def _fail_run(
@@ -324,6 +354,15 @@ class Worker:
                 stop.wait(poll)
 
 
+def _tenants(claims: Sequence[ops.Claim]) -> str:
+    """`` for tenant acme``, `` for tenants acme, beta and 3 more``; empty without tenants."""
+    names = sorted({str(c.tenant) for c in claims if c.tenant is not None})
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f" for tenant{'s' if len(names) > 1 else ''} {shown}"
+
+
 def backoff(failures: int) -> float:
     """Seconds to wait after ``failures`` database failures in a row: doubling from
     ``BACKOFF_FIRST`` up to ``BACKOFF_CAP``, less up to a fifth at random, so that the
@@ -378,6 +417,8 @@ class _Advance:
         self.lines: list[ops.LogLine] = []
         self.sets: dict[str, object] = {}
         self.wrote_record = False
+        # Why the run failed at this step, when it did: logged once the step is saved.
+        self.failed: str | None = None
 
     @functools.cached_property
     def snap(self) -> snapshot.FlowSnapshot:
@@ -462,6 +503,16 @@ class _Advance:
         self._save(step.state, wake_at)
         return step.state
 
+    def failure(self) -> str | None:
+        """The sentence to log when this step failed the run: which run, flow, record, why."""
+        if self.failed is None:
+            return None
+        run = self.run
+        return (
+            f"run {run.id} of flow {self.snap.flow.name!r} on {self.runner.binding.resource} "
+            f"{run.record_id} failed: {self.failed}"
+        )
+
     def _save(self, new: state.RunState, wake_at: datetime | None) -> None:
         """Write what the step gathered and the run's new state and due time.
 
@@ -470,6 +521,8 @@ class _Advance:
         """
         runner, conn, run, now = self.runner, self.conn, self.run, self.now
         ended = new.status in statuses.ENDED
+        if new.status == statuses.RunStatus.FAILED:
+            self.failed = new.reason or str((new.error or {}).get("message") or "no reason given")
         self._flush_sets()
         if self.wrote_record:
             # The record's other runs follow it (an until step on a date this set).
@@ -517,6 +570,7 @@ class _Advance:
     def _stop(self, why: str) -> None:
         """Fail the run, whose snapshot no longer loads, without advancing it."""
         conn, run, now = self.conn, self.run, self.now
+        self.failed = why
         self._give_up_lease(forget=True)
         ops.save_run(
             conn,

@@ -6,11 +6,18 @@ condition, duration or option, an unreachable database, or any ``FlowrunnerError
 Exit status 1 is a verdict the command reached (``flows validate`` found broken rows,
 ``flows import`` refused rows, ``migrate status --check`` found the tables behind) or a
 bug: an unexpected error, also one line (``FLOWRUNNER_TRACEBACK=1`` shows where).
+
+Every command that prints data takes ``--json``: one JSON document on standard output
+(``echo_json``), whatever else goes to standard error. ``--database`` is the database a
+command acts on, or it is refused (``flowrunner.app.load_app``): never another one.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -180,9 +187,43 @@ def database_url(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
-def database_option(help: str = "Database URL passed to the app's factory.") -> Callable[..., Any]:
+DATABASE_HELP = (
+    "The database to act on, e.g. sqlite:///app.db. Handed to --app when it is a function "
+    "taking url; an app's runner already bound to another database is refused, never "
+    "used instead."
+)
+
+
+def database_option(help: str = DATABASE_HELP) -> Callable[..., Any]:
     """``--database URL``, checked as a URL before the command runs."""
     return click.option("--database", default=None, metavar="URL", callback=database_url, help=help)
+
+
+def json_option(
+    help: str = "Print one JSON document on standard output instead of text.",
+) -> Callable[..., Any]:
+    """``--json``: the command's data as one JSON document (``echo_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def echo_json(document: object) -> None:
+    """Print ``document`` as one line of JSON on standard output.
+
+    Moments and dates are ISO 8601 text; a decimal number is a JSON number when one
+    holds it exactly, else text: never rounded.
+    """
+    click.echo(json.dumps(document, ensure_ascii=False, default=_plain))
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        number = float(value)
+        return number if decimal.Decimal(repr(number)) == value else str(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
 
 
 def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -> FlowRunner:

@@ -1,17 +1,32 @@
-"""``flowrunner worker`` serves due runs; ``flows start`` starts records older than flows."""
+"""``flowrunner worker`` serves due runs; ``flows start`` starts records older than flows.
+
+The worker logs on standard error, one line a record (``flowrunner.logs``): each claim
+at INFO (how many runs, whose, what became of them, how long), each run that failed at
+ERROR, at the level ``--log-level`` names. ``--once`` shows a progress bar when standard
+error is a terminal, and ends with a summary on standard output (``--json``: one JSON
+document).
+"""
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
+import time
 from datetime import timedelta
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
+from flowrunner import app as app_mod
 from flowrunner import cli as cli_mod
-from flowrunner import durations, errors
+from flowrunner import durations, errors, logs
+
+if TYPE_CHECKING:
+    from flowrunner import worker as worker_mod
+    from flowrunner.runner import FlowRunner
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _load(app: str, database: str | None) -> object:
@@ -31,8 +46,14 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     return timedelta(days=length.days, seconds=length.seconds)
 
 
-@click.command()
-@click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
+@click.command(epilog=cli_mod.EXIT_STATUSES)
+@click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The application's FlowRunner, or a function returning one.",
+)
 @cli_mod.database_option()
 @click.option(
     "--poll",
@@ -65,6 +86,18 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     "died; renewed while a long command runs.",
 )
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="The least a log line must matter to be written: INFO shows each claim, "
+    "ERROR only the runs that failed.",
+)
+@cli_mod.json_option(
+    'Print the summary as one JSON document: {"database", "resource", "claimed", '
+    '"advanced", "failed", "refused", "errors", "seconds"}.'
+)
 def worker(
     app_spec: str,
     database: str | None,
@@ -73,49 +106,107 @@ def worker(
     claim: int | None,
     lease: timedelta,
     once: bool,
+    log_level: str,
+    as_json: bool,
 ) -> None:
     """Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).
 
     Several workers may serve one PostgreSQL database; on SQLite, one host. A worker
     outlives its database's failures: it logs each one and tries again, waiting a little
     longer each time (up to 10 seconds).
+
+    Log lines go to standard error: each claim at INFO (runs, tenants, what became of
+    them, how long), each failed run at ERROR with its reason. With --once it advances
+    what is due, with a progress bar when standard error is a terminal, and prints a
+    summary; without, the summary follows the stop.
     """
     from flowrunner import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
-    runner = _load(app_spec, database)
-    assert isinstance(runner, FlowRunner)
-    # flowrunner's loggers hand every handler one sanitized line (flowrunner.logs).
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
-    if once:
-        total = 0
+    with logs.to_stderr(log_level.upper()):
+        runner = _load(app_spec, database)
+        assert isinstance(runner, FlowRunner)
+        serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
+        began = time.monotonic()
+        if once:
+            _advance_due(runner, serving)
+            _summary(runner, serving, time.monotonic() - began, as_json)
+            return
+        stop = threading.Event()
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            click.echo(f"received signal {signum}; stopping after the current step", err=True)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        where = app_mod.shown(runner.engine.url)
+        click.echo(f"worker {serving.owner} serving {runner.binding.resource} on {where}", err=True)
+        serving.serve(stop, poll=poll)
+        click.echo("worker stopped", err=True)
+        _summary(runner, serving, time.monotonic() - began, as_json)
+
+
+def _advance_due(runner: FlowRunner, serving: worker_mod.Worker) -> None:
+    """Advance every run due now, claim after claim, under a progress bar on a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from flowrunner.store import operations as ops
+
+    with runner.engine.connect() as conn:
+        due = ops.due_count(conn, now=runner.clock(), resource=runner.binding.resource)
+    console = Console(stderr=True)
+    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("advancing due runs", total=due)
+        done = 0
         while claimed := serving.run_due():
-            total += claimed
-        click.echo(f"advanced {total} run(s)")
+            done += claimed
+            # Runs fall due while others advance (a step that wakes another at once).
+            progress.update(task, completed=done, total=max(due, done))
+
+
+def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_json: bool) -> None:
+    """What the worker did: one line, or one JSON document, on standard output."""
+    stats = serving.stats
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "database": app_mod.shown(runner.engine.url),
+                "resource": runner.binding.resource,
+                "claimed": stats.claimed,
+                "advanced": stats.advanced,
+                "failed": stats.failed,
+                "refused": stats.refused,
+                "errors": stats.errors,
+                "seconds": round(took, 3),
+            }
+        )
         return
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        click.echo(f"received signal {signum}; stopping after the current step", err=True)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    click.echo(f"worker {serving.owner} serving {runner.binding.resource}", err=True)
-    serving.serve(stop, poll=poll)
-    click.echo("worker stopped", err=True)
+    click.echo(
+        f"advanced {stats.advanced} run(s) of {stats.claimed} claimed ({stats.failed} failed); "
+        f"{stats.refused} refused (lease taken over), {stats.errors} not advanced for an "
+        f"error, in {took:.2f} s"
+    )
 
 
-@click.command("start")
+@click.command("start", epilog=cli_mod.EXIT_STATUSES)
 @click.argument("resource")
-@click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
+@click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The application's FlowRunner, or a function returning one.",
+)
 @cli_mod.database_option()
 @click.option(
     "--where", default=None, help="A condition choosing the records, e.g. 'status = open'."
 )
 @click.option("--flow", default=None, help="Start only this flow (name or id).")
 @click.option("--tenant", default=None, help="The tenant whose records to start (tenant bindings).")
+@cli_mod.json_option('Print {"started": N} as one JSON document.')
 def start(
     resource: str,
     app_spec: str,
@@ -123,11 +214,13 @@ def start(
     where: str | None,
     flow: str | None,
     tenant: str | None,
+    as_json: bool,
 ) -> None:
     """Start flows on records that existed before them, as though each were just created.
 
     Running it again starts nothing new.
     """
+    from rich.console import Console
     from rich.progress import Progress
 
     from flowrunner.runner import FlowRunner
@@ -140,7 +233,10 @@ def start(
         )
     if runner.binding.tenant and tenant is None:
         raise cli_mod.InputError("this binding has tenants: name one with --tenant")
-    with Progress(transient=True) as progress:
+    # On standard error, which leaves standard output to the count (or its JSON); on a
+    # terminal only.
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("starting flows", total=None)
 
         def report(done: int, total: int) -> None:
@@ -150,4 +246,7 @@ def start(
             started = runner.start_existing(where, flow=flow, tenant=tenant, progress=report)
         except errors.QueryError as exc:
             raise cli_mod.InputError(f"--where: {exc}") from exc
-    click.echo(f"started {started} run(s)")
+    if as_json:
+        cli_mod.echo_json({"started": started})
+    else:
+        click.echo(f"started {started} run(s)")

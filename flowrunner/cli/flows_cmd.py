@@ -42,7 +42,13 @@ def _runner(app: str, database: str | None) -> FlowRunner:
     return cli_mod.load_runner(app, database)
 
 
-APP = click.option("--app", "app_spec", required=True, help="MODULE:ATTR naming the FlowRunner.")
+APP = click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The application's FlowRunner, or a function returning one.",
+)
 DATABASE = cli_mod.database_option()
 
 
@@ -51,13 +57,17 @@ def flows() -> None:
     """Flows as files: import, export, and validate the stored rows."""
 
 
-@flows.command("import")
+@flows.command("import", epilog=cli_mod.EXIT_STATUSES)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @APP
 @DATABASE
 @click.option("--replace", is_flag=True, help="Replace stored flows that have the same name.")
-def import_(file: Path, app_spec: str, database: str | None, replace: bool) -> None:
-    """Import the flows of FILE (.yaml or .csv), all or nothing.
+@cli_mod.json_option(
+    'Print {"imported", "steps", "created", "replaced"} as JSON; refused rows as '
+    '{"refused": [{"row", "field", "message"}]}.'
+)
+def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_json: bool) -> None:
+    """Import the flows of FILE (.yaml, .json or .csv), all or nothing.
 
     A file that cannot be read is exit status 2; rows that do not validate are listed,
     nothing is imported, and the exit status is 1.
@@ -78,17 +88,35 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool) -> N
                 conn, runner.binding, runner.tables, docs, replace=replace, columns=runner.columns
             )
     except validate.RowsInvalid as exc:
+        if as_json:
+            refused = [
+                {"row": label, "field": error.field, "message": error.message}
+                for label, found in exc.rows
+                for error in found
+            ]
+            cli_mod.echo_json({"refused": refused})
+            sys.exit(1)
         click.echo(f"{file}: refused, nothing was imported:", err=True)
         for label, found in exc.rows:
             for error in found:
                 click.echo(f"  {label}: {error.field}: {error.message}", err=True)
         sys.exit(1)
+    count = len(result.created) + len(result.replaced)
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "imported": count,
+                "steps": result.steps,
+                "created": result.created,
+                "replaced": result.replaced,
+            }
+        )
+        return
     parts = []
     if result.created:
         parts.append("created " + ", ".join(result.created))
     if result.replaced:
         parts.append("replaced " + ", ".join(result.replaced))
-    count = len(result.created) + len(result.replaced)
     click.echo(
         f"imported {count} flow(s), {result.steps} step(s)"
         + (": " if parts else "")
@@ -96,7 +124,7 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool) -> N
     )
 
 
-@flows.command("export")
+@flows.command("export", epilog=cli_mod.EXIT_STATUSES)
 @APP
 @DATABASE
 @click.option(
@@ -104,23 +132,34 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool) -> N
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write to this file (.yaml or .csv) instead of standard output.",
+    help="Write to this file (.yaml, .json or .csv) instead of standard output.",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["yaml", "csv"]),
+    type=click.Choice(["yaml", "json", "csv"]),
     default=None,
     help="Defaults to the output file's suffix, else yaml.",
 )
-def export(app_spec: str, database: str | None, output: Path | None, fmt: str | None) -> None:
-    """Write every stored flow and its steps as YAML (or CSV)."""
+@cli_mod.json_option('The same as --format json: {"flows": [...]}, as `flows import` reads it.')
+def export(
+    app_spec: str, database: str | None, output: Path | None, fmt: str | None, as_json: bool
+) -> None:
+    """Write every stored flow and its steps as YAML (or JSON, or CSV)."""
+    if as_json:
+        if fmt not in (None, "json"):
+            raise click.UsageError(f"--json and --format {fmt} disagree: give one of them")
+        fmt = "json"
     runner = _runner(app_spec, database)
     with runner.engine.connect() as conn:
         docs = flowfiles.export_flows(conn, runner.binding, runner.tables)
     if fmt is None:
-        fmt = "csv" if output is not None and output.suffix.lower() == ".csv" else "yaml"
-    text = flowfiles.dumps_csv(docs, runner.binding) if fmt == "csv" else flowfiles.dumps_yaml(docs)
+        suffix = output.suffix.lower() if output is not None else ""
+        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "yaml")
+    if fmt == "csv":
+        text = flowfiles.dumps_csv(docs, runner.binding)
+    else:
+        text = flowfiles.dumps_json(docs) if fmt == "json" else flowfiles.dumps_yaml(docs)
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -128,23 +167,41 @@ def export(app_spec: str, database: str | None, output: Path | None, fmt: str | 
         click.echo(f"exported {len(docs)} flow(s) to {output}", err=True)
 
 
-@flows.command("validate")
+@flows.command("validate", epilog=cli_mod.EXIT_STATUSES)
 @APP
 @DATABASE
-def validate_(app_spec: str, database: str | None) -> None:
+@cli_mod.json_option(
+    'Print {"flows", "steps", "sound", "broken": [{"flow", "problems": [...]}]} as JSON.'
+)
+def validate_(app_spec: str, database: str | None, as_json: bool) -> None:
     """Check every stored flow and step row against the binding; exit 1 if any is broken."""
     runner = _runner(app_spec, database)
-    broken = 0
     steps = 0
+    problems: list[tuple[str, list[str]]] = []  # (flow, its sentences) per broken flow
     with runner.engine.connect() as conn:
         stored = flow_rows.all_flows(conn, runner.tables)
         for flow in stored:
             snap = starting.stored_snapshot(conn, runner.tables, flow["id"])
             steps += len(snap.steps)
             found = validate.sentences(snap, runner.binding, runner.columns)
-            broken += bool(found)
-            for sentence in found:
-                click.echo(sentence, err=True)
+            if found:
+                problems.append((snap.flow.name, found))
+    broken = len(problems)
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "flows": len(stored),
+                "steps": steps,
+                "sound": not broken,
+                "broken": [{"flow": name, "problems": found} for name, found in problems],
+            }
+        )
+        if broken:
+            sys.exit(1)
+        return
+    for _, found in problems:
+        for sentence in found:
+            click.echo(sentence, err=True)
     if broken:
         click.echo(f"{broken} of {len(stored)} flow(s) have broken rows", err=True)
         sys.exit(1)

@@ -2,7 +2,8 @@
 
 Serving never migrates; this is the one way the tables change. Both commands take the
 application (``--app MODULE:ATTR``, whose runner names the database) or a database
-URL alone (``--database URL``); with both, the URL is handed to the app's factory.
+URL alone (``--database URL``); with both, the URL is handed to the app's factory, or
+refused if the app's runner is bound to another database.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 import click
 import sqlalchemy as sa
 
+from flowrunner import app as app_mod
 from flowrunner import cli as cli_mod
 from flowrunner.store import migrate as migrate_mod
 
@@ -21,9 +23,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _target(function: F) -> F:
-    function = cli_mod.database_option("Database URL (SQLAlchemy form), e.g. sqlite:///app.db.")(
-        function
-    )
+    function = cli_mod.json_option()(function)
+    function = cli_mod.database_option()(function)
     return click.option(
         "--app",
         "app_spec",
@@ -55,18 +56,32 @@ def migrate() -> None:
     """Create or move flowrunner's own tables (forward-only migrations)."""
 
 
-@migrate.command("up")
+@migrate.command("up", epilog=cli_mod.EXIT_STATUSES)
 @_target
-def up(app_spec: str | None, database: str | None) -> None:
-    """Apply every pending migration; running it again changes nothing."""
+def up(app_spec: str | None, database: str | None, as_json: bool) -> None:
+    """Apply every pending migration; running it again changes nothing.
+
+    With --json: {"database", "from", "to", "applied": [revisions]}.
+    """
     with _engine(app_spec, database) as engine:
         before = migrate_mod.status(engine)
         if not before.known:
             raise cli_mod.InputError(before.describe())
-        if before.is_current:
-            click.echo(f"already current (revision {before.head}); nothing to do")
-            return
-        after = migrate_mod.upgrade(engine)
+        after = before if before.is_current else migrate_mod.upgrade(engine)
+        where = app_mod.shown(engine.url)
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "database": where,
+                "from": before.current,
+                "to": after.current,
+                "applied": list(before.pending),
+            }
+        )
+        return
+    if before.is_current:
+        click.echo(f"already current (revision {before.head}); nothing to do")
+        return
     applied = len(before.pending)
     click.echo(
         f"migrated from {before.current or 'nothing'} to {after.current} "
@@ -74,15 +89,33 @@ def up(app_spec: str | None, database: str | None) -> None:
     )
 
 
-@migrate.command("status")
+@migrate.command("status", epilog=cli_mod.EXIT_STATUSES)
 @_target
 @click.option("--check", is_flag=True, help="Exit with code 1 unless the tables are current.")
-def status(app_spec: str | None, database: str | None, check: bool) -> None:
-    """Say whether the tables are current, behind (and by what), or missing."""
+def status(app_spec: str | None, database: str | None, check: bool, as_json: bool) -> None:
+    """Say whether the tables are current, behind (and by what), or missing.
+
+    With --json: {"database", "current", "head", "is_current", "known", "pending",
+    "description"}; "current" is null before the first migration.
+    """
     with _engine(app_spec, database) as engine:
         found = migrate_mod.status(engine)
-    click.echo(found.describe())
-    if found.pending:
-        click.echo("pending: " + ", ".join(found.pending))
+        where = app_mod.shown(engine.url)
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "database": where,
+                "current": found.current,
+                "head": found.head,
+                "is_current": found.is_current,
+                "known": found.known,
+                "pending": list(found.pending),
+                "description": found.describe(),
+            }
+        )
+    else:
+        click.echo(found.describe())
+        if found.pending:
+            click.echo("pending: " + ", ".join(found.pending))
     if check and not found.is_current:
         raise SystemExit(1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import click
@@ -63,7 +62,10 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> durati
     is_flag=True,
     help="Delete failed runs too (kept otherwise: an operator may still retry or restart them).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@cli_mod.json_option(
+    'Print {"dry_run", "before", "runs", "history", "notices", "events", "idempotency"} '
+    "as one JSON document."
+)
 def prune(
     app_spec: str,
     database: str | None,
@@ -99,7 +101,7 @@ def prune(
     before = None if pruned.before is None else pruned.before.isoformat(timespec="seconds")
     if as_json:
         summary = {"dry_run": pruned.dry_run, "before": before, **pruned.counts()}
-        click.echo(json.dumps(summary))
+        cli_mod.echo_json(summary)
         return
     verb = "would delete" if pruned.dry_run else "deleted"
     click.echo(f"{verb}, of what ended or happened before {before}:")

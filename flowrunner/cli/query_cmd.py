@@ -81,6 +81,10 @@ def _columns(
     help="The database to show the SQL for.",
 )
 @click.option("--now", "now_text", help="The moment now() means, ISO 8601 (default: the clock).")
+@cli_mod.json_option(
+    'Print {"condition", "dialect", "sql", "parameters", "matches"} as one JSON document '
+    "(matches is null without --record)."
+)
 def query(
     condition: str,
     record_json: str | None,
@@ -88,12 +92,18 @@ def query(
     event_json: str | None,
     dialect: str,
     now_text: str | None,
+    as_json: bool,
 ) -> None:
     """Check CONDITION: print its canonical form, its SQL and, with --record, the result.
 
     A condition that cannot be read is exit status 2: "Error: line L, column C: ..."
     and the condition with a caret under the mistake. Dates and times lie in years 1
     to 9999 (UTC).
+
+    \b
+    Example:
+      flowrunner query "amount > 1000 and status = open" \\
+        --record '{"amount": 1500, "status": "open"}' --json
     """
     record = _json_object(record_json, "--record") or {}
     columns = _json_object(columns_json, "--columns")
@@ -115,12 +125,23 @@ def query(
         )
     except errors.QueryError as exc:
         raise cli_mod.InputError(str(exc), detail=exc.context()) from None
+    result = None if record_json is None else parsed.matches(record, now=now, event=event)
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "condition": str(parsed),
+                "dialect": dialect,
+                "sql": " ".join(sql.split()),
+                "parameters": params,
+                "matches": result,
+            }
+        )
+        return
     click.echo(f"condition: {parsed}")
     click.echo(f"sql ({dialect}): {' '.join(sql.split())}")
     if params:
         click.echo("parameters:")
         for name, value in params.items():
             click.echo(f"  {name} = {value!r}")
-    if record_json is not None:
-        result = parsed.matches(record, now=now, event=event)
+    if result is not None:
         click.echo(f"matches: {'true' if result else 'false'}")
