@@ -41,6 +41,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "time",
         "threading",
     ),
+    # Diagrams are pure: drawn from a snapshot and a run's state and history, read by others.
+    "flowrunner.diagrams": (
+        "sqlalchemy",
+        "flowrunner.store",
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "flowrunner.cli",
+        "time",
+        "threading",
+    ),
     "flowrunner.store": (
         "flowrunner.runner",
         "flowrunner.worker",
@@ -109,6 +119,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("interpreter", ("flowrunner.interpreter",)),
+    ("diagrams", ("flowrunner.diagrams",)),
     ("store", ("flowrunner.store",)),
     (
         "runner",
@@ -125,6 +136,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.app",
             "flowrunner.heartbeat",
             "flowrunner.async_apps",
+            "flowrunner.drawing",
         ),
     ),
     (
