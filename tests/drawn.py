@@ -4,13 +4,15 @@ back as a tree (the HTML figure and the SVG are well-formed XML) or as Mermaid l
 from __future__ import annotations
 
 import re
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
-from running import app
+import sqlalchemy as sa
+from running import app, mount
 
-from flowrunner import diagrams, flowfiles, snapshot
+from flowrunner import diagrams, flowfiles, snapshot, testing
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -96,3 +98,39 @@ def mermaid_nodes(text: str) -> dict[str, list[str]]:
         if match:
             found[match.group(1)] = [mermaid_decoded(p) for p in match.group(3).split("<br/>")]
     return found
+
+
+# -- runs the docs and the browser tests draw -------------------------------------------
+
+
+def waiting_order(driver: testing.FlowDriver) -> None:
+    """A big order: the finance approver cfo@example.com said yes an hour in."""
+    driver.create({"id": 1, "number": "PO-1", "requester_id": "ann", "amount": 25000})
+    driver.advance("1 hour")
+    driver.emit("po.decided", {"order": 1, "approver": "cfo@example.com", "decision": "yes"})
+
+
+def nudged_ticket(driver: testing.FlowDriver) -> None:
+    """A ticket waiting for its requester, who has not answered in five days."""
+    driver.create({"id": 1, "title": "T1", "requester_id": "ann"})
+    driver.update(1, status="waiting")
+    driver.advance("5 days")
+
+
+STORIES = {"waiting": ("purchase_orders", waiting_order), "nudged": ("tickets", nudged_ticket)}
+
+
+def drawn_run(app_name: str, flow: str, story: str) -> diagrams.Diagram:
+    """The diagram of the run a story leaves (``STORIES``), on a SQLite file of its own."""
+    expected_app, tell = STORIES[story]
+    assert app_name == expected_app, f"story {story} is told with {expected_app}"
+    with tempfile.TemporaryDirectory() as folder:
+        engine = sa.create_engine(f"sqlite:///{folder}/story.db")
+        try:
+            driver = mount(engine, app_name)
+            tell(driver)
+            run = next(r.id for r in driver.runs(1) if r.flow_name == flow)
+            with driver.runner.engine.connect() as conn:
+                return driver.runner.diagram(conn, flow, run=run)
+        finally:
+            engine.dispose()
