@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import test_runs_tenants as tenants
 from drawn import columns, figure, fixture_snapshots, having, mermaid_nodes, text
 from running import T0, mount, ticket
 
@@ -323,3 +324,19 @@ def test_a_run_not_yet_advanced_has_everything_ahead() -> None:
     assert {c.state for c in drawn.picture.columns} == {"ahead"}
     assert isinstance(drawn.picture.run, model.RunSummary)
     assert drawn.picture.run.sentence == "Run 5 is running"
+
+
+def test_a_tenant_draws_only_its_own_flows_and_runs(any_engine: sa.Engine) -> None:
+    driver = tenants.mount(any_engine)
+    driver.create(tenants.record(1, "acme"))
+    [run] = driver.runs(1, tenant="acme")
+    for tenant in ("acme", "globex"):
+        drawn = draw(driver, "Triage", tenant=tenant)
+        values = [f.value for c in drawn.picture.columns for b in c.boxes for f in b.facts]
+        assert f"'seen by {tenant}'" in values
+    waiting = states(draw(driver, "Triage", run.id, tenant="acme"))
+    assert waiting["Wait for"][:2] == ("waiting", "Waiting for desk.replied")
+    with pytest.raises(errors.OperatorError, match=f"there is no run {run.id}"):
+        draw(driver, "Triage", run.id, tenant="globex")
+    with pytest.raises(errors.OperatorError, match="belong to tenants: name the tenant"):
+        draw(driver, "Triage")
