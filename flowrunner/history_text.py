@@ -35,6 +35,7 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 _NAMES_SHOWN = 6
 _ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _VERB = re.compile(r"^[A-Za-z]+ed$")
+_WORD = re.compile(r"^[\w.@-]+$")
 _SUFFIXES = {1: "st", 2: "nd", 3: "rd"}
 
 
@@ -587,8 +588,9 @@ def _either(values: list[str]) -> str:
 
 def _value_node(node: ast.ValueExpr, tz: tzinfo | None) -> str:
     if isinstance(node, ast.Relative):
-        text = str(node).replace("()", "")
-        return text
+        return str(node).replace("()", "")  # now - 2 days
+    if isinstance(node.value, str) and not _WORD.match(node.value):
+        return str(node)  # text with spaces or signs keeps its quotes: 'RE: '
     return _value(node.value, tz)
 
 

@@ -62,7 +62,7 @@ class Waiting:
     asked_names: tuple[str, ...] = ()
     """Whom the command asked, when it said (``{"asked": ["ann", "bob"]}``)."""
     answered: tuple[str, ...] = ()
-    """Who has answered, in order (with the kind's ``by``)."""
+    """Whose answers count so far, in order (with the kind's ``by``; of those asked)."""
     next_reminder_at: datetime | None = None
     """When the next reminder goes out, if the step reminds."""
 
@@ -133,7 +133,9 @@ def _waiting(
             "needed": _needed(step, lane),
             "received": lane.received,
             "asked_names": tuple(lane.asked_names),
-            "answered": tuple(lane.answerers),
+            "answered": tuple(
+                who for who in lane.answerers if not lane.asked_names or who in lane.asked_names
+            ),
         }
     return dataclasses.replace(
         base,
