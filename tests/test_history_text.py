@@ -8,6 +8,7 @@ test_histories.py.
 from __future__ import annotations
 
 import ast as pyast
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -336,6 +337,15 @@ def test_every_code_has_its_sentences_here() -> None:
     assert set(SENTENCES) == history_text.CODES
 
 
+def test_the_engine_guide_shows_each_code_with_a_sentence_it_really_writes() -> None:
+    guide = (PACKAGE.parent / "docs" / "engine.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+?) \|$", guide, re.M))
+    rows.pop("what")  # the table's heading
+    assert set(rows) == history_text.CODES
+    for code, sentence in rows.items():
+        assert sentence in [expected for _, _, expected in SENTENCES[code]], code
+
+
 def _codes_written(path: Path) -> set[str]:
     """The history codes a module writes: the first argument of ``log``/``line``/``LogLine``,
     ``what=``, ``finish``'s fourth argument, and texts assigned to ``what``."""
@@ -487,7 +497,11 @@ def test_reminders_are_counted_in_ordinals(number: int, expected: str) -> None:
         ("status not in (a)", "status is not a", "status is a"),
         ("approver is null", "approver is empty", "approver is not empty"),
         ("title contains urgent", "title contains urgent", "title does not contain urgent"),
-        ("title starts with 'RE: '", "title starts with 'RE: '", "title does not start with 'RE: '"),
+        (
+            "title starts with 'RE: '",
+            "title starts with 'RE: '",
+            "title does not start with 'RE: '",
+        ),
         ("not (status = open)", "status is not open", "status is open"),
         (
             "status = open and (priority = high or amount > 5)",
