@@ -25,9 +25,9 @@ from datetime import UTC, date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
 
-from flowrunner import errors, query, snapshot
+from flowrunner import snapshot
 from flowrunner.interpreter import standing
-from flowrunner.query import ast
+from flowrunner.query import words
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -35,7 +35,6 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 _NAMES_SHOWN = 6
 _ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _VERB = re.compile(r"^[A-Za-z]+ed$")
-_WORD = re.compile(r"^[\w.@-]+$")
 _SUFFIXES = {1: "st", 2: "nd", 3: "rd"}
 
 
@@ -145,20 +144,13 @@ def ordinal(number: int) -> str:
 
 
 def condition_words(text: str, *, negated: bool = False, tz: tzinfo | None = None) -> str:
-    """A condition as a sentence reads it, or (``negated``) what holds when it does not.
+    """A condition as a sentence reads it, or (``negated``) what holds when it does not
+    (``flowrunner.query.words``), its times on the wall clock ``tz``.
 
-    >>> condition_words("status = approved")
-    'status is approved'
     >>> condition_words("status not in (rejected, withdrawn)", negated=True)
     'status is rejected or withdrawn'
-    >>> condition_words("amount > 10000 and region = EU", negated=True)
-    'amount <= 10000 or region is not EU'
     """
-    try:
-        node = query.parse(text, event=True).node
-    except errors.FlowrunnerError:
-        return f"not ({text})" if negated else text
-    return _words(node, negated, tz)
+    return words.describe(text, negated=negated, value=lambda v: _value(v, tz))
 
 
 # -- the sentences, code by code ---------------------------------------------------------
@@ -529,69 +521,7 @@ def _legacy(what: str, detail: object) -> str:
     return f"{head}: {text}" if text else head
 
 
-# -- conditions and values in words ------------------------------------------------------
-
-_NEGATED = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
-
-
-def _words(node: ast.Node, negated: bool, tz: tzinfo | None) -> str:
-    if isinstance(node, ast.Not):
-        return _words(node.item, not negated, tz)
-    if isinstance(node, ast.And | ast.Or):
-        joins_with_and = isinstance(node, ast.And) != negated
-        parts = []
-        for item in node.items:
-            text = _words(item, negated, tz)
-            parts.append(f"({text})" if joins_with_and and _joins_with_or(item, negated) else text)
-        return (" and " if joins_with_and else " or ").join(parts)
-    left = str(node.left)
-    if isinstance(node, ast.IsNull):
-        empty = node.negated == negated
-        return f"{left} is {'empty' if empty else 'not empty'}"
-    if isinstance(node, ast.In):
-        values = [_value_node(v, tz) for v in node.values]
-        if node.negated == negated:
-            return f"{left} is {_either(values)}"
-        if len(values) == 1:
-            return f"{left} is not {values[0]}"
-        if len(values) == 2:
-            return f"{left} is neither {values[0]} nor {values[1]}"
-        return f"{left} is none of {', '.join(values)}"
-    right = _value_node(node.right, tz)
-    op = node.op
-    if op in ("contains", "starts with"):
-        verb = {"contains": ("contains", "does not contain")}.get(
-            op, ("starts with", "does not start with")
-        )
-        return f"{left} {verb[1] if negated else verb[0]} {right}"
-    if negated:
-        op = _NEGATED[op]
-    if op == "=":
-        return f"{left} is {right}"
-    if op == "!=":
-        return f"{left} is not {right}"
-    return f"{left} {op} {right}"
-
-
-def _joins_with_or(node: ast.Node, negated: bool) -> bool:
-    """Whether ``node`` in words is an ``or`` (it then needs parentheses inside an ``and``)."""
-    while isinstance(node, ast.Not):
-        node, negated = node.item, not negated
-    return isinstance(node, ast.And | ast.Or) and isinstance(node, ast.Or) != negated
-
-
-def _either(values: list[str]) -> str:
-    if len(values) <= 1:
-        return "".join(values)
-    return f"{', '.join(values[:-1])} or {values[-1]}"
-
-
-def _value_node(node: ast.ValueExpr, tz: tzinfo | None) -> str:
-    if isinstance(node, ast.Relative):
-        return str(node).replace("()", "")  # now - 2 days
-    if isinstance(node.value, str) and not _WORD.match(node.value):
-        return str(node)  # text with spaces or signs keeps its quotes: 'RE: '
-    return _value(node.value, tz)
+# -- values in words ---------------------------------------------------------------------
 
 
 def _value(value: Any, tz: tzinfo | None) -> str:
