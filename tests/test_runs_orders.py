@@ -321,3 +321,24 @@ def test_a_withdrawn_big_order_ends_without_a_notice_or_a_send(any_engine: sa.En
     assert run.status == "done" and status(driver, 1) == "withdrawn"
     assert driver.notices() == []
     assert run.reason == "branch 'Approved?' did not hold"
+
+
+def test_the_apps_decide_marks_an_order_only_while_it_is_open(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "purchase_orders")
+    driver.create(order(1))
+    driver.create(order(2))
+    decide_in_app(driver, 1, "manager@example.com")
+    decide_in_app(driver, 1, "cfo@example.com")
+    assert status(driver, 1) == "open"  # the controller has not approved yet
+    driver.update(2, status="withdrawn")
+    decide_in_app(driver, 2, "cfo@example.com", "rejected")
+    assert status(driver, 2) == "withdrawn"  # a decision never reopens a withdrawn order
+    table = PO.approval_request
+    with any_engine.connect() as conn:
+        decided = conn.execute(
+            sa.select(table.c.order_id, table.c.approver, table.c.decision).order_by(table.c.id)
+        ).all()
+    assert [tuple(row) for row in decided if row.decision is not None] == [
+        (1, "manager@example.com", "approved"),
+        (1, "cfo@example.com", "approved"),
+    ]  # order 2's requests were withdrawn with its approvals: the decision came too late
