@@ -34,6 +34,7 @@ from flowrunner.errors import (
     SchemaOutdated,
     SnapshotBroken,
 )
+from flowrunner.interpreter.standing import Awaits, Waiting
 from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
@@ -44,6 +45,7 @@ from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
 
 __all__ = [
+    "Awaits",
     "BindingError",
     "ColumnType",
     "Command",
@@ -76,6 +78,7 @@ __all__ = [
     "SnapshotBroken",
     "StepSpec",
     "UTCDateTime",
+    "Waiting",
     "flow_runner",
     "parse",
     "parse_duration",

@@ -41,6 +41,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "time",
         "threading",
     ),
+    # Sentences are made from what the history holds: nothing stored, no clock.
+    "flowrunner.history_text": (
+        "sqlalchemy",
+        "flowrunner.store",
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "time",
+    ),
     "flowrunner.store": (
         "flowrunner.runner",
         "flowrunner.worker",
@@ -108,7 +116,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.commands",
         ),
     ),
-    ("interpreter", ("flowrunner.interpreter",)),
+    ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),
     ("store", ("flowrunner.store",)),
     (
         "runner",
