@@ -35,6 +35,7 @@ from flowrunner.errors import (
     SchemaOutdated,
     SnapshotBroken,
 )
+from flowrunner.interpreter.standing import Awaits, Waiting
 from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
@@ -45,6 +46,7 @@ from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
 
 __all__ = [
+    "Awaits",
     "BindingError",
     "ColumnType",
     "Command",
@@ -78,6 +80,7 @@ __all__ = [
     "SnapshotBroken",
     "StepSpec",
     "UTCDateTime",
+    "Waiting",
     "flow_runner",
     "parse",
     "parse_duration",

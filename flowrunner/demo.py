@@ -18,9 +18,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from flowrunner import flowfiles, testing
+from flowrunner import flowfiles, history_text, testing
 from flowrunner.runner import FlowRunner
 from flowrunner.store import app_tables, migrate
 
@@ -94,21 +95,26 @@ class Story:
             table.add_column("when", style="dim", no_wrap=True)
             table.add_column("pos", justify="right")
             table.add_column("step")
-            table.add_column("what")
-            table.add_column("detail", overflow="fold")
+            table.add_column("what happened", overflow="fold")
+            zone = self.driver.runner.config.timezone
             for line in self.driver.history(run.id):
-                if line.what == "started":
-                    continue
+                if line.what in ("started", "done"):
+                    continue  # every step has them: the other lines say what it did
                 table.add_row(
-                    line.at.strftime("%a %H:%M"),
+                    history_text.when(line.due_at or line.at, zone),
                     "" if line.position is None else str(line.position),
                     line.title or line.kind or "",
-                    line.what,
-                    str(line.detail or ""),
+                    escape(line.sentence),
                 )
             self.console.print(table)
+            for waiting in run.waiting:
+                until = f" until {history_text.when(waiting.until, zone)}" if waiting.until else ""
+                self.console.print(
+                    f"   [bold]waits at[/bold] {waiting.position} {waiting.title or waiting.kind}"
+                    f" for {waiting.event or waiting.awaits.value}{until}"
+                )
             if run.reason:
-                self.console.print(f"   [bold]ended:[/bold] {run.reason}")
+                self.console.print(f"   [bold]ended:[/bold] {escape(run.reason)}")
             self.console.print()
 
     def end(self) -> None:
@@ -196,15 +202,15 @@ def purchase_orders(console: Console, directory: Path) -> None:
     story.say("a day without answers: each approver was reminded once")
     for approver in ("manager@example.com", "cfo@example.com", "controller@example.com"):
         _decide(driver, 1, approver, "approved")
-    story.say("all three approved PO-1001: it is marked approved and sent")
+    story.say("all three approved PO-1001: the app marks it approved, the flow sends it")
     story.wait("1 day")
-    _decide(driver, 2, "cfo@example.com", "rejected", update={"status": "rejected"})
+    _decide(driver, 2, "cfo@example.com", "rejected")
     story.say(
         "the CFO rejected PO-1002: both approval waits end early (their condition reads "
         "the event), and the requester hears of the rejection"
     )
     story.wait("1 week")
-    story.say("nobody answered PO-1004: after a week both waits gave up and the flow went on")
+    story.say("nobody answered PO-1004: after a week both waits gave up and it was rejected")
     for order_id, label in ((1, "PO-1001"), (2, "PO-1002"), (3, "PO-1003"), (4, "PO-1004")):
         story.runs(order_id, label)
     story.end()
@@ -220,17 +226,12 @@ def _order(order_id: int, number: str, amount: int) -> dict[str, Any]:
     }
 
 
-def _decide(
-    driver: testing.FlowDriver,
-    order_id: int,
-    approver: str,
-    decision: str,
-    update: dict[str, Any] | None = None,
-) -> None:
-    """What the application's own 'decide' command does: record it, emit the event."""
-    if update:
-        driver.update(order_id, run=False, **update)
-    driver.emit("po.decided", {"order": order_id, "approver": approver, "decision": decision})
+def _decide(driver: testing.FlowDriver, order_id: int, approver: str, decision: str) -> None:
+    """An approver answers through the app's own ``decide``: recorded on the order, then
+    the ``po.decided`` event, in one transaction."""
+    with driver.runner.engine.begin() as conn:
+        load_fixture("purchase_orders").decide(driver.runner, conn, order_id, approver, decision)
+    driver.run_until_idle()
 
 
 SCENES: dict[str, Callable[[Console, Path], None]] = {

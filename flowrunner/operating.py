@@ -66,7 +66,8 @@ def cancel(
             error=run.error,
         )
         ops.set_due(conn, run_id=run_id, due_at=due, tenant=run.tenant)
-        ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=why)
+        detail = {"by": operator, "reason": reason}
+        ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=detail)
         _journal(conn, run, operator, "cancel", now, {"reason": reason})
 
 
@@ -105,7 +106,7 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Ten
             error=None,
         )
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=f"by {operator}")
+        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail={"by": operator})
         _journal(conn, run, operator, "retry", now, {})
 
 
@@ -177,8 +178,8 @@ def restart(
             raise errors.OperatorError(
                 f"run {run_id} changed while it was being restarted; look at it again"
             )
-        why = f"restarted as run {new_id} by {operator}" + (f": {reason}" if reason else "")
-        ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=why)
+        said = {"by": operator, "restarted_as": new_id, "reason": reason}
+        ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
         detail = {"run": run.id, "restarted_as": new_id, "flow": name, "reason": reason}
         _journal(conn, run, operator, "restart", now, detail)
         return new_id

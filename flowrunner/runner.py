@@ -13,6 +13,7 @@ from then on the application's saves, record changes and events go through it::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -27,6 +28,7 @@ from flowrunner import (
     diagrams,
     drawing,
     errors,
+    history_text,
     operating,
     payloads,
     retry_policy,
@@ -34,11 +36,13 @@ from flowrunner import (
     saving,
     snapshot,
     starting,
+    statuses,
     validate,
 )
 from flowrunner import commands as commands_mod
 from flowrunner import durations as durations_mod
 from flowrunner.interpreter import config as config_mod
+from flowrunner.interpreter import standing
 from flowrunner.store import (
     app_tables,
     dialects,
@@ -503,25 +507,44 @@ class FlowRunner:
     def runs(
         self, record_id: binding_mod.RecordId, *, tenant: binding_mod.Tenant = None
     ) -> list[ops.RunRow]:
-        """The record's runs, oldest first (with a tenant binding: of that tenant's record)."""
+        """The record's runs, newest first (with a tenant binding: of that tenant's record).
+
+        Each open run says where it stands in ``run.waiting``: the steps it waits at and
+        for what (``Waiting``: a time, an event and the answers counted so far, a
+        command's answer or its next attempt).
+        """
         tenant = self._need_tenant(tenant)
         key = self._operator_key(record_id)
         with self.engine.connect() as conn:
-            return list(
-                ops.runs_for_record(
-                    conn, resource=self.binding.resource, record_id=key, tenant=tenant
-                )
+            found = ops.runs_for_record(
+                conn, resource=self.binding.resource, record_id=key, tenant=tenant
             )
+        return [self._standing(run) for run in found]
+
+    def _standing(self, run: ops.RunRow) -> ops.RunRow:
+        if run.status in statuses.ENDED or not run.state:
+            return run
+        snap = _snapshot_of(run)
+        if snap is None:
+            return run
+        return dataclasses.replace(run, waiting=standing.where(snap, run.state, self.config))
 
     def history(self, run_id: int, *, tenant: binding_mod.Tenant = None) -> list[ops.LogRow]:
-        """What happened in the run, step by step, in order.
+        """What happened in the run, step by step, in order; each line with its
+        ``sentence`` in the flow's own words (times on the runner's time zone).
 
         A run of another runner's resource (or another tenant's) is refused as unknown.
         """
         run_id = self._run_id(run_id)
         with self.engine.connect() as conn:
-            operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
-            return list(ops.run_history(conn, run_id))
+            run = operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
+            lines = ops.run_history(conn, run_id)
+        snap = _snapshot_of(run)
+        tz = self.config.timezone
+        return [
+            dataclasses.replace(line, sentence=history_text.sentence(line, snap, tz))
+            for line in lines
+        ]
 
     def notices(
         self, *, undelivered: bool = False, tenant: binding_mod.Tenant = None
@@ -689,6 +712,13 @@ class FlowRunner:
             sa.event.remove(mapped_class, "after_update", after_update)
 
         return unwatch
+
+
+def _snapshot_of(run: ops.RunRow) -> snapshot.FlowSnapshot | None:
+    try:
+        return snapshot.FlowSnapshot.from_dict(run.snapshot)
+    except (KeyError, TypeError, ValueError):
+        return None  # a stored snapshot that no longer reads: the run fails on it
 
 
 def _step_id(step_id: Any) -> Any:

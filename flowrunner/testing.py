@@ -162,9 +162,11 @@ class FlowDriver:
     def runs(
         self, record_id: binding.RecordId, *, tenant: binding.Tenant = None
     ) -> list[ops.RunRow]:
+        """The record's runs, newest first, each open one with where it waits (``waiting``)."""
         return self.runner.runs(record_id, tenant=tenant)
 
     def history(self, run_id: int, *, tenant: binding.Tenant = None) -> list[ops.LogRow]:
+        """The run's history in order, each line with its ``sentence``."""
         return self.runner.history(run_id, tenant=tenant)
 
     def notices(self, run_id: int | None = None) -> list[ops.NoticeRow]:

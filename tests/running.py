@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from flowrunner import demo, flowfiles, testing
 from flowrunner.runner import flow_runner
-from flowrunner.store import engine_tables, migrate
+from flowrunner.store import dialects, engine_tables, migrate
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC
 
@@ -88,6 +88,30 @@ PRUNABLE = """
   steps:
     - {position: 1, kind: assign, title: Hand over, assign_to: triage}
 """
+
+
+def decide(
+    driver: testing.FlowDriver,
+    order_id: int,
+    approver: str,
+    decision: str = "approved",
+    *,
+    run: bool = True,
+) -> int:
+    """An approver answers through the purchase-order app's own ``decide`` (it records
+    the decision on the order and emits ``po.decided``), then the work it made due runs."""
+    with dialects.begin(driver.runner.engine) as conn:
+        event_id = int(
+            app("purchase_orders").decide(driver.runner, conn, order_id, approver, decision)
+        )
+    if run:
+        driver.run_until_idle()
+    return event_id
+
+
+def sentences(driver: testing.FlowDriver, run_id: int) -> list[str]:
+    """The run's history as 'title: sentence' lines (a line about the whole run: 'run')."""
+    return [f"{line.title or 'run'}: {line.sentence}" for line in driver.history(run_id)]
 
 
 def app(name: str) -> ModuleType:

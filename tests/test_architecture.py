@@ -41,6 +41,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "time",
         "threading",
     ),
+    # Sentences are made from what the history holds: nothing stored, no clock.
+    "flowrunner.history_text": (
+        "sqlalchemy",
+        "flowrunner.store",
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "time",
+    ),
     # Diagrams are pure: drawn from a snapshot and a run's state and history, read by others.
     "flowrunner.diagrams": (
         "sqlalchemy",
@@ -118,7 +126,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.commands",
         ),
     ),
-    ("interpreter", ("flowrunner.interpreter",)),
+    ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),
     ("diagrams", ("flowrunner.diagrams",)),
     ("store", ("flowrunner.store",)),
     (

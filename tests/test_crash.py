@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import T0, app, mount
+from running import T0, app, decide, mount
 
 from flowrunner import testing, worker
 from flowrunner.store import operations as ops
@@ -77,7 +77,8 @@ TICKETS = [
 
 
 def decided(n: int, approver: str, decision: str = "approved") -> Action:
-    return Action("emit", ("po.decided", {"order": n, "decision": decision, "approver": approver}))
+    """An approver answers through the app's own ``decide`` (recorded, then emitted)."""
+    return Action("decide", (n, approver, decision))
 
 
 ORDERS = [
@@ -97,7 +98,6 @@ ORDERS = [
     decided(1, "controller@example.com"),
     Action("run"),
     Action("until", (at(49),)),
-    Action("update", (2, {"status": "rejected"})),
     decided(2, "cfo@example.com", "rejected"),
     Action("update", (5, {"status": "withdrawn"})),
     Action("run"),
@@ -125,6 +125,8 @@ def apply(driver: testing.FlowDriver, action: Action) -> None:
         driver.update(action.args[0], run=False, **action.args[1])
     elif action.name == "emit":
         driver.emit(*action.args, run=False)
+    elif action.name == "decide":
+        decide(driver, *action.args, run=False)
     elif action.name == "run":
         driver.run_until_idle()
     elif action.name == "restart":

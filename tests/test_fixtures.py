@@ -115,7 +115,9 @@ def test_a_big_order_runs_its_flow(tmp_path: Path) -> None:
     with driver.runner.engine.connect() as conn:
         assert len(conn.execute(sa.select(po.approval_reminder)).all()) == 2
     for approver in asked:
-        driver.emit("po.decided", {"order": 1, "decision": "approved", "approver": approver})
+        with driver.runner.engine.begin() as conn:
+            po.decide(driver.runner, conn, 1, approver, "approved")
+        driver.run_until_idle()
     record = driver.record(1)
     assert record is not None and record["status"] == "sent"
     (run,) = driver.runs(1)

@@ -198,7 +198,9 @@ def test_a_failed_reminder_is_logged_and_not_retried() -> None:
     sim.run()
     sim.to_wake().run()
     assert sim.reminders() == [1]
-    assert [log.detail for log in sim.logs("reminder_failed")] == ["reminder 1: mail down"]
+    assert sim.sentences("reminder_failed") == [
+        "Could not remind those who have not answered (1st reminder): mail down"
+    ]
     assert sim.status == "waiting"
     assert sim.wake == T0 + timedelta(days=2)
     sim.to_wake().run()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flowrunner import query, snapshot
+from flowrunner import history_text, query, snapshot
 from flowrunner.interpreter import effects, interpret, state
 from flowrunner.interpreter.config import InterpreterConfig, KindConfig, NotifyConfig
 from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
@@ -220,6 +220,10 @@ class Sim:
 
     def logs(self, what: str | None = None) -> list[effects.Log]:
         return [e for e in self.effects if isinstance(e, effects.Log) and what in (None, e.what)]
+
+    def sentences(self, what: str | None = None) -> list[str]:
+        """The history lines (of one code) as the sentences a business user reads."""
+        return [history_text.sentence(log, self.snap, self.cfg.timezone) for log in self.logs(what)]
 
     def history(self) -> list[tuple[datetime | None, str, int | None, Any]]:
         """The history as (flow time, what, position, step id) lines."""

@@ -231,7 +231,7 @@ def test_branch_goto_backwards_repeats_steps_with_a_new_pass() -> None:
         ("still open", 2),
         ("closed", 1),
     ]
-    assert str(sim.logs("condition")[0].detail).endswith("going to position 1")
+    assert sim.sentences("condition")[0].endswith("→ position 1")
 
 
 @pytest.mark.parametrize("bound", [25, 1000])

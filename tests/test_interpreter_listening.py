@@ -48,7 +48,8 @@ def cancels(sim: Sim) -> list[effects.RunCommand]:
 
 
 def details(sim: Sim, what: str) -> list[str]:
-    return [str(log.detail) for log in sim.logs(what)]
+    """The lines of one code, as sentences."""
+    return sim.sentences(what)
 
 
 # -- rule 3: a wait's condition over the record is watched ------------------------------
@@ -199,8 +200,8 @@ def test_an_answer_without_the_field_is_not_counted_but_is_logged() -> None:
     sim.run()
     assert sim.status == "waiting" and sim.lane().received == 0
     assert details(sim, "arrived") == [
-        "po.decided #1 names no approver: not counted",
-        "po.decided #2 names no approver: not counted",
+        "A po.decided event named no approver: not counted",
+        "A po.decided event named no approver: not counted",
     ]
 
 
@@ -310,7 +311,7 @@ def test_the_cancel_command_runs_once_when_the_wait_gives_up() -> None:
         reminder=None,
         cancel=True,
     )
-    assert details(sim, "cancel") == ["close_approval: the wait gave up"]
+    assert details(sim, "cancel") == ["Stopped waiting (the wait gave up); running close_approval"]
     assert [log.title for log in sim.logs("cancel_done")] == ["Approval"]
 
 
@@ -322,7 +323,9 @@ def test_the_cancel_command_runs_once_when_the_condition_ends_the_wait() -> None
     sim.run()
     sim.run()
     assert [c.key for c in cancels(sim)] == ["step-1/pass-1/cancel"]
-    assert details(sim, "cancel") == ["close_approval: its condition held"]
+    assert details(sim, "cancel") == [
+        "Stopped waiting (its condition held); running close_approval"
+    ]
 
 
 def test_no_cancel_when_the_answers_complete_the_step() -> None:
@@ -340,7 +343,9 @@ def test_an_operator_cancel_runs_the_cancel_and_its_answer_is_taken_after_the_en
     assert sim.status == "cancelled"
     [cancel] = cancels(sim)
     assert cancel.key == "step-1/pass-1/cancel"
-    assert details(sim, "cancel") == ["close_approval: cancelled by an operator: not needed"]
+    assert details(sim, "cancel") == [
+        "Stopped waiting (cancelled by an operator: not needed); running close_approval"
+    ]
     assert len(sim.logs("cancel_done")) == 1
 
 
@@ -360,7 +365,9 @@ def test_a_deleted_record_cancels_the_waiting_step() -> None:
     sim.record = None
     sim.run()
     assert sim.status == "cancelled"
-    assert details(sim, "cancel") == ["close_approval: the record was deleted while the run waited"]
+    assert details(sim, "cancel") == [
+        "Stopped waiting (the record was deleted while the run waited); running close_approval"
+    ]
 
 
 def test_a_failing_sibling_cancels_the_waiting_step_and_a_retry_asks_again() -> None:
@@ -379,7 +386,7 @@ def test_a_failing_sibling_cancels_the_waiting_step_and_a_retry_asks_again() -> 
     while sim.status != "failed":
         sim.to_wake().run()  # the send's retries run out while the approval waits
     assert [c.key for c in cancels(sim)] == ["step-1/pass-1/cancel"]
-    assert details(sim, "cancel") == ["close_approval: the run failed"]
+    assert details(sim, "cancel") == ["Stopped waiting (the run failed); running close_approval"]
     assert sim.state is not None
     assert [(lane.status, lane.outcome) for lane in sim.state.lanes] == [
         ("failed", "cancelled"),
@@ -421,7 +428,7 @@ def test_a_failing_cancel_is_logged_not_retried_and_changes_nothing() -> None:
     sim.to_wake().run()
     assert sim.status == "done"
     assert len(cancels(sim)) == 1
-    assert details(sim, "cancel_failed") == ["approvals service down"]
+    assert details(sim, "cancel_failed") == ["close_approval failed: approvals service down"]
     assert sim.record is not None and sim.record["priority"] == "high"
 
 

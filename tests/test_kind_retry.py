@@ -181,12 +181,22 @@ def test_a_slow_command_times_out_and_is_retried_by_its_kinds_policy(
     assert run.error is not None
     assert run.error["details"]["cause"]["code"] == "command_timed_out"  # type: ignore[index]
     # Backoff by the kind's policy: 5 s after the first attempt began, 10 s after the second.
-    retries = [line.detail for line in driver.history(run.id) if line.what == "retry"]
-    assert retries == [
-        "attempt 1 failed (timed out after 30 seconds); again at "
-        + (T0 + timedelta(seconds=5)).isoformat(),
-        "attempt 2 failed (timed out after 30 seconds); again at "
-        + (T0 + timedelta(seconds=31 + 10)).isoformat(),
+    retries = [line for line in driver.history(run.id) if line.what == "retry"]
+    assert [line.detail for line in retries] == [
+        {
+            "attempt": 1,
+            "error": "timed out after 30 seconds",
+            "again_at": (T0 + timedelta(seconds=5)).isoformat(),
+        },
+        {
+            "attempt": 2,
+            "error": "timed out after 30 seconds",
+            "again_at": (T0 + timedelta(seconds=31 + 10)).isoformat(),
+        },
+    ]
+    assert [line.sentence for line in retries] == [
+        "Attempt 1 failed (timed out after 30 seconds); trying again at Mon 2 Mar 09:00",
+        "Attempt 2 failed (timed out after 30 seconds); trying again at Mon 2 Mar 09:00",
     ]
     # Every late attempt was rolled back: its own database write never committed.
     assert count(any_engine, PO.approval_reminder) == 0

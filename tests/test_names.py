@@ -370,3 +370,22 @@ def test_an_operator_cannot_start_an_inactive_manual_flow(any_engine: sa.Engine)
         driver.runner.start("Resend", 1, operator="olga")
     assert str(caught.value) == "flow 'Resend' is inactive; make it active again to start it"
     assert driver.runs(1) == []
+
+
+def test_an_operator_names_a_flow_in_any_case(any_engine: sa.Engine) -> None:
+    driver = mount(
+        any_engine,
+        "purchase_orders",
+        flows="""
+- name: Resend
+  start: manual
+  steps:
+    - {position: 1, kind: send, title: Send}
+""",
+    )
+    driver.create(order(1))
+    run = driver.runner.start("  resend ", 1, operator="olga")
+    assert [r.flow_name for r in driver.runs(1)] == ["Resend"]
+    assert driver.runs(1)[0].id == run
+    with pytest.raises(errors.OperatorError, match="there is no flow 'resent'"):
+        driver.runner.start("resent", 1, operator="olga")

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
-from running import app, mount
+from running import app, decide, mount
 
 from flowrunner import errors, flow_runner, testing
 from flowrunner.binding import Kind
@@ -49,7 +49,7 @@ def status(driver: testing.FlowDriver) -> str:
 
 def answered(driver: testing.FlowDriver) -> list[str]:
     [run] = driver.runs(1)
-    return [str(line.detail) for line in driver.history(run.id) if line.what == "answered"]
+    return [line.sentence for line in driver.history(run.id) if line.what == "answered"]
 
 
 def test_ann_approves_three_times_still_waiting_for_bob_and_cara(any_engine: sa.Engine) -> None:
@@ -102,8 +102,8 @@ def test_answers_without_the_field_or_from_someone_not_asked_do_not_count(
     answer(driver, "mallory")
     assert status(driver) == "open"
     [run] = driver.runs(1)
-    lines = [(line.what, line.detail) for line in driver.history(run.id)]
-    assert ("arrived", "po.decided #1 names no approver: not counted") in lines
+    lines = [(line.what, line.sentence) for line in driver.history(run.id)]
+    assert ("arrived", "A po.decided event named no approver: not counted") in lines
     assert ("answered", "mallory answered but was not asked: not counted") in lines
     answer(driver, "ann")
     assert status(driver) == "approved"
@@ -114,10 +114,22 @@ def test_the_sample_flow_counts_each_approver_in_their_own_step(any_engine: sa.E
     create(driver)
     # The manager's answer reaches both approval steps; only the manager's step counts it.
     for who in ("manager@example.com", "cfo@example.com", "cfo@example.com"):
-        answer(driver, who)
+        decide(driver, 1, who)
     assert status(driver) == "open"
-    answer(driver, "controller@example.com")
+    decide(driver, 1, "controller@example.com")
     assert status(driver) == "sent"
+    [run] = driver.runs(1)
+    finance = [
+        line.sentence
+        for line in driver.history(run.id)
+        if line.what == "answered" and line.title == "Finance approval"
+    ]
+    assert finance == [
+        "manager@example.com approved but was not asked: not counted",
+        "cfo@example.com approved (1 of 2; waiting for controller@example.com)",
+        "cfo@example.com approved again (1 of 2; waiting for controller@example.com)",
+        "controller@example.com approved (2 of 2)",
+    ]
 
 
 # -- the binding ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from running import app, count, mount, stored, whats
+from running import decide as decide_in_app
 
 from flowrunner import commands, errors, testing
 from flowrunner.retry_policy import RetryPolicy
@@ -282,10 +283,10 @@ def test_the_sample_big_order_flow_end_to_end(any_engine: sa.Engine) -> None:
     assert status(driver, 3) == "sent"
     driver.advance("1 day")
     for approver in ("manager@example.com", "cfo@example.com", "controller@example.com"):
-        decide(driver, 1, approver=approver)
+        assert status(driver, 1) == "open"
+        decide_in_app(driver, 1, approver)
     assert status(driver, 1) == "sent"
-    driver.update(2, status="rejected", run=False)
-    decide(driver, 2, "rejected")
+    decide_in_app(driver, 2, "cfo@example.com", "rejected")
     assert status(driver, 2) == "rejected"
     titles = [n.title for n in driver.notices()]
     assert titles == [
@@ -293,3 +294,51 @@ def test_the_sample_big_order_flow_end_to_end(any_engine: sa.Engine) -> None:
         "PO-1002: Your order was rejected.",
     ]
     assert [r.status for r in driver.runs(1) + driver.runs(2) + driver.runs(3)] == ["done"] * 3
+
+
+def test_a_big_order_nobody_answered_is_rejected_never_sent(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "purchase_orders")
+    driver.create(order(1))
+    decide_in_app(driver, 1, "manager@example.com")  # one of three: not enough
+    driver.advance("6 days 23 hours")
+    assert status(driver, 1) == "open"
+    driver.advance("1 hour")  # a week: both waits give up
+    assert status(driver, 1) == "rejected"
+    assert stored(driver, 1)["sent_at"] is None
+    assert [n.title for n in driver.notices()] == ["PO-1001: Your order was rejected."]
+    [run] = driver.runs(1)
+    assert run.status == "done"
+    whats_ = whats(driver, run.id)
+    assert "Finance approval: timed_out" in whats_ and "Send to supplier: started" not in whats_
+    assert "Reject it: set" in whats_
+
+
+def test_a_withdrawn_big_order_ends_without_a_notice_or_a_send(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "purchase_orders")
+    driver.create(order(1))
+    driver.update(1, status="withdrawn")
+    [run] = driver.runs(1)
+    assert run.status == "done" and status(driver, 1) == "withdrawn"
+    assert driver.notices() == []
+    assert run.reason == "branch 'Approved?' did not hold"
+
+
+def test_the_apps_decide_marks_an_order_only_while_it_is_open(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "purchase_orders")
+    driver.create(order(1))
+    driver.create(order(2))
+    decide_in_app(driver, 1, "manager@example.com")
+    decide_in_app(driver, 1, "cfo@example.com")
+    assert status(driver, 1) == "open"  # the controller has not approved yet
+    driver.update(2, status="withdrawn")
+    decide_in_app(driver, 2, "cfo@example.com", "rejected")
+    assert status(driver, 2) == "withdrawn"  # a decision never reopens a withdrawn order
+    table = PO.approval_request
+    with any_engine.connect() as conn:
+        decided = conn.execute(
+            sa.select(table.c.order_id, table.c.approver, table.c.decision).order_by(table.c.id)
+        ).all()
+    assert [tuple(row) for row in decided if row.decision is not None] == [
+        (1, "manager@example.com", "approved"),
+        (1, "cfo@example.com", "approved"),
+    ]  # order 2's requests were withdrawn with its approvals: the decision came too late

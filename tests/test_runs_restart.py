@@ -89,8 +89,9 @@ def test_a_failed_run_restarted_finishes_as_a_new_run_and_the_old_one_points_at_
     last = driver.history(old.id)[-1]
     assert (last.what, last.detail) == (
         "restarted",
-        f"restarted as run {new} by olga: account reopened",
+        {"by": "olga", "restarted_as": new, "reason": "account reopened"},
     )
+    assert last.sentence == f"olga restarted the run as run {new}: account reopened"
     assert journal(any_engine) == [
         (
             "olga",

@@ -174,7 +174,7 @@ def test_runs_for_a_record_and_lists(engine: sa.Engine) -> None:
         b = start(conn, tenant="acme", flow_id="8", status="done")
         start(conn, tenant="bolt", record_id="43", start_key="created:43")
         mine = ops.runs_for_record(conn, resource="po", record_id="42", tenant="acme")
-        assert [r.id for r in mine] == [a, b]
+        assert [r.id for r in mine] == [b, a]  # newest first
         assert ops.runs_for_record(conn, resource="po", record_id="42", tenant="bolt") == []
         assert [r.id for r in ops.list_runs(conn, status="done")] == [b]
         assert [r.id for r in ops.list_runs(conn, tenant="acme")] == [b, a]

@@ -49,29 +49,45 @@ def take(
     """Count one answer by who gave it, and say so in the run's history."""
     who = _name(event.payload.get(by))
     if who is None:
-        detail = f"{event.name} #{event.id} names no {by}: not counted"
+        detail = {"event": event.name, "event_id": event.id, "by": by, "counted": False}
         turn.log("arrived", detail, step, lane)
         return
     again = who in lane.answerers
     if not again:
         lane.answerers.append(who)
         _recount(lane)
+    said = {"who": who, "answer": _answer(step, turn, event)}
     if lane.asked_names and who not in lane.asked_names:
-        turn.log("answered", f"{who} answered but was not asked: not counted", step, lane)
+        turn.log("answered", {**said, "counted": False, "asked": False}, step, lane)
         return
-    detail = f"{who} answered{' again' if again else ''} ({_progress(step, lane)})"
+    detail = {**said, "again": again, "counted": True, **progress(step, lane)}
     turn.log("answered", detail, step, lane)
 
 
-def _progress(step: snapshot.StepSpec, lane: state.LaneState) -> str:
-    if lane.status != statuses.LaneStatus.WAITING:
-        return f"{lane.received} so far"  # how many were asked is not known yet
-    needed = reading.mode(step).needed(lane.asked)
-    text = f"{lane.received} of {needed}"
-    missing = [n for n in lane.asked_names if n not in lane.answerers]
-    if missing and lane.received < needed:
-        text += f"; waiting for {_listed(missing)}"
-    return text
+def progress(step: snapshot.StepSpec, lane: state.LaneState) -> dict[str, Any]:
+    """How far the wait is: answers counted, how many it needs (``None`` while the
+    command has not said how many it asked), and who was asked but has not answered."""
+    waiting = lane.status == statuses.LaneStatus.WAITING
+    needed = reading.mode(step).needed(lane.asked) if waiting else None
+    return {"received": lane.received, "needed": needed, "waiting_for": missing(lane)}
+
+
+def missing(lane: state.LaneState) -> list[str]:
+    """Who was asked (by name) and has not answered yet."""
+    return [n for n in lane.asked_names if n not in lane.answerers]
+
+
+def _answer(step: snapshot.StepSpec, turn: Turn, event: happened.EventIn) -> dict[str, Any]:
+    """The answer's fields the step's condition reads (``event.decision``): the flow's own
+    words for what was answered (``approved``), kept short."""
+    if reading.text(step, "condition") is None:
+        return {}
+    fields = reading.condition(step, turn.cfg, event=True).event_fields
+    return {
+        name: _name(event.payload.get(name))
+        for name in sorted(fields)
+        if _name(event.payload.get(name)) is not None
+    }
 
 
 def _recount(lane: state.LaneState) -> None:
@@ -86,7 +102,3 @@ def _name(value: Any) -> str | None:
         return None
     text = str(value).strip()
     return text[:NAME_MAX] or None
-
-
-def _listed(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

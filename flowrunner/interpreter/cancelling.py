@@ -47,12 +47,14 @@ def take_answers(turn: Turn) -> None:
         if found is None:
             continue
         step = _step(turn.snap, found["ident"])
+        kind = turn.cfg.kinds.get(step.kind) if step is not None else None
+        detail: dict[str, object] = {"command": kind.cancel if kind is not None else None}
         if result.ok:
-            what, detail = "cancel_done", ""
+            what = "cancel_done"
         else:
             error = result.error or {}
             what = "cancel_failed"
-            detail = str(error.get("message") or error.get("code") or "no reason given")
+            detail["error"] = str(error.get("message") or error.get("code") or "no reason given")
         turn.effects.append(turn.line(what, detail, step, int(found["pass"])))
 
 

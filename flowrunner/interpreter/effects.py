@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
+
+# What a history line says beyond its code: plain values by name (``{"who": "bob",
+# "received": 2, "needed": 3}``), or a short text on the lines with nothing more to say.
+Detail: TypeAlias = Mapping[str, Any] | str
 
 
 @dataclass(frozen=True)
@@ -72,12 +76,11 @@ class RunCommand:
 class Log:
     """One history line: ``what`` happened at a step (started, done, waiting, failed, ...).
 
-    ``detail`` is a short text, or a mapping of plain values where a reader needs the
-    parts (a notice's audience, recipient and message).
-
-    ``at`` is the moment on the flow's own clock: when it happened for the flow (a
-    wait's end is its timer, an arrival the event's time), which may be earlier than
-    when the worker did it.
+    ``what`` is the code programs read; ``detail`` holds what a sentence needs
+    (``flowrunner.history_text`` renders the line in the flow's own words). ``at`` is
+    the moment on the flow's own clock: when it happened for the flow (a wait's end is
+    its timer, an arrival the event's time), which may be earlier than when the worker
+    did it.
     """
 
     position: int | None
@@ -86,7 +89,7 @@ class Log:
     kind: str | None
     pass_: int | None
     what: str
-    detail: str | Mapping[str, Any] = ""
+    detail: Detail = ""
     at: datetime | None = None
 
 

@@ -113,7 +113,7 @@ def advance(
             turn.run.status = statuses.RunStatus.FAILED
             turn.run.reason = sanitize.sanitize_text(reason)
             turn.run.error = sanitize.error_envelope("engine.error", reason)
-            turn.log("ended", turn.run.reason)
+            turn.log("ended", {"status": turn.run.status.value, "reason": turn.run.reason})
     return _finish(turn)
 
 
@@ -141,7 +141,7 @@ def retry_failed(
         )
     for step, lane in failed:
         lane.restart()
-        turn.log("retry", "an operator retried the step", step, lane)
+        turn.log("retry", {"by": "operator"}, step, lane)
     turn.run.status = statuses.RunStatus.RUNNING
     turn.run.error = None
     turn.run.reason = None

@@ -7,10 +7,10 @@ that cannot run; the interpreter turns that into a failed run.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from flowrunner import durations, snapshot, statuses
+from flowrunner import durations, query, snapshot, statuses
 from flowrunner.interpreter import (
     answers,
     effects,
@@ -22,6 +22,7 @@ from flowrunner.interpreter import (
     watching,
 )
 from flowrunner.interpreter.turn import Turn
+from flowrunner.query import ast as query_ast
 
 BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
 
@@ -34,7 +35,7 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         name, value = reading.set_value(step, turn.cfg, turn.now)
         turn.effects.append(effects.SetField(step_id=step.id, field=name, value=value))
         turn.working_record()[name] = value
-        turn.log("set", f"{name} = {value}", step, lane)
+        turn.log("set", {"field": name, "value": _plain(value)}, step, lane)
         turn.finish(step, lane, "done")
     elif step.kind == "notify":
         telling.tell(turn, step, lane)
@@ -45,16 +46,16 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         if length is None:
             raise reading.Broken(step, "its duration is empty")
         lane.timer = length.add_to(turn.now, turn.cfg.timezone)
-        _start_waiting(turn, step, lane, f"until {lane.timer.isoformat()}")
+        _start_waiting(turn, step, lane, _wait_detail(step, lane))
     elif step.kind == "until":
         lane.timer = reading.until_target(step, turn.working_record(), turn.cfg)
-        _start_waiting(turn, step, lane, _until_text(lane.timer))
+        _start_waiting(turn, step, lane, _until_detail(step, lane.timer))
     elif step.kind == "waitFor":
         name = reading.event_name(step, turn.cfg)
         length = reading.duration(step)
         if length is not None:
             lane.deadline = length.add_to(turn.now, turn.cfg.timezone)
-        _start_waiting(turn, step, lane, f"for {name}")
+        _start_waiting(turn, step, lane, {"event": name, "until": _iso(lane.deadline)})
     else:
         kind = reading.kind(step, turn.cfg)
         if kind.wait_for is not None:
@@ -80,12 +81,13 @@ def tick(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     elif lane.status == statuses.LaneStatus.WAITING:
         if step.kind == "wait":
             if lane.timer is not None and lane.timer <= turn.now:
-                turn.finish(step, lane, "done")
+                turn.finish(step, lane, "done", detail=_wait_detail(step, lane))
         elif step.kind == "until":
             _until(turn, step, lane)
         elif step.kind == "waitFor":
             if lane.deadline is not None and lane.deadline <= turn.now:
-                turn.finish(step, lane, "timed_out", "timed_out")
+                detail = {"event": reading.event_name(step, turn.cfg), **_gave_up(step)}
+                turn.finish(step, lane, "timed_out", "timed_out", detail)
         else:
             _app_wait(turn, step, lane)
 
@@ -112,15 +114,20 @@ def on_result(
             else:
                 lane.retry_at = decision.retry_at
                 lane.status = statuses.LaneStatus.RETRYING
-                detail = f"attempt {lane.attempts} failed ({_said(result)}); again at "
-                turn.log("retry", detail + decision.retry_at.isoformat(), step, lane)
+                detail = {
+                    "attempt": lane.attempts,
+                    "error": _said(result),
+                    "again_at": _iso(decision.retry_at),
+                }
+                turn.log("retry", detail, step, lane)
     elif lane.reminding is not None and result.key == _remind_key(step, lane, lane.reminding):
         number, lane.reminding = lane.reminding, None
         if result.ok:
-            turn.log("reminded", f"reminder {number}", step, lane)
+            turn.log("reminded", _reminder_detail(lane, number), step, lane)
         else:
             # A reminder is a nudge: a failed one is recorded, never retried.
-            turn.log("reminder_failed", f"reminder {number}: {_said(result)}", step, lane)
+            detail = {**_reminder_detail(lane, number), "error": _said(result)}
+            turn.log("reminder_failed", detail, step, lane)
 
 
 def on_event(
@@ -137,7 +144,7 @@ def on_event(
         if waiting and event.name == reading.event_name(step, turn.cfg):
             lane.received += 1
             lane.event = dict(event.payload)
-            turn.finish(step, lane, "arrived", "arrived")
+            turn.finish(step, lane, "arrived", "arrived", {"event": event.name})
         return
     if step.kind in BUILTIN:
         return
@@ -148,12 +155,13 @@ def on_event(
     lane.event = dict(event.payload)
     if kind.by is None:
         lane.received += 1
-        turn.log("arrived", f"{event.name} #{event.id}", step, lane)
+        detail = {"event": event.name, "event_id": event.id, **answers.progress(step, lane)}
+        turn.log("arrived", detail, step, lane)
     else:
         answers.take(turn, step, lane, kind.by, event)
-    _check_condition(turn, step, lane, lane.event)
+    held_by = _check_condition(turn, step, lane, lane.event)
     if lane.status == statuses.LaneStatus.WAITING:
-        _app_done(turn, step, lane)
+        _app_done(turn, step, lane, held_by)
 
 
 # -- the kinds' details ------------------------------------------------------------------
@@ -164,26 +172,55 @@ def _branch(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         raise reading.Broken(step, "a branch must stand alone at its position")
     condition = reading.condition(step, turn.cfg)
     target = reading.goto(step, turn.snap)
+    said = {"condition": str(reading.text(step, "condition"))}
     if condition.matches(turn.working_record(), turn.now):
-        turn.log("condition", "held", step, lane)
+        turn.log("condition", {**said, "held": True}, step, lane)
         turn.finish(step, lane, "held")
     elif target is not None:
-        turn.log("condition", f"did not hold; going to position {target}", step, lane)
+        turn.log("condition", {**said, "held": False, "goto": target}, step, lane)
         turn.finish(step, lane, "goto")
     else:
-        turn.log("condition", "did not hold; the run ends", step, lane)
+        turn.log("condition", {**said, "held": False, "goto": None}, step, lane)
         turn.finish(step, lane, "ended")
 
 
-def _start_waiting(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, what: str) -> None:
+def _start_waiting(
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, detail: dict[str, Any]
+) -> None:
     lane.waiting_since = turn.now
     lane.status = statuses.LaneStatus.WAITING
-    turn.log("waiting", what, step, lane)
+    turn.log("waiting", detail, step, lane)
     tick(turn, step, lane)
 
 
-def _until_text(target: datetime | None) -> str:
-    return "while the date is empty" if target is None else f"until {target.isoformat()}"
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _plain(value: Any) -> Any:
+    """A value a set step wrote, as a history line keeps it (JSON: times as ISO text)."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _wait_detail(step: snapshot.StepSpec, lane: state.LaneState) -> dict[str, Any]:
+    return {"until": _iso(lane.timer), "duration": reading.text(step, "duration")}
+
+
+def _until_detail(step: snapshot.StepSpec, target: datetime | None) -> dict[str, Any]:
+    """An until step's target, with the column and offset it was read from."""
+    return {
+        "until": _iso(target),
+        "field": reading.text(step, "field"),
+        "offset": reading.text(step, "duration"),
+    }
+
+
+def _gave_up(step: snapshot.StepSpec) -> dict[str, Any]:
+    return {"duration": reading.text(step, "duration")}
 
 
 def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
@@ -191,16 +228,16 @@ def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     target = reading.until_target(step, turn.working_record(), turn.cfg)
     if target != lane.timer:
         lane.timer = target
-        turn.log("waiting", _until_text(target), step, lane)
+        turn.log("waiting", _until_detail(step, target), step, lane)
     if target is not None and target <= turn.now:
-        turn.finish(step, lane, "done")
+        turn.finish(step, lane, "done", detail=_until_detail(step, target))
 
 
 def _command(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     kind = reading.kind(step, turn.cfg)
     lane.pending = turn.key(step, lane)
     lane.status = statuses.LaneStatus.COMMANDING
-    turn.log("command", f"{kind.command}, attempt {lane.attempts}", step, lane)
+    turn.log("command", {"command": kind.command, "attempt": lane.attempts}, step, lane)
     turn.command(step, lane, kind)
 
 
@@ -221,18 +258,24 @@ def _answered(
     every = _remind_every(step)
     if every is not None:
         lane.next_remind_at = every.add_to(start, turn.cfg.timezone)
-    need = reading.mode(step).needed(lane.asked)
-    _start_waiting(turn, step, lane, f"for {need} {kind.wait_for} of {lane.asked} asked")
+    detail = {
+        "event": kind.wait_for,
+        "asked": lane.asked,
+        "names": list(lane.asked_names),
+        "needed": reading.mode(step).needed(lane.asked),
+        "until": _iso(lane.deadline),
+    }
+    _start_waiting(turn, step, lane, detail)
 
 
 def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     # The record may have changed since the latest event: look at the condition again.
-    _check_condition(turn, step, lane)
-    _app_done(turn, step, lane)
+    _app_done(turn, step, lane, _check_condition(turn, step, lane))
     if lane.status != statuses.LaneStatus.WAITING:
         return
     if lane.deadline is not None and lane.deadline <= turn.now:
-        turn.finish(step, lane, "timed_out", "timed_out")
+        detail = {**_gave_up(step), **answers.progress(step, lane)}
+        turn.finish(step, lane, "timed_out", "timed_out", detail)
         return
     # Reminders go out only once the run has caught up with the driver's time: after an
     # outage only the latest one due is sent, and none once the wait has ended.
@@ -250,21 +293,39 @@ def _check_condition(
     step: snapshot.StepSpec,
     lane: state.LaneState,
     event: dict[str, Any] | None = None,
-) -> None:
-    # The record is watched on every advance; event fields are read as each answer
-    # arrives (``watching`` says how a condition reading both is read between them).
+) -> list[str]:
+    """See whether the step's condition holds now; the parts of it that do, if it does.
+
+    The record is watched on every advance; event fields are read as each answer
+    arrives (``watching`` says how a condition reading both is read between them).
+    """
     if lane.held or reading.text(step, "condition") is None:
-        return
+        return []
     condition = reading.condition(step, turn.cfg, event=True)
-    if watching.holds(condition, turn.working_record(), turn.now, event):
-        lane.held = True
+    record = turn.working_record()
+    if not watching.holds(condition, record, turn.now, event):
+        return []
+    lane.held = True
+    if not isinstance(condition.node, query_ast.Or):
+        return [str(condition)]
+    # "event.decision = rejected or status = withdrawn": say which of them held.
+    return [
+        str(item)
+        for item in condition.node.items
+        if watching.holds(
+            query.Condition(item, columns=condition.types, event=True), record, turn.now, event
+        )
+    ]
 
 
-def _app_done(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+def _app_done(
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, held_by: list[str]
+) -> None:
     if lane.held:
-        turn.finish(step, lane, "condition", "condition")
+        said = {"condition": reading.text(step, "condition"), "held_by": held_by}
+        turn.finish(step, lane, "condition", "condition", said)
     elif lane.received >= reading.mode(step).needed(lane.asked):
-        turn.finish(step, lane, "complete")
+        turn.finish(step, lane, "complete", detail=answers.progress(step, lane))
 
 
 def _remind_every(step: snapshot.StepSpec) -> durations.Duration | None:
@@ -301,8 +362,13 @@ def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     lane.reminders_sent = k
     lane.reminding = k
     lane.next_remind_at = _remind_at(lane, every, k + 1, turn)
-    turn.log("reminder", f"reminder {k}", step, lane)
+    turn.log("reminder", _reminder_detail(lane, k), step, lane)
     turn.command(step, lane, kind, reminder=k)
+
+
+def _reminder_detail(lane: state.LaneState, number: int) -> dict[str, Any]:
+    """Which reminder, and whom it nudges: those asked who have not answered yet."""
+    return {"reminder": number, "to": answers.missing(lane)}
 
 
 def _remind_key(step: snapshot.StepSpec, lane: state.LaneState, number: int) -> str:

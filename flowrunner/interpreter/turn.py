@@ -100,7 +100,7 @@ class Turn:
     def log(
         self,
         what: str,
-        detail: str | Mapping[str, Any] = "",
+        detail: effects.Detail = "",
         step: snapshot.StepSpec | None = None,
         lane: state.LaneState | None = None,
     ) -> None:
@@ -110,12 +110,17 @@ class Turn:
     def line(
         self,
         what: str,
-        detail: str | Mapping[str, Any],
+        detail: effects.Detail,
         step: snapshot.StepSpec | None,
         pass_: int | None,
         at: datetime | None = None,
     ) -> effects.Log:
-        """A history line about a step's pass, or (with no step) the run at its position."""
+        """A history line about a step's pass, or (with no step) the run at its position.
+
+        ``detail`` is what a sentence needs beyond the code (``flowrunner.history_text``
+        renders it): a mapping of plain values, times as ISO text; a string is kept for
+        the lines that have nothing more to say.
+        """
         return effects.Log(
             position=step.position if step is not None else self.run.position,
             step_id=step.id if step is not None else None,
@@ -150,15 +155,21 @@ class Turn:
         self._ask(key, step, lane, kind, name, attempt, reminder=reminder)
 
     def finish(
-        self, step: snapshot.StepSpec, lane: state.LaneState, outcome: str, what: str = "done"
+        self,
+        step: snapshot.StepSpec,
+        lane: state.LaneState,
+        outcome: str,
+        what: str = "done",
+        detail: Mapping[str, Any] | None = None,
     ) -> None:
+        """The lane is done with ``outcome``; its line ``what`` says so, with ``detail``."""
         # Only "complete" ends a wait by its answers; any other way out is a cancel.
         stopped = lane.status == statuses.LaneStatus.WAITING and outcome != "complete"
         lane.outcome = outcome
         lane.status = statuses.LaneStatus.DONE
         lane.pending = None
         lane.finished_at = self.now
-        self.log(what, outcome if what == "done" else "", step, lane)
+        self.log(what, {"outcome": outcome, **(detail or {})}, step, lane)
         if stopped:
             self.cancel_command(step, lane, _STOPPED.get(outcome, outcome))
 
@@ -172,7 +183,7 @@ class Turn:
         key = f"{self.key(step, lane)}/cancel"
         if kind is None or kind.cancel is None or key in self.emitted:
             return False
-        self.log("cancel", f"{kind.cancel}: {why}", step, lane)
+        self.log("cancel", {"command": kind.cancel, "why": why}, step, lane)
         self._ask(key, step, lane, kind, kind.cancel, 1, cancel=True)
         return True
 
@@ -227,7 +238,7 @@ class Turn:
         }
         if cause is not None:
             details["cause"] = dict(cause)
-        self.log("failed", message, step, lane)
+        self.log("failed", {"code": code, "message": message}, step, lane)
         if waited:
             self.cancel_command(step, lane, "the step failed")
         self.fail_run(code, reason, details)
@@ -238,7 +249,7 @@ class Turn:
         self.run.status = statuses.RunStatus.FAILED
         self.run.reason = sanitize.sanitize_text(reason)
         self.run.error = sanitize.error_envelope(code, reason, details=details)
-        self.log("ended", self.run.reason)
+        self.log("ended", {"status": self.run.status.value, "reason": self.run.reason})
 
     def end_run(self, status: statuses.RunStatus, reason: str) -> None:
         """End the run for good (done or cancelled) with a sentence saying why."""
@@ -248,7 +259,7 @@ class Turn:
             # Nothing is awaited any more; keep lanes' history but drop their claims.
             lane.pending = None
             lane.reminding = None
-        self.log("ended", self.run.reason)
+        self.log("ended", {"status": self.run.status.value, "reason": self.run.reason})
 
 
 def _latest_moment(run: state.RunState) -> datetime | None:
@@ -262,7 +273,7 @@ def _latest_moment(run: state.RunState) -> datetime | None:
     return max(moments) if moments else None
 
 
-def _sanitized(detail: str | Mapping[str, Any]) -> str | dict[str, Any]:
+def _sanitized(detail: effects.Detail) -> str | dict[str, Any]:
     """A history line's detail made safe to show: one line of text, or sanitized fields."""
     if isinstance(detail, str):
         return sanitize.sanitize_text(detail)

@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner import spelling
 from flowrunner.store import app_tables
 
 
@@ -61,10 +62,16 @@ def flow_by_name_or_id(
     by = flows.c.name == str(name_or_id)
     if isinstance(name_or_id, int) or str(name_or_id).isdigit():
         by = sa.or_(by, flows.c.id == int(str(name_or_id)))
-    query = sa.select(flows).where(by)
-    if tables.tenant is not None:
-        query = query.where(flows.c[tables.tenant] == tenant)
-    return _first(conn.execute(query))
+    mine = sa.true() if tables.tenant is None else flows.c[tables.tenant] == tenant
+    found = _first(conn.execute(sa.select(flows).where(by, mine)))
+    if found is not None:
+        return found
+    # Flow names are one name whatever their case: "resend" names the flow "Resend".
+    wanted = spelling.name_key(name_or_id)
+    for row in _dicts(conn.execute(sa.select(flows).where(mine).order_by(flows.c.id))):
+        if spelling.name_key(row.get("name")) == wanted:
+            return row
+    return None
 
 
 def flows_to_start(

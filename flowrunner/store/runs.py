@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors, sanitize, statuses
+from flowrunner.interpreter import standing
 from flowrunner.store import dialects, engine_tables, prepared
 
 
@@ -64,6 +65,9 @@ class RunRow:
     """Events about the record with ids up to this were stored before the run began."""
     restarted_as: int | None = None
     """The run an operator started again in this failed run's place, if any."""
+    waiting: tuple[standing.Waiting, ...] = ()
+    """The steps the run waits at and for what (a time, an event and the answers counted,
+    a command); empty once it ended or failed. Filled by ``runner.runs()``."""
 
     @property
     def ended(self) -> bool:
@@ -93,11 +97,16 @@ class LogRow:
     pass_: int | None
     """Which pass through the step (a flow that loops back passes a step again)."""
     what: str
-    """What happened: ``started``, ``waiting``, ``done``, ``failed``, ``retried``, ..."""
+    """The code programs read: ``started``, ``waiting``, ``answered``, ``done``, ...
+    (``flowrunner.history_text.CODES`` lists them all)."""
     detail: object
-    """More about it, sanitized: usually a short text (may be empty); any JSON value."""
+    """What the sentence is made from, sanitized: a mapping of plain values
+    (``{"who": "bob", "received": 2, "needed": 3}``); a short text on older lines."""
     due_at: datetime | None = None
     """When it happened on the flow's own clock; ``at`` is when a worker did it."""
+    sentence: str = ""
+    """The line in the flow's own words (``bob approved (2 of 3)``). Filled by
+    ``runner.history()``; rendered when read, so every line has one, old lines too."""
 
     @property
     def late(self) -> bool:
@@ -290,14 +299,14 @@ def mark_restarted(
 def runs_for_record(
     conn: sa.Connection, *, resource: str, record_id: str, tenant: object = None
 ) -> list[RunRow]:
-    """Every run of one record, oldest first."""
+    """Every run of one record, newest first."""
     table = engine_tables.runs
     query = sa.select(table).where(
         table.c.resource == resource, table.c.record_id == str(record_id)
     )
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
-    return [_run(row) for row in conn.execute(query.order_by(table.c.id))]
+    return [_run(row) for row in conn.execute(query.order_by(table.c.id.desc()))]
 
 
 def list_runs(

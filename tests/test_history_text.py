@@ -1,0 +1,543 @@
+"""History lines as sentences: every code the engine writes has one, in the flow's words.
+
+Pure: each line here is what the interpreter, the worker or an operator writes, put into
+words by ``flowrunner.history_text``. The whole histories of the sample apps are in
+test_histories.py.
+"""
+
+from __future__ import annotations
+
+import ast as pyast
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given
+from query_strategies import conditions
+
+import flowrunner
+from flowrunner import history_text, snapshot
+from flowrunner.query import ast
+
+PACKAGE = Path(flowrunner.__file__).parent
+
+
+@dataclass(frozen=True)
+class Line:
+    what: str
+    detail: object
+    kind: str | None = None
+    position: int | None = None
+
+
+SNAP = snapshot.FlowSnapshot.build(
+    {"id": 1, "name": "Big orders", "start": "created"},
+    [
+        {"id": 1, "position": 20, "kind": "branch", "title": "Rejected?", "condition": "x"},
+        {"id": 2, "position": 60, "kind": "notify", "title": "Tell the requester"},
+    ],
+)
+
+# One line of each code as the engine writes it, and its sentence: the documented table
+# (docs/engine.md shows these).
+SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
+    "started": [("approval", {}, "Started")],
+    "set": [
+        ("set", {"field": "status", "value": "approved"}, "Set status to approved"),
+        ("set", {"field": "approver", "value": None}, "Emptied approver"),
+        (
+            "set",
+            {"field": "due_at", "value": "2026-03-03T09:00:00+00:00"},
+            "Set due_at to Tue 3 Mar 09:00",
+        ),
+    ],
+    "notice": [
+        (
+            "notify",
+            {"audience": "requester", "recipient": "ann", "message": "Your order was approved"},
+            "Told ann (requester): Your order was approved",
+        ),
+        ("notify", {"audience": "requester"}, "Told the requester"),
+    ],
+    "undeliverable": [
+        (
+            "notify",
+            {"audience": "requester", "column": "requester_id", "why": "the order names nobody"},
+            "Could not tell the requester: the order names nobody",
+        ),
+        (
+            "notify",
+            {"audience": "requester", "to": "requester_id", "why": "empty", "message": "Hi"},
+            "Could not tell the requester: the record's requester_id is empty",
+        ),
+    ],
+    "condition": [
+        (
+            "branch",
+            {"condition": "status = rejected", "held": False, "goto": 60},
+            "Took the other way: status is not rejected → position 60 (Tell the requester)",
+        ),
+        (
+            "branch",
+            {"condition": "status not in (rejected, withdrawn)", "held": True},
+            "Went on: status is neither rejected nor withdrawn",
+        ),
+        (
+            "branch",
+            {"condition": "status = approved", "held": False, "goto": None},
+            "Ended the run here: status is not approved",
+        ),
+        (
+            "approval",
+            {
+                "outcome": "condition",
+                "condition": "event.decision = rejected or status = withdrawn",
+                "held_by": ["status = 'withdrawn'"],
+            },
+            "Stopped waiting: status is withdrawn",
+        ),
+    ],
+    "waiting": [
+        (
+            "approval",
+            {
+                "event": "po.decided",
+                "asked": 3,
+                "names": ["ann", "bob", "cara"],
+                "needed": 3,
+                "until": "2026-03-09T09:00:00+00:00",
+            },
+            "Asked ann, bob and cara for approval (all 3 must answer by Mon 9 Mar 09:00)",
+        ),
+        (
+            "approval",
+            {"event": "po.decided", "asked": 5, "names": [], "needed": 3, "until": None},
+            "Asked 5 people for approval (3 of 5 must answer)",
+        ),
+        (
+            "until",
+            {"until": "2026-03-03T08:00:00+00:00", "field": "due_at", "offset": "-1 hour"},
+            "Waiting until Tue 3 Mar 08:00 (due_at − 1 hour)",
+        ),
+        (
+            "until",
+            {"until": None, "field": "due_at", "offset": None},
+            "Waiting while due_at is empty",
+        ),
+        (
+            "wait",
+            {"until": "2026-03-04T09:00:00+00:00", "duration": "2 days"},
+            "Waiting 2 days, until Wed 4 Mar 09:00",
+        ),
+        (
+            "waitFor",
+            {"event": "ticket.replied", "until": "2026-03-05T09:00:00+00:00"},
+            "Waiting for ticket.replied until Thu 5 Mar 09:00",
+        ),
+    ],
+    "command": [
+        ("send", {"command": "send_purchase_order", "attempt": 1}, "Ran send_purchase_order"),
+        (
+            "send",
+            {"command": "send_purchase_order", "attempt": 2},
+            "Ran send_purchase_order again (attempt 2)",
+        ),
+    ],
+    "retry": [
+        (
+            "send",
+            {"attempt": 1, "error": "gateway down", "again_at": "2026-03-02T09:10:00+00:00"},
+            "Attempt 1 failed (gateway down); trying again at Mon 2 Mar 09:10",
+        ),
+        ("send", {"by": "operator"}, "Will run again: an operator retried the step"),
+    ],
+    "reminder": [
+        (
+            "approval",
+            {"reminder": 2, "to": ["bob", "cara"]},
+            "Sending the 2nd reminder to bob and cara",
+        )
+    ],
+    "reminded": [
+        (
+            "approval",
+            {"reminder": 2, "to": ["bob", "cara"]},
+            "Reminded bob and cara (2nd reminder)",
+        ),
+        (
+            "approval",
+            {"reminder": 3, "to": []},
+            "Reminded those who have not answered (3rd reminder)",
+        ),
+    ],
+    "reminder_failed": [
+        (
+            "approval",
+            {"reminder": 1, "to": ["bob"], "error": "mail down"},
+            "Could not remind bob (1st reminder): mail down",
+        )
+    ],
+    "answered": [
+        (
+            "approval",
+            {
+                "who": "bob",
+                "answer": {"decision": "approved"},
+                "again": False,
+                "counted": True,
+                "received": 2,
+                "needed": 3,
+                "waiting_for": ["cara"],
+            },
+            "bob approved (2 of 3; waiting for cara)",
+        ),
+        (
+            "approval",
+            {
+                "who": "ann",
+                "answer": {"decision": "yes"},
+                "again": True,
+                "counted": True,
+                "received": 1,
+                "needed": 3,
+                "waiting_for": [],
+            },
+            "ann answered decision yes again (1 of 3)",
+        ),
+        (
+            "approval",
+            {
+                "who": "zed",
+                "answer": {},
+                "again": False,
+                "counted": True,
+                "received": 1,
+                "needed": None,
+                "waiting_for": [],
+            },
+            "zed answered (1 so far)",
+        ),
+        (
+            "approval",
+            {"who": "mallory", "answer": {}, "counted": False, "asked": False},
+            "mallory answered but was not asked: not counted",
+        ),
+    ],
+    "arrived": [
+        (
+            "approval",
+            {"event": "po.decided", "event_id": 7, "by": "approver", "counted": False},
+            "A po.decided event named no approver: not counted",
+        ),
+        (
+            "approval",
+            {"event": "po.decided", "event_id": 8, "received": 1, "needed": 2, "waiting_for": []},
+            "po.decided arrived (1 of 2)",
+        ),
+        ("waitFor", {"outcome": "arrived", "event": "ticket.replied"}, "ticket.replied arrived"),
+    ],
+    "timed_out": [
+        (
+            "approval",
+            {
+                "outcome": "timed_out",
+                "duration": "1 week",
+                "received": 1,
+                "needed": 2,
+                "waiting_for": ["ctl"],
+            },
+            "Gave up after 1 week: 1 of 2 answered; no answer from ctl",
+        ),
+        (
+            "waitFor",
+            {"outcome": "timed_out", "event": "ticket.replied", "duration": "3 days"},
+            "Gave up after 3 days: no ticket.replied came",
+        ),
+    ],
+    "done": [
+        (
+            "until",
+            {
+                "outcome": "done",
+                "until": "2026-03-03T08:00:00+00:00",
+                "field": "due_at",
+                "offset": "-1 hour",
+            },
+            "Waited until Tue 3 Mar 08:00 (due_at − 1 hour)",
+        ),
+        (
+            "approval",
+            {"outcome": "complete", "received": 3, "needed": 3},
+            "Got the answers it needed (3 of 3)",
+        ),
+        ("set", {"outcome": "done"}, "Done"),
+    ],
+    "cancel": [
+        (
+            "approval",
+            {"command": "close_approval_requests", "why": "the wait gave up"},
+            "Stopped waiting (the wait gave up); running close_approval_requests",
+        )
+    ],
+    "cancel_done": [
+        ("approval", {"command": "close_approval_requests"}, "Ran close_approval_requests")
+    ],
+    "cancel_failed": [
+        (
+            "approval",
+            {"command": "close_approval_requests", "error": "service down"},
+            "close_approval_requests failed: service down",
+        )
+    ],
+    "failed": [
+        (
+            "send",
+            {"code": "command.refused", "message": "the command refused: account closed"},
+            "Failed: the command refused: account closed",
+        )
+    ],
+    "ended": [
+        (
+            None,
+            {"status": "done", "reason": "the flow ended after its last step"},
+            "Run done: the flow ended after its last step",
+        ),
+        (
+            None,
+            {"status": "cancelled", "reason": "cancelled by olga: merged"},
+            "Run cancelled by olga: merged",
+        ),
+    ],
+    "cancelled": [(None, {"by": "olga", "reason": "merged"}, "olga cancelled the run: merged")],
+    "retried": [(None, {"by": "olga"}, "olga retried the run")],
+    "restarted": [
+        (
+            None,
+            {"by": "olga", "restarted_as": 9, "reason": "released"},
+            "olga restarted the run as run 9: released",
+        )
+    ],
+}
+
+CASES = [(code, *case) for code, cases in SENTENCES.items() for case in cases]
+
+
+@pytest.mark.parametrize(("code", "kind", "detail", "expected"), CASES)
+def test_each_line_reads_as_a_sentence(
+    code: str, kind: str | None, detail: dict[str, Any], expected: str
+) -> None:
+    assert history_text.sentence(Line(code, detail, kind, 10), SNAP) == expected
+
+
+def test_every_code_has_its_sentences_here() -> None:
+    assert set(SENTENCES) == history_text.CODES
+
+
+def test_the_engine_guide_shows_each_code_with_a_sentence_it_really_writes() -> None:
+    guide = (PACKAGE.parent / "docs" / "engine.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+?) \|$", guide, re.M))
+    rows.pop("what")  # the table's heading
+    assert set(rows) == history_text.CODES
+    for code, sentence in rows.items():
+        assert sentence in [expected for _, _, expected in SENTENCES[code]], code
+
+
+def _codes_written(path: Path) -> set[str]:
+    """The history codes a module writes: the first argument of ``log``/``line``/``LogLine``,
+    ``what=``, ``finish``'s fourth argument, and texts assigned to ``what``."""
+    found: set[str] = set()
+    tree = pyast.parse(path.read_text(encoding="utf-8"))
+
+    def text(node: pyast.expr | None) -> None:
+        if isinstance(node, pyast.Constant) and isinstance(node.value, str):
+            found.add(node.value)
+
+    for node in pyast.walk(tree):
+        if isinstance(node, pyast.Call):
+            name = node.func.attr if isinstance(node.func, pyast.Attribute) else None
+            name = name or (node.func.id if isinstance(node.func, pyast.Name) else None)
+            if name in ("log", "line", "LogLine") and node.args:
+                text(node.args[0])
+            if name == "finish" and len(node.args) > 3:
+                text(node.args[3])
+            for keyword in node.keywords:
+                if keyword.arg == "what":
+                    text(keyword.value)
+        elif isinstance(node, pyast.Assign):
+            for target in node.targets:
+                if isinstance(target, pyast.Name) and target.id == "what":
+                    text(node.value)
+        elif isinstance(node, pyast.arguments):
+            names = [a.arg for a in node.args[-len(node.defaults) :]] if node.defaults else []
+            for arg, default in zip(names, node.defaults, strict=True):
+                if arg == "what":
+                    text(default)
+    return found
+
+
+WRITERS = [
+    *sorted((PACKAGE / "interpreter").glob("*.py")),
+    PACKAGE / "operating.py",
+    PACKAGE / "worker.py",
+]
+# Codes a sentence is ready for that this tree does not write yet, each with its reason.
+NOT_WRITTEN_HERE: dict[str, str] = {}
+
+
+def test_every_code_the_engine_writes_has_a_sentence() -> None:
+    written = set().union(*(_codes_written(path) for path in WRITERS))
+    assert written, "the scan found no history codes: it no longer reads the writers"
+    assert written <= history_text.CODES, (
+        f"codes without a sentence: {written - history_text.CODES}"
+    )
+    assert history_text.CODES - written <= set(NOT_WRITTEN_HERE)
+
+
+@pytest.mark.parametrize(("code", "kind", "detail", "expected"), CASES)
+def test_no_sentence_shows_its_code(
+    code: str, kind: str | None, detail: dict[str, Any], expected: str
+) -> None:
+    said = history_text.sentence(Line(code, detail, kind, 10), SNAP)
+    assert "_" not in code or code not in said
+    assert said != history_text.sentence(Line(code, "", kind, 10), SNAP) or said in (
+        "Started",
+        "Done",
+    ), "a line with its details reads like one without"
+
+
+# -- older lines and odd details --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "detail", "expected"),
+    [
+        ("notice", "requester", "Told the requester"),
+        ("cancelled", "cancelled by olga: merged", "Cancelled by olga: merged"),
+        ("retried", "by olga", "Retried by olga"),
+        ("restarted", "restarted as run 9 by olga", "Restarted as run 9 by olga"),
+        ("done", "complete", "Done"),
+        ("failed", "the snapshot no longer loads", "Failed: the snapshot no longer loads"),
+        ("answered", "ann answered (1 of 3)", "Answered: ann answered (1 of 3)"),
+        ("reminder_failed", "reminder 1: mail down", "A reminder failed: reminder 1: mail down"),
+        ("timed_out", "", "Gave up"),
+        ("something_new", "it happened", "Something new: it happened"),
+        ("waiting", None, "Waiting"),
+        ("answered", ["not", "a", "mapping"], "Answered: ['not', 'a', 'mapping']"),
+    ],
+)
+def test_older_text_details_still_read(code: str, detail: object, expected: str) -> None:
+    assert history_text.sentence(Line(code, detail)) == expected
+
+
+def test_missing_fields_never_break_a_sentence() -> None:
+    for code in history_text.CODES:
+        for kind in (None, "approval", "wait", "until", "waitFor", "branch", "notify"):
+            said = history_text.sentence(Line(code, {}, kind, 1))
+            assert said and "\n" not in said and "None" not in said, (code, kind, said)
+
+
+def test_times_are_shown_on_the_bindings_wall_clock() -> None:
+    line = Line("waiting", {"until": "2026-03-29T08:00:00+00:00", "duration": "1 day"}, "wait")
+    assert history_text.sentence(line) == "Waiting 1 day, until Sun 29 Mar 08:00"
+    berlin = ZoneInfo("Europe/Berlin")  # summer time starts that night: UTC+2
+    assert history_text.sentence(line, tz=berlin) == "Waiting 1 day, until Sun 29 Mar 10:00"
+    assert history_text.when(datetime(2026, 3, 28, 8, tzinfo=UTC), berlin) == "Sat 28 Mar 09:00"
+    assert history_text.when(datetime(2026, 12, 31, 23, 30)) == "Thu 31 Dec 23:30"  # naive: UTC
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        ([], ""),
+        (["ann"], "ann"),
+        (["ann", "bob"], "ann and bob"),
+        (["a", "b", "c", "d", "e", "f"], "a, b, c, d, e and f"),
+        (["a", "b", "c", "d", "e", "f", "g", "h"], "a, b, c, d, e and 3 more"),
+    ],
+)
+def test_names_are_listed_as_people_write_them(names: list[str], expected: str) -> None:
+    assert history_text.listed(names) == expected
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (4, "4th"),
+        (11, "11th"),
+        (12, "12th"),
+        (13, "13th"),
+        (21, "21st"),
+        (22, "22nd"),
+        (101, "101st"),
+        (111, "111th"),
+    ],
+)
+def test_reminders_are_counted_in_ordinals(number: int, expected: str) -> None:
+    assert history_text.ordinal(number) == expected
+
+
+# -- conditions in words ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("condition", "held", "otherwise"),
+    [
+        ("status = rejected", "status is rejected", "status is not rejected"),
+        ("status != resolved", "status is not resolved", "status is resolved"),
+        ("amount > 10000", "amount > 10000", "amount <= 10000"),
+        ("amount <= 5", "amount <= 5", "amount > 5"),
+        ("status in (a, b, c)", "status is a, b or c", "status is none of a, b, c"),
+        ("status not in (a)", "status is not a", "status is a"),
+        ("approver is null", "approver is empty", "approver is not empty"),
+        ("title contains urgent", "title contains urgent", "title does not contain urgent"),
+        (
+            "title starts with 'RE: '",
+            "title starts with 'RE: '",
+            "title does not start with 'RE: '",
+        ),
+        ("not (status = open)", "status is not open", "status is open"),
+        (
+            "status = open and (priority = high or amount > 5)",
+            "status is open and (priority is high or amount > 5)",
+            "status is not open or priority is not high and amount <= 5",
+        ),
+        (
+            "due_at < now() - 2 days",
+            "due_at < now - 2 days",
+            "due_at >= now - 2 days",
+        ),
+        (
+            "event.decision = rejected",
+            "event.decision is rejected",
+            "event.decision is not rejected",
+        ),
+        ("flag = true", "flag is true", "flag is not true"),
+        (
+            "this is ( not a condition",
+            "this is ( not a condition",
+            "not (this is ( not a condition)",
+        ),
+    ],
+)
+def test_a_condition_reads_in_words_either_way(condition: str, held: str, otherwise: str) -> None:
+    assert history_text.condition_words(condition) == held
+    assert history_text.condition_words(condition, negated=True) == otherwise
+
+
+@given(conditions)
+def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
+    text = str(node)
+    held = history_text.condition_words(text)
+    otherwise = history_text.condition_words(text, negated=True)
+    for words in (held, otherwise):
+        assert words and "\n" not in words and not words.startswith("not (")
+    # Saying "not" of a condition reads as the condition said the other way.
+    assert history_text.condition_words(str(ast.Not(node)), negated=True) == held
+    assert history_text.condition_words(str(ast.Not(node))) == otherwise
