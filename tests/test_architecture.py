@@ -114,6 +114,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.validate",
             "flowrunner.snapshot",
             "flowrunner.commands",
+            "flowrunner.try_script",
         ),
     ),
     ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),
@@ -133,6 +134,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.app",
             "flowrunner.heartbeat",
             "flowrunner.async_apps",
+            "flowrunner.trying",
+            "flowrunner.try_result",
         ),
     ),
     (
