@@ -17,7 +17,7 @@ from typing import Any
 import desk
 import pytest
 import sqlalchemy as sa
-from running import T0, app, mount, order, stored
+from running import T0, app, decide, mount, order, stored
 
 from flowrunner import (
     Answer,
@@ -28,6 +28,8 @@ from flowrunner import (
     RowInvalid,
     RunStatus,
     TryResult,
+    history_text,
+    snapshot,
     testing,
 )
 
@@ -305,6 +307,67 @@ def test_the_result_is_plain_json_for_the_console(driver: testing.FlowDriver) ->
         "refused": None,
         "sentence": "Would run request_approval",
     }
+
+
+# -- the same engine as a real run --------------------------------------------------------
+
+# Each scenario as the real app lives it (the test driver's clock, the app's own decide)
+# and as a designer writes it for a try.
+SCENARIOS: dict[str, tuple[list[tuple[str, str, str]], list[str]]] = {
+    "nobody answers": ([], []),
+    "approved": (
+        [
+            ("1 day", "decide", "manager@example.com approved"),
+            ("1 day", "decide", "cfo@example.com approved"),
+            ("0 days", "decide", "controller@example.com approved"),
+        ],
+        [
+            "manager approves after 1 day",
+            "finance approves after 2 days",
+            "status becomes approved after 2 days",
+        ],
+    ),
+    "rejected": (
+        [("1 day", "decide", "controller@example.com rejected")],
+        ["controller@example.com rejects after 1 day", "status becomes rejected after 1 day"],
+    ),
+    "withdrawn": (
+        [("1 day 2 hours", "update", "withdrawn")],
+        ["status becomes withdrawn after 1 day 2 hours"],
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_a_try_takes_the_path_a_real_run_takes(driver: testing.FlowDriver, scenario: str) -> None:
+    lived, written = SCENARIOS[scenario]
+    tried = driver.runner.try_flow("Big orders", None, 1001, answers=written, start=T0)
+
+    driver.create({**order(1), "number": "PO-1001"})  # as PO-1001, which the try took
+    for after, action, what in lived:
+        driver.advance(after)
+        if action == "update":
+            driver.update(1, status=what)
+        else:
+            who, decision = what.split()
+            decide(driver, 1, who, decision)
+    driver.advance("10 days")
+    [run] = driver.runs(1)
+    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+    real = [
+        (
+            line.due_at or line.at,
+            line.position,
+            line.what,
+            history_text.sentence(line, snap, tried=True),
+        )
+        for line in driver.history(run.id)
+    ]
+    assert [(t.at, t.position, t.what, t.sentence) for t in tried.lines] == real
+    assert [(n.recipient, n.title, n.message) for n in tried.notices] == [
+        (n.recipient, n.title, n.message) for n in driver.notices(run.id)
+    ]
+    assert tried.end.status == run.status
 
 
 # -- an edited flow, before it is saved ---------------------------------------------------
