@@ -17,6 +17,8 @@ from typing import Any
 import desk
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from running import T0, app, decide, mount, order, stored
 
 from flowrunner import (
@@ -529,6 +531,49 @@ def test_every_table_is_exactly_as_it_was_after_tries(
     assert stored(busy, 1001)["status"] == "open"
     assert stored(busy, 3)["status"] == "open"
     assert calls == {}
+
+
+LINES = st.one_of(
+    st.builds(
+        "{} {}{}".format,
+        st.sampled_from(["manager", "finance", "cfo@example.com", "controller@example.com", "ol"]),
+        st.sampled_from(["approves", "rejects", "answers"]),
+        st.sampled_from(["", " after 1 hour", " after 1 day", " after 3 days", " after 8 days"]),
+    ),
+    st.builds(
+        "{} becomes {} after {} hours".format,
+        st.sampled_from(["status", "priority"]),
+        st.sampled_from(["approved", "rejected", "withdrawn", "open", "high", "hold"]),
+        st.integers(0, 240),
+    ),
+    st.sampled_from(["send_purchase_order refuses", "request_approval refuses", "nobody answers"]),
+)
+
+
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(LINES, max_size=6), days=st.integers(1, 20))
+def test_any_script_leaves_every_table_as_it_was_and_calls_no_command(
+    busy: testing.FlowDriver,
+    any_engine: sa.Engine,
+    calls: Counter[str],
+    script: list[str],
+    days: int,
+) -> None:
+    calls.clear()
+    before = everything(any_engine)
+    try:
+        result = big_order(busy, *script, until=f"{days} days")
+    except RowInvalid as refused:
+        # Only what comes after the try ends is refused; nothing ran.
+        assert {e.code for e in refused.errors} == {"answer_too_late"}
+        assert everything(any_engine) == before
+        return
+    assert everything(any_engine) == before
+    assert calls == {}
+    moments = [line.at for line in result.lines]
+    assert moments == sorted(moments)
+    assert all(T0 <= at <= T0 + timedelta(days=days) for at in moments)
+    assert result.end.ended or result.end.at == T0 + timedelta(days=days)
 
 
 def test_a_try_that_breaks_half_way_leaves_nothing_either(
