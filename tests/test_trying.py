@@ -454,6 +454,26 @@ def test_an_edited_saved_flow_keeps_its_name(driver: testing.FlowDriver) -> None
     assert result.end.status == RunStatus.DONE
 
 
+def test_a_saved_flow_whose_row_broke_fails_as_it_starts(driver: testing.FlowDriver) -> None:
+    with driver.runner.engine.begin() as conn:
+        flow_id = conn.execute(
+            sa.select(PO.po_flow.c.id).where(PO.po_flow.c.name == "Small orders")
+        ).scalar_one()
+        # A row written around validation: a kind the binding does not have.
+        conn.execute(
+            sa.insert(PO.po_flow_step).values(
+                flow_id=flow_id, position=3, kind="archive", title="Archive it"
+            )
+        )
+    result = driver.runner.try_flow("Small orders", None, 1001, start=T0)
+    assert result.end.status == RunStatus.FAILED
+    assert result.end.sentence.startswith(
+        "It would fail as it starts: flow 'Small orders', step 'Archive it' (archive, "
+        "position 3): kind 'archive' is not in the binding"
+    )
+    assert result.lines == () and result.commands == ()
+
+
 # -- nothing leaves the try ----------------------------------------------------------------
 
 
