@@ -12,11 +12,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import desk
 import pytest
 import room
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
+from flowrunner import testing
 from flowrunner.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -286,3 +288,46 @@ def test_an_operator_cancels_runs_from_a_real_shell(url: str) -> None:
         "refused: run 1 has already ended (done)",
     ]
     assert "Traceback" not in done.stderr
+
+
+def test_on_a_tenant_binding_each_command_names_the_tenant_and_sees_only_its_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    engine = sa.create_engine(url)
+    mounted = desk.runner(engine)
+    with engine.begin() as conn:
+        for tenant in ("acme", "globex"):
+            flow = mounted.save_flow(
+                conn, {"name": "Triage", "start": "created", "tenant_id": tenant}
+            )
+            step = {"flow_id": flow, "position": 1, "kind": "waitFor", "event": "desk.replied"}
+            mounted.save_step(conn, {**step, "tenant_id": tenant})
+    driver = testing.FlowDriver(mounted)
+    driver.create({"id": 1, "tenant_id": "acme", "status": "new"})
+    driver.create({"id": 2, "tenant_id": "globex", "status": "new"})
+    engine.dispose()
+    (tmp_path / "shared_desk_zz.py").write_text(
+        "import sqlalchemy as sa\nimport desk\n\n\n"
+        "def runner(url=None):\n    return desk.runner(sa.create_engine(url))\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+
+    def invoke(*args: str) -> Result:
+        app = ["--app", "shared_desk_zz:runner", "--database", url]
+        return CliRunner().invoke(cli, ["runs", args[0], *app, *args[1:]])
+
+    refused = invoke("list")
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        "Error: desk_ticket records belong to tenants: name the tenant"
+    )
+    listed = json.loads(invoke("list", "--tenant", "acme", "--json").stdout)
+    assert [(run["record"], run["tenant"]) for run in listed["runs"]] == [("1", "acme")]
+    globex_run = json.loads(invoke("list", "--tenant", "globex", "--json").stdout)["runs"][0]
+    cancelled = invoke("cancel", str(globex_run["id"]), "--tenant", "acme", "--operator", "ann")
+    assert cancelled.exit_code == 1
+    assert cancelled.stdout == f"refused: there is no run {globex_run['id']}\n"
+    assert invoke("show", str(globex_run["id"]), "--tenant", "acme").exit_code == 2
+    sys.modules.pop("shared_desk_zz", None)
