@@ -783,11 +783,11 @@ class FlowRunner:
         reason: str = "",
         tenant: binding_mod.Tenant = None,
         dry_run: bool = False,
-    ) -> list[operations_room.Outcome]:
+    ) -> list[operating.Outcome]:
         """``cancel``, ``retry``, ``redrive`` or ``restart`` each run, each in its own
         transaction; one ``Outcome`` per run: done, or refused with the reason (the others
         go on). ``dry_run``: what would be done, nothing kept."""
-        return operations_room.act(
+        return operating.act(
             self,
             action,
             run_ids,

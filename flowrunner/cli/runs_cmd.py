@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import history_text, operations_room
+from flowrunner import history_text, operating, operations_room
 from flowrunner.store import events, listing
 
 if TYPE_CHECKING:
@@ -141,13 +141,14 @@ def list_(
     now = runner.clock()
     table = _table("run", "flow", runner.binding.resource, "status", "where it stands", "started")
     for run in page:
+        ago = operations_room.age(now - run.started_at)
         table.add_row(
             str(run.id),
             run.flow_name,
             run.record_id,
             str(run.status),
-            standing(run, tz),
-            f"{history_text.when(run.started_at, tz)} ({age(now - run.started_at)} ago)",
+            operations_room.where_it_stands(run, tz),
+            f"{history_text.when(run.started_at, tz)} ({ago} ago)",
         )
     _print(table)
     if page.next_before is not None:
@@ -222,7 +223,7 @@ def show(
 # -- the actions -------------------------------------------------------------------------
 
 
-def _action(action: operations_room.Action, summary: str) -> click.Command:
+def _action(action: operating.Action, summary: str) -> click.Command:
     @runs.command(action.value, help=summary, epilog=EXIT_STATUSES)
     @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
     @APP
@@ -259,8 +260,8 @@ def _action(action: operations_room.Action, summary: str) -> click.Command:
 
 
 def _report(
-    action: operations_room.Action,
-    outcomes: Sequence[operations_room.Outcome],
+    action: operating.Action,
+    outcomes: Sequence[operating.Outcome],
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -292,14 +293,14 @@ def _report(
         sys.exit(1)
 
 
-_action(operations_room.Action.CANCEL, "Cancel each RUN that has not ended.")
-_action(operations_room.Action.RETRY, "Run each failed RUN's failed step again.")
+_action(operating.Action.CANCEL, "Cancel each RUN that has not ended.")
+_action(operating.Action.RETRY, "Run each failed RUN's failed step again.")
 _action(
-    operations_room.Action.REDRIVE,
+    operating.Action.REDRIVE,
     "Make each RUN that has not ended due now and free its lease (a stuck run goes on).",
 )
 _action(
-    operations_room.Action.RESTART,
+    operating.Action.RESTART,
     "Start each failed RUN's flow again as a new run on the same record.",
 )
 
@@ -315,7 +316,7 @@ _action(
 @click.option("--operator", default=None, metavar="NAME", help="One operator's actions.")
 @click.option(
     "--action",
-    type=click.Choice([*operations_room.Action, "start"], case_sensitive=False),
+    type=click.Choice([*operating.Action, "start"], case_sensitive=False),
     default=None,
     help="One kind of action.",
 )
@@ -440,30 +441,6 @@ def notices(
 
 
 # -- words and documents -----------------------------------------------------------------
-
-
-def standing(run: ops.RunRow, tz: tzinfo | None) -> str:
-    """Where a run stands in a few words: where it waits and for what, or why it ended."""
-    if run.waiting:
-        return "; ".join(history_text.waiting_sentence(w, tz) for w in run.waiting)
-    if run.restarted_as is not None:
-        return f"restarted as run {run.restarted_as}"
-    if run.status == "running":
-        return "due to start" if not run.state else "running"
-    return run.reason or ""
-
-
-def age(passed: timedelta) -> str:
-    """A time passed, roughly: ``3d 4h``, ``2h 5m``, ``40s``."""
-    seconds = max(0, int(passed.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    return f"{minutes}m" if minutes else f"{seconds}s"
 
 
 def run_document(run: ops.RunRow, tz: tzinfo | None) -> dict[str, Any]:
