@@ -269,9 +269,9 @@ def list_runs(
     tenant: object,
     before_id: object = None,
     limit: object = DEFAULT_LIMIT,
-) -> listing.Page[ops.RunRow]:
+) -> listing.RunPage:
     """One page of the runs ``where`` keeps, newest first, each open one with where it
-    waits."""
+    waits, and which are stuck (``page.stuck``)."""
     before, count = _page_args(before_id, limit)
     with runner.engine.connect() as conn:
         page = ops.find_runs(
@@ -283,7 +283,8 @@ def list_runs(
             before_id=before,
             limit=count,
         )
-    return listing.Page(tuple(runner._standing(run) for run in page.rows), page.next_before)
+    shown = tuple(runner._standing(run) for run in page.rows)
+    return listing.RunPage(shown, page.next_before, page.stuck)
 
 
 def count_runs(runner: FlowRunner, where: listing.RunFilter, *, tenant: object) -> dict[str, int]:
@@ -300,6 +301,22 @@ def get_run(runner: FlowRunner, run_id: int, *, tenant: binding.Tenant) -> ops.R
     with runner.engine.connect() as conn:
         run = operating.run_for_operator(runner, conn, run_id, tenant)
     return runner._standing(run)
+
+
+def is_stuck(runner: FlowRunner, run: ops.RunRow, stuck_after: Age | listing.Stuck = None) -> bool:
+    """Whether the run is stuck (``run_filter`` says when; 15 minutes by default)."""
+    if run.ended:
+        return False
+    rule = _stuck(_blank(stuck_after), runner.clock(), runner.config.timezone)
+    with runner.engine.connect() as conn:
+        found = ops.stuck_among(
+            conn,
+            resource=runner.binding.resource,
+            run_ids=[run.id],
+            rule=rule or listing.Stuck(),
+            now=runner.clock(),
+        )
+    return run.id in found
 
 
 def journal(

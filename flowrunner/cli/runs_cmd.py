@@ -133,6 +133,8 @@ def list_(
     tz = runner.config.timezone
     if as_json:
         documents = [run_document(run, tz) for run in page]
+        for document in documents:
+            document["stuck"] = document["id"] in page.stuck
         cli_mod.echo_json({"runs": documents, "next_before": page.next_before})
         return
     if not page.rows:
@@ -146,7 +148,7 @@ def list_(
             str(run.id),
             run.flow_name,
             run.record_id,
-            str(run.status),
+            f"{run.status}, stuck" if run.id in page.stuck else str(run.status),
             operations_room.where_it_stands(run, tz),
             f"{history_text.when(run.started_at, tz)} ({ago} ago)",
         )
@@ -173,9 +175,11 @@ def show(
     lines = runner.history(run.id, tenant=tenant)
     tz = runner.config.timezone
     if as_json:
+        shown = run_document(run, tz)
+        shown["stuck"] = operations_room.is_stuck(runner, run)
         cli_mod.echo_json(
             {
-                "run": run_document(run, tz),
+                "run": shown,
                 "history": [
                     {
                         "id": line.id,
@@ -194,7 +198,9 @@ def show(
         )
         return
     resource = runner.binding.resource
-    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {run.status}")
+    stuck = operations_room.is_stuck(runner, run)
+    status = f"{run.status}, stuck: no worker has taken its work" if stuck else str(run.status)
+    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {status}")
     started = f"{history_text.when(run.started_at, tz)}"
     if run.started_by:
         started += f" by {run.started_by}"
