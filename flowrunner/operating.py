@@ -1,26 +1,96 @@
 """What operators do to runs: cancel, retry a failed step, redrive a stuck run, restart a
-failed run as a new one.
+failed run as a new one — to one run, or to many (``act``).
 
 Each action is checked against the run's resource and tenant (an operator never steers
-another tenant's runs) and journaled with the operator's name, in one transaction.
+another tenant's runs) and journaled with the operator's name, in one transaction. An
+action that does not apply is refused with ``OperatorError``: a sentence naming the run
+and why, and a stable code (``run_ended``, ``run_not_failed``, ``run_restarted``, ...).
+With ``dry_run`` an action is done and then rolled back: the same checks, nothing kept.
+
+``act`` does one action to many runs, each in its own transaction: a run the action does
+not apply to is refused with its reason and the others go on; the outcomes say, run by
+run, what was done.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, errors, snapshot, starting, statuses
+from flowrunner import binding, errors, snapshot, spelling, starting, statuses
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
+
+
+class Action(enum.StrEnum):
+    """What an operator does to a run."""
+
+    CANCEL = "cancel"
+    """End a run that has not ended; its waiting steps are told."""
+    RETRY = "retry"
+    """Run a failed run's failed step again."""
+    REDRIVE = "redrive"
+    """Make a run that has not ended due now, and free its lease (a stuck run goes on)."""
+    RESTART = "restart"
+    """Start a failed run's flow again as a new run on the same record."""
+
+
+# How each action reads once done, and before (a dry run).
+_DONE = {
+    Action.CANCEL: "cancelled",
+    Action.RETRY: "retried: its failed step runs again",
+    Action.REDRIVE: "redriven: due now, its lease freed",
+    Action.RESTART: "restarted",
+}
+_WOULD = {
+    Action.CANCEL: "would be cancelled",
+    Action.RETRY: "would be retried",
+    Action.REDRIVE: "would be redriven",
+    Action.RESTART: "would be restarted as a new run",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action did to one run: done, or refused with the reason."""
+
+    run_id: int
+    """The run acted on."""
+    action: Action
+    """What was asked."""
+    done: bool
+    """Whether the action was done (with ``dry_run``: whether it would be)."""
+    refusal: str | None = None
+    """Why not, in a sentence naming the run (``run 12 has already ended (done)``)."""
+    code: str | None = None
+    """The refusal's stable code for programs (``run_ended``, ``run_not_failed``,
+    ``run_restarted``, ``run_unknown``, ``flow_deleted``, ...)."""
+    restarted_as: int | None = None
+    """A restart's new run (None on a dry run, whose new run was rolled back)."""
+    dry_run: bool = False
+    """True when nothing was kept: the outcome says what the action would do."""
+
+    @property
+    def sentence(self) -> str:
+        """The outcome on one line: ``run 12 cancelled``, or the refusal."""
+        if not self.done:
+            return self.refusal or f"run {self.run_id} was refused"
+        if self.dry_run:
+            return f"run {self.run_id} {_WOULD[self.action]}"
+        said = f"run {self.run_id} {_DONE[self.action]}"
+        if self.restarted_as is not None:
+            said += f" as run {self.restarted_as}"
+        return said
 
 
 def cancel(
@@ -30,6 +100,7 @@ def cancel(
     operator: str,
     reason: str = "",
     tenant: binding.Tenant = None,
+    dry_run: bool = False,
 ) -> None:
     """Cancel a run that has not ended; journaled with the operator's name.
 
@@ -38,12 +109,13 @@ def cancel(
     due at once: the interpreter ends the run there and the kinds' cancel commands run
     in the worker's transaction, under the run's lease, so each runs once.
     """
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.FINAL:
-            raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
+            raise _refused(f"run {run_id} has already ended ({run.status})", "run_ended")
         if run.restarted_as is not None:
-            raise errors.OperatorError(
-                f"run {run_id} was restarted as run {run.restarted_as}; it stays failed"
+            raise _refused(
+                f"run {run_id} was restarted as run {run.restarted_as}; it stays failed",
+                "run_restarted",
             )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
@@ -71,14 +143,23 @@ def cancel(
         _journal(conn, run, operator, "cancel", now, {"reason": reason})
 
 
-def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None) -> None:
-    """Run a failed run's failed step again; journaled."""
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+def retry(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
+) -> None:
+    """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status != statuses.RunStatus.FAILED:
-            raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
+            raise _refused(f"run {run_id} has not failed ({run.status})", "run_not_failed")
         if run.restarted_as is not None:
-            raise errors.OperatorError(
-                f"run {run_id} was restarted as run {run.restarted_as}; that run goes on"
+            raise _refused(
+                f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
+                "run_restarted",
             )
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
@@ -87,7 +168,7 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Ten
             # after it started, an engine error): it goes on from its saved state.
             problem = runner.check_snapshot(snap)
             if problem:
-                raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
+                raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
             new_state: dict[str, object] = run.state or {}
             status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
@@ -106,20 +187,27 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Ten
             error=None,
         )
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail={"by": operator})
-        _journal(conn, run, operator, "retry", now, {})
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+        _journal(conn, run, operator, "retry", now, _given(reason))
 
 
 def redrive(
-    runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
 ) -> None:
-    """Make a stuck run due now and free its lease; journaled."""
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)."""
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
-            raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
+            raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-        _journal(conn, run, operator, "redrive", now, {})
+        _journal(conn, run, operator, "redrive", now, _given(reason))
 
 
 def restart(
@@ -129,6 +217,7 @@ def restart(
     operator: str,
     reason: str = "",
     tenant: binding.Tenant = None,
+    dry_run: bool = False,
 ) -> int:
     """Start a failed run's flow again, as a new run on the same record; its id. Journaled.
 
@@ -136,37 +225,40 @@ def restart(
     is picked up), whatever started the old run (a creation, an update, an operator).
     The old run stays failed and points at the new one (``restarted_as``), and its
     history says so. Refused, with a sentence, for a run that has not failed, one
-    restarted already, a flow deleted, inactive or broken, and a record deleted.
+    restarted already, a flow deleted, inactive or broken, and a record deleted. (With
+    ``dry_run`` the id is of a run that was rolled back with the rest.)
     """
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.restarted_as is not None:
-            raise errors.OperatorError(
-                f"run {run_id} was already restarted as run {run.restarted_as}"
+            raise _refused(
+                f"run {run_id} was already restarted as run {run.restarted_as}", "run_restarted"
             )
         if run.status != statuses.RunStatus.FAILED:
-            raise errors.OperatorError(
-                f"run {run_id} has not failed ({run.status}); only a failed run is restarted"
+            raise _refused(
+                f"run {run_id} has not failed ({run.status}); only a failed run is restarted",
+                "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
         flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)
         if flow is None:
-            raise errors.OperatorError(f"{cannot}: its flow {run.flow_name!r} was deleted")
+            raise _refused(f"{cannot}: its flow {run.flow_name!r} was deleted", "flow_deleted")
         name = str(flow.get("name") or run.flow_name)
         if flow.get("active") is not None and not flow["active"]:
-            raise errors.OperatorError(f"{cannot}: flow {name!r} is not active")
+            raise _refused(f"{cannot}: flow {name!r} is not active", "flow_inactive")
         record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
         if record is None:
-            raise errors.OperatorError(
-                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists"
+            raise _refused(
+                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists",
+                "record_deleted",
             )
         steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
         problem = runner.check_snapshot(
             snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
         )
         if problem is not None:
-            raise errors.OperatorError(f"{cannot}: {problem}")
+            raise _refused(f"{cannot}: {problem}", "flow_broken")
         new_id = starting.start_run(
             runner, conn, flow, record, f"restart:{run.id}", operator, now, steps
         )
@@ -175,8 +267,9 @@ def restart(
         if new_id is None or not ops.mark_restarted(
             conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
         ):
-            raise errors.OperatorError(
-                f"run {run_id} changed while it was being restarted; look at it again"
+            raise _refused(
+                f"run {run_id} changed while it was being restarted; look at it again",
+                "run_changed",
             )
         said = {"by": operator, "restarted_as": new_id, "reason": reason}
         ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
@@ -187,12 +280,27 @@ def restart(
 
 @contextlib.contextmanager
 def _acting_on(
-    runner: FlowRunner, run_id: int, tenant: binding.Tenant
+    runner: FlowRunner, run_id: int, tenant: binding.Tenant, dry_run: bool = False
 ) -> Iterator[tuple[sa.Connection, ops.RunRow, datetime]]:
-    """The operator's transaction, the run it acts on (``run_for_operator``) and the time."""
+    """The operator's transaction, the run it acts on (``run_for_operator``) and the time.
+
+    With ``dry_run`` the transaction is rolled back once the action went through.
+    """
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         yield conn, run_for_operator(runner, conn, run_id, tenant), now
+        if dry_run:
+            conn.rollback()
+
+
+def _refused(sentence: str, code: str) -> errors.OperatorError:
+    """An action that does not apply to the run as it stands (409, with its code)."""
+    return errors.OperatorError(sentence, code=code)
+
+
+def _given(reason: str) -> dict[str, object]:
+    """The operator's reason as a journal's (or history line's) detail, when one was given."""
+    return {"reason": reason} if reason else {}
 
 
 def run_for_operator(
@@ -232,3 +340,113 @@ def _journal(
         record_id=run.record_id,
         detail=dict(detail),
     )
+
+
+# -- one action on many runs ---------------------------------------------------------
+
+
+def action_of(action: str | Action) -> Action:
+    """The action an operator names, in any case; ``OperatorError`` naming the actions."""
+    try:
+        return Action(str(action).strip().casefold())
+    except ValueError:
+        known = ", ".join(Action)
+        hint = spelling.did_you_mean(str(action), list(Action))
+        raise errors.OperatorError(
+            f"there is no action '{action}'{hint} (actions: {known})", code="action_unknown"
+        ) from None
+
+
+def act(
+    runner: FlowRunner,
+    action: str | Action,
+    run_ids: Iterable[object],
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: object = None,
+    dry_run: bool = False,
+) -> list[Outcome]:
+    """Do ``action`` to each run, each in its own transaction; one ``Outcome`` per run, in
+    the order given (a run named twice is acted on once).
+
+    A run the action does not apply to — ended, not failed, another tenant's, unknown —
+    is refused with the reason and the rest go on: nothing is all or nothing. Refused
+    before anything is done (``OperatorError``): an unknown action, no operator, no
+    tenant on a tenant binding, a run id that is not a number. ``dry_run`` does each
+    action and rolls it back: the outcomes say what would be done, nothing is kept.
+    """
+    chosen = action_of(action)
+    who = (operator or "").strip()
+    if not who:
+        raise errors.OperatorError(
+            "name the operator: every action is journaled with who did it",
+            code="operator_missing",
+        )
+    owner = runner._need_tenant(tenant)
+    ids: list[int] = []
+    for given in run_ids:
+        run_id = runner._run_id(given)
+        if run_id not in ids:
+            ids.append(run_id)
+    return [_act_on(runner, chosen, run_id, who, reason, owner, dry_run) for run_id in ids]
+
+
+def _act_on(
+    runner: FlowRunner,
+    action: Action,
+    run_id: int,
+    operator: str,
+    reason: str,
+    tenant: object,
+    dry_run: bool,
+) -> Outcome:
+    try:
+        new = _do(runner, action, run_id, operator, reason, tenant, dry_run)
+    except errors.OperatorError as exc:
+        return Outcome(run_id, action, False, str(exc), exc.code, dry_run=dry_run)
+    except errors.LeaseLost:
+        # Saved over by a worker or another operator between the read and the write.
+        return Outcome(
+            run_id,
+            action,
+            False,
+            f"run {run_id} changed while it was being acted on; look at it again",
+            "run_changed",
+            dry_run=dry_run,
+        )
+    return Outcome(run_id, action, True, restarted_as=None if dry_run else new, dry_run=dry_run)
+
+
+def _do(
+    runner: FlowRunner,
+    action: Action,
+    run_id: int,
+    operator: str,
+    reason: str,
+    tenant: object,
+    dry_run: bool,
+) -> int | None:
+    args: dict[str, Any] = {
+        "operator": operator,
+        "reason": reason,
+        "tenant": tenant,
+        "dry_run": dry_run,
+    }
+    if action == Action.CANCEL:
+        cancel(runner, run_id, **args)
+    elif action == Action.RETRY:
+        retry(runner, run_id, **args)
+    elif action == Action.REDRIVE:
+        redrive(runner, run_id, **args)
+    else:
+        return restart(runner, run_id, **args)
+    return None
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    """``3 done, 1 refused`` (``would be done`` on a dry run)."""
+    done = sum(1 for outcome in outcomes if outcome.done)
+    dry = any(outcome.dry_run for outcome in outcomes)
+    verb = "would be done" if dry else "done"
+    return f"{done} {verb}, {len(outcomes) - done} refused"

@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "demo": "flowrunner.cli.demo_cmd:demo",
     "prune": "flowrunner.cli.prune_cmd:prune",
     "diagram": "flowrunner.cli.diagram_cmd:diagram",
+    "runs": "flowrunner.cli.runs_cmd:runs",
 }
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"
