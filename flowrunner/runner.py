@@ -25,6 +25,8 @@ from flowrunner import app as app_mod
 from flowrunner import binding as binding_mod
 from flowrunner import (
     column_facts,
+    diagrams,
+    drawing,
     errors,
     history_text,
     operating,
@@ -635,6 +637,31 @@ class FlowRunner:
             batch=batch,
             dry_run=dry_run,
             progress=progress,
+        )
+
+    def diagram(
+        self,
+        conn: sa.Connection,
+        flow: Any,
+        run: Any = None,
+        can_read: diagrams.CanRead | None = None,
+        *,
+        tenant: binding_mod.Tenant = None,
+    ) -> diagrams.Diagram:
+        """The diagram of ``flow`` (its name or id), with ``.html()``, ``.svg()``, ``.mermaid()``.
+
+        Without ``run``: the flow's rows as they are now. With ``run`` (an id): that run of
+        the flow drawn over the snapshot it started with (what is done and when, where it
+        waits and for what, what is ahead, the way it went). ``can_read(step_row)`` says
+        whether the reader may see a step; one they cannot is not drawn. ``OperatorError``
+        (404) for an unknown flow, or a run that is not one of this flow's (or of the tenant).
+
+            with runner.engine.connect() as conn:
+                page = runner.diagram(conn, "Big orders", run=7).html()
+        """
+        run_id = None if run is None else self._run_id(run)
+        return drawing.diagram(
+            self, conn, flow, run=run_id, can_read=can_read, tenant=self._need_tenant(tenant)
         )
 
     def restart(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> int:

@@ -49,6 +49,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "flowrunner.worker",
         "time",
     ),
+    # Diagrams are pure: drawn from a snapshot and a run's state and history, read by others.
+    "flowrunner.diagrams": (
+        "sqlalchemy",
+        "flowrunner.store",
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "flowrunner.cli",
+        "time",
+        "threading",
+    ),
     "flowrunner.store": (
         "flowrunner.runner",
         "flowrunner.worker",
@@ -117,6 +127,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),
+    ("diagrams", ("flowrunner.diagrams",)),
     ("store", ("flowrunner.store",)),
     (
         "runner",
@@ -133,6 +144,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.app",
             "flowrunner.heartbeat",
             "flowrunner.async_apps",
+            "flowrunner.drawing",
         ),
     ),
     (

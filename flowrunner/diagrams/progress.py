@@ -1,0 +1,372 @@
+"""A record's run drawn over its flow: what is done and when, where it waits, what is ahead.
+
+The run's own snapshot gives the columns (``model.build``); this reads the run's state
+(the current position and its lanes: what each waits for) and its history (each pass of
+each step: when it started and how it finished) into a ``StepRun`` per box, a state per
+column, and how often the run went along each way. Pure: no SQL, no clock.
+
+History codes read here (the interpreter's ``Log`` lines): ``started`` begins a pass;
+``done`` (its detail the outcome), ``timed_out``, ``failed``, a ``waitFor``'s
+``arrived`` and an app kind's ``condition`` end it; an operator's ``retry`` starts it
+again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from flowrunner import binding, modes, snapshot, statuses
+from flowrunner.diagrams import model
+from flowrunner.interpreter import state as state_mod
+
+_Lane = statuses.LaneStatus
+
+
+class HistoryLine(Protocol):
+    """A line of a run's history, as ``LogRow`` holds it (only what is read here)."""
+
+    @property
+    def position(self) -> int | None: ...
+    @property
+    def step_id(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def pass_(self) -> int | None: ...
+    @property
+    def what(self) -> str: ...
+    @property
+    def detail(self) -> object: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def due_at(self) -> datetime | None: ...
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """What a run diagram reads of a run: its row's status, state, times and history."""
+
+    id: int
+    status: str
+    state: state_mod.RunState | None
+    history: Sequence[HistoryLine] = ()
+    reason: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass
+class _Pass:
+    started: datetime | None = None
+    outcome: str | None = None
+    finished: datetime | None = None
+    failed: str | None = None
+
+
+def when(moment: datetime | None) -> str:
+    """A moment as a diagram writes it: ``2026-03-02 09:00 UTC``."""
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def overlay(
+    picture: model.Picture,
+    snap: snapshot.FlowSnapshot,
+    run: RunInput,
+    kinds: Mapping[str, binding.Kind] | None = None,
+) -> model.Picture:
+    """``picture`` (of the run's own snapshot) with the run drawn over it."""
+    kinds = kinds or {}
+    passes, visits = _read_history(run.history)
+    current = run.state.position if run.state is not None else None
+    positions = [c.position for c in picture.columns]
+    if not visits and run.state is not None:
+        # History pruned or not given: the state still says which positions were entered.
+        visits = [(p, 1) for p in positions if run.state.passes.get(p)]
+    visited = {p for p, _ in visits}
+    ended = statuses.RunStatus(run.status) in statuses.ENDED
+    here = positions.index(current) if current in positions else None
+    columns = []
+    for column in picture.columns:
+        col_state = _column_state(column.index, column.position, here, visited, run.status)
+        boxes = []
+        for box in column.boxes:
+            step = next(s for s in snap.steps_at(column.position) if s.id == box.step_id)
+            lane = None
+            if column.index == here and run.state is not None:
+                lane = next((ln for ln in run.state.lanes if ln.step_id == step.id), None)
+            mine = passes.get(str(step.id), {})
+            found = _step_run(step, lane, mine, col_state, ended, kinds.get(step.kind))
+            boxes.append(replace(box, run=found))
+        count = sum(1 for p, _ in visits if p == column.position)
+        columns.append(replace(column, boxes=tuple(boxes), state=col_state, visits=count))
+    ways = _taken(picture, snap, run, visits, passes)
+    hidden = _hidden_titles(picture, snap)
+    summary = model.RunSummary(
+        id=run.id,
+        status=str(run.status),
+        sentence=_sentence(run, current, hidden),
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+    )
+    return replace(picture, columns=tuple(columns), ways=ways, run=summary)
+
+
+def _read_history(
+    history: Sequence[HistoryLine],
+) -> tuple[dict[str, dict[int, _Pass]], list[tuple[int, int]]]:
+    """Each step's passes (by step id as text, then pass), and the positions entered in order."""
+    passes: dict[str, dict[int, _Pass]] = {}
+    visits: list[tuple[int, int]] = []
+    for line in history:
+        if line.step_id is None or line.pass_ is None:
+            continue
+        moment = line.due_at or line.at
+        one = passes.setdefault(str(line.step_id), {}).setdefault(line.pass_, _Pass())
+        if line.what == "started" or (line.what == "retry" and "operator" in str(line.detail)):
+            one.started, one.outcome, one.finished, one.failed = moment, None, None, None
+            if line.what == "started" and line.position is not None:
+                visit = (line.position, line.pass_)
+                if visit not in visits:
+                    visits.append(visit)
+        elif line.what == "failed":
+            one.failed, one.finished = model.clean(str(line.detail or "")), moment
+        else:
+            outcome = _outcome(line.kind, line.what, line.detail)
+            if outcome is not None:
+                one.outcome, one.finished = outcome, moment
+    return passes, visits
+
+
+def _outcome(kind: str | None, what: str, detail: object) -> str | None:
+    """The outcome a history line finishes a pass with (as ``LaneState.outcome``), if any."""
+    if what == "done":
+        return str(detail or "done")
+    if what == "timed_out":
+        return "timed_out"
+    if what == "arrived" and kind == "waitFor":
+        return "arrived"
+    if what == "condition" and kind not in (None, "branch"):
+        return "condition"  # an app kind's wait ended early by its condition
+    return None
+
+
+def _column_state(
+    index: int, position: int, here: int | None, visited: set[int], status: str
+) -> model.ColumnState:
+    ended = statuses.RunStatus(status) in statuses.ENDED
+    if here is None:
+        if status == statuses.RunStatus.DONE:
+            return "done" if position in visited else "skipped"
+        return "not_reached" if ended else "ahead"
+    if index == here:
+        return "done" if status == statuses.RunStatus.DONE else "current"
+    if index < here or (status == statuses.RunStatus.DONE and position in visited):
+        return "done" if position in visited else "skipped"
+    if status == statuses.RunStatus.DONE:
+        return "skipped"
+    return "not_reached" if ended else "ahead"
+
+
+def _how(step: snapshot.StepSpec, outcome: str) -> str:
+    """How a step finished, in a few words (empty for a plain done)."""
+    if step.kind == "branch":
+        goto = step.get("goto")
+        return {
+            "held": "its condition held: on to the next step",
+            "goto": f"its condition did not hold: to position {goto}",
+            "ended": "its condition did not hold: the run ended",
+        }.get(outcome, "")
+    return {
+        "complete": "answered",
+        "arrived": "the event arrived",
+        "condition": "its condition held",
+    }.get(outcome, "")
+
+
+def _finished(
+    step: snapshot.StepSpec, outcome: str, at: datetime | None, passes: int
+) -> model.StepRun:
+    how = _how(step, outcome)
+    if outcome == "timed_out":
+        return model.StepRun("timed_out", f"Timed out {when(at)}".rstrip(), (), at, passes)
+    details = (how,) if how else ()
+    return model.StepRun("done", f"Done {when(at)}".rstrip(), details, at, passes)
+
+
+def _step_run(
+    step: snapshot.StepSpec,
+    lane: state_mod.LaneState | None,
+    mine: dict[int, _Pass],
+    col_state: model.ColumnState,
+    ended: bool,
+    kind: binding.Kind | None,
+) -> model.StepRun:
+    count = len(mine)
+    latest = mine[max(mine)] if mine else None
+    if lane is not None:
+        count = max(count, lane.pass_)
+        if lane.status == _Lane.DONE:
+            return _finished(step, lane.outcome or "done", lane.finished_at, count)
+        if lane.status == _Lane.FAILED:
+            why: tuple[str, ...] = (latest.failed,) if latest is not None and latest.failed else ()
+            text = f"Failed {when(lane.finished_at)}".rstrip()
+            return model.StepRun("failed", text, why, lane.finished_at, count)
+        if ended:
+            why = ("the run ended while it waited",)
+            return model.StepRun("stopped", "Stopped", why, None, count)
+        return _live(step, lane, kind, count)
+    if col_state == "ahead":
+        if latest is not None and latest.finished is not None:
+            before = (f"pass {max(mine)} ended {when(latest.finished)}",)
+            return model.StepRun("ahead", "Ahead", before, None, count)
+        return model.StepRun("ahead", "Ahead", (), None, count)
+    if col_state in ("skipped", "not_reached"):
+        word = "Skipped" if col_state == "skipped" else "Not reached"
+        return model.StepRun(col_state, word, (), None, count)
+    if latest is not None and latest.failed is not None:
+        text = f"Failed {when(latest.finished)}".rstrip()
+        return model.StepRun("failed", text, (latest.failed,), latest.finished, count)
+    if latest is not None and latest.outcome is not None:
+        return _finished(step, latest.outcome, latest.finished, count)
+    return model.StepRun("done", "Done", (), None, count)
+
+
+def _live(
+    step: snapshot.StepSpec,
+    lane: state_mod.LaneState,
+    kind: binding.Kind | None,
+    count: int,
+) -> model.StepRun:
+    """A step the run is at: what it waits for, or what it is doing."""
+    if lane.status == _Lane.READY:
+        return model.StepRun("working", "Starting", (), lane.started_at, count)
+    if lane.status == _Lane.COMMANDING:
+        attempt = (f"attempt {lane.attempts}",)
+        return model.StepRun("working", "Running its command", attempt, lane.started_at, count)
+    if lane.status == _Lane.RETRYING:
+        again = (f"attempt {lane.attempts} failed", f"again {when(lane.retry_at)}")
+        return model.StepRun("retrying", "Retrying its command", again, lane.retry_at, count)
+    text, details = waits_for(step, lane, kind)
+    return model.StepRun("waiting", text, details, lane.waiting_since, count)
+
+
+def waits_for(
+    step: snapshot.StepSpec, lane: state_mod.LaneState, kind: binding.Kind | None
+) -> tuple[str, tuple[str, ...]]:
+    """What a waiting step waits for: a headline and its details.
+
+    ``("Waiting for po.decided", ("1 answer of 2 asked, 2 needed", "gives up ..."))``
+    """
+    if step.kind in ("wait", "until"):
+        if lane.timer is None:
+            return f"Waiting while its {step.get('field') or 'date'} is empty", ()
+        return f"Waiting until {when(lane.timer)}", ()
+    if step.kind == "waitFor":
+        until = (f"gives up {when(lane.deadline)}",) if lane.deadline else ()
+        return f"Waiting for {step.get('event')}", until
+    event = kind.wait_for if kind is not None and kind.wait_for else "an answer"
+    try:
+        needed = modes.parse(step.get("mode")).needed(lane.asked)
+    except ValueError:
+        needed = 1
+    answers = "answer" if lane.received == 1 else "answers"
+    details = [f"{lane.received} {answers} of {lane.asked} asked, {needed} needed"]
+    missing = [n for n in lane.asked_names if n not in lane.answerers]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        details.append(f"not yet: {', '.join(missing[:3])}{more}")
+    if lane.deadline is not None:
+        details.append(f"gives up {when(lane.deadline)}")
+    if lane.next_remind_at is not None:
+        details.append(f"next reminder {when(lane.next_remind_at)}")
+    return model.clean(f"Waiting for {event}"), tuple(model.clean(d) for d in details)
+
+
+def _taken(
+    picture: model.Picture,
+    snap: snapshot.FlowSnapshot,
+    run: RunInput,
+    visits: list[tuple[int, int]],
+    passes: dict[str, dict[int, _Pass]],
+) -> tuple[model.Way, ...]:
+    """The ways with how often the run went along each: its path through the branches."""
+    index = {c.position: c.index for c in picture.columns}
+    counts: dict[int, int] = {}
+
+    def went(source: int, target: int | None, outcome: str | None) -> None:
+        choices = [
+            i for i, w in enumerate(picture.ways) if (w.source, w.target) == (source, target)
+        ]
+        if outcome is not None:
+            how = "other" if outcome in ("goto", "ended") else "next"
+            choices = [i for i in choices if picture.ways[i].how == how] or choices
+        if choices:
+            counts[choices[0]] = counts.get(choices[0], 0) + 1
+
+    def branch_outcome(position: int, pass_: int) -> str | None:
+        for step in snap.steps_at(position):
+            if step.kind == "branch":
+                found = passes.get(str(step.id), {}).get(pass_)
+                if found is not None and found.outcome is not None:
+                    return found.outcome
+                if run.state is not None and run.state.position == position:
+                    lane = next((ln for ln in run.state.lanes if ln.step_id == step.id), None)
+                    return None if lane is None else lane.outcome
+        return None
+
+    if visits:
+        went(-1, index.get(visits[0][0]), None)
+    for (a, k), (b, _) in itertools.pairwise(visits):
+        if a in index and b in index:
+            went(index[a], index[b], branch_outcome(a, k))
+    if visits and run.status == statuses.RunStatus.DONE and visits[-1][0] in index:
+        last, k = visits[-1]
+        went(index[last], None, branch_outcome(last, k))
+    return tuple(replace(w, taken=counts.get(i, 0)) for i, w in enumerate(picture.ways))
+
+
+def _hidden_titles(picture: model.Picture, snap: snapshot.FlowSnapshot) -> set[str]:
+    drawn = {(b.position, str(b.step_id)) for c in picture.columns for b in c.boxes}
+    return {s.title for s in snap.steps if s.title and (s.position, str(s.id)) not in drawn}
+
+
+def _sentence(run: RunInput, position: int | None, hidden: set[str]) -> str:
+    """The run in one sentence; a reason naming a step the reader cannot read is left out."""
+    reason = model.clean(run.reason or "")
+    if any(f"'{title}'" in reason for title in hidden):
+        reason = ""
+    status = statuses.RunStatus(run.status)
+    at = f" at position {position}" if position is not None else ""
+    if status == statuses.RunStatus.DONE:
+        head = f"Run {run.id} is done"
+    elif status == statuses.RunStatus.FAILED:
+        head = f"Run {run.id} failed{at}"
+    elif status == statuses.RunStatus.CANCELLED:
+        head = f"Run {run.id} was cancelled{at}"
+    else:
+        head = f"Run {run.id} is {status}{at}"
+    return f"{head}: {reason}" if reason else head
+
+
+def run_input(
+    run_id: int,
+    status: str,
+    state: Mapping[str, Any] | None,
+    history: Sequence[HistoryLine],
+    *,
+    reason: str | None = None,
+    started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+) -> RunInput:
+    """A ``RunInput`` from a run row's stored values (its state as ``RunState.to_dict``)."""
+    current = state_mod.RunState.from_dict(state) if state else None
+    return RunInput(run_id, status, current, history, reason, started_at, ended_at)
