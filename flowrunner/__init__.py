@@ -18,6 +18,7 @@ import importlib.metadata
 
 from flowrunner.binding import FlowBinding, Kind, NotifyRule
 from flowrunner.commands import Command, CommandContext
+from flowrunner.diagrams import Diagram
 from flowrunner.durations import Duration, parse_duration
 from flowrunner.errors import (
     BindingError,
@@ -52,6 +53,7 @@ __all__ = [
     "CommandContext",
     "CommandRefused",
     "Condition",
+    "Diagram",
     "Duration",
     "DurationError",
     "EventRejected",

@@ -25,6 +25,8 @@ APP = "fixtures.tickets.app:runner"
 FLOWS = str(tickets.FLOWS_FILE)
 # Commands that print no data: the demo tells a story; the console serves web pages.
 NO_DATA = {"demo", "console"}
+# Commands whose output is a document in the format asked for (--format), not data.
+DOCUMENTS = {"diagram"}
 
 
 def document(*args: str, code: int = 0) -> Any:
@@ -58,6 +60,7 @@ def test_every_command_that_prints_data_takes_json() -> None:
     assert sorted(commands) == [
         "console",
         "demo",
+        "diagram",
         "flows export",
         "flows import",
         "flows start",
@@ -70,7 +73,9 @@ def test_every_command_that_prints_data_takes_json() -> None:
     ]
     for name, command in commands.items():
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}
-        assert ("--json" in options) is (name not in NO_DATA), name
+        assert ("--json" in options) is (name not in NO_DATA | DOCUMENTS), name
+        if name in DOCUMENTS:
+            assert "--format" in options, name
 
 
 def test_query() -> None:

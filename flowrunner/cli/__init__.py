@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "demo": "flowrunner.cli.demo_cmd:demo",
     "prune": "flowrunner.cli.prune_cmd:prune",
     "console": "flowrunner.cli.console_cmd:console",
+    "diagram": "flowrunner.cli.diagram_cmd:diagram",
 }
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"

@@ -89,7 +89,7 @@ class Look:
 # A step's state in a run, named once for every output (``progress`` decides them).
 STATES: dict[str, Look] = {
     "done": Look("Done", "✓", "#15803d"),
-    "timed_out": Look("Timed out", "⏱", "#b45309"),
+    "timed_out": Look("Timed out", "◷", "#b45309"),
     "failed": Look("Failed", "✕", "#b91c1c"),
     "skipped": Look("Skipped", "↷", "#6b7280"),
     "waiting": Look("Waiting", "◔", "#1d4ed8"),

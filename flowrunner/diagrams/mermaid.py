@@ -54,8 +54,10 @@ def render(picture: model.Picture) -> str:
     run = picture.run
     out.append(f"  %% {text(picture.flow_name)}: {text(picture.start)}")
     start = ["Start", picture.flow_name, picture.start]
-    if run is not None and run.started_at is not None:
-        start.append(f"Run {run.id} started {progress.when(run.started_at)}")
+    if run is not None:
+        if run.started_at is not None:
+            start.append(f"Run {run.id} started {progress.when(run.started_at)}")
+        start.append(run.sentence)
     out.append(f"  start([{_label(*start)}])")
     kinds: dict[str, tuple[marks.Mark, list[str]]] = {}
     states: dict[str, list[str]] = {}
@@ -80,8 +82,8 @@ def render(picture: model.Picture) -> str:
             kinds.setdefault(_kind_class(box.mark, box.kind), (box.mark, []))[1].append(box.key)
         out.append("  end")
     finish = ["End"]
-    if run is not None:
-        finish.append(run.sentence)
+    if run is not None and run.ended_at is not None:
+        finish.append(f"ended {progress.when(run.ended_at)}")
     out.append(f"  finish([{_label(*finish)}])")
     thick: list[int] = []
     for number, way in enumerate(picture.ways):

@@ -212,6 +212,12 @@ def facts(step: snapshot.StepSpec, kind: binding.Kind | None) -> tuple[Fact, ...
     return tuple(found)
 
 
+def _title(step: snapshot.StepSpec) -> str:
+    """The step's title as drawn; a step without one is called by its kind."""
+    title = clean(step.title or "")
+    return title if title.strip() else marks.mark(step.kind).label
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -269,7 +275,7 @@ def build(
                     lane=len(boxes),
                     kind=step.kind,
                     mark=marks.mark(step.kind),
-                    title=clean(step.title or marks.mark(step.kind).label),
+                    title=_title(step),
                     facts=facts(step, kinds.get(step.kind)),
                 )
             )

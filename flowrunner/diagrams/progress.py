@@ -86,11 +86,14 @@ def overlay(
     """``picture`` (of the run's own snapshot) with the run drawn over it."""
     kinds = kinds or {}
     passes, visits = _read_history(run.history)
-    current = run.state.position if run.state is not None else None
     positions = [c.position for c in picture.columns]
     if not visits and run.state is not None:
         # History pruned or not given: the state still says which positions were entered.
         visits = [(p, 1) for p in positions if run.state.passes.get(p)]
+    # Where the run stands: its state says; a run without one, the last position entered.
+    current = run.state.position if run.state is not None else None
+    if run.state is None and visits:
+        current = visits[-1][0]
     visited = {p for p, _ in visits}
     ended = statuses.RunStatus(run.status) in statuses.ENDED
     here = positions.index(current) if current in positions else None
@@ -224,14 +227,15 @@ def _step_run(
             why = ("the run ended while it waited",)
             return model.StepRun("stopped", "Stopped", why, None, count)
         return _live(step, lane, kind, count)
-    if col_state == "ahead":
+    if col_state in ("ahead", "not_reached"):
+        word = "Ahead" if col_state == "ahead" else "Not reached"
+        before: tuple[str, ...] = ()
         if latest is not None and latest.finished is not None:
+            # An earlier pass of a flow that went back: when that pass ended.
             before = (f"pass {max(mine)} ended {when(latest.finished)}",)
-            return model.StepRun("ahead", "Ahead", before, None, count)
-        return model.StepRun("ahead", "Ahead", (), None, count)
-    if col_state in ("skipped", "not_reached"):
-        word = "Skipped" if col_state == "skipped" else "Not reached"
-        return model.StepRun(col_state, word, (), None, count)
+        return model.StepRun(col_state, word, before, None, count)
+    if col_state == "skipped":
+        return model.StepRun("skipped", "Skipped", (), None, count)
     if latest is not None and latest.failed is not None:
         text = f"Failed {when(latest.finished)}".rstrip()
         return model.StepRun("failed", text, (latest.failed,), latest.finished, count)
