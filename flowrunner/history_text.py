@@ -441,7 +441,9 @@ def _cancelled(say: _Say) -> str:
 
 
 def _retried(say: _Say) -> str:
-    return f"{_by(say.get('by', 'an operator'))} retried the run"
+    said = f"{_by(say.get('by', 'an operator'))} retried the run"
+    reason = say.detail.get("reason")
+    return f"{said}: {reason}" if reason else said
 
 
 def _restarted(say: _Say) -> str:

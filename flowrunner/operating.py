@@ -2,7 +2,10 @@
 failed run as a new one.
 
 Each action is checked against the run's resource and tenant (an operator never steers
-another tenant's runs) and journaled with the operator's name, in one transaction.
+another tenant's runs) and journaled with the operator's name, in one transaction. An
+action that does not apply is refused with ``OperatorError``: a sentence naming the run
+and why, and a stable code (``run_ended``, ``run_not_failed``, ``run_restarted``, ...).
+With ``dry_run`` an action is done and then rolled back: the same checks, nothing kept.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def cancel(
     operator: str,
     reason: str = "",
     tenant: binding.Tenant = None,
+    dry_run: bool = False,
 ) -> None:
     """Cancel a run that has not ended; journaled with the operator's name.
 
@@ -38,12 +42,13 @@ def cancel(
     due at once: the interpreter ends the run there and the kinds' cancel commands run
     in the worker's transaction, under the run's lease, so each runs once.
     """
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.FINAL:
-            raise errors.OperatorError(f"run {run_id} has already ended ({run.status})")
+            raise _refused(f"run {run_id} has already ended ({run.status})", "run_ended")
         if run.restarted_as is not None:
-            raise errors.OperatorError(
-                f"run {run_id} was restarted as run {run.restarted_as}; it stays failed"
+            raise _refused(
+                f"run {run_id} was restarted as run {run.restarted_as}; it stays failed",
+                "run_restarted",
             )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
@@ -71,14 +76,23 @@ def cancel(
         _journal(conn, run, operator, "cancel", now, {"reason": reason})
 
 
-def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None) -> None:
-    """Run a failed run's failed step again; journaled."""
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+def retry(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
+) -> None:
+    """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status != statuses.RunStatus.FAILED:
-            raise errors.OperatorError(f"run {run_id} has not failed ({run.status})")
+            raise _refused(f"run {run_id} has not failed ({run.status})", "run_not_failed")
         if run.restarted_as is not None:
-            raise errors.OperatorError(
-                f"run {run_id} was restarted as run {run.restarted_as}; that run goes on"
+            raise _refused(
+                f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
+                "run_restarted",
             )
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
@@ -87,7 +101,7 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Ten
             # after it started, an engine error): it goes on from its saved state.
             problem = runner.check_snapshot(snap)
             if problem:
-                raise errors.OperatorError(f"run {run_id} cannot be retried: {problem}")
+                raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
             new_state: dict[str, object] = run.state or {}
             status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
@@ -106,20 +120,27 @@ def retry(runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Ten
             error=None,
         )
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail={"by": operator})
-        _journal(conn, run, operator, "retry", now, {})
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+        _journal(conn, run, operator, "retry", now, _given(reason))
 
 
 def redrive(
-    runner: FlowRunner, run_id: int, *, operator: str, tenant: binding.Tenant = None
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
 ) -> None:
-    """Make a stuck run due now and free its lease; journaled."""
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)."""
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
-            raise errors.OperatorError(f"run {run_id} has ended ({run.status})")
+            raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
         ops.expire_lease(conn, name=f"run:{run_id}", now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-        _journal(conn, run, operator, "redrive", now, {})
+        _journal(conn, run, operator, "redrive", now, _given(reason))
 
 
 def restart(
@@ -129,6 +150,7 @@ def restart(
     operator: str,
     reason: str = "",
     tenant: binding.Tenant = None,
+    dry_run: bool = False,
 ) -> int:
     """Start a failed run's flow again, as a new run on the same record; its id. Journaled.
 
@@ -136,37 +158,40 @@ def restart(
     is picked up), whatever started the old run (a creation, an update, an operator).
     The old run stays failed and points at the new one (``restarted_as``), and its
     history says so. Refused, with a sentence, for a run that has not failed, one
-    restarted already, a flow deleted, inactive or broken, and a record deleted.
+    restarted already, a flow deleted, inactive or broken, and a record deleted. (With
+    ``dry_run`` the id is of a run that was rolled back with the rest.)
     """
-    with _acting_on(runner, run_id, tenant) as (conn, run, now):
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.restarted_as is not None:
-            raise errors.OperatorError(
-                f"run {run_id} was already restarted as run {run.restarted_as}"
+            raise _refused(
+                f"run {run_id} was already restarted as run {run.restarted_as}", "run_restarted"
             )
         if run.status != statuses.RunStatus.FAILED:
-            raise errors.OperatorError(
-                f"run {run_id} has not failed ({run.status}); only a failed run is restarted"
+            raise _refused(
+                f"run {run_id} has not failed ({run.status}); only a failed run is restarted",
+                "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
         flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)
         if flow is None:
-            raise errors.OperatorError(f"{cannot}: its flow {run.flow_name!r} was deleted")
+            raise _refused(f"{cannot}: its flow {run.flow_name!r} was deleted", "flow_deleted")
         name = str(flow.get("name") or run.flow_name)
         if flow.get("active") is not None and not flow["active"]:
-            raise errors.OperatorError(f"{cannot}: flow {name!r} is not active")
+            raise _refused(f"{cannot}: flow {name!r} is not active", "flow_inactive")
         record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
         if record is None:
-            raise errors.OperatorError(
-                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists"
+            raise _refused(
+                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists",
+                "record_deleted",
             )
         steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
         problem = runner.check_snapshot(
             snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
         )
         if problem is not None:
-            raise errors.OperatorError(f"{cannot}: {problem}")
+            raise _refused(f"{cannot}: {problem}", "flow_broken")
         new_id = starting.start_run(
             runner, conn, flow, record, f"restart:{run.id}", operator, now, steps
         )
@@ -175,8 +200,9 @@ def restart(
         if new_id is None or not ops.mark_restarted(
             conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
         ):
-            raise errors.OperatorError(
-                f"run {run_id} changed while it was being restarted; look at it again"
+            raise _refused(
+                f"run {run_id} changed while it was being restarted; look at it again",
+                "run_changed",
             )
         said = {"by": operator, "restarted_as": new_id, "reason": reason}
         ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
@@ -187,12 +213,27 @@ def restart(
 
 @contextlib.contextmanager
 def _acting_on(
-    runner: FlowRunner, run_id: int, tenant: binding.Tenant
+    runner: FlowRunner, run_id: int, tenant: binding.Tenant, dry_run: bool = False
 ) -> Iterator[tuple[sa.Connection, ops.RunRow, datetime]]:
-    """The operator's transaction, the run it acts on (``run_for_operator``) and the time."""
+    """The operator's transaction, the run it acts on (``run_for_operator``) and the time.
+
+    With ``dry_run`` the transaction is rolled back once the action went through.
+    """
     now = runner.clock()
     with dialects.begin(runner.engine) as conn:
         yield conn, run_for_operator(runner, conn, run_id, tenant), now
+        if dry_run:
+            conn.rollback()
+
+
+def _refused(sentence: str, code: str) -> errors.OperatorError:
+    """An action that does not apply to the run as it stands (409, with its code)."""
+    return errors.OperatorError(sentence, code=code)
+
+
+def _given(reason: str) -> dict[str, object]:
+    """The operator's reason as a journal's (or history line's) detail, when one was given."""
+    return {"reason": reason} if reason else {}
 
 
 def run_for_operator(

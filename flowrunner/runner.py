@@ -14,7 +14,7 @@ from then on the application's saves, record changes and events go through it::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
@@ -30,6 +30,7 @@ from flowrunner import (
     errors,
     history_text,
     operating,
+    operations_room,
     payloads,
     retry_policy,
     rows,
@@ -48,6 +49,7 @@ from flowrunner.store import (
     dialects,
     engine_tables,
     flow_rows,
+    listing,
     migrate,
     records,
     retention,
@@ -626,13 +628,15 @@ class FlowRunner:
             self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
         )
 
-    def retry(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
-        """Run a failed run's failed step again; journaled."""
-        operating.retry(self, self._run_id(run_id), operator=operator, tenant=tenant)
+    def retry(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
+        """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
+        operating.retry(self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant)
 
-    def redrive(self, run_id: int, *, operator: str, tenant: Any = None) -> None:
-        """Make a stuck run due now and free its lease; journaled."""
-        operating.redrive(self, self._run_id(run_id), operator=operator, tenant=tenant)
+    def redrive(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
+        """Make a stuck run due now and free its lease; journaled (with ``reason``)."""
+        operating.redrive(
+            self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
+        )
 
     def prune(
         self,
@@ -698,6 +702,150 @@ class FlowRunner:
         """
         return operating.restart(
             self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
+        )
+
+    # -- the Operations room: runs across records, the journal, the outbox ------------------
+
+    def list_runs(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        flow: Any = None,
+        record: Any = None,
+        started_after: operations_room.Moment = None,
+        started_before: operations_room.Moment = None,
+        older_than: operations_room.Age = None,
+        newer_than: operations_room.Age = None,
+        stuck_after: operations_room.Age | listing.Stuck = None,
+        tenant: binding_mod.Tenant = None,
+        before_id: Any = None,
+        limit: Any = operations_room.DEFAULT_LIMIT,
+    ) -> listing.Page[ops.RunRow]:
+        """Runs across records, newest first, a page at a time; each open run with where
+        it waits (``run.waiting``). On a tenant binding, only the ``tenant``'s.
+
+        ``status``: one of ``running``, ``waiting``, ``done``, ``failed``, ``cancelled``
+        or ``stuck`` (or several) — stuck: not ended, held by no worker, its due work
+        missed or its lease run out more than ``stuck_after`` ago (15 minutes). ``flow``:
+        a name in any case, or an id. ``record``: a record's key. ``older_than`` /
+        ``newer_than`` (``"2d"``) and ``started_after`` / ``started_before`` (a date or
+        moment): when it started. ``before_id``: the page's ``next_before``. What cannot
+        be used is refused with ``RowInvalid`` naming each field.
+        """
+        owner = self._need_tenant(tenant)
+        where = operations_room.run_filter(
+            self,
+            tenant=owner,
+            status=status,
+            flow=flow,
+            record=record,
+            started_after=started_after,
+            started_before=started_before,
+            older_than=older_than,
+            newer_than=newer_than,
+            stuck_after=stuck_after,
+        )
+        return operations_room.list_runs(
+            self, where, tenant=owner, before_id=before_id, limit=limit
+        )
+
+    def count_runs(
+        self,
+        *,
+        flow: Any = None,
+        record: Any = None,
+        started_after: operations_room.Moment = None,
+        started_before: operations_room.Moment = None,
+        older_than: operations_room.Age = None,
+        newer_than: operations_room.Age = None,
+        stuck_after: operations_room.Age | listing.Stuck = None,
+        tenant: binding_mod.Tenant = None,
+    ) -> dict[str, int]:
+        """How many runs have each status, and how many are stuck (``list_runs``' other
+        filters apply): ``{"running": 0, "waiting": 12, "done": 40, "failed": 2,
+        "cancelled": 1, "stuck": 1}``."""
+        owner = self._need_tenant(tenant)
+        where = operations_room.run_filter(
+            self,
+            tenant=owner,
+            flow=flow,
+            record=record,
+            started_after=started_after,
+            started_before=started_before,
+            older_than=older_than,
+            newer_than=newer_than,
+            stuck_after=stuck_after,
+        )
+        return operations_room.count_runs(self, where, tenant=owner)
+
+    def get_run(self, run_id: Any, *, tenant: binding_mod.Tenant = None) -> ops.RunRow:
+        """One run with where it waits; ``OperatorError`` (404) for a run of another
+        resource or tenant, or none."""
+        return operations_room.get_run(self, self._run_id(run_id), tenant=self._need_tenant(tenant))
+
+    def journal(
+        self,
+        *,
+        run_id: Any = None,
+        operator: str | None = None,
+        action: str | None = None,
+        tenant: binding_mod.Tenant = None,
+        before_id: Any = None,
+        limit: Any = operations_room.DEFAULT_LIMIT,
+    ) -> listing.Page[ops.JournalRow]:
+        """Operators' actions on this resource's runs, newest first, a page at a time
+        (``operations_room.journal_sentence`` says each in words)."""
+        return operations_room.journal(
+            self,
+            tenant=self._need_tenant(tenant),
+            run_id=None if run_id is None else self._run_id(run_id),
+            operator=operator,
+            action=action,
+            before_id=before_id,
+            limit=limit,
+        )
+
+    def outbox(
+        self,
+        state: str | None = None,
+        *,
+        run_id: Any = None,
+        tenant: binding_mod.Tenant = None,
+        before_id: Any = None,
+        limit: Any = operations_room.DEFAULT_LIMIT,
+    ) -> listing.Page[ops.NoticeRow]:
+        """The notices outbox, newest first, a page at a time: ``pending`` (to deliver),
+        ``delivered``, ``undeliverable`` (``notice.problem`` says why), or all."""
+        return operations_room.outbox(
+            self,
+            state,
+            tenant=self._need_tenant(tenant),
+            run_id=None if run_id is None else self._run_id(run_id),
+            before_id=before_id,
+            limit=limit,
+        )
+
+    def act(
+        self,
+        action: str,
+        run_ids: Iterable[Any],
+        *,
+        operator: str,
+        reason: str = "",
+        tenant: binding_mod.Tenant = None,
+        dry_run: bool = False,
+    ) -> list[operations_room.Outcome]:
+        """``cancel``, ``retry``, ``redrive`` or ``restart`` each run, each in its own
+        transaction; one ``Outcome`` per run: done, or refused with the reason (the others
+        go on). ``dry_run``: what would be done, nothing kept."""
+        return operations_room.act(
+            self,
+            action,
+            run_ids,
+            operator=operator,
+            reason=reason,
+            tenant=tenant,
+            dry_run=dry_run,
         )
 
     # -- the console ------------------------------------------------------------------------------

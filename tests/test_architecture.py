@@ -138,6 +138,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.flowfiles",
             "flowrunner.starting",
             "flowrunner.operating",
+            "flowrunner.operations_room",
             "flowrunner.worker",
             "flowrunner.runner",
             "flowrunner.testing",

@@ -69,6 +69,14 @@ def test_every_command_that_prints_data_takes_json() -> None:
         "migrate up",
         "prune",
         "query",
+        "runs cancel",
+        "runs journal",
+        "runs list",
+        "runs notices",
+        "runs redrive",
+        "runs restart",
+        "runs retry",
+        "runs show",
         "worker",
     ]
     for name, command in commands.items():

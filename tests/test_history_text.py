@@ -313,7 +313,14 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         ),
     ],
     "cancelled": [(None, {"by": "olga", "reason": "merged"}, "olga cancelled the run: merged")],
-    "retried": [(None, {"by": "olga"}, "olga retried the run")],
+    "retried": [
+        (None, {"by": "olga"}, "olga retried the run"),
+        (
+            None,
+            {"by": "olga", "reason": "supplier is back"},
+            "olga retried the run: supplier is back",
+        ),
+    ],
     "restarted": [
         (
             None,

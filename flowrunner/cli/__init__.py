@@ -39,6 +39,7 @@ SUBCOMMANDS = {
     "prune": "flowrunner.cli.prune_cmd:prune",
     "console": "flowrunner.cli.console_cmd:console",
     "diagram": "flowrunner.cli.diagram_cmd:diagram",
+    "runs": "flowrunner.cli.runs_cmd:runs",
 }
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"

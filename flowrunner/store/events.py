@@ -10,6 +10,7 @@ never handed out for delivery.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,17 @@ class EventRow:
     name: str
     payload: dict[str, Any]
     at: datetime
+
+
+class NoticeState(enum.StrEnum):
+    """Where a notice in the outbox stands (``NoticeRow.state``)."""
+
+    PENDING = "pending"
+    """To deliver: not delivered yet, and someone to tell."""
+    DELIVERED = "delivered"
+    """The application marked it delivered."""
+    UNDELIVERABLE = "undeliverable"
+    """Nobody can be told (its recipient's column was empty): ``problem`` says why."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,15 @@ class NoticeRow:
     deliverable: bool = True
     """False when there is nobody to tell (``problem`` says why): such a notice is never
     among ``notices(undelivered=True)`` and cannot be marked delivered."""
+
+    @property
+    def state(self) -> NoticeState:
+        """Pending, delivered or undeliverable (the rule the outbox's filter applies)."""
+        if self.problem is not None:
+            return NoticeState.UNDELIVERABLE
+        if self.delivered_at is not None:
+            return NoticeState.DELIVERED
+        return NoticeState.PENDING
 
 
 def insert_event(

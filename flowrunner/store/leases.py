@@ -266,13 +266,15 @@ def lease_now(conn: sa.Connection, now: datetime) -> datetime:
 
 
 def age_leases(engine: sa.Engine, *, by: timedelta) -> int:
-    """Bring every running lease ``by`` nearer its end, as though that much time had passed.
+    """Bring every lease not given back ``by`` nearer its end, as though that much time
+    had passed.
 
     For a test driver that moves time by hand: on PostgreSQL leases follow the database's
     clock, which no test can move, so the leases move instead (a dead worker's lease runs
-    out when the test's clock passes it), in a transaction of their own. Where the
-    caller's ``now`` judges leases (SQLite), moving ``now`` is enough and nothing is
-    done. Returns how many leases moved.
+    out when the test's clock passes it, and has run out for as long as the test's clock
+    says — what tells a stuck run), in a transaction of their own. Where the caller's
+    ``now`` judges leases (SQLite), moving ``now`` is enough and nothing is done. Returns
+    how many leases moved.
     """
     if dialects.database_clock(engine) is None or by <= timedelta(0):
         return 0
@@ -281,10 +283,10 @@ def age_leases(engine: sa.Engine, *, by: timedelta) -> int:
         # A lease row a step holds locked (at its save) is waited for, but not for ever:
         # a test whose worker waits on the test itself fails here instead of hanging.
         dialects.limit_lock_wait(conn, timedelta(seconds=10))
-        clock = dialects.database_clock(conn)
+        # A lease given back expires at the epoch's start: it stays there.
         result = conn.execute(
             sa.update(table)
-            .where(table.c.expires_at > clock)
+            .where(table.c.expires_at > dialects.epoch_start())
             .values(expires_at=table.c.expires_at - sa.literal(by, sa.Interval()))
         )
     return int(result.rowcount)

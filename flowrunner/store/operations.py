@@ -7,6 +7,8 @@ Each operation lives in the module of its concept (leases, due work, runs and th
 history, events and notices, idempotency and the journal); this module only gathers
 them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
 except ``claim_due``, ``hand_back``, ``age_leases`` and ``prune``, which run their own.
+What the Operations room reads (runs across records, the journal, the outbox, a page at
+a time) is in ``listing``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from flowrunner.store.due import (
 from flowrunner.store.events import (
     EventRow,
     NoticeRow,
+    NoticeState,
     events_after,
     insert_event,
     insert_notice,
@@ -54,6 +57,17 @@ from flowrunner.store.ledger import (
     journal_entries,
     record_idempotent,
 )
+from flowrunner.store.listing import (
+    STUCK,
+    Page,
+    RunFilter,
+    Stuck,
+    count_runs,
+    find_runs,
+    journal_page,
+    outbox_page,
+    run_flow_names,
+)
 from flowrunner.store.retention import Pruned, prune
 from flowrunner.store.runs import (
     LogLine,
@@ -74,6 +88,7 @@ from flowrunner.store.runs import (
 )
 
 __all__ = [
+    "STUCK",
     "Claim",
     "EventRow",
     "IdemRow",
@@ -81,9 +96,13 @@ __all__ = [
     "LogLine",
     "LogRow",
     "NoticeRow",
+    "NoticeState",
     "OpenRuns",
+    "Page",
     "Pruned",
+    "RunFilter",
     "RunRow",
+    "Stuck",
     "acquire_lease",
     "age_leases",
     "append_log",
@@ -92,11 +111,13 @@ __all__ = [
     "check_lease",
     "claim_due",
     "complete_idempotent",
+    "count_runs",
     "due_count",
     "events_after",
     "expire_lease",
     "find_idempotent",
     "find_run",
+    "find_runs",
     "finish_lease",
     "forget_lease",
     "hand_back",
@@ -105,6 +126,7 @@ __all__ = [
     "insert_run",
     "journal",
     "journal_entries",
+    "journal_page",
     "lease_holder",
     "lease_now",
     "list_runs",
@@ -115,10 +137,12 @@ __all__ = [
     "next_due",
     "notices",
     "open_runs",
+    "outbox_page",
     "prune",
     "record_idempotent",
     "refresh_lease",
     "release_lease",
+    "run_flow_names",
     "run_history",
     "run_lease",
     "runs_for_record",

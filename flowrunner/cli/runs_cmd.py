@@ -1,0 +1,528 @@
+"""``flowrunner runs``: the Operations room on the command line — runs across records,
+one run in full, the operators' actions on many runs, the journal and the outbox.
+
+The same questions and the same actions as the console's, with the same refusals
+(``flowrunner.operations_room``): an action is done run by run, each in its own
+transaction, and each run it does not apply to is refused with its reason on a line of
+its own while the others go on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from flowrunner import cli as cli_mod
+from flowrunner import history_text, operations_room
+from flowrunner.store import events, listing
+
+if TYPE_CHECKING:
+    from flowrunner.store import operations as ops
+
+EXIT_STATUSES = """\b
+Exit status: 0 done; 1 a verdict (an action refused for some run: each said on its own
+line, the others done) or an unexpected error; 2 something given cannot be used (an
+option, a filter, the app, the database, a run id that is not a number).
+"""
+
+APP = click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The application's FlowRunner, or a function returning one.",
+)
+DATABASE = cli_mod.database_option()
+TENANT = click.option(
+    "--tenant",
+    default=None,
+    metavar="TENANT",
+    help="Whose runs (required when the app's records belong to tenants).",
+)
+LIMIT = click.option(
+    "--limit",
+    type=click.IntRange(1, listing.MAX_LIMIT),
+    default=operations_room.DEFAULT_LIMIT,
+    show_default=True,
+    help="How many to show.",
+)
+BEFORE = click.option(
+    "--before",
+    "before_id",
+    type=click.IntRange(1),
+    default=None,
+    metavar="ID",
+    help="Show those older than this id: the next page, as the last one said.",
+)
+
+
+@click.group(epilog=EXIT_STATUSES)
+def runs() -> None:
+    """Runs across records: list, show, cancel, retry, redrive, restart; the journal and
+    the notices outbox."""
+
+
+# -- list --------------------------------------------------------------------------------
+
+
+@runs.command("list", epilog=EXIT_STATUSES)
+@APP
+@DATABASE
+@TENANT
+@click.option(
+    "--status",
+    "status",
+    multiple=True,
+    metavar="STATUS",
+    help="running, waiting, done, failed, cancelled, or stuck (not ended, held by no worker, "
+    "its work missed for --stuck-after); again for several.",
+)
+@click.option("--flow", default=None, metavar="NAME", help="A flow's name (in any case) or id.")
+@click.option("--record", default=None, metavar="ID", help="One record's runs.")
+@click.option(
+    "--older-than", default=None, metavar="DURATION", help="Started longer ago: 2d, '3 hours'."
+)
+@click.option("--newer-than", default=None, metavar="DURATION", help="Started more recently.")
+@click.option(
+    "--stuck-after",
+    default=None,
+    metavar="DURATION",
+    help="How long due work may go unclaimed, or a lease stay run out, before a run is "
+    "stuck (default 15 minutes).",
+)
+@LIMIT
+@BEFORE
+@cli_mod.json_option('Print {"runs": [...], "next_before"} as one JSON document.')
+def list_(
+    app_spec: str,
+    database: str | None,
+    tenant: str | None,
+    status: tuple[str, ...],
+    flow: str | None,
+    record: str | None,
+    older_than: str | None,
+    newer_than: str | None,
+    stuck_after: str | None,
+    limit: int,
+    before_id: int | None,
+    as_json: bool,
+) -> None:
+    """Runs across records, newest first: where each waits and for what.
+
+    \b
+    Examples:
+      flowrunner runs list --app myapp:runner --status failed --older-than 2d
+      flowrunner runs list --app myapp:runner --status stuck --flow 'big orders'
+    """
+    runner = cli_mod.load_runner(app_spec, database)
+    page = runner.list_runs(
+        status=status or None,
+        flow=flow,
+        record=record,
+        older_than=older_than,
+        newer_than=newer_than,
+        stuck_after=stuck_after,
+        tenant=tenant,
+        before_id=before_id,
+        limit=limit,
+    )
+    tz = runner.config.timezone
+    if as_json:
+        documents = [run_document(run, tz) for run in page]
+        cli_mod.echo_json({"runs": documents, "next_before": page.next_before})
+        return
+    if not page.rows:
+        click.echo("no runs" + (" on this page" if before_id else ""))
+        return
+    now = runner.clock()
+    table = _table("run", "flow", runner.binding.resource, "status", "where it stands", "started")
+    for run in page:
+        table.add_row(
+            str(run.id),
+            run.flow_name,
+            run.record_id,
+            str(run.status),
+            standing(run, tz),
+            f"{history_text.when(run.started_at, tz)} ({age(now - run.started_at)} ago)",
+        )
+    _print(table)
+    if page.next_before is not None:
+        click.echo(f"more: --before {page.next_before}")
+
+
+# -- show --------------------------------------------------------------------------------
+
+
+@runs.command("show", epilog=EXIT_STATUSES)
+@click.argument("run_id", metavar="RUN")
+@APP
+@DATABASE
+@TENANT
+@cli_mod.json_option('Print {"run", "history": [...]} as one JSON document.')
+def show(
+    run_id: str, app_spec: str, database: str | None, tenant: str | None, as_json: bool
+) -> None:
+    """One run: its record and flow, where it waits, why it failed, its history in words."""
+    runner = cli_mod.load_runner(app_spec, database)
+    run = runner.get_run(run_id, tenant=tenant)
+    lines = runner.history(run.id, tenant=tenant)
+    tz = runner.config.timezone
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "run": run_document(run, tz),
+                "history": [
+                    {
+                        "id": line.id,
+                        "at": line.at,
+                        "due_at": line.due_at,
+                        "position": line.position,
+                        "title": line.title,
+                        "kind": line.kind,
+                        "what": line.what,
+                        "sentence": line.sentence,
+                        "detail": line.detail,
+                    }
+                    for line in lines
+                ],
+            }
+        )
+        return
+    resource = runner.binding.resource
+    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {run.status}")
+    started = f"{history_text.when(run.started_at, tz)}"
+    if run.started_by:
+        started += f" by {run.started_by}"
+    rows = [("started", started)]
+    if run.ended_at is not None:
+        rows.append(("ended", history_text.when(run.ended_at, tz)))
+    rows += [("waits", history_text.waiting_sentence(w, tz)) for w in run.waiting]
+    if run.reason:
+        rows.append(("why", run.reason))
+    if run.error:
+        rows += [(f"error {name}", _plain(value)) for name, value in run.error.items()]
+    if run.restarted_as is not None:
+        rows.append(("restarted as", f"run {run.restarted_as}"))
+    if run.tenant is not None:
+        rows.append(("tenant", run.tenant))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        click.echo(f"  {name:<{width}}  {value}")
+    click.echo("History:")
+    for line in lines:
+        step = line.title or line.kind
+        where = f"{step} (position {line.position})" if step else "run"
+        click.echo(f"  {history_text.when(line.at, tz)}  {where}: {line.sentence}")
+
+
+# -- the actions -------------------------------------------------------------------------
+
+
+def _action(action: operations_room.Action, summary: str) -> click.Command:
+    @runs.command(action.value, help=summary, epilog=EXIT_STATUSES)
+    @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
+    @APP
+    @DATABASE
+    @TENANT
+    @click.option(
+        "--operator", required=True, metavar="NAME", help="Who acts: written to the journal."
+    )
+    @click.option("--reason", default="", metavar="TEXT", help="Why, for the journal.")
+    @click.option(
+        "--dry-run", is_flag=True, help="Say what would be done and what refused; keep nothing."
+    )
+    @cli_mod.json_option(
+        'Print {"action", "dry_run", "done", "refused", "outcomes": [{"run", "done", '
+        '"code", "refusal", "restarted_as", "sentence"}]} as one JSON document.'
+    )
+    def command(
+        run_ids: tuple[str, ...],
+        app_spec: str,
+        database: str | None,
+        tenant: str | None,
+        operator: str,
+        reason: str,
+        dry_run: bool,
+        as_json: bool,
+    ) -> None:
+        runner = cli_mod.load_runner(app_spec, database)
+        outcomes = runner.act(
+            action, run_ids, operator=operator, reason=reason, tenant=tenant, dry_run=dry_run
+        )
+        _report(action, outcomes, dry_run, as_json)
+
+    return command
+
+
+def _report(
+    action: operations_room.Action,
+    outcomes: Sequence[operations_room.Outcome],
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    refused = [outcome for outcome in outcomes if not outcome.done]
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "action": str(action),
+                "dry_run": dry_run,
+                "done": len(outcomes) - len(refused),
+                "refused": len(refused),
+                "outcomes": [
+                    {
+                        "run": outcome.run_id,
+                        "done": outcome.done,
+                        "code": outcome.code,
+                        "refusal": outcome.refusal,
+                        "restarted_as": outcome.restarted_as,
+                        "sentence": outcome.sentence,
+                    }
+                    for outcome in outcomes
+                ],
+            }
+        )
+    else:
+        for outcome in outcomes:
+            click.echo(outcome.sentence if outcome.done else f"refused: {outcome.sentence}")
+    if refused:
+        sys.exit(1)
+
+
+_action(operations_room.Action.CANCEL, "Cancel each RUN that has not ended.")
+_action(operations_room.Action.RETRY, "Run each failed RUN's failed step again.")
+_action(
+    operations_room.Action.REDRIVE,
+    "Make each RUN that has not ended due now and free its lease (a stuck run goes on).",
+)
+_action(
+    operations_room.Action.RESTART,
+    "Start each failed RUN's flow again as a new run on the same record.",
+)
+
+
+# -- the journal and the outbox ----------------------------------------------------------
+
+
+@runs.command("journal", epilog=EXIT_STATUSES)
+@APP
+@DATABASE
+@TENANT
+@click.option("--run", "run_id", default=None, metavar="RUN", help="Actions on one run.")
+@click.option("--operator", default=None, metavar="NAME", help="One operator's actions.")
+@click.option(
+    "--action",
+    type=click.Choice([*operations_room.Action, "start"], case_sensitive=False),
+    default=None,
+    help="One kind of action.",
+)
+@LIMIT
+@BEFORE
+@cli_mod.json_option('Print {"entries": [...], "next_before"} as one JSON document.')
+def journal(
+    app_spec: str,
+    database: str | None,
+    tenant: str | None,
+    run_id: str | None,
+    operator: str | None,
+    action: str | None,
+    limit: int,
+    before_id: int | None,
+    as_json: bool,
+) -> None:
+    """What operators did to the app's runs, newest first."""
+    runner = cli_mod.load_runner(app_spec, database)
+    page = runner.journal(
+        run_id=run_id,
+        operator=operator,
+        action=None if action is None else action.lower(),
+        tenant=tenant,
+        before_id=before_id,
+        limit=limit,
+    )
+    if as_json:
+        entries = [
+            {
+                "id": entry.id,
+                "at": entry.at,
+                "operator": entry.operator,
+                "action": entry.action,
+                "run": entry.run_id,
+                "record": entry.record_id,
+                "tenant": entry.tenant,
+                "detail": entry.detail,
+                "sentence": operations_room.journal_sentence(entry),
+            }
+            for entry in page
+        ]
+        cli_mod.echo_json({"entries": entries, "next_before": page.next_before})
+        return
+    if not page.rows:
+        click.echo("no actions journaled")
+        return
+    tz = runner.config.timezone
+    for entry in page:
+        said = operations_room.journal_sentence(entry)
+        click.echo(f"{history_text.when(entry.at, tz)}  {said}")
+    if page.next_before is not None:
+        click.echo(f"more: --before {page.next_before}")
+
+
+@runs.command("notices", epilog=EXIT_STATUSES)
+@APP
+@DATABASE
+@TENANT
+@click.option(
+    "--state",
+    type=click.Choice(list(events.NoticeState), case_sensitive=False),
+    default=None,
+    help="pending (to deliver), delivered, or undeliverable (nobody to tell); all without.",
+)
+@click.option("--run", "run_id", default=None, metavar="RUN", help="One run's notices.")
+@LIMIT
+@BEFORE
+@cli_mod.json_option('Print {"notices": [...], "next_before"} as one JSON document.')
+def notices(
+    app_spec: str,
+    database: str | None,
+    tenant: str | None,
+    state: str | None,
+    run_id: str | None,
+    limit: int,
+    before_id: int | None,
+    as_json: bool,
+) -> None:
+    """The notices outbox, newest first: what notify steps wrote, and where each stands."""
+    runner = cli_mod.load_runner(app_spec, database)
+    page = runner.outbox(state, run_id=run_id, tenant=tenant, before_id=before_id, limit=limit)
+    tz = runner.config.timezone
+    if as_json:
+        documents = [
+            {
+                "id": notice.id,
+                "run": notice.run_id,
+                "state": notice.state,
+                "audience": notice.audience,
+                "recipient": notice.recipient,
+                "title": notice.title,
+                "message": notice.message,
+                "email": notice.email,
+                "at": notice.at,
+                "delivered_at": notice.delivered_at,
+                "problem": notice.problem,
+                "tenant": notice.tenant,
+            }
+            for notice in page
+        ]
+        cli_mod.echo_json({"notices": documents, "next_before": page.next_before})
+        return
+    if not page.rows:
+        click.echo("no notices")
+        return
+    table = _table("notice", "run", "state", "to", "message", "written")
+    for notice in page:
+        to = f"{notice.recipient} ({notice.audience})" if notice.recipient else notice.audience
+        message = notice.problem if notice.problem else (notice.title or notice.message)
+        table.add_row(
+            str(notice.id),
+            str(notice.run_id),
+            str(notice.state),
+            to,
+            message,
+            history_text.when(notice.at, tz),
+        )
+    _print(table)
+    if page.next_before is not None:
+        click.echo(f"more: --before {page.next_before}")
+
+
+# -- words and documents -----------------------------------------------------------------
+
+
+def standing(run: ops.RunRow, tz: tzinfo | None) -> str:
+    """Where a run stands in a few words: where it waits and for what, or why it ended."""
+    if run.waiting:
+        return "; ".join(history_text.waiting_sentence(w, tz) for w in run.waiting)
+    if run.restarted_as is not None:
+        return f"restarted as run {run.restarted_as}"
+    if run.status == "running":
+        return "due to start" if not run.state else "running"
+    return run.reason or ""
+
+
+def age(passed: timedelta) -> str:
+    """A time passed, roughly: ``3d 4h``, ``2h 5m``, ``40s``."""
+    seconds = max(0, int(passed.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    return f"{minutes}m" if minutes else f"{seconds}s"
+
+
+def run_document(run: ops.RunRow, tz: tzinfo | None) -> dict[str, Any]:
+    """A run as JSON shows it (its snapshot and raw state left out)."""
+    return {
+        "id": run.id,
+        "flow": run.flow_name,
+        "flow_id": run.flow_id,
+        "record": run.record_id,
+        "tenant": run.tenant,
+        "status": run.status,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "started_by": run.started_by,
+        "start_key": run.start_key,
+        "reason": run.reason,
+        "error": run.error,
+        "restarted_as": run.restarted_as,
+        "waiting": [
+            {
+                "position": w.position,
+                "step_id": w.step_id,
+                "title": w.title,
+                "kind": w.kind,
+                "awaits": w.awaits,
+                "event": w.event,
+                "until": w.until,
+                "asked": w.asked,
+                "needed": w.needed,
+                "received": w.received,
+                "answered": list(w.answered),
+                "sentence": history_text.waiting_sentence(w, tz),
+            }
+            for w in run.waiting
+        ],
+    }
+
+
+def _plain(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(
+            f"{k}: ({_plain(v)})" if isinstance(v, dict) else f"{k}: {_plain(v)}"
+            for k, v in value.items()
+        )
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _table(*columns: str) -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+def _print(table: Any) -> None:
+    from rich.console import Console
+
+    Console(soft_wrap=False, highlight=False).print(table)

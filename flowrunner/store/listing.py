@@ -1,0 +1,285 @@
+"""What the Operations room reads: runs across records, the operator journal, the
+notices outbox — filtered, newest first, a page at a time, always of one resource.
+
+Pages are keyset pages: each asks for the rows with ids below the last one shown
+(``before_id``), so a page costs the same however deep it is and a run started
+meanwhile never shifts one onto the next page twice. Every query is of one runner's
+resource, and of one tenant when a tenant is named (the runner always names it on a
+tenant binding).
+
+**Stuck** is not a status a run holds but a finding about one that has not ended and
+that no worker holds: its due work was due more than ``Stuck.due_missed`` ago (no worker
+claimed it), or its lease ran out more than ``Stuck.lease_expired`` ago without being
+given back (a worker died mid-step and none took the run over). A run whose lease a
+worker still holds — a long command, its heartbeat renewing the lease — is never stuck.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+import sqlalchemy as sa
+
+from flowrunner import statuses
+from flowrunner.store import dialects, engine_tables
+from flowrunner.store.events import NoticeRow, NoticeState
+from flowrunner.store.events import _notice as notice_row
+from flowrunner.store.ledger import JournalRow
+from flowrunner.store.runs import RunRow
+from flowrunner.store.runs import _run as run_row
+
+_R = TypeVar("_R")
+
+STUCK = "stuck"
+"""The word that asks for stuck runs where a status is asked for."""
+
+# How long due work may go unclaimed, or a lease stay run out, before a run is stuck: a
+# serving worker claims due work within seconds and a dead worker's runs within one
+# lease (30 seconds), so a quarter of an hour means no worker is serving the runs.
+STUCK_AFTER = timedelta(minutes=15)
+
+MAX_LIMIT = 500
+"""The most rows one page holds."""
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """When a run that has not ended, and that no worker holds, counts as stuck."""
+
+    due_missed: timedelta = STUCK_AFTER
+    """Its due row (a timer, a wake-up, a retry, a claim's expiry) was due this long ago."""
+    lease_expired: timedelta = STUCK_AFTER
+    """Its lease ran out this long ago without the worker giving it back."""
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs, as the store reads it (``flowrunner.operations_room`` builds it from
+    what an operator typed). Every field left empty keeps every run."""
+
+    statuses: tuple[str, ...] = ()
+    """Run statuses and/or ``stuck``; a run matching any of them is kept."""
+    flow_ids: tuple[str, ...] = ()
+    """The flows' ids (as runs keep them, text) ..."""
+    flow_name: str | None = None
+    """... or a name the flow had when the run started, in any case; with ``flow_ids``,
+    a run of either is kept. Both empty: any flow."""
+    record_id: str | None = None
+    """One record's runs (its key as runs keep it)."""
+    started_after: datetime | None = None
+    """Runs started at or after this moment."""
+    started_before: datetime | None = None
+    """Runs started before this moment."""
+    stuck: Stuck = field(default_factory=Stuck)
+    """What ``stuck`` means."""
+
+    @property
+    def flow_given(self) -> bool:
+        return bool(self.flow_ids) or self.flow_name is not None
+
+
+@dataclass(frozen=True)
+class Page(Generic[_R]):
+    """One page of rows, newest first."""
+
+    rows: tuple[_R, ...]
+    """The rows shown, newest (highest id) first."""
+    next_before: int | None
+    """The ``before_id`` that asks for the next page; None on the last page."""
+
+    def __iter__(self) -> Iterator[_R]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def find_runs(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    tenant: object,
+    where: RunFilter,
+    now: datetime,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> Page[RunRow]:
+    """Runs of ``resource`` (of ``tenant`` if named) that ``where`` keeps, newest first:
+    up to ``limit`` with ids below ``before_id``."""
+    table = engine_tables.runs
+    query = sa.select(table).where(*_run_conditions(conn, resource, tenant, where, now))
+    if before_id is not None:
+        query = query.where(table.c.id < before_id)
+    return _page(conn, query.order_by(table.c.id.desc()), run_row, limit)
+
+
+def count_runs(
+    conn: sa.Connection, *, resource: str, tenant: object, where: RunFilter, now: datetime
+) -> dict[str, int]:
+    """How many runs ``where`` keeps (its ``statuses`` aside) have each status, and how
+    many are stuck: ``{"running": 2, "waiting": 40, ..., "stuck": 1}``, every word there."""
+    table = engine_tables.runs
+    every = dataclasses.replace(where, statuses=())
+    conditions = _run_conditions(conn, resource, tenant, every, now)
+    counts = {str(status): 0 for status in statuses.RunStatus}
+    query = sa.select(table.c.status, sa.func.count()).where(*conditions).group_by(table.c.status)
+    for status, number in conn.execute(query):
+        counts[str(status)] = int(number)
+    stuck = sa.select(sa.func.count()).select_from(table)
+    stuck = stuck.where(*conditions, _stuck(conn, where.stuck, now))
+    counts[STUCK] = int(conn.execute(stuck).scalar_one())
+    return counts
+
+
+def run_flow_names(conn: sa.Connection, *, resource: str, tenant: object, name: str) -> bool:
+    """Whether any run of ``resource`` (of ``tenant``) started from a flow of this name,
+    in any case."""
+    table = engine_tables.runs
+    query = sa.select(table.c.id).where(
+        table.c.resource == resource, _flow_named(table.c.flow_name, name)
+    )
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    return conn.execute(query.limit(1)).first() is not None
+
+
+def _flow_named(column: Any, name: str) -> Any:
+    # lower() folds ASCII on SQLite and every letter on PostgreSQL: a run's name as it
+    # was when it started; the flows as they are now are matched by id, in Python's rule.
+    return sa.func.lower(sa.func.trim(column)) == name.strip().lower()
+
+
+def _run_conditions(
+    conn: sa.Connection, resource: str, tenant: object, where: RunFilter, now: datetime
+) -> list[Any]:
+    table = engine_tables.runs
+    found: list[Any] = [table.c.resource == resource]
+    if tenant is not None:
+        found.append(table.c.tenant == tenant)
+    if where.record_id is not None:
+        found.append(table.c.record_id == where.record_id)
+    if where.flow_given:
+        by: list[Any] = []
+        if where.flow_ids:
+            by.append(table.c.flow_id.in_(list(where.flow_ids)))
+        if where.flow_name is not None:
+            by.append(_flow_named(table.c.flow_name, where.flow_name))
+        found.append(sa.or_(*by))
+    if where.started_after is not None:
+        found.append(table.c.started_at >= where.started_after)
+    if where.started_before is not None:
+        found.append(table.c.started_at < where.started_before)
+    if where.statuses:
+        plain = [s for s in where.statuses if s != STUCK]
+        wanted: list[Any] = []
+        if plain:
+            wanted.append(table.c.status.in_(plain))
+        if STUCK in where.statuses:
+            wanted.append(_stuck(conn, where.stuck, now))
+        found.append(sa.or_(*wanted))
+    return found
+
+
+def _stuck(conn: sa.Connection, rule: Stuck, now: datetime) -> Any:
+    """The runs that have not ended, that no worker holds, and whose work was long missed."""
+    runs, due, held = engine_tables.runs, engine_tables.due, engine_tables.leases
+    lease_name = sa.literal("run:") + sa.cast(runs.c.id, sa.Text)
+    # Leases are judged by the database's clock on PostgreSQL, due rows by the caller's.
+    clock = dialects.database_clock(conn)
+    lease_now: Any = now if clock is None else clock
+    lease_cutoff: Any = (
+        now - rule.lease_expired
+        if clock is None
+        else clock - sa.literal(rule.lease_expired, sa.Interval())
+    )
+    live = sa.exists().where(held.c.name == lease_name, held.c.expires_at > lease_now)
+    # A lease given back expires at the epoch's start; one that ran out expires later.
+    lapsed = sa.exists().where(
+        held.c.name == lease_name,
+        held.c.expires_at > dialects.epoch_start(),
+        held.c.expires_at <= lease_cutoff,
+    )
+    missed = runs.c.id.in_(sa.select(due.c.run_id).where(due.c.due_at <= now - rule.due_missed))
+    open_ = [str(status) for status in statuses.OPEN]
+    return sa.and_(runs.c.status.in_(open_), ~live, sa.or_(missed, lapsed))
+
+
+def journal_page(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    tenant: object,
+    run_id: int | None = None,
+    operator: str | None = None,
+    action: str | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> Page[JournalRow]:
+    """Operators' actions on ``resource``'s runs (of ``tenant`` if named), newest first."""
+    table = engine_tables.journal
+    query = sa.select(table).where(table.c.resource == resource)
+    for column, value in (
+        (table.c.tenant, tenant),
+        (table.c.run_id, run_id),
+        (table.c.operator, operator),
+        (table.c.action, action),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    if before_id is not None:
+        query = query.where(table.c.id < before_id)
+    return _page(conn, query.order_by(table.c.id.desc()), _journal_row, limit)
+
+
+def outbox_page(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    tenant: object,
+    state: NoticeState | None = None,
+    run_id: int | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> Page[NoticeRow]:
+    """The notices ``resource``'s runs wrote (of ``tenant`` if named), in one state or
+    all, newest first."""
+    table, runs = engine_tables.notices, engine_tables.runs
+    query = (
+        sa.select(table).join(runs, runs.c.id == table.c.run_id).where(runs.c.resource == resource)
+    )
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    if run_id is not None:
+        query = query.where(table.c.run_id == run_id)
+    if state == NoticeState.PENDING:
+        query = query.where(table.c.delivered_at.is_(None), table.c.problem.is_(None))
+    elif state == NoticeState.DELIVERED:
+        query = query.where(table.c.delivered_at.is_not(None), table.c.problem.is_(None))
+    elif state == NoticeState.UNDELIVERABLE:
+        query = query.where(table.c.problem.is_not(None))
+    if before_id is not None:
+        query = query.where(table.c.id < before_id)
+    return _page(conn, query.order_by(table.c.id.desc()), _notice_row, limit)
+
+
+def _journal_row(row: sa.Row[Any]) -> JournalRow:
+    return engine_tables.from_row(JournalRow, row)
+
+
+def _notice_row(row: sa.Row[Any]) -> NoticeRow:
+    return engine_tables.from_row(notice_row, row)
+
+
+def _page(
+    conn: sa.Connection, query: sa.Select[Any], make: Callable[[sa.Row[Any]], _R], limit: int
+) -> Page[_R]:
+    """The first ``limit`` rows of ``query`` (ordered by id, descending), read with one
+    more: when it is there, the page's last id is where the next page begins."""
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    rows: Sequence[sa.Row[Any]] = conn.execute(query.limit(limit + 1)).all()
+    shown = tuple(make(row) for row in rows[:limit])
+    return Page(shown, int(rows[limit - 1].id) if len(rows) > limit else None)
