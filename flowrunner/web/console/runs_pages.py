@@ -5,9 +5,11 @@ refused with the runner's reason."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.responses import Response
 
-from flowrunner import errors, operating
+from flowrunner import errors, operations_room
 from flowrunner.store import operations as ops
 from flowrunner.web.console import access, run_view
 from flowrunner.web.console.page import Page
@@ -30,20 +32,8 @@ EXPLAINED = {
 
 
 def load(page: Page, run_id: str) -> ops.RunRow:
-    """The run, of this runner's resource and the reader's tenant, its waits filled in."""
-    try:
-        key = int(run_id)
-    except ValueError:
-        raise errors.OperatorError(
-            f"there is no run {run_id!r}", status_code=404, code="run_unknown"
-        ) from None
-    with page.reading() as conn:
-        stored = operating.run_for_operator(page.runner, conn, key, page.tenant)
-    # runner.runs() fills in where an open run waits.
-    for run in page.runner.runs(stored.record_id, tenant=page.tenant):
-        if run.id == stored.id:
-            return run
-    return stored  # pragma: no cover - the run was just read
+    """The run, of this runner's resource and the reader's tenant, with where it waits."""
+    return page.runner.get_run(run_id, tenant=page.tenant)
 
 
 def run_page(page: Page, *, refused: str | None = None) -> Response:
@@ -61,52 +51,67 @@ def run_page(page: Page, *, refused: str | None = None) -> Response:
 
 
 def act(page: Page) -> Response:
-    """One action on one run: a confirmation first, then the runner's answer."""
+    """One action on one run: a confirmation first (saying whether it applies), then
+    the runner's answer."""
     action = page.params["action"]
     if action not in RUN_ACTIONS:
         raise errors.OperatorError(
-            f"there is no action {action!r}: {', '.join(RUN_ACTIONS)}", status_code=404
+            f"there is no action {action!r}: {', '.join(RUN_ACTIONS)}",
+            status_code=404,
+            code="action_unknown",
         )
     run = load(page, page.params["run_id"])
     if not page.console.access.may(page.reader, action, run):
         raise access.Refused(f"{page.reader.name} may not {action} run {run.id}", 403)
-    if page.form.get("confirmed") != "yes":
-        return page.render(
-            "confirm_action.html",
-            action=action,
-            words=WORDS,
-            explained=EXPLAINED[action],
-            runs=[run],
-            target=page.url(f"/run/{run.id}/{action}"),
-            takes_reason=action in ("cancel", "restart"),
-        )
     reason = page.form.get("reason").strip()
-    try:
-        said = do(page, action, run.id, reason)
-    except errors.OperatorError as exc:
-        if exc.status_code == 404:
-            raise
-        return run_page(page, refused=str(exc))
-    return page.redirect(f"/run/{run.id}", said=said)
+    if page.form.get("confirmed") != "yes":
+        return confirm(page, action, [run], page.url(f"/run/{run.id}/{action}"))
+    [outcome] = page.runner.act(
+        action, [run.id], operator=page.reader.name, reason=reason, tenant=page.tenant
+    )
+    if not outcome.done:
+        return run_page(page, refused=outcome.sentence)
+    return page.redirect(f"/run/{run.id}", said=said(outcome.sentence))
 
 
-def do(page: Page, action: str, run_id: int, reason: str = "") -> str:
-    """Do ``action`` on the run as the reader; what was done, in a sentence.
+def confirm(
+    page: Page,
+    action: str,
+    runs: list[ops.RunRow],
+    target: str,
+    *,
+    back: str | None = None,
+    refused: Sequence[operations_room.Outcome] = (),
+) -> Response:
+    """The page that asks before ``action``: what it does, and run by run whether it
+    applies (the runner's dry run: done and rolled back) or why not. ``refused``: runs
+    refused before the runner was asked (unknown, not the reader's to act on)."""
+    would = page.runner.act(
+        action,
+        [run.id for run in runs],
+        operator=page.reader.name,
+        tenant=page.tenant,
+        dry_run=True,
+    )
+    applies = [o.run_id for o in would if o.done]
+    return page.render(
+        "confirm_action.html",
+        status=200 if applies else 409,
+        action=action,
+        words=WORDS,
+        explained=EXPLAINED[action],
+        outcomes=[*would, *refused],
+        runs={run.id: run for run in runs},
+        applies=applies,
+        target=target,
+        back=back or page.url(f"/run/{runs[0].id}"),
+        takes_reason=action in ("cancel", "restart"),
+    )
 
-    ``OperatorError`` with the runner's sentence when the action does not apply.
-    """
-    runner, who, tenant = page.runner, page.reader.name, page.tenant
-    if action == "cancel":
-        runner.cancel(run_id, operator=who, reason=reason, tenant=tenant)
-        return f"Run {run_id} cancelled."
-    if action == "retry":
-        runner.retry(run_id, operator=who, tenant=tenant)
-        return f"Run {run_id} retried: its failed step runs again."
-    if action == "redrive":
-        runner.redrive(run_id, operator=who, tenant=tenant)
-        return f"Run {run_id} redriven: it is due now."
-    new_id = runner.restart(run_id, operator=who, reason=reason, tenant=tenant)
-    return f"Run {run_id} restarted as run {new_id}."
+
+def said(sentence: str) -> str:
+    """An outcome's sentence as the page says it: ``Run 12 cancelled.``"""
+    return sentence[:1].upper() + sentence[1:] + "."
 
 
 ROUTES = [
