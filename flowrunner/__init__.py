@@ -44,10 +44,14 @@ from flowrunner.sqltypes import UTCDateTime
 from flowrunner.statuses import LaneStatus, RunStatus
 from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
+from flowrunner.try_result import TryCommand, TryEnd, TryLine, TryNotice, TryResult, TrySet
+from flowrunner.try_script import Answer, Change, Refusal
 
 __all__ = [
+    "Answer",
     "Awaits",
     "BindingError",
+    "Change",
     "ColumnType",
     "Command",
     "CommandContext",
@@ -72,6 +76,7 @@ __all__ = [
     "OperatorError",
     "QueryError",
     "RecordRejected",
+    "Refusal",
     "RetryPolicy",
     "RowInvalid",
     "RunRow",
@@ -79,6 +84,12 @@ __all__ = [
     "SchemaOutdated",
     "SnapshotBroken",
     "StepSpec",
+    "TryCommand",
+    "TryEnd",
+    "TryLine",
+    "TryNotice",
+    "TryResult",
+    "TrySet",
     "UTCDateTime",
     "Waiting",
     "flow_runner",

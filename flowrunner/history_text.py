@@ -56,12 +56,17 @@ class Line(Protocol):
 
 
 def sentence(
-    line: Line, snap: snapshot.FlowSnapshot | None = None, tz: tzinfo | None = None
+    line: Line,
+    snap: snapshot.FlowSnapshot | None = None,
+    tz: tzinfo | None = None,
+    *,
+    tried: bool = False,
 ) -> str:
     """The line as one sentence in the flow's own words.
 
     ``snap`` is the run's snapshot (a goto names its target step by title); ``tz`` the
-    wall clock times are shown on.
+    wall clock times are shown on. ``tried``: the line of a try of the flow, where
+    nothing leaves the try — its commands and notices read ``Would run``, ``Would tell``.
 
     >>> from types import SimpleNamespace as Row
     >>> detail = {"who": "bob", "answer": {"decision": "approved"}, "again": False,
@@ -78,7 +83,7 @@ def sentence(
         return _legacy(line.what, detail)
     if not isinstance(detail, Mapping):
         return _legacy(line.what, detail)
-    return render(_Say(line, detail, snap, tz))
+    return render(_Say(line, detail, snap, tz, tried))
 
 
 def waiting_sentence(waiting: standing.Waiting, tz: tzinfo | None = None) -> str:
@@ -165,11 +170,13 @@ class _Say:
         detail: Mapping[str, Any],
         snap: snapshot.FlowSnapshot | None,
         tz: tzinfo | None,
+        tried: bool = False,
     ) -> None:
         self.line = line
         self.detail = detail
         self.snap = snap
         self.tz = tz
+        self.tried = tried
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.detail.get(key)
@@ -209,7 +216,8 @@ def _notice(say: _Say) -> str:
     recipient = say.detail.get("recipient")
     message = say.detail.get("message")
     who = f"{recipient} ({audience})" if recipient else f"the {audience}"
-    return f"Told {who}: {message}" if message else f"Told {who}"
+    told = "Would tell" if say.tried else "Told"
+    return f"{told} {who}: {message}" if message else f"{told} {who}"
 
 
 def _undeliverable(say: _Say) -> str:
@@ -296,7 +304,8 @@ def _offset(field: str, offset: Any) -> str:
 def _command(say: _Say) -> str:
     command = say.get("command", "its command")
     attempt = int(say.get("attempt", 1))
-    return f"Ran {command}" if attempt <= 1 else f"Ran {command} again (attempt {attempt})"
+    ran = "Would run" if say.tried else "Ran"
+    return f"{ran} {command}" if attempt <= 1 else f"{ran} {command} again (attempt {attempt})"
 
 
 def _retry(say: _Say) -> str:
@@ -325,7 +334,8 @@ def _reminder(say: _Say) -> str:
 
 def _reminded(say: _Say) -> str:
     number = int(say.get("reminder", 1))
-    return f"Reminded {_whom(say)} ({ordinal(number)} reminder)"
+    reminded = "Would remind" if say.tried else "Reminded"
+    return f"{reminded} {_whom(say)} ({ordinal(number)} reminder)"
 
 
 def _reminder_failed(say: _Say) -> str:
@@ -404,12 +414,15 @@ def _done(say: _Say) -> str:
 def _cancel(say: _Say) -> str:
     why = say.get("why", "it stopped waiting")
     command = say.detail.get("command")
-    ran = f"; running {command}" if command else ""
+    running = "would run" if say.tried else "running"
+    ran = f"; {running} {command}" if command else ""
     return f"Stopped waiting ({why}){ran}"
 
 
 def _cancel_done(say: _Say) -> str:
     command = say.detail.get("command")
+    if say.tried:
+        return f"Would run {command}" if command else "Would tell the application"
     return f"Ran {command}" if command else "Told the application the step stopped waiting"
 
 

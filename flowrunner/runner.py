@@ -14,7 +14,7 @@ from then on the application's saves, record changes and events go through it::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
@@ -38,6 +38,8 @@ from flowrunner import (
     snapshot,
     starting,
     statuses,
+    try_result,
+    try_script,
     validate,
 )
 from flowrunner import commands as commands_mod
@@ -281,6 +283,45 @@ class FlowRunner:
         """The flow and its steps as a run would keep them."""
         self._flow_of_tenant(conn, flow_id, tenant)
         return starting.stored_snapshot(conn, self.tables, flow_id)
+
+    def try_flow(
+        self,
+        flow: Mapping[str, Any] | str | int,
+        steps: Sequence[Mapping[str, Any]] | None,
+        record_id: binding_mod.RecordId,
+        *,
+        answers: str | Sequence[try_script.Item | str | None] = (),
+        until: str | timedelta = "30 days",
+        tenant: binding_mod.Tenant = None,
+        start: datetime | None = None,
+    ) -> try_result.TryResult:
+        """Try a flow on a record: what it would do, with nothing leaving the try.
+
+        ``flow`` is the flow row as edited, with ``steps`` its step rows (unsaved; judged
+        as a save would judge them first, ``RowInvalid`` with every problem), or a saved
+        flow's name or id with ``steps`` None. ``answers`` is what happens meanwhile —
+        ``Answer``, ``Change`` and ``Refusal`` items, or lines such as ``"bob approves
+        after 2 days"`` (``flowrunner.try_script``). The run starts at ``start`` (default:
+        now) and goes on until it ends or ``until`` has passed.
+
+        The real interpreter runs it in a transaction that always rolls back: its set
+        steps and the script's changes write the record there; no command runs (each is
+        shown and taken to succeed); notices are shown, not written. The result is the
+        path with its sentences, the values set, the notices, the commands and where it
+        ends (``TryResult``). See ``flowrunner.trying``.
+        """
+        from flowrunner import trying
+
+        return trying.try_flow(
+            self,
+            flow,
+            steps,
+            record_id,
+            answers=answers,
+            until=until,
+            tenant=tenant,
+            start=start,
+        )
 
     # -- starting runs --------------------------------------------------------------------
 

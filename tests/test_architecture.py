@@ -124,6 +124,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.validate",
             "flowrunner.snapshot",
             "flowrunner.commands",
+            "flowrunner.try_script",
         ),
     ),
     ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),
@@ -146,6 +147,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.heartbeat",
             "flowrunner.async_apps",
             "flowrunner.drawing",
+            "flowrunner.trying",
+            "flowrunner.try_result",
         ),
     ),
     (

@@ -112,6 +112,26 @@ def begin(engine: sa.Engine, *, immediate: bool = True) -> Iterator[sa.Connectio
             yield conn
 
 
+@contextmanager
+def rolled_back(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction that always rolls back, however it ends (a try of a flow).
+
+    Its statements see its own writes; no other connection ever does. On SQLite it holds
+    the write lock from its first statement, as ``begin`` does, so its writes never wait
+    on a read turned write. On PostgreSQL a sequence is not transactional: an insert in
+    it would still move one (a try inserts nothing).
+    """
+    prepare_engine(engine)
+    with engine.connect() as conn:
+        if is_sqlite(conn):
+            conn = conn.execution_options(**{_IMMEDIATE: True})
+        transaction = conn.begin()
+        try:
+            yield conn
+        finally:
+            transaction.rollback()
+
+
 def insert_statement(conn: sa.Connection, table: sa.Table) -> Any:
     """The dialect's INSERT, which knows ON CONFLICT."""
     return _insert(conn, table)
