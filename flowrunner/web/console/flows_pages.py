@@ -144,7 +144,9 @@ def create_flow(page: Page) -> Response:
 # -- a flow's page ----------------------------------------------------------------------
 
 
-def flow_page(page: Page, *, editing: Editing | None = None) -> Response:
+def flow_page(
+    page: Page, *, editing: Editing | None = None, tried: Tried | None = None
+) -> Response:
     flow_id = page.params["flow_id"]
     with page.reading() as conn:
         flow = _flow(conn, page, flow_id)
@@ -155,7 +157,8 @@ def flow_page(page: Page, *, editing: Editing | None = None) -> Response:
         now = running(conn, page, flow["id"])
     columns = StepColumns(page.runner.binding)
     may_edit = page.console.access.may_edit(page.reader, flow)
-    status = 422 if editing is not None and editing.problems else 200
+    refused = (editing is not None and editing.problems) or (tried and tried.problems)
+    status = 422 if refused else 200
     new_values = {"position": str(next_position(steps))}
     if editing is not None and editing.form == "new-step":
         new_values = editing.values
@@ -184,6 +187,7 @@ def flow_page(page: Page, *, editing: Editing | None = None) -> Response:
         kind_options=[(kind, kind) for kind in columns.kinds],
         hints=HINTS,
         choices=_choices(page, steps),
+        tried=tried or Tried({"until": "30 days"}, Problems()),
     )
 
 
@@ -333,6 +337,72 @@ def delete_step(page: Page) -> Response:
         problems = Problems.of(refused, ())
         return flow_page(page, editing=Editing(form, as_values(stored), problems))
     return page.redirect(f"/flow/{page.params['flow_id']}", said="Step deleted.")
+
+
+# -- try it on a record --------------------------------------------------------------------
+
+TRY_FIELDS = ("record", "answers", "until")
+
+
+def try_flow(page: Page) -> Response:
+    """The flow, as saved, tried on a record: what it would do, nothing kept.
+
+    A reader tries only a flow whose every step they may read (the try shows each)."""
+    given = {name: page.form.get(name) for name in TRY_FIELDS}
+    with page.reading() as conn:
+        flow = _flow(conn, page, page.params["flow_id"])
+        steps = flow_rows.steps_of_flow(conn, page.runner.tables, flow["id"])
+    if len(_readable(page, steps)) != len(steps):
+        raise errors.OperatorError(
+            f"flow {flow['name']!r} has steps you may not read, so you cannot try it",
+            status_code=403,
+            code="not_allowed",
+        )
+    problems = Problems()
+    result = None
+    if not given["record"].strip():
+        problems.fields["record"] = ["name the record to try the flow on"]
+    else:
+        try:
+            result = page.runner.try_flow(
+                flow["id"],
+                None,
+                given["record"].strip(),
+                answers=given["answers"],
+                until=given["until"].strip() or "30 days",
+                tenant=page.tenant,
+            )
+        except errors.RowInvalid as refused:
+            problems = _try_problems(refused)
+        except errors.OperatorError as refused:
+            if refused.code != "record_unknown":
+                raise
+            problems.fields["record"] = [str(refused)]
+    return flow_page(page, tried=Tried(given, problems, result))
+
+
+def _try_problems(refused: errors.RowInvalid) -> Problems:
+    """A try's refusal beside its fields: ``answers.N`` beside the answers, as line N+1."""
+    found = Problems()
+    for error in refused.errors:
+        field, _, index = error.field.partition(".")
+        if field == "answers" and index.isdigit():
+            message = f"line {int(index) + 1}: {error.message}"
+            found.fields.setdefault("answers", []).append(message)
+        elif field in TRY_FIELDS:
+            found.fields.setdefault(field, []).append(error.message)
+        else:
+            found.general.append(f"{error.field}: {error.message}")
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class Tried:
+    """A try's form as sent, its problems, and what the try showed."""
+
+    given: dict[str, str]
+    problems: Problems
+    result: Any = None
 
 
 # -- validation as one types -----------------------------------------------------------------
@@ -505,6 +575,7 @@ ROUTES = [
     ("POST", "/flow/{flow_id}/step/{step_id}", save_step),
     ("POST", "/flow/{flow_id}/step/{step_id}/move", move_step),
     ("POST", "/flow/{flow_id}/step/{step_id}/delete", delete_step),
+    ("POST", "/flow/{flow_id}/try", try_flow),
     ("GET", "/check", check),
     ("GET", "/export.yaml", export_all),
     ("GET", "/flow/{flow_id}/export.yaml", export_flow),
