@@ -35,7 +35,7 @@ class Session:
 
     def get(self, path: str, **params: Any) -> Any:
         response = self.client.get(self.root + path, params=params or None)
-        found = re.search(r'name="csrf" value="([^"]+)"', response.text)
+        found = re.search(r'name="csrf-token" content="([^"]+)"', response.text)
         if found:
             self.token = found.group(1)
         return response

@@ -29,8 +29,20 @@ class RunView:
 
     @property
     def failure(self) -> Mapping[str, Any] | None:
-        """The run's sanitized error envelope (``code``, ``message``, ...), if it failed."""
-        return self.run.error
+        """The run's sanitized error envelope, if it failed: ``code`` and ``message``
+        first, the rest by name, a nested one (its cause) alike, whatever order the
+        database kept it in."""
+        return None if self.run.error is None else ordered(self.run.error)
+
+
+FIRST = ("code", "message")
+
+
+def ordered(fields: Mapping[str, Any]) -> dict[str, Any]:
+    keys = [k for k in FIRST if k in fields] + sorted(k for k in fields if k not in FIRST)
+    return {
+        k: ordered(fields[k]) if isinstance(fields[k], Mapping) else fields[k] for k in keys
+    }
 
 
 def hidden_steps(run: ops.RunRow, reads: Reads) -> set[str]:
