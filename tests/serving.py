@@ -25,7 +25,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(app: str, database: str, *extra: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def served(
+    app: str, database: str, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """``flowrunner console --app APP --database DATABASE`` with a token, running until the
     block ends; its base URL once uvicorn says it is listening."""
     port = free_port()
