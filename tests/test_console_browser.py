@@ -83,10 +83,15 @@ def shot(page: Page, name: str, *, doc: bool = False, part: str | None = None) -
     path = SHOTS / f"{name}.png"
     if part is not None:
         page.locator(part).screenshot(path=str(path))
+    elif doc:  # the top of the page, as a reader first sees it
+        width = page.viewport_size["width"] if page.viewport_size else WIDE
+        page.screenshot(path=str(path), clip={"x": 0, "y": 0, "width": width, "height": 720})
     else:
-        page.screenshot(path=str(path), full_page=not doc)
-    if doc and os.environ.get("FLOWRUNNER_WRITE_DOC_IMAGES") == "1":
-        shutil.copyfile(path, DOC_IMAGES / f"console-{name}.png")
+        page.screenshot(path=str(path), full_page=True)
+    if doc:
+        assert (DOC_IMAGES / f"console-{name}.png").is_file(), f"docs/console.md shows {name}"
+        if os.environ.get("FLOWRUNNER_WRITE_DOC_IMAGES") == "1":
+            shutil.copyfile(path, DOC_IMAGES / f"console-{name}.png")
     return path
 
 
