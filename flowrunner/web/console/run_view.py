@@ -40,9 +40,7 @@ FIRST = ("code", "message")
 
 def ordered(fields: Mapping[str, Any]) -> dict[str, Any]:
     keys = [k for k in FIRST if k in fields] + sorted(k for k in fields if k not in FIRST)
-    return {
-        k: ordered(fields[k]) if isinstance(fields[k], Mapping) else fields[k] for k in keys
-    }
+    return {k: ordered(fields[k]) if isinstance(fields[k], Mapping) else fields[k] for k in keys}
 
 
 def hidden_steps(run: ops.RunRow, reads: Reads) -> set[str]:
