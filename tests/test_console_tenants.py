@@ -91,7 +91,8 @@ def test_each_tenant_sees_and_steers_only_its_own(runner: FlowRunner) -> None:
     assert acme.post("/record/1/start", {"flow": "Nudge"}).status_code == 303
 
     journal = acme.get("/ops/journal").text
-    assert "amy started flow 'Nudge'" in text(journal) and "gus" not in journal
+    assert "amy started flow 'Nudge' run 3 (desk_ticket 1)" in text(journal)
+    assert "gus" not in journal
     assert "amy" not in globex.get("/ops/journal").text
 
 
