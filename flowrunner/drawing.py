@@ -36,13 +36,13 @@ def diagram(
     ``OperatorError`` (404) when there is no such flow, no such run of this runner's
     resource (and tenant), or the run is another flow's.
     """
-    kinds = runner.binding.kinds
+    config = runner.config
     if run is None:
         found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
         if found is None:
             raise _no_flow(runner, conn, flow, tenant)
         snap = starting.stored_snapshot(conn, runner.tables, found["id"])
-        return diagrams.flow_diagram(snap, kinds=kinds, can_read=can_read)
+        return diagrams.flow_diagram(snap, config=config, can_read=can_read)
     row = operating.run_for_operator(runner, conn, run, tenant)
     if not _is_flow_of(row, flow):
         raise errors.OperatorError(
@@ -60,7 +60,7 @@ def diagram(
         ended_at=row.ended_at,
     )
     snap = snapshot.FlowSnapshot.from_dict(row.snapshot)
-    return diagrams.flow_diagram(snap, kinds=kinds, can_read=can_read, run=given)
+    return diagrams.flow_diagram(snap, config=config, can_read=can_read, run=given)
 
 
 def _is_flow_of(row: ops.RunRow, flow: Any) -> bool:

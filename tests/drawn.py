@@ -7,12 +7,12 @@ import re
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from typing import Any
 
 import sqlalchemy as sa
-from running import app, mount
+from running import app, decide, mount
 
 from flowrunner import diagrams, flowfiles, snapshot, testing
+from flowrunner.interpreter.config import InterpreterConfig, KindConfig
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -31,8 +31,16 @@ def fixture_snapshots(name: str) -> dict[str, snapshot.FlowSnapshot]:
     return found
 
 
-def kinds(name: str) -> dict[str, Any]:
-    return dict(app(name).binding.kinds)
+def config(*names: str) -> InterpreterConfig:
+    """What a runner of the named fixture apps knows of their kinds (``FlowRunner.config``)."""
+    kinds = {
+        name: KindConfig(
+            name=name, command=kind.command, inputs=tuple(kind.input), wait_for=kind.wait_for
+        )
+        for app_name in names
+        for name, kind in app(app_name).binding.kinds.items()
+    }
+    return InterpreterConfig(kinds=kinds)
 
 
 def figure(diagram: diagrams.Diagram) -> ET.Element:
@@ -107,7 +115,7 @@ def waiting_order(driver: testing.FlowDriver) -> None:
     """A big order: the finance approver cfo@example.com said yes an hour in."""
     driver.create({"id": 1, "number": "PO-1", "requester_id": "ann", "amount": 25000})
     driver.advance("1 hour")
-    driver.emit("po.decided", {"order": 1, "approver": "cfo@example.com", "decision": "yes"})
+    decide(driver, 1, "cfo@example.com")
 
 
 def nudged_ticket(driver: testing.FlowDriver) -> None:

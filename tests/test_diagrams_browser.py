@@ -16,17 +16,19 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import ARGS, CHROMIUM, ROOT, artifacts, mermaid_bundle, need_browser
-from drawn import drawn_run, fixture_snapshots, kinds
+from drawn import config, drawn_run, fixture_snapshots
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowrunner import diagrams, snapshot
+from flowrunner.diagrams import svg
 
 need_browser()
 
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 WIDE, NARROW = 1280, 390
 SHOTS = artifacts("diagrams")
-ALL_KINDS = kinds("purchase_orders") | kinds("tickets")
+ALL = config("purchase_orders", "tickets")
 FLOWS = {**fixture_snapshots("purchase_orders"), **fixture_snapshots("tickets")}
 
 # Where each column, step, way and mark of the page's diagram is (CSS pixels).
@@ -133,7 +135,7 @@ def assert_on_screen(found: dict[str, Any]) -> None:
 def test_each_fixture_flow_is_wide_at_1280_and_runs_down_the_page_at_390(
     browser: Browser, name: str
 ) -> None:
-    page_html = diagrams.flow_diagram(FLOWS[name], kinds=ALL_KINDS).html()
+    page_html = diagrams.flow_diagram(FLOWS[name], config=ALL).html()
     slug = name.lower().replace(" ", "-")
     wide = opened(browser, WIDE, page_html)
     assert_wide(layout(wide))
@@ -172,7 +174,7 @@ def test_a_run_diagram_is_laid_out_the_same_way(
 def test_in_a_narrow_side_panel_of_a_wide_page_the_diagram_runs_down_the_panel(
     browser: Browser,
 ) -> None:
-    figure = diagrams.flow_diagram(FLOWS["Big orders"], kinds=ALL_KINDS).html(document=False)
+    figure = diagrams.flow_diagram(FLOWS["Big orders"], config=ALL).html(document=False)
     page_html = (
         '<!DOCTYPE html><html><body style="margin:0;display:flex">'
         '<main style="flex:1">The record</main>'
@@ -189,12 +191,14 @@ def test_in_a_narrow_side_panel_of_a_wide_page_the_diagram_runs_down_the_panel(
     shot(page, "side-panel-1280")
 
 
+@pytest.mark.parametrize("which", ["waiting", "looped"])
 @pytest.mark.parametrize("width", [WIDE, NARROW])
 def test_the_svg_draws_wide_or_down_the_page_by_itself(
-    browser: Browser, runs: dict[str, diagrams.Diagram], tmp_path: Path, width: int
+    browser: Browser, runs: dict[str, diagrams.Diagram], tmp_path: Path, width: int, which: str
 ) -> None:
+    text = runs[which].svg()
     path = tmp_path / "run.svg"
-    path.write_text(runs["waiting"].svg(), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     page = browser.new_page(viewport={"width": width, "height": 900})
     page.goto(path.as_uri())
     shown = page.evaluate(
@@ -206,12 +210,14 @@ def test_the_svg_draws_wide_or_down_the_page_by_itself(
             .filter(g => g.getBoundingClientRect().width > 0)
             .map(g => [g.getBoundingClientRect().left, g.getBoundingClientRect().right])})"""
     )
-    visible = "wide" if width == WIDE else "narrow"
+    # The wide drawing, shrunk to fit, while it keeps SHRINK of its size; else the narrow one.
+    natural = int(ET.fromstring(text.encode()).get("width", "0"))
+    visible = "wide" if width > natural * svg.SHRINK else "narrow"
     hidden = "wide" if visible == "narrow" else "narrow"
     assert shown[visible] == "inline" and shown[hidden] == "none"
     assert shown["width"] <= width
     assert shown["steps"] and all(left >= 0 and right <= width for left, right in shown["steps"])
-    page.screenshot(path=str(SHOTS / f"run-waiting-svg-{width}.png"))
+    page.screenshot(path=str(SHOTS / f"run-{which}-svg-{width}.png"))
 
 
 DOC_IMAGES = ROOT / "docs" / "images"
@@ -271,10 +277,10 @@ def parses(page: Page, text: str) -> None:
 def test_every_mermaid_text_parses_and_renders(
     mermaid: Page, runs: dict[str, diagrams.Diagram]
 ) -> None:
-    texts = {name: diagrams.flow_diagram(s, kinds=ALL_KINDS).mermaid() for name, s in FLOWS.items()}
+    texts = {name: diagrams.flow_diagram(s, config=ALL).mermaid() for name, s in FLOWS.items()}
     texts |= {f"run {name}": drawn.mermaid() for name, drawn in runs.items()}
     hidden = diagrams.flow_diagram(
-        FLOWS["Big orders"], kinds=ALL_KINDS, can_read=lambda row: row["position"] != 55
+        FLOWS["Big orders"], config=ALL, can_read=lambda row: row["position"] != 40
     )
     texts["a position nobody may read"] = hidden.mermaid()
     texts["no steps"] = diagrams.flow_diagram(snapshot.FlowSnapshot.build({"id": 1}, [])).mermaid()

@@ -16,10 +16,10 @@ from typing import Any
 from drawn import (
     SVG_NS,
     columns,
+    config,
     figure,
     fixture_snapshots,
     having,
-    kinds,
     mermaid_nodes,
     next_ways,
     other_ways,
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from flowrunner import diagrams, snapshot
 
 ORDERS = fixture_snapshots("purchase_orders")
-PO_KINDS = kinds("purchase_orders")
+PO = config("purchase_orders")
 
 
 def without(*hidden: str) -> diagrams.CanRead:
@@ -48,7 +48,7 @@ def every_format(drawn: diagrams.Diagram) -> str:
 
 def test_a_step_the_reader_cannot_read_is_not_drawn_and_its_lane_closes_up() -> None:
     drawn = diagrams.flow_diagram(
-        ORDERS["Big orders"], kinds=PO_KINDS, can_read=without("Manager approval")
+        ORDERS["Big orders"], config=PO, can_read=without("Manager approval")
     )
     first = columns(figure(drawn))[0]
     assert titles(first) == ["Finance approval"]
@@ -59,16 +59,16 @@ def test_a_step_the_reader_cannot_read_is_not_drawn_and_its_lane_closes_up() -> 
 
 
 def test_a_branch_pointing_at_a_hidden_step_points_at_its_position() -> None:
-    # Nobody may read the step at 55, which Approved? jumps to when it does not hold.
-    drawn = diagrams.flow_diagram(
-        ORDERS["Big orders"], kinds=PO_KINDS, can_read=without("Rejected?")
-    )
+    # Nobody may read the step at 40, where Undecided after a week? goes when it does not hold.
+    drawn = diagrams.flow_diagram(ORDERS["Big orders"], config=PO, can_read=without("Rejected?"))
     fig = figure(drawn)
-    column = next(c for c in columns(fig) if c.get("data-position") == "55")
+    column = next(c for c in columns(fig) if c.get("data-position") == "40")
     assert having(column, "frd-step") == [] and text(column).endswith("—")
-    assert [(w["data-from"], w["data-target"]) for w in other_ways(fig)] == [("1", "55")]
-    # The hidden branch's own ways are not drawn: the column goes on, unlabelled.
-    assert next(w for w in next_ways(fig) if w["data-from"] == "5").get("data-how") == "next"
+    others = [(w["data-from"], w["data-target"]) for w in other_ways(fig)]
+    assert others == [("1", "40"), ("5", "end")]
+    # The hidden branch's own ways are not drawn: its column goes on, unlabelled.
+    assert next(w for w in next_ways(fig) if w["data-from"] == "3").get("data-how") == "next"
+    assert text(next(e for e in having(fig, "frd-next") if e.get("data-from") == "3")) == ""
     assert "Rejected?" not in every_format(drawn)
     assert "status = rejected" not in every_format(drawn)
 
@@ -80,19 +80,19 @@ def test_can_read_is_given_the_step_row() -> None:
         seen.append(dict(row))
         return row.get("audience") != "requester"
 
-    drawn = diagrams.flow_diagram(ORDERS["Big orders"], kinds=PO_KINDS, can_read=can_read)
+    drawn = diagrams.flow_diagram(ORDERS["Big orders"], config=PO, can_read=can_read)
     tell = next(r for r in seen if r["title"] == "Tell the requester")
     assert tell == {
         "id": tell["id"],
         "flow_id": ORDERS["Big orders"].flow.id,
-        "position": 40,
+        "position": 70,
         "kind": "notify",
         "title": "Tell the requester",
         "audience": "requester",
         "message": "Your order was approved and goes to the supplier now.",
     }
-    assert len(seen) == 8
-    assert [titles(c) for c in columns(figure(drawn))][3] == []
+    assert len(seen) == 9
+    assert [titles(c) for c in columns(figure(drawn))][6] == []
 
 
 HOSTILE = '<script>alert("x")</script> & "quotes" #35; `tick` ]] "} %% end'
@@ -188,6 +188,6 @@ def test_any_text_in_a_row_stays_text_in_every_format(title: str, message: str) 
 
 def test_the_fixture_flows_keep_the_mermaid_grammar() -> None:
     for name, snap in {**ORDERS, **fixture_snapshots("tickets")}.items():
-        drawn = diagrams.flow_diagram(snap, kinds=PO_KINDS | kinds("tickets"))
+        drawn = diagrams.flow_diagram(snap, config=config("purchase_orders", "tickets"))
         mermaid_lines_keep_their_grammar(drawn.mermaid())
         assert name in drawn.mermaid()

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import test_runs_tenants as tenants
 from drawn import columns, figure, fixture_snapshots, having, mermaid_nodes, text
-from running import T0, mount, ticket
+from running import T0, decide, mount, ticket
 
 from flowrunner import diagrams, errors, testing
 from flowrunner.diagrams import model
@@ -22,10 +23,6 @@ AT_9 = "2026-03-02 09:00 UTC"
 
 def order(n: int, **extra: Any) -> dict[str, Any]:
     return {"id": n, "number": f"PO-{n}", "requester_id": "ann", "amount": 25000, **extra}
-
-
-def decide(driver: testing.FlowDriver, n: int, who: str, decision: str = "approved") -> None:
-    driver.emit("po.decided", {"order": n, "approver": who, "decision": decision})
 
 
 def draw(driver: testing.FlowDriver, flow: str, run: int | None = None, **options: Any) -> Any:
@@ -93,12 +90,13 @@ def test_an_order_waiting_for_approvals_shows_where_it_waits_and_for_what(
     )
     assert {title: s[0] for title, s in found.items() if "approval" not in title} == dict.fromkeys(
         [
-            "Approved?",
-            "Mark approved",
-            "Tell the requester",
-            "Send to supplier",
+            "Undecided after a week?",
+            "Reject it",
             "Rejected?",
             "Tell the requester it was rejected",
+            "Approved?",
+            "Tell the requester",
+            "Send to supplier",
         ],
         "ahead",
     )
@@ -132,29 +130,34 @@ def test_an_approved_order_shows_each_step_done_and_when_and_the_path_it_took(
     assert found == {
         "Manager approval": ("done", f"Done {at_11}", ("answered",)),
         "Finance approval": ("done", f"Done {at_11}", ("answered",)),
+        "Undecided after a week?": (
+            "done",
+            f"Done {at_11}",
+            ("its condition did not hold: to position 40",),
+        ),
+        "Reject it": ("skipped", "Skipped", ()),
+        "Rejected?": ("done", f"Done {at_11}", ("its condition did not hold: to position 60",)),
+        "Tell the requester it was rejected": ("skipped", "Skipped", ()),
         "Approved?": ("done", f"Done {at_11}", ("its condition held: on to the next step",)),
-        "Mark approved": ("done", f"Done {at_11}", ()),
         "Tell the requester": ("done", f"Done {at_11}", ()),
         "Send to supplier": ("done", f"Done {at_11}", ()),
-        "Rejected?": ("done", f"Done {at_11}", ("its condition did not hold: the run ended",)),
-        "Tell the requester it was rejected": ("skipped", "Skipped", ()),
     }
     assert taken(drawn) == [
         ("start", 10, "next", 1),
         (10, 20, "next", 1),
-        (20, 30, "next", 1),
-        (30, 40, "next", 1),
-        (40, 50, "next", 1),
-        (50, 55, "next", 1),
-        (55, "end", "other", 1),
+        (20, 40, "other", 1),
+        (40, 60, "other", 1),
+        (60, 70, "next", 1),
+        (70, 80, "next", 1),
+        (80, "end", "next", 1),
     ]
-    assert column_states(drawn)[60] == "skipped"
+    assert column_states(drawn)[30] == column_states(drawn)[50] == "skipped"
     assert drawn.picture.run is not None
-    assert drawn.picture.run.sentence == f"Run {run} is done: branch 'Rejected?' did not hold"
+    assert drawn.picture.run.sentence == f"Run {run} is done: the flow ended after its last step"
     fig = figure(drawn)
     ways = {(w.get("data-from"), w.get("data-to")) for w in having(fig, "frd-way-taken")}
-    assert ways == {("-1", "0"), ("0", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5")} | {
-        ("5", "7")
+    assert ways == {("-1", "0"), ("0", "1"), ("1", "3"), ("3", "5"), ("5", "6"), ("6", "7")} | {
+        ("7", "8")
     }
 
 
@@ -163,27 +166,35 @@ def test_a_rejected_order_jumps_to_its_goto_and_skips_the_approved_steps(
 ) -> None:
     orders.create(order(1))
     orders.advance("30 minutes")
-    orders.update(1, status="rejected")
     decide(orders, 1, "manager@example.com", "rejected")
     drawn = draw(orders, "Big orders", the_run(orders, 1, "Big orders"))
     found = states(drawn)
     at = "2026-03-02 09:30 UTC"
     assert found["Manager approval"] == ("done", f"Done {at}", ("its condition held",))
-    assert found["Approved?"][2] == ("its condition did not hold: to position 55",)
-    for title in ("Mark approved", "Tell the requester", "Send to supplier"):
+    assert found["Finance approval"] == ("done", f"Done {at}", ("its condition held",))
+    assert found["Undecided after a week?"][2] == ("its condition did not hold: to position 40",)
+    assert found["Rejected?"][2] == ("its condition held: on to the next step",)
+    assert found["Approved?"][2] == ("its condition did not hold: the run ended",)
+    for title in ("Reject it", "Tell the requester", "Send to supplier"):
         assert found[title][0] == "skipped"
     assert found["Tell the requester it was rejected"][0] == "done"
-    assert (20, 55, "other", 1) in taken(drawn)
-    assert (20, 30, "next", 0) not in taken(drawn)
-    assert [w for w in taken(drawn) if w[0] in (30, 40, 50)] == []
+    assert taken(drawn) == [
+        ("start", 10, "next", 1),
+        (10, 20, "next", 1),
+        (20, 40, "other", 1),
+        (40, 50, "next", 1),
+        (50, 60, "next", 1),
+        (60, "end", "other", 1),
+    ]
     assert column_states(drawn) == {
         10: "done",
         20: "done",
         30: "skipped",
-        40: "skipped",
-        50: "skipped",
-        55: "done",
+        40: "done",
+        50: "done",
         60: "done",
+        70: "skipped",
+        80: "skipped",
     }
 
 
@@ -234,27 +245,26 @@ def test_a_date_wait_says_until_when(any_engine: sa.Engine) -> None:
     )
 
 
-def test_a_failed_step_says_why_and_what_is_after_it_is_not_reached(
-    orders: testing.FlowDriver,
-) -> None:
+def test_a_failed_step_says_why_and_where_the_run_stopped(orders: testing.FlowDriver) -> None:
     orders.create(order(1, priority="hold"))
     for who in ("manager@example.com", "cfo@example.com", "controller@example.com"):
         decide(orders, 1, who)
     run = the_run(orders, 1, "Big orders")
     drawn = draw(orders, "Big orders", run)
     found = states(drawn)
-    assert found["Send to supplier"][:2] == ("failed", f"Failed {AT_9}")
-    assert found["Send to supplier"][2] == (
-        "the command refused: the order is on hold: release it, then restart the run",
+    assert found["Send to supplier"] == (
+        "failed",
+        f"Failed {AT_9}",
+        ("the command refused: the order is on hold: release it, then restart the run",),
     )
-    assert found["Rejected?"][0] == found["Tell the requester it was rejected"][0] == "not_reached"
-    assert column_states(drawn)[50] == "current"
+    assert found["Tell the requester"][0] == "done"
+    assert column_states(drawn)[80] == "current"
     assert drawn.picture.run is not None
-    assert drawn.picture.run.sentence.startswith(f"Run {run} failed at position 50: step 'Send")
+    assert drawn.picture.run.sentence.startswith(f"Run {run} failed at position 80: step 'Send")
     # A reader who may not read the step does not learn its name from the run's sentence.
     hidden = draw(orders, "Big orders", run, can_read=lambda row: row["kind"] != "send")
     assert hidden.picture.run is not None
-    assert hidden.picture.run.sentence == f"Run {run} failed at position 50"
+    assert hidden.picture.run.sentence == f"Run {run} failed at position 80"
     assert "Send to supplier" not in hidden.html() + hidden.svg() + hidden.mermaid()
 
 
@@ -266,7 +276,7 @@ def test_a_cancelled_run_shows_its_waiting_steps_stopped(orders: testing.FlowDri
     drawn = draw(orders, "Big orders", run)
     found = states(drawn)
     assert found["Manager approval"] == ("stopped", "Stopped", ("the run ended while it waited",))
-    assert found["Approved?"][0] == "not_reached"
+    assert {found[t][0] for t in found if "approval" not in t} == {"not_reached"}
     assert drawn.picture.run is not None
     assert drawn.picture.run.sentence == (
         f"Run {run} was cancelled at position 10: cancelled by olga: duplicate order"
@@ -323,3 +333,19 @@ def test_a_run_not_yet_advanced_has_everything_ahead() -> None:
     assert {c.state for c in drawn.picture.columns} == {"ahead"}
     assert isinstance(drawn.picture.run, model.RunSummary)
     assert drawn.picture.run.sentence == "Run 5 is running"
+
+
+def test_a_tenant_draws_only_its_own_flows_and_runs(any_engine: sa.Engine) -> None:
+    driver = tenants.mount(any_engine)
+    driver.create(tenants.record(1, "acme"))
+    [run] = driver.runs(1, tenant="acme")
+    for tenant in ("acme", "globex"):
+        drawn = draw(driver, "Triage", tenant=tenant)
+        values = [f.value for c in drawn.picture.columns for b in c.boxes for f in b.facts]
+        assert f"'seen by {tenant}'" in values
+    waiting = states(draw(driver, "Triage", run.id, tenant="acme"))
+    assert waiting["Wait for"][:2] == ("waiting", "Waiting for desk.replied")
+    with pytest.raises(errors.OperatorError, match=f"there is no run {run.id}"):
+        draw(driver, "Triage", run.id, tenant="globex")
+    with pytest.raises(errors.OperatorError, match="belong to tenants: name the tenant"):
+        draw(driver, "Triage")

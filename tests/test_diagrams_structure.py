@@ -14,10 +14,10 @@ from drawn import (
     SVG_NS,
     classes,
     columns,
+    config,
     figure,
     fixture_snapshots,
     having,
-    kinds,
     mermaid_nodes,
     next_ways,
     other_ways,
@@ -32,12 +32,12 @@ from flowrunner.diagrams import marks, model
 
 ORDERS = fixture_snapshots("purchase_orders")
 TICKETS = fixture_snapshots("tickets")
-PO_KINDS = kinds("purchase_orders")
-TICKET_KINDS = kinds("tickets")
+PO = config("purchase_orders")
+DESK = config("tickets")
 
 
 def big_orders() -> diagrams.Diagram:
-    return diagrams.flow_diagram(ORDERS["Big orders"], kinds=PO_KINDS)
+    return diagrams.flow_diagram(ORDERS["Big orders"], config=PO)
 
 
 def test_each_position_is_a_column_left_to_right_and_its_steps_are_lanes() -> None:
@@ -45,12 +45,13 @@ def test_each_position_is_a_column_left_to_right_and_its_steps_are_lanes() -> No
     found = [(c.get("data-position"), titles(c)) for c in columns(fig)]
     assert found == [
         ("10", ["Manager approval", "Finance approval"]),
-        ("20", ["Approved?"]),
-        ("30", ["Mark approved"]),
-        ("40", ["Tell the requester"]),
-        ("50", ["Send to supplier"]),
-        ("55", ["Rejected?"]),
-        ("60", ["Tell the requester it was rejected"]),
+        ("20", ["Undecided after a week?"]),
+        ("30", ["Reject it"]),
+        ("40", ["Rejected?"]),
+        ("50", ["Tell the requester it was rejected"]),
+        ("60", ["Approved?"]),
+        ("70", ["Tell the requester"]),
+        ("80", ["Send to supplier"]),
     ]
     lanes = [s.get("data-lane") for s in having(columns(fig)[0], "frd-step")]
     assert lanes == ["0", "1"]
@@ -62,10 +63,11 @@ def test_each_position_is_a_column_left_to_right_and_its_steps_are_lanes() -> No
 def test_a_connector_joins_each_column_to_the_next_from_start_to_end() -> None:
     fig = figure(big_orders())
     ways = [(w["data-from"], w["data-to"]) for w in next_ways(fig)]
-    # -1 is the start mark; 7 (one past the last of 7 columns) the end mark.
-    assert ways == [(str(i - 1), str(i)) for i in range(8)]
+    # -1 is the start mark; 8 (one past the last of 8 columns) the end mark.
+    assert ways == [(str(i - 1), str(i)) for i in range(9)]
     labels = {(w["data-from"], text_of(fig, w)) for w in next_ways(fig) if text_of(fig, w)}
-    assert labels == {("1", "yes"), ("5", "yes")}  # a branch goes on when its condition holds
+    # A branch goes on when its condition holds.
+    assert labels == {("1", "yes"), ("3", "yes"), ("5", "yes")}
 
 
 def text_of(fig: ET.Element, attrs: dict[str, str]) -> str:
@@ -79,15 +81,16 @@ def test_a_branch_other_way_goes_to_its_goto_or_to_the_end() -> None:
         (w["data-from"], w["data-target"], w["data-dir"], w["aria-label"]) for w in other_ways(fig)
     ]
     assert others == [
-        ("1", "55", "forward", "no → 55"),  # Approved? else to position 55
-        ("5", "end", "forward", "no → end"),  # Rejected? else the run ends
+        ("1", "40", "forward", "no → 40"),  # Undecided after a week? else to position 40
+        ("3", "60", "forward", "no → 60"),  # Rejected? else to position 60
+        ("5", "end", "forward", "no → end"),  # Approved? else the run ends
     ]
-    # The two ways meet at position 55: drawn on different tracks, so they do not overlap.
-    assert sorted(w["data-track"] for w in other_ways(fig)) == ["0", "1"]
+    # Ways that meet at a column are drawn on different tracks, so they do not overlap.
+    assert [w["data-track"] for w in other_ways(fig)] == ["0", "1", "0"]
 
 
 def test_a_goto_back_is_drawn_back_to_its_column() -> None:
-    drawn = diagrams.flow_diagram(TICKETS["Follow up"], kinds=TICKET_KINDS)
+    drawn = diagrams.flow_diagram(TICKETS["Follow up"], config=DESK)
     fig = figure(drawn)
     others = {(w["data-from"], w["data-target"], w["data-dir"]) for w in other_ways(fig)}
     # Still waiting? (position 2) ends the run otherwise; Answered? (5) goes back to 3.
@@ -150,12 +153,12 @@ def test_each_step_shows_the_key_facts_of_its_columns() -> None:
         ("duration", "1 week"),
         ("remind", "1 day"),
     ]
-    assert facts_of(big_orders(), "Mark approved") == [("field", "status"), ("value", "approved")]
-    assert facts_of(big_orders(), "Approved?") == [
-        ("condition", "status not in (rejected, withdrawn)"),
-        ("goto", "55"),
+    assert facts_of(big_orders(), "Reject it") == [("field", "status"), ("value", "rejected")]
+    assert facts_of(big_orders(), "Undecided after a week?") == [
+        ("condition", "status = open"),
+        ("goto", "40"),
     ]
-    follow = diagrams.flow_diagram(TICKETS["Follow up"], kinds=TICKET_KINDS)
+    follow = diagrams.flow_diagram(TICKETS["Follow up"], config=DESK)
     assert facts_of(follow, "Requester replies") == [
         ("event", "ticket.replied"),
         ("duration", "3 days"),
@@ -164,7 +167,7 @@ def test_each_step_shows_the_key_facts_of_its_columns() -> None:
         ("audience", "requester"),
         ("message", "We are still waiting for your answer."),
     ]
-    sla = diagrams.flow_diagram(TICKETS["SLA warning"], kinds=TICKET_KINDS)
+    sla = diagrams.flow_diagram(TICKETS["SLA warning"], config=DESK)
     assert facts_of(sla, "Four hours before due") == [("field", "due_at"), ("duration", "-4 hours")]
     # The facts are on the page, each with its column's name.
     fig = figure(big_orders())
@@ -178,12 +181,12 @@ def test_the_svg_draws_the_same_columns_lanes_and_ways() -> None:
     narrow = next(e for e in root if "frs-narrow" in classes(e))
     for drawing in (wide, narrow):
         positions = [e.get("data-position") for e in having(drawing, "frs-col")]
-        assert positions == ["10", "20", "30", "40", "50", "55", "60"]
+        assert positions == ["10", "20", "30", "40", "50", "60", "70", "80"]
         steps = [(s.get("data-kind"), s.get("data-lane")) for s in having(drawing, "frs-step")]
         assert steps[:2] == [("approval", "0"), ("approval", "1")]
-        assert len(having(drawing, "frs-other")) == 2
+        assert len(having(drawing, "frs-other")) == 3
         words = list(svg_texts(drawing))
-        assert "no → 55" in words and "no → end" in words
+        assert {"no → 40", "no → 60", "no → end"} <= set(words)
     assert root.tag == f"{SVG_NS}svg"
     assert "@media (max-width:" in root.findtext(f"{SVG_NS}style", "")
 
@@ -193,14 +196,12 @@ def test_the_mermaid_text_has_a_subgraph_per_position_and_the_ways() -> None:
     lines = [line.strip() for line in text.splitlines()]
     assert lines[0] == "flowchart LR"
     heads = [line for line in lines if line.startswith("subgraph ")]
-    assert heads == [
-        f'subgraph p{i}["Position {p}"]' for i, p in enumerate([10, 20, 30, 40, 50, 55, 60])
-    ]
-    assert 's3 -->|"yes"| p2' in lines and 's3 -.->|"no"| p5' in lines
-    assert 's7 -.->|"no"| finish' in lines and "p6 --> finish" in lines
+    assert heads == [f'subgraph p{i}["Position {p}"]' for i, p in enumerate(range(10, 90, 10))]
+    assert 's3 -->|"yes"| p2' in lines and 's3 -.->|"no"| p3' in lines
+    assert 's7 -.->|"no"| finish' in lines and "p7 --> finish" in lines
     nodes = mermaid_nodes(text)
     assert nodes["s1"][0] == "approval · Manager approval"
-    assert nodes["s3"][0] == "Branch · Approved?"
+    assert nodes["s3"][0] == "Branch · Undecided after a week?"
     shapes = {line.split('"')[0] for line in lines if line.startswith(("s3{", "s4[", "s1["))}
     assert shapes == {"s1[[", "s3{", "s4[/"}
 
@@ -216,7 +217,7 @@ def test_a_flow_with_no_steps_is_drawn_as_such() -> None:
 
 @pytest.mark.parametrize("name", sorted(ORDERS))
 def test_every_fixture_flow_renders_in_every_format(name: str) -> None:
-    drawn = diagrams.flow_diagram(ORDERS[name], kinds=PO_KINDS)
+    drawn = diagrams.flow_diagram(ORDERS[name], config=PO)
     for format_ in diagrams.FORMATS:
         assert drawn.render(format_)
     with pytest.raises(ValueError, match="html, svg or mermaid"):

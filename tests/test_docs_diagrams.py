@@ -14,7 +14,7 @@ import io
 import re
 from pathlib import Path
 
-from drawn import drawn_run, fixture_snapshots, kinds
+from drawn import config, drawn_run, fixture_snapshots
 
 from flowrunner import diagrams
 
@@ -26,7 +26,7 @@ IMAGE = re.compile(r"!\[[^\]]*\]\((images/[^)]+\.png)\)")
 
 
 def drawn_flow(app: str, flow: str) -> str:
-    return diagrams.flow_diagram(fixture_snapshots(app)[flow], kinds=kinds(app)).mermaid()
+    return diagrams.flow_diagram(fixture_snapshots(app)[flow], config=config(app)).mermaid()
 
 
 def expected(app: str, flow: str, story: str | None) -> str:

@@ -24,6 +24,7 @@ from test_interpreter_driver import T0, Sim, config, ok
 
 from flowrunner import query, statuses, validate
 from flowrunner.binding import FlowBinding, Kind, NotifyRule
+from flowrunner.interpreter.config import NotifyConfig
 
 BRANCHES = 4
 SWITCHES = tuple(f"b{i}" for i in range(BRANCHES))
@@ -50,7 +51,7 @@ COLUMNS = {
 CFG = config(
     columns=COLUMNS,
     set_columns=frozenset({"status"}),
-    audiences=frozenset({"requester"}),
+    notify={"requester": NotifyConfig("requester", to="requester_id")},
     max_moves=60,
 )
 

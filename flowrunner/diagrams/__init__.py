@@ -19,10 +19,9 @@ flowchart LR
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from flowrunner import binding, snapshot
+from flowrunner import snapshot
 from flowrunner.diagrams import html, mermaid, model, progress, svg
+from flowrunner.interpreter import config as config_mod
 
 CanRead = model.CanRead
 RunInput = progress.RunInput
@@ -67,19 +66,20 @@ FORMATS = ("html", "svg", "mermaid")
 def flow_diagram(
     snap: snapshot.FlowSnapshot,
     *,
-    kinds: Mapping[str, binding.Kind] | None = None,
+    config: config_mod.InterpreterConfig | None = None,
     can_read: CanRead | None = None,
     run: RunInput | None = None,
 ) -> Diagram:
     """The diagram of the flow ``snap`` holds, or of ``run`` over it (its own snapshot).
 
-    ``kinds`` are the binding's kinds (what an app kind waits for, its input columns);
-    ``can_read(step_row)`` says whether the reader may see a step: one they cannot is
-    not drawn.
+    ``config`` is what the runner knows of the application (``FlowRunner.config``: what
+    an app kind waits for, its input columns); ``can_read(step_row)`` says whether the
+    reader may see a step: one they cannot is not drawn.
     """
-    picture = model.build(snap, kinds=kinds, can_read=can_read)
+    config = config or config_mod.InterpreterConfig()
+    picture = model.build(snap, kinds=config.kinds, can_read=can_read)
     if run is not None:
-        picture = progress.overlay(picture, snap, run, kinds)
+        picture = progress.overlay(picture, snap, run, config)
     return Diagram(picture)
 
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from flowrunner import binding, snapshot
+from flowrunner import snapshot
 from flowrunner.diagrams import marks
+from flowrunner.interpreter import config as config_mod
 
 # The reader's hook: given a step row (its columns as the snapshot holds them), whether
 # this reader may see it. A step the reader cannot read is not drawn.
@@ -196,19 +197,19 @@ def starts(flow: snapshot.FlowSpec) -> str:
     return f"{how}, if {flow.condition}" if flow.condition else how
 
 
-def facts(step: snapshot.StepSpec, kind: binding.Kind | None) -> tuple[Fact, ...]:
+def facts(step: snapshot.StepSpec, kind: config_mod.KindConfig | None) -> tuple[Fact, ...]:
     """The key facts of a step's columns, in the order its kind reads them."""
     values = step.columns
     if step.kind in _FACTS:
         names: tuple[str, ...] = _FACTS[step.kind]
     elif kind is not None:
-        names = (*kind.input, *_WAITING)
+        names = (*kind.inputs, *_WAITING)
     else:
         # A kind the binding no longer has: show every column the row fills.
         names = tuple(sorted(values))
     found = [Fact(n, _text(values[n])) for n in names if values.get(n) is not None]
     if kind is not None and kind.wait_for is not None:
-        found.insert(len(kind.input), Fact("waits for", kind.wait_for))
+        found.insert(len(kind.inputs), Fact("waits for", kind.wait_for))
     return tuple(found)
 
 
@@ -240,7 +241,7 @@ def clean(text: str) -> str:
 def build(
     snap: snapshot.FlowSnapshot,
     *,
-    kinds: Mapping[str, binding.Kind] | None = None,
+    kinds: Mapping[str, config_mod.KindConfig] | None = None,
     can_read: CanRead | None = None,
 ) -> Picture:
     """The diagram of a flow as ``snap`` holds it, showing only what ``can_read`` allows.

@@ -5,10 +5,11 @@ The run's own snapshot gives the columns (``model.build``); this reads the run's
 each step: when it started and how it finished) into a ``StepRun`` per box, a state per
 column, and how often the run went along each way. Pure: no SQL, no clock.
 
-History codes read here (the interpreter's ``Log`` lines): ``started`` begins a pass;
-``done`` (its detail the outcome), ``timed_out``, ``failed``, a ``waitFor``'s
-``arrived`` and an app kind's ``condition`` end it; an operator's ``retry`` starts it
-again.
+History codes read here (the interpreter's ``Log`` lines): ``started`` begins a pass; a
+line whose detail names an ``outcome`` (``done``, ``timed_out``, a ``waitFor``'s
+``arrived``, an app kind's ``condition``) ends it, and ``failed`` fails it; an
+operator's ``retry`` starts it again. What a waiting step waits for is the
+interpreter's own reading of the state (``interpreter.standing``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from flowrunner import binding, modes, snapshot, statuses
+from flowrunner import snapshot, statuses
 from flowrunner.diagrams import model
+from flowrunner.interpreter import config as config_mod
+from flowrunner.interpreter import standing
 from flowrunner.interpreter import state as state_mod
 
 _Lane = statuses.LaneStatus
@@ -81,11 +84,11 @@ def overlay(
     picture: model.Picture,
     snap: snapshot.FlowSnapshot,
     run: RunInput,
-    kinds: Mapping[str, binding.Kind] | None = None,
+    config: config_mod.InterpreterConfig,
 ) -> model.Picture:
     """``picture`` (of the run's own snapshot) with the run drawn over it."""
-    kinds = kinds or {}
     passes, visits = _read_history(run.history)
+    waits = {w.step_id: w for w in (standing.where(snap, run.state, config) if run.state else ())}
     positions = [c.position for c in picture.columns]
     if not visits and run.state is not None:
         # History pruned or not given: the state still says which positions were entered.
@@ -107,7 +110,8 @@ def overlay(
             if column.index == here and run.state is not None:
                 lane = next((ln for ln in run.state.lanes if ln.step_id == step.id), None)
             mine = passes.get(str(step.id), {})
-            found = _step_run(step, lane, mine, col_state, ended, kinds.get(step.kind))
+            waiting = waits.get(None if step.id is None else str(step.id))
+            found = _step_run(step, lane, mine, col_state, ended, waiting)
             boxes.append(replace(box, run=found))
         count = sum(1 for p, _ in visits if p == column.position)
         columns.append(replace(column, boxes=tuple(boxes), state=col_state, visits=count))
@@ -134,14 +138,14 @@ def _read_history(
             continue
         moment = line.due_at or line.at
         one = passes.setdefault(str(line.step_id), {}).setdefault(line.pass_, _Pass())
-        if line.what == "started" or (line.what == "retry" and "operator" in str(line.detail)):
+        if line.what == "started" or _operator_retry(line.what, line.detail):
             one.started, one.outcome, one.finished, one.failed = moment, None, None, None
             if line.what == "started" and line.position is not None:
                 visit = (line.position, line.pass_)
                 if visit not in visits:
                     visits.append(visit)
         elif line.what == "failed":
-            one.failed, one.finished = model.clean(str(line.detail or "")), moment
+            one.failed, one.finished = _failure(line.detail), moment
         else:
             outcome = _outcome(line.kind, line.what, line.detail)
             if outcome is not None:
@@ -151,15 +155,35 @@ def _read_history(
 
 def _outcome(kind: str | None, what: str, detail: object) -> str | None:
     """The outcome a history line finishes a pass with (as ``LaneState.outcome``), if any."""
+    if isinstance(detail, Mapping):
+        found = detail.get("outcome")
+        return None if found is None else str(found)
+    # A line written before details were structured: the outcome was its code, or its text.
     if what == "done":
         return str(detail or "done")
     if what == "timed_out":
         return "timed_out"
     if what == "arrived" and kind == "waitFor":
         return "arrived"
-    if what == "condition" and kind not in (None, "branch"):
+    if what == "condition" and kind not in (None, "branch") and not detail:
         return "condition"  # an app kind's wait ended early by its condition
     return None
+
+
+def _operator_retry(what: str, detail: object) -> bool:
+    """Whether the line is an operator's retry, which starts the failed pass again."""
+    if what != "retry":
+        return False
+    if isinstance(detail, Mapping):
+        return detail.get("by") == "operator"
+    return str(detail).startswith("an operator retried")
+
+
+def _failure(detail: object) -> str:
+    """Why a step failed, from its ``failed`` line."""
+    if isinstance(detail, Mapping):
+        detail = detail.get("message") or detail.get("code") or ""
+    return model.clean(str(detail or ""))
 
 
 def _column_state(
@@ -211,7 +235,7 @@ def _step_run(
     mine: dict[int, _Pass],
     col_state: model.ColumnState,
     ended: bool,
-    kind: binding.Kind | None,
+    waiting: standing.Waiting | None,
 ) -> model.StepRun:
     count = len(mine)
     latest = mine[max(mine)] if mine else None
@@ -223,10 +247,10 @@ def _step_run(
             why: tuple[str, ...] = (latest.failed,) if latest is not None and latest.failed else ()
             text = f"Failed {when(lane.finished_at)}".rstrip()
             return model.StepRun("failed", text, why, lane.finished_at, count)
-        if ended:
+        if ended or waiting is None:
             why = ("the run ended while it waited",)
             return model.StepRun("stopped", "Stopped", why, None, count)
-        return _live(step, lane, kind, count)
+        return _live(waiting, lane, count)
     if col_state in ("ahead", "not_reached"):
         word = "Ahead" if col_state == "ahead" else "Not reached"
         before: tuple[str, ...] = ()
@@ -244,55 +268,49 @@ def _step_run(
     return model.StepRun("done", "Done", (), None, count)
 
 
-def _live(
-    step: snapshot.StepSpec,
-    lane: state_mod.LaneState,
-    kind: binding.Kind | None,
-    count: int,
-) -> model.StepRun:
-    """A step the run is at: what it waits for, or what it is doing."""
-    if lane.status == _Lane.READY:
-        return model.StepRun("working", "Starting", (), lane.started_at, count)
-    if lane.status == _Lane.COMMANDING:
+_Awaits = standing.Awaits
+
+
+def _live(waiting: standing.Waiting, lane: state_mod.LaneState, count: int) -> model.StepRun:
+    """A step the run is at: what it waits for (as ``standing`` reads it), or is doing."""
+    since = lane.waiting_since or lane.started_at
+    if waiting.awaits == _Awaits.START:
+        return model.StepRun("working", "Starting", (), since, count)
+    if waiting.awaits == _Awaits.COMMAND:
         attempt = (f"attempt {lane.attempts}",)
-        return model.StepRun("working", "Running its command", attempt, lane.started_at, count)
-    if lane.status == _Lane.RETRYING:
-        again = (f"attempt {lane.attempts} failed", f"again {when(lane.retry_at)}")
-        return model.StepRun("retrying", "Retrying its command", again, lane.retry_at, count)
-    text, details = waits_for(step, lane, kind)
-    return model.StepRun("waiting", text, details, lane.waiting_since, count)
+        return model.StepRun("working", "Running its command", attempt, since, count)
+    if waiting.awaits == _Awaits.RETRY:
+        again = (f"attempt {lane.attempts} failed", f"again {when(waiting.until)}")
+        return model.StepRun("retrying", "Retrying its command", again, waiting.until, count)
+    text, details = waits_for(waiting)
+    return model.StepRun("waiting", text, details, since, count)
 
 
-def waits_for(
-    step: snapshot.StepSpec, lane: state_mod.LaneState, kind: binding.Kind | None
-) -> tuple[str, tuple[str, ...]]:
+def waits_for(waiting: standing.Waiting) -> tuple[str, tuple[str, ...]]:
     """What a waiting step waits for: a headline and its details.
 
     ``("Waiting for po.decided", ("1 answer of 2 asked, 2 needed", "gives up ..."))``
     """
-    if step.kind in ("wait", "until"):
-        if lane.timer is None:
-            return f"Waiting while its {step.get('field') or 'date'} is empty", ()
-        return f"Waiting until {when(lane.timer)}", ()
-    if step.kind == "waitFor":
-        until = (f"gives up {when(lane.deadline)}",) if lane.deadline else ()
-        return f"Waiting for {step.get('event')}", until
-    event = kind.wait_for if kind is not None and kind.wait_for else "an answer"
-    try:
-        needed = modes.parse(step.get("mode")).needed(lane.asked)
-    except ValueError:
-        needed = 1
-    answers = "answer" if lane.received == 1 else "answers"
-    details = [f"{lane.received} {answers} of {lane.asked} asked, {needed} needed"]
-    missing = [n for n in lane.asked_names if n not in lane.answerers]
+    if waiting.awaits == _Awaits.TIME:
+        if waiting.until is None:
+            return f"Waiting while its {waiting.field or 'date'} is empty", ()
+        return f"Waiting until {when(waiting.until)}", ()
+    details: list[str] = []
+    if waiting.received is not None and waiting.asked is not None:
+        answers = "answer" if waiting.received == 1 else "answers"
+        counted = f"{waiting.received} {answers} of {waiting.asked} asked"
+        needed = f", {waiting.needed} needed" if waiting.needed is not None else ""
+        details.append(counted + needed)
+    missing = [n for n in waiting.asked_names if n not in waiting.answered]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         details.append(f"not yet: {', '.join(missing[:3])}{more}")
-    if lane.deadline is not None:
-        details.append(f"gives up {when(lane.deadline)}")
-    if lane.next_remind_at is not None:
-        details.append(f"next reminder {when(lane.next_remind_at)}")
-    return model.clean(f"Waiting for {event}"), tuple(model.clean(d) for d in details)
+    if waiting.until is not None:
+        details.append(f"gives up {when(waiting.until)}")
+    if waiting.next_reminder_at is not None:
+        details.append(f"next reminder {when(waiting.next_reminder_at)}")
+    headline = f"Waiting for {waiting.event or 'an answer'}"
+    return model.clean(headline), tuple(model.clean(d) for d in details)
 
 
 def _taken(
