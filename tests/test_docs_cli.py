@@ -82,13 +82,13 @@ def test_every_command_line_shown_parses() -> None:
         parses(args)
     in_text = re.findall(r"`flowrunner ([^`]+)`", DOC.read_text(encoding="utf-8"))
     names = {" ".join(shlex.split(text)[:1]) for text in in_text}
-    assert names >= {"query", "migrate", "flows", "worker", "prune", "demo"}
+    assert names >= {"query", "migrate", "flows", "worker", "prune", "runs", "demo"}
 
 
 def test_the_readme_points_here_and_names_every_command() -> None:
     text = README.read_text(encoding="utf-8")
     assert "[docs/command-line.md](docs/command-line.md)" in text
-    for command in ("query", "migrate", "flows", "worker", "prune", "demo"):
+    for command in ("query", "migrate", "flows", "worker", "prune", "runs", "demo"):
         assert f"`flowrunner {command}" in text, command
 
 
@@ -106,10 +106,29 @@ def desk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     sys.modules.pop("myapp", None)
 
 
+def claims(sentence: str) -> tuple[list[str], int | None]:
+    """What a "prints `...` and `...`, and exits 1." sentence says: the quoted outputs
+    (up to the sentence's end, outside quotes) and the exit status, if it names one."""
+    quoted: list[str] = []
+    parts = sentence.split("`")
+    for n, part in enumerate(parts):
+        if n % 2:
+            quoted.append(part)
+        elif n and re.search(r"\.(\s|$)", part):
+            exits = re.search(r"exits (\d)", part)
+            return quoted, None if exits is None else int(exits.group(1))
+    return quoted, None
+
+
 def test_each_example_prints_what_the_page_says(desk: Path) -> None:
     text = DOC.read_text(encoding="utf-8")
-    examples = re.findall(r"```sh\n(flowrunner [^\n]+)\n```\n\nprints `([^`]+)`", text)
-    assert len(examples) == 3
-    for line, claim in examples:
+    examples = re.findall(r"```sh\n(flowrunner [^\n]+)\n```\n\nprints (.+?)\n\n", text, re.S)
+    assert len(examples) == 5
+    for line, sentence in examples:
         result = CliRunner().invoke(cli, shlex.split(line)[1:])
-        assert claim in result.stdout + result.stderr, (line, result.output)
+        said, status = claims(sentence)
+        assert said, sentence
+        for claim in said:
+            assert claim in result.stdout + result.stderr, (line, claim, result.output)
+        if status is not None:
+            assert result.exit_code == status, (line, result.output)

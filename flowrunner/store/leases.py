@@ -304,6 +304,10 @@ def _until(conn: sa.Connection, now: datetime, ttl: Ttl) -> Any:
     return now + as_timedelta(ttl) if clock is None else clock + as_timedelta(ttl)
 
 
+RUN_LEASE = "run:"
+"""What the name of a lease on a run begins with (the run's id follows)."""
+
+
 def run_lease(run_id: int) -> str:
     """The lease name that guards work on one run."""
-    return f"run:{run_id}"
+    return f"{RUN_LEASE}{run_id}"

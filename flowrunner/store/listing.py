@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 
 from flowrunner import statuses
-from flowrunner.store import dialects, engine_tables
+from flowrunner.store import dialects, engine_tables, leases
 from flowrunner.store.events import NoticeRow, NoticeState
 from flowrunner.store.events import _notice as notice_row
 from flowrunner.store.ledger import JournalRow
@@ -130,7 +130,7 @@ def count_runs(
     for status, number in conn.execute(query):
         counts[str(status)] = int(number)
     stuck = sa.select(sa.func.count()).select_from(table)
-    stuck = stuck.where(*conditions, _stuck(conn, where.stuck, now))
+    stuck = stuck.where(*conditions, _stuck(conn, where.stuck, now, resource))
     counts[STUCK] = int(conn.execute(stuck).scalar_one())
     return counts
 
@@ -157,7 +157,8 @@ def _run_conditions(
     conn: sa.Connection, resource: str, tenant: object, where: RunFilter, now: datetime
 ) -> list[Any]:
     table = engine_tables.runs
-    found: list[Any] = [table.c.resource == resource]
+    # One resource's runs are often all the runs: read newest first, not by resource.
+    found: list[Any] = [dialects.likely(conn, table.c.resource == resource)]
     if tenant is not None:
         found.append(table.c.tenant == tenant)
     if where.record_id is not None:
@@ -179,15 +180,18 @@ def _run_conditions(
         if plain:
             wanted.append(table.c.status.in_(plain))
         if STUCK in where.statuses:
-            wanted.append(_stuck(conn, where.stuck, now))
+            wanted.append(_stuck(conn, where.stuck, now, resource))
         found.append(sa.or_(*wanted))
     return found
 
 
-def _stuck(conn: sa.Connection, rule: Stuck, now: datetime) -> Any:
-    """The runs that have not ended, that no worker holds, and whose work was long missed."""
+def _stuck(conn: sa.Connection, rule: Stuck, now: datetime, resource: str) -> Any:
+    """The runs that have not ended, that no worker holds, and whose work was long missed.
+
+    Found from what was missed — due rows long due (by the due index), leases long run
+    out — so the cost grows with the runs that are stuck, not with the runs that wait.
+    """
     runs, due, held = engine_tables.runs, engine_tables.due, engine_tables.leases
-    lease_name = sa.literal("run:") + sa.cast(runs.c.id, sa.Text)
     # Leases are judged by the database's clock on PostgreSQL, due rows by the caller's.
     clock = dialects.database_clock(conn)
     lease_now: Any = now if clock is None else clock
@@ -196,16 +200,24 @@ def _stuck(conn: sa.Connection, rule: Stuck, now: datetime) -> Any:
         if clock is None
         else clock - sa.literal(rule.lease_expired, sa.Interval())
     )
-    live = sa.exists().where(held.c.name == lease_name, held.c.expires_at > lease_now)
+    missed = sa.select(due.c.run_id).where(
+        due.c.resource == resource, due.c.due_at <= now - rule.due_missed
+    )
+    prefix = leases.RUN_LEASE
     # A lease given back expires at the epoch's start; one that ran out expires later.
-    lapsed = sa.exists().where(
-        held.c.name == lease_name,
+    lapsed = sa.select(
+        sa.cast(sa.func.substr(held.c.name, len(prefix) + 1), engine_tables.Id)
+    ).where(
+        held.c.name.startswith(prefix, autoescape=True),
         held.c.expires_at > dialects.epoch_start(),
         held.c.expires_at <= lease_cutoff,
     )
-    missed = runs.c.id.in_(sa.select(due.c.run_id).where(due.c.due_at <= now - rule.due_missed))
+    live = sa.exists().where(
+        held.c.name == sa.literal(prefix) + sa.cast(runs.c.id, sa.Text),
+        held.c.expires_at > lease_now,
+    )
     open_ = [str(status) for status in statuses.OPEN]
-    return sa.and_(runs.c.status.in_(open_), ~live, sa.or_(missed, lapsed))
+    return sa.and_(runs.c.id.in_(sa.union(missed, lapsed)), runs.c.status.in_(open_), ~live)
 
 
 def journal_page(
