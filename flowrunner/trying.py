@@ -26,7 +26,7 @@ SQLite's write lock while it lasts (a short while: no command runs).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -75,7 +75,7 @@ def try_flow(
     """Run ``flow`` on the record ``record_id`` as a try; see ``FlowRunner.try_flow``."""
     begun = runner.clock() if start is None else start
     if begun.tzinfo is None:
-        raise ValueError("a try starts at a moment with its time zone (start)")
+        begun = begun.replace(tzinfo=UTC)  # as everywhere: a naive moment is UTC
     end = _end(begun, until, runner)
     items = try_script.lines(answers) if isinstance(answers, str) else list(answers)
     owner = runner._need_tenant(tenant)
