@@ -176,6 +176,7 @@ def test_an_operator_filters_failed_runs_retries_one_and_sees_it_move_on(
     # A worker (on the wall clock, as the console's) takes it: the run goes on to the end.
     worker = po.runner(str(driver.runner.engine.url))
     assert worker.run_due() >= 1
+    worker.engine.dispose()
     page.get_by_role("link", name=f"run {failed.id} retried: its failed step runs again").click()
     expect(page.locator(f"article[data-run='{failed.id}']")).to_have_attribute(
         "data-status", "done"

@@ -166,5 +166,6 @@ def test_what_an_operator_does_in_the_browser_the_workers_carry_out_once(
     with pg_engine.connect() as conn:
         assert done_twice(conn) == []  # each step once, whichever worker took it
     journal = [(e.operator, e.action) for e in look.journal()]
+    look.engine.dispose()
     assert journal == [("console", "start"), ("console", "cancel"), ("console", "retry")]
     assert urllib.parse.urlparse(base).hostname == "127.0.0.1"
