@@ -191,3 +191,14 @@ def test_the_fixture_flows_keep_the_mermaid_grammar() -> None:
         drawn = diagrams.flow_diagram(snap, config=config("purchase_orders", "tickets"))
         mermaid_lines_keep_their_grammar(drawn.mermaid())
         assert name in drawn.mermaid()
+
+
+def test_two_diagrams_of_one_flow_for_two_readers_can_share_a_page() -> None:
+    everyone = diagrams.flow_diagram(ORDERS["Big orders"], config=PO)
+    some = diagrams.flow_diagram(ORDERS["Big orders"], config=PO, can_read=without("Reject it"))
+    ids = {figure(d).get("id") for d in (everyone, some, everyone)}
+    assert len(ids) == 2  # the same drawing keeps its id; another reader's has its own
+    for drawn in (everyone, some):
+        scope = figure(drawn).get("id")
+        assert f"@container {str(scope).replace('-', '_')} " in drawn.html()
+        assert f"#{scope} .frd-grid" in drawn.html()  # its narrow layout is its own

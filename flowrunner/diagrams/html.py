@@ -35,9 +35,8 @@ def picture_svg(mark: marks.Mark) -> str:
 
 
 def scope_of(picture: model.Picture) -> str:
-    """An id for the diagram's element, the same for the same flow and run."""
-    run = f"-r{picture.run.id}" if picture.run is not None else ""
-    return f"frd-{picture.digest[:10]}{run}"
+    """The id of the diagram's element (``model.Picture.scope``)."""
+    return f"frd-{picture.scope}"
 
 
 # Grid lines (1-based) of the tracks ``style`` lays out: start, then gap + two halves per

@@ -12,6 +12,7 @@ The renderers (``html``, ``svg``, ``mermaid``) only draw what is here.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -166,6 +167,12 @@ class Picture:
 
     def box(self, key: str) -> Box:
         return next(b for c in self.columns for b in c.boxes if b.key == key)
+
+    @property
+    def scope(self) -> str:
+        """A name for this drawing's element and style, the same for the same drawing and
+        different for another (another flow, run, or reader), so several share a page."""
+        return hashlib.sha256(repr(self).encode("utf-8")).hexdigest()[:12]
 
     @property
     def tracks(self) -> int:

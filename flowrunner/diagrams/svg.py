@@ -306,7 +306,7 @@ SHRINK = 0.7
 
 def render(picture: model.Picture) -> str:
     """The standalone SVG document of ``picture``."""
-    scope = f"frs-{picture.digest[:10]}" + (f"-r{picture.run.id}" if picture.run else "")
+    scope = f"frs-{picture.scope}"
     wide_body, width, height = wide(picture)
     narrow_body, narrow_height = narrow(picture)
     below = int(width * SHRINK)
