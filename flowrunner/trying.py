@@ -13,7 +13,7 @@ What the run does is done as the worker does it, with three differences:
 - its set steps and the script's changes really write the record, so its conditions
   read them, in a transaction no one else sees, rolled back at the end;
 - no command runs: each is shown (``TryCommand``) and taken to succeed — answering
-  whom a waiting step asks (``try_script.asked_by``) — unless the script says it refuses
+  whom a waiting step asks (``try_plan.asked_by``) — unless the script says it refuses
   or the runner's ``authorize`` would refuse it; so a command's own writes are not made;
 - no notice, history line, run or event is written anywhere: they are gathered into the
   ``TryResult``.
@@ -42,6 +42,7 @@ from flowrunner import (
     snapshot,
     starting,
     statuses,
+    try_plan,
     try_result,
     try_script,
     validate,
@@ -90,7 +91,7 @@ def try_flow(
                 status_code=404,
                 code="record_unknown",
             )
-        setting = try_script.Setting(
+        setting = try_plan.Setting(
             binding=runner.binding,
             snap=snap,
             columns=runner.columns,
@@ -100,7 +101,7 @@ def try_flow(
             end=end,
             tz=runner.config.timezone,
         )
-        plan = try_script.resolve(items, setting)
+        plan = try_plan.resolve(items, setting)
         attempt = _Try(runner, conn, snap, setting, plan)
         return attempt.run(record, problem)
 
@@ -218,8 +219,8 @@ class _Try:
         runner: FlowRunner,
         conn: sa.Connection,
         snap: snapshot.FlowSnapshot,
-        setting: try_script.Setting,
-        plan: try_script.Plan,
+        setting: try_plan.Setting,
+        plan: try_plan.Plan,
     ) -> None:
         self.runner = runner
         self.conn = conn
@@ -254,8 +255,12 @@ class _Try:
             if not due or min(due) > setting.end:
                 break
             now = max(now, min(due))
-            while pending and pending[0].at <= now:
-                self._happen(pending.pop(0))
+            # What falls due at a moment is done before the world acts at it, as when a
+            # test driver's clock reaches it: 'bob approves after 1 day' comes after the
+            # reminder due at that moment went out.
+            if self.wake is None or self.wake > now:
+                while pending and pending[0].at <= now:
+                    self._happen(pending.pop(0))
             record_now = self._record()
             news = tuple(e for e in self.events if e.id > run.last_event_id)
             seen = happened.Happened(
@@ -266,8 +271,8 @@ class _Try:
 
     # -- what happens ----------------------------------------------------------------
 
-    def _happen(self, happening: try_script.Arrival | try_script.Writing) -> None:
-        if isinstance(happening, try_script.Writing):
+    def _happen(self, happening: try_plan.Arrival | try_plan.Writing) -> None:
+        if isinstance(happening, try_plan.Writing):
             self._write(dict(happening.values))
             return
         for payload in happening.payloads:
@@ -406,7 +411,7 @@ class _Try:
         step = self.steps.get(str(effect.step_id))
         if kind is None or step is None:
             return {}
-        asked = try_script.asked_by(step, kind)
+        asked = try_plan.asked_by(step, kind)
         return {} if asked is None else {"asked": list(asked)}
 
     # -- the result ----------------------------------------------------------------------

@@ -125,6 +125,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.snapshot",
             "flowrunner.commands",
             "flowrunner.try_script",
+            "flowrunner.try_plan",
         ),
     ),
     ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),

@@ -548,3 +548,43 @@ def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
     # Saying "not" of a condition reads as the condition said the other way.
     assert history_text.condition_words(str(ast.Not(node)), negated=True) == held
     assert history_text.condition_words(str(ast.Not(node))) == otherwise
+
+
+@pytest.mark.parametrize(
+    ("line", "ran", "tried"),
+    [
+        (
+            Line("command", {"command": "send_purchase_order", "attempt": 1}),
+            "Ran send_purchase_order",
+            "Would run send_purchase_order",
+        ),
+        (
+            Line("command", {"command": "send_purchase_order", "attempt": 2}),
+            "Ran send_purchase_order again (attempt 2)",
+            "Would run send_purchase_order again (attempt 2)",
+        ),
+        (
+            Line("notice", {"audience": "requester", "recipient": "ann", "message": "Sent."}),
+            "Told ann (requester): Sent.",
+            "Would tell ann (requester): Sent.",
+        ),
+        (
+            Line("reminded", {"reminder": 2, "to": ["bob"]}, kind="approval"),
+            "Reminded bob (2nd reminder)",
+            "Would remind bob (2nd reminder)",
+        ),
+        (
+            Line("cancel", {"why": "the wait gave up", "command": "close"}),
+            "Stopped waiting (the wait gave up); running close",
+            "Stopped waiting (the wait gave up); would run close",
+        ),
+        (Line("cancel_done", {"command": "close"}), "Ran close", "Would run close"),
+        (Line("set", {"field": "status", "value": "sent"}), "Set status to sent", None),
+    ],
+)
+def test_in_a_try_what_would_leave_the_system_reads_would(
+    line: Line, ran: str, tried: str | None
+) -> None:
+    assert history_text.sentence(line) == ran
+    # A try runs no command and sends no notice; the rest reads the same.
+    assert history_text.sentence(line, tried=True) == (tried or ran)

@@ -1,5 +1,6 @@
-"""A try's script: lines as people write them, read into answers, changes and refusals,
-and resolved against a flow into the events and writes a try makes. Pure: no database."""
+"""A try's script: lines as people write them, read into answers, changes and refusals
+(``try_script``), and resolved against a flow into the events and writes a try makes
+(``try_plan``). Pure: no database."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tickets
-from flowrunner import Answer, Change, Refusal, RowInvalid, snapshot, try_script
+from flowrunner import Answer, Change, Refusal, RowInvalid, snapshot, try_plan, try_script
 from flowrunner.binding import FlowBinding
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -42,10 +43,10 @@ BIG_ORDERS = [
 
 def setting(
     steps: list[dict[str, Any]] = BIG_ORDERS, binding: FlowBinding = po.binding
-) -> try_script.Setting:
+) -> try_plan.Setting:
     metadata = {"purchase_order": po.metadata, "ticket": tickets.metadata}[binding.resource]
     snap = snapshot.FlowSnapshot.build({"id": 1, "name": "Big orders", "start": "created"}, steps)
-    return try_script.Setting(
+    return try_plan.Setting(
         binding=binding,
         snap=snap,
         columns=binding.check(metadata).resource_columns,
@@ -56,16 +57,16 @@ def setting(
     )
 
 
-def plan(*items: Any, steps: list[dict[str, Any]] = BIG_ORDERS) -> try_script.Plan:
-    return try_script.resolve(list(items), setting(steps))
+def plan(*items: Any, steps: list[dict[str, Any]] = BIG_ORDERS) -> try_plan.Plan:
+    return try_plan.resolve(list(items), setting(steps))
 
 
-def sent(result: try_script.Plan) -> list[tuple[datetime, str, dict[str, Any]]]:
+def sent(result: try_plan.Plan) -> list[tuple[datetime, str, dict[str, Any]]]:
     """Each event the plan sends: when, which, and its payload."""
     return [
         (h.at, h.event, dict(payload))
         for h in result.happenings
-        if isinstance(h, try_script.Arrival)
+        if isinstance(h, try_plan.Arrival)
         for payload in h.payloads
     ]
 
@@ -144,7 +145,7 @@ def test_any_script_resolves_or_is_refused_with_every_problem_on_its_line(
     lines: list[str],
 ) -> None:
     try:
-        try_script.resolve(lines, setting())
+        try_plan.resolve(lines, setting())
     except RowInvalid as refused:
         assert refused.errors
         for problem in refused.errors:
@@ -211,11 +212,11 @@ def test_a_name_is_matched_as_the_step_spells_it() -> None:
 def test_the_asked_come_from_the_input_column_named_as_the_answerer_field() -> None:
     kind = po.binding.kinds["approval"]
     snap = setting().snap
-    assert [try_script.asked_by(step, kind) for step in snap.steps[:2]] == [
+    assert [try_plan.asked_by(step, kind) for step in snap.steps[:2]] == [
         ("manager@example.com",),
         ("cfo@example.com", "controller@example.com"),
     ]
-    assert try_script.asked_by(snap.steps[2], po.binding.kinds["send"]) is None
+    assert try_plan.asked_by(snap.steps[2], po.binding.kinds["send"]) is None
 
 
 def test_items_happen_in_time_order_and_in_script_order_at_one_moment() -> None:
@@ -237,7 +238,7 @@ def test_a_changes_values_fit_their_columns_as_a_set_steps_would() -> None:
         "amount becomes 99.5",
         "needed_by becomes today() + 2 days",
     )
-    writings = [dict(h.values) for h in result.happenings if isinstance(h, try_script.Writing)]
+    writings = [dict(h.values) for h in result.happenings if isinstance(h, try_plan.Writing)]
     assert writings == [
         {"amount": Decimal("12000.50"), "needed_by": date(2026, 4, 1)},
         {"amount": Decimal("99.5")},
@@ -257,14 +258,14 @@ def test_refusals_are_kept_by_command() -> None:
 def test_an_event_that_names_nobody_takes_no_name() -> None:
     steps = [{"id": 1, "position": 1, "kind": "waitFor", "event": "ticket.replied"}]
     with pytest.raises(RowInvalid) as refused:
-        try_script.resolve(["ann replies"], setting(steps, tickets.binding))
+        try_plan.resolve(["ann replies"], setting(steps, tickets.binding))
     [problem] = refused.value.errors
     assert (problem.field, problem.code) == ("answers.0", "who_unknown")
     assert problem.message == (
         "ticket.replied does not say who answered: write 'ticket.replied arrives' "
         "(with its fields), without a name"
     )
-    arrived = try_script.resolve(
+    arrived = try_plan.resolve(
         ["ticket.replied arrives with mood = happy"], setting(steps, tickets.binding)
     )
     assert sent(arrived) == [(T0, "ticket.replied", {"mood": "happy", "ticket": 1001})]
@@ -328,14 +329,14 @@ def test_an_answer_names_its_event_where_the_steps_wait_for_several() -> None:
     )
     steps = [*BIG_ORDERS, {"id": 4, "position": 30, "kind": "waitFor", "event": "po.paid"}]
     with pytest.raises(RowInvalid) as refused:
-        try_script.resolve(["bob approves"], setting(steps, binding))
+        try_plan.resolve(["bob approves"], setting(steps, binding))
     [problem] = refused.value.errors
     assert (problem.code, problem.message) == (
         "event_ambiguous",
         "the flow's steps wait for po.decided and po.paid: say which — "
         "'po.decided arrives with ...'",
     )
-    named = try_script.resolve(
+    named = try_plan.resolve(
         [Answer(who="bob", says="approved", event="po.decided"), "po.paid arrives after 1 day"],
         setting(steps, binding),
     )

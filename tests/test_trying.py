@@ -17,7 +17,9 @@ from typing import Any
 import desk
 import pytest
 import sqlalchemy as sa
-from running import T0, app, mount, order, stored
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from running import T0, app, decide, mount, order, stored
 
 from flowrunner import (
     Answer,
@@ -28,6 +30,8 @@ from flowrunner import (
     RowInvalid,
     RunStatus,
     TryResult,
+    history_text,
+    snapshot,
     testing,
 )
 
@@ -307,6 +311,67 @@ def test_the_result_is_plain_json_for_the_console(driver: testing.FlowDriver) ->
     }
 
 
+# -- the same engine as a real run --------------------------------------------------------
+
+# Each scenario as the real app lives it (the test driver's clock, the app's own decide)
+# and as a designer writes it for a try.
+SCENARIOS: dict[str, tuple[list[tuple[str, str, str]], list[str]]] = {
+    "nobody answers": ([], []),
+    "approved": (
+        [
+            ("1 day", "decide", "manager@example.com approved"),
+            ("1 day", "decide", "cfo@example.com approved"),
+            ("0 days", "decide", "controller@example.com approved"),
+        ],
+        [
+            "manager approves after 1 day",
+            "finance approves after 2 days",
+            "status becomes approved after 2 days",
+        ],
+    ),
+    "rejected": (
+        [("1 day", "decide", "controller@example.com rejected")],
+        ["controller@example.com rejects after 1 day", "status becomes rejected after 1 day"],
+    ),
+    "withdrawn": (
+        [("1 day 2 hours", "update", "withdrawn")],
+        ["status becomes withdrawn after 1 day 2 hours"],
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_a_try_takes_the_path_a_real_run_takes(driver: testing.FlowDriver, scenario: str) -> None:
+    lived, written = SCENARIOS[scenario]
+    tried = driver.runner.try_flow("Big orders", None, 1001, answers=written, start=T0)
+
+    driver.create({**order(1), "number": "PO-1001"})  # as PO-1001, which the try took
+    for after, action, what in lived:
+        driver.advance(after)
+        if action == "update":
+            driver.update(1, status=what)
+        else:
+            who, decision = what.split()
+            decide(driver, 1, who, decision)
+    driver.advance("10 days")
+    [run] = driver.runs(1)
+    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+    real = [
+        (
+            line.due_at or line.at,
+            line.position,
+            line.what,
+            history_text.sentence(line, snap, tried=True),
+        )
+        for line in driver.history(run.id)
+    ]
+    assert [(t.at, t.position, t.what, t.sentence) for t in tried.lines] == real
+    assert [(n.recipient, n.title, n.message) for n in tried.notices] == [
+        (n.recipient, n.title, n.message) for n in driver.notices(run.id)
+    ]
+    assert tried.end.status == run.status
+
+
 # -- an edited flow, before it is saved ---------------------------------------------------
 
 
@@ -389,6 +454,26 @@ def test_an_edited_saved_flow_keeps_its_name(driver: testing.FlowDriver) -> None
     assert result.end.status == RunStatus.DONE
 
 
+def test_a_saved_flow_whose_row_broke_fails_as_it_starts(driver: testing.FlowDriver) -> None:
+    with driver.runner.engine.begin() as conn:
+        flow_id = conn.execute(
+            sa.select(PO.po_flow.c.id).where(PO.po_flow.c.name == "Small orders")
+        ).scalar_one()
+        # A row written around validation: a kind the binding does not have.
+        conn.execute(
+            sa.insert(PO.po_flow_step).values(
+                flow_id=flow_id, position=3, kind="archive", title="Archive it"
+            )
+        )
+    result = driver.runner.try_flow("Small orders", None, 1001, start=T0)
+    assert result.end.status == RunStatus.FAILED
+    assert result.end.sentence.startswith(
+        "It would fail as it starts: flow 'Small orders', step 'Archive it' (archive, "
+        "position 3): kind 'archive' is not in the binding"
+    )
+    assert result.lines == () and result.commands == ()
+
+
 # -- nothing leaves the try ----------------------------------------------------------------
 
 
@@ -466,6 +551,49 @@ def test_every_table_is_exactly_as_it_was_after_tries(
     assert stored(busy, 1001)["status"] == "open"
     assert stored(busy, 3)["status"] == "open"
     assert calls == {}
+
+
+LINES = st.one_of(
+    st.builds(
+        "{} {}{}".format,
+        st.sampled_from(["manager", "finance", "cfo@example.com", "controller@example.com", "ol"]),
+        st.sampled_from(["approves", "rejects", "answers"]),
+        st.sampled_from(["", " after 1 hour", " after 1 day", " after 3 days", " after 8 days"]),
+    ),
+    st.builds(
+        "{} becomes {} after {} hours".format,
+        st.sampled_from(["status", "priority"]),
+        st.sampled_from(["approved", "rejected", "withdrawn", "open", "high", "hold"]),
+        st.integers(0, 240),
+    ),
+    st.sampled_from(["send_purchase_order refuses", "request_approval refuses", "nobody answers"]),
+)
+
+
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=st.lists(LINES, max_size=6), days=st.integers(1, 20))
+def test_any_script_leaves_every_table_as_it_was_and_calls_no_command(
+    busy: testing.FlowDriver,
+    any_engine: sa.Engine,
+    calls: Counter[str],
+    script: list[str],
+    days: int,
+) -> None:
+    calls.clear()
+    before = everything(any_engine)
+    try:
+        result = big_order(busy, *script, until=f"{days} days")
+    except RowInvalid as refused:
+        # Only what comes after the try ends is refused; nothing ran.
+        assert {e.code for e in refused.errors} == {"answer_too_late"}
+        assert everything(any_engine) == before
+        return
+    assert everything(any_engine) == before
+    assert calls == {}
+    moments = [line.at for line in result.lines]
+    assert moments == sorted(moments)
+    assert all(T0 <= at <= T0 + timedelta(days=days) for at in moments)
+    assert result.end.ended or result.end.at == T0 + timedelta(days=days)
 
 
 def test_a_try_that_breaks_half_way_leaves_nothing_either(
