@@ -1,29 +1,96 @@
 """What operators do to runs: cancel, retry a failed step, redrive a stuck run, restart a
-failed run as a new one.
+failed run as a new one — to one run, or to many (``act``).
 
 Each action is checked against the run's resource and tenant (an operator never steers
 another tenant's runs) and journaled with the operator's name, in one transaction. An
 action that does not apply is refused with ``OperatorError``: a sentence naming the run
 and why, and a stable code (``run_ended``, ``run_not_failed``, ``run_restarted``, ...).
 With ``dry_run`` an action is done and then rolled back: the same checks, nothing kept.
+
+``act`` does one action to many runs, each in its own transaction: a run the action does
+not apply to is refused with its reason and the others go on; the outcomes say, run by
+run, what was done.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, errors, snapshot, starting, statuses
+from flowrunner import binding, errors, snapshot, spelling, starting, statuses
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
+
+
+class Action(enum.StrEnum):
+    """What an operator does to a run."""
+
+    CANCEL = "cancel"
+    """End a run that has not ended; its waiting steps are told."""
+    RETRY = "retry"
+    """Run a failed run's failed step again."""
+    REDRIVE = "redrive"
+    """Make a run that has not ended due now, and free its lease (a stuck run goes on)."""
+    RESTART = "restart"
+    """Start a failed run's flow again as a new run on the same record."""
+
+
+# How each action reads once done, and before (a dry run).
+_DONE = {
+    Action.CANCEL: "cancelled",
+    Action.RETRY: "retried: its failed step runs again",
+    Action.REDRIVE: "redriven: due now, its lease freed",
+    Action.RESTART: "restarted",
+}
+_WOULD = {
+    Action.CANCEL: "would be cancelled",
+    Action.RETRY: "would be retried",
+    Action.REDRIVE: "would be redriven",
+    Action.RESTART: "would be restarted as a new run",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action did to one run: done, or refused with the reason."""
+
+    run_id: int
+    """The run acted on."""
+    action: Action
+    """What was asked."""
+    done: bool
+    """Whether the action was done (with ``dry_run``: whether it would be)."""
+    refusal: str | None = None
+    """Why not, in a sentence naming the run (``run 12 has already ended (done)``)."""
+    code: str | None = None
+    """The refusal's stable code for programs (``run_ended``, ``run_not_failed``,
+    ``run_restarted``, ``run_unknown``, ``flow_deleted``, ...)."""
+    restarted_as: int | None = None
+    """A restart's new run (None on a dry run, whose new run was rolled back)."""
+    dry_run: bool = False
+    """True when nothing was kept: the outcome says what the action would do."""
+
+    @property
+    def sentence(self) -> str:
+        """The outcome on one line: ``run 12 cancelled``, or the refusal."""
+        if not self.done:
+            return self.refusal or f"run {self.run_id} was refused"
+        if self.dry_run:
+            return f"run {self.run_id} {_WOULD[self.action]}"
+        said = f"run {self.run_id} {_DONE[self.action]}"
+        if self.restarted_as is not None:
+            said += f" as run {self.restarted_as}"
+        return said
 
 
 def cancel(
@@ -273,3 +340,113 @@ def _journal(
         record_id=run.record_id,
         detail=dict(detail),
     )
+
+
+# -- one action on many runs ---------------------------------------------------------
+
+
+def action_of(action: str | Action) -> Action:
+    """The action an operator names, in any case; ``OperatorError`` naming the actions."""
+    try:
+        return Action(str(action).strip().casefold())
+    except ValueError:
+        known = ", ".join(Action)
+        hint = spelling.did_you_mean(str(action), list(Action))
+        raise errors.OperatorError(
+            f"there is no action '{action}'{hint} (actions: {known})", code="action_unknown"
+        ) from None
+
+
+def act(
+    runner: FlowRunner,
+    action: str | Action,
+    run_ids: Iterable[object],
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: object = None,
+    dry_run: bool = False,
+) -> list[Outcome]:
+    """Do ``action`` to each run, each in its own transaction; one ``Outcome`` per run, in
+    the order given (a run named twice is acted on once).
+
+    A run the action does not apply to — ended, not failed, another tenant's, unknown —
+    is refused with the reason and the rest go on: nothing is all or nothing. Refused
+    before anything is done (``OperatorError``): an unknown action, no operator, no
+    tenant on a tenant binding, a run id that is not a number. ``dry_run`` does each
+    action and rolls it back: the outcomes say what would be done, nothing is kept.
+    """
+    chosen = action_of(action)
+    who = (operator or "").strip()
+    if not who:
+        raise errors.OperatorError(
+            "name the operator: every action is journaled with who did it",
+            code="operator_missing",
+        )
+    owner = runner._need_tenant(tenant)
+    ids: list[int] = []
+    for given in run_ids:
+        run_id = runner._run_id(given)
+        if run_id not in ids:
+            ids.append(run_id)
+    return [_act_on(runner, chosen, run_id, who, reason, owner, dry_run) for run_id in ids]
+
+
+def _act_on(
+    runner: FlowRunner,
+    action: Action,
+    run_id: int,
+    operator: str,
+    reason: str,
+    tenant: object,
+    dry_run: bool,
+) -> Outcome:
+    try:
+        new = _do(runner, action, run_id, operator, reason, tenant, dry_run)
+    except errors.OperatorError as exc:
+        return Outcome(run_id, action, False, str(exc), exc.code, dry_run=dry_run)
+    except errors.LeaseLost:
+        # Saved over by a worker or another operator between the read and the write.
+        return Outcome(
+            run_id,
+            action,
+            False,
+            f"run {run_id} changed while it was being acted on; look at it again",
+            "run_changed",
+            dry_run=dry_run,
+        )
+    return Outcome(run_id, action, True, restarted_as=None if dry_run else new, dry_run=dry_run)
+
+
+def _do(
+    runner: FlowRunner,
+    action: Action,
+    run_id: int,
+    operator: str,
+    reason: str,
+    tenant: object,
+    dry_run: bool,
+) -> int | None:
+    args: dict[str, Any] = {
+        "operator": operator,
+        "reason": reason,
+        "tenant": tenant,
+        "dry_run": dry_run,
+    }
+    if action == Action.CANCEL:
+        cancel(runner, run_id, **args)
+    elif action == Action.RETRY:
+        retry(runner, run_id, **args)
+    elif action == Action.REDRIVE:
+        redrive(runner, run_id, **args)
+    else:
+        return restart(runner, run_id, **args)
+    return None
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    """``3 done, 1 refused`` (``would be done`` on a dry run)."""
+    done = sum(1 for outcome in outcomes if outcome.done)
+    dry = any(outcome.dry_run for outcome in outcomes)
+    verb = "would be done" if dry else "done"
+    return f"{done} {verb}, {len(outcomes) - done} refused"

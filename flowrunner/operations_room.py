@@ -1,5 +1,5 @@
-"""The Operations room: runs across records, found by what an operator asks, and the
-operators' actions on many runs at once.
+"""The Operations room: runs across records found by what an operator asks, the header's
+counts, the journal and the notices outbox, and where each run stands in words.
 
 What an operator types — a status (``failed``, ``stuck``), a flow's name in any case or
 its id, a record, an age (``older_than="2d"``, a start date) — is read here, once, for
@@ -8,20 +8,17 @@ with every problem at once (``RowInvalid``, one ``FieldError`` per field). The s
 finds the runs (``flowrunner.store.listing``); each open run comes back with where it
 waits (``RunRow.waiting``).
 
-``act`` does one action (cancel, retry, redrive, restart) to many runs, each in its own
-transaction: a run the action does not apply to is refused with its reason, and the
-others go on. The outcomes say, run by run, what was done.
+What operators do to the runs they found — one action on many runs, each refused with
+its reason where it does not apply — is ``flowrunner.operating.act``.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from flowrunner import binding, durations, errors, operating, spelling, statuses
+from flowrunner import binding, durations, errors, history_text, operating, spelling, statuses
 from flowrunner.store import flow_rows, listing
 from flowrunner.store import operations as ops
 
@@ -40,67 +37,6 @@ wall clock), or ISO text (``2026-03-01``, ``2026-03-01T09:00``, ``...+01:00``)."
 
 Age = str | durations.Duration | timedelta | None
 """An age as an operator gives it: ``2d``, ``3 hours``, ``P1W``, or a timedelta."""
-
-
-class Action(enum.StrEnum):
-    """What an operator does to a run."""
-
-    CANCEL = "cancel"
-    """End a run that has not ended; its waiting steps are told."""
-    RETRY = "retry"
-    """Run a failed run's failed step again."""
-    REDRIVE = "redrive"
-    """Make a run that has not ended due now, and free its lease (a stuck run goes on)."""
-    RESTART = "restart"
-    """Start a failed run's flow again as a new run on the same record."""
-
-
-# How each action reads once done, and before (a dry run).
-_DONE = {
-    Action.CANCEL: "cancelled",
-    Action.RETRY: "retried: its failed step runs again",
-    Action.REDRIVE: "redriven: due now, its lease freed",
-    Action.RESTART: "restarted",
-}
-_WOULD = {
-    Action.CANCEL: "would be cancelled",
-    Action.RETRY: "would be retried",
-    Action.REDRIVE: "would be redriven",
-    Action.RESTART: "would be restarted as a new run",
-}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one action did to one run: done, or refused with the reason."""
-
-    run_id: int
-    """The run acted on."""
-    action: Action
-    """What was asked."""
-    done: bool
-    """Whether the action was done (with ``dry_run``: whether it would be)."""
-    refusal: str | None = None
-    """Why not, in a sentence naming the run (``run 12 has already ended (done)``)."""
-    code: str | None = None
-    """The refusal's stable code for programs (``run_ended``, ``run_not_failed``,
-    ``run_restarted``, ``run_unknown``, ``flow_deleted``, ...)."""
-    restarted_as: int | None = None
-    """A restart's new run (None on a dry run, whose new run was rolled back)."""
-    dry_run: bool = False
-    """True when nothing was kept: the outcome says what the action would do."""
-
-    @property
-    def sentence(self) -> str:
-        """The outcome on one line: ``run 12 cancelled``, or the refusal."""
-        if not self.done:
-            return self.refusal or f"run {self.run_id} was refused"
-        if self.dry_run:
-            return f"run {self.run_id} {_WOULD[self.action]}"
-        said = f"run {self.run_id} {_DONE[self.action]}"
-        if self.restarted_as is not None:
-            said += f" as run {self.restarted_as}"
-        return said
 
 
 # -- reading what an operator asks ----------------------------------------------------
@@ -125,8 +61,16 @@ def run_filter(
     ``older_than``/``newer_than`` count back from the runner's clock: runs started
     before (after) that moment. ``stuck_after`` (default ``listing.STUCK_AFTER``, 15
     minutes) is how long due work may go unclaimed, or a lease stay run out, before a
-    run is stuck; a ``listing.Stuck`` sets the two apart.
+    run is stuck; a ``listing.Stuck`` sets the two apart. Blank text (a form's empty
+    field) asks for nothing.
     """
+    status, flow, record = _blank(status), _blank(flow), _blank(record)
+    started_after, started_before = _blank(started_after), _blank(started_before)
+    older_than, newer_than, stuck_after = (
+        _blank(older_than),
+        _blank(newer_than),
+        _blank(stuck_after),
+    )
     problems: list[errors.FieldError] = []
     now = runner.clock()
     tz = runner.config.timezone
@@ -140,8 +84,8 @@ def run_filter(
 
     wanted = check("status", _statuses, status) or ()
     record_id = None if record is None else check("record", _record, runner, record)
-    after = check("started_after", _moment, started_after, tz, "started_after")
-    before = check("started_before", _moment, started_before, tz, "started_before")
+    after = check("started_after", _moment, started_after, tz)
+    before = check("started_before", _moment, started_before, tz)
     old = check("older_than", _back, older_than, now, tz)
     new = check("newer_than", _back, newer_than, now, tz)
     stuck = check("stuck_after", _stuck, stuck_after, now, tz)
@@ -166,6 +110,16 @@ def run_filter(
         started_before=before,
         stuck=stuck or listing.Stuck(),
     )
+
+
+def _blank(given: Any) -> Any:
+    """None for text with nothing in it (and a list of such); else as given."""
+    if isinstance(given, str):
+        return given if given.strip() else None
+    if isinstance(given, list | tuple):
+        kept = [item for item in given if not (isinstance(item, str) and not item.strip())]
+        return kept or None
+    return given
 
 
 class _Unusable(Exception):
@@ -200,7 +154,7 @@ def _record(runner: FlowRunner, record: object) -> str:
         raise _Unusable(str(exc), "record_invalid") from None
 
 
-def _moment(given: Moment, tz: Any, name: str) -> datetime | None:
+def _moment(given: Moment, tz: Any) -> datetime | None:
     if given is None:
         return None
     if isinstance(given, str):
@@ -245,8 +199,6 @@ def _flow(runner: FlowRunner, flow: object, tenant: object) -> tuple[tuple[str, 
     """The ids of the flow an operator names (by name in any case, or id) and the name to
     find runs of flows since renamed or deleted by."""
     text = str(flow).strip()
-    if not text:
-        raise _Unusable("name a flow, or leave the flow out", "flow_unknown")
     with runner.engine.connect() as conn:
         found = flow_rows.flow_by_name_or_id(conn, runner.tables, text, tenant)
         if found is not None:
@@ -317,9 +269,9 @@ def list_runs(
     tenant: object,
     before_id: object = None,
     limit: object = DEFAULT_LIMIT,
-) -> listing.Page[ops.RunRow]:
+) -> listing.RunPage:
     """One page of the runs ``where`` keeps, newest first, each open one with where it
-    waits."""
+    waits, and which are stuck (``page.stuck``)."""
     before, count = _page_args(before_id, limit)
     with runner.engine.connect() as conn:
         page = ops.find_runs(
@@ -331,7 +283,8 @@ def list_runs(
             before_id=before,
             limit=count,
         )
-    return listing.Page(tuple(runner._standing(run) for run in page.rows), page.next_before)
+    shown = tuple(runner._standing(run) for run in page.rows)
+    return listing.RunPage(shown, page.next_before, page.stuck)
 
 
 def count_runs(runner: FlowRunner, where: listing.RunFilter, *, tenant: object) -> dict[str, int]:
@@ -348,6 +301,22 @@ def get_run(runner: FlowRunner, run_id: int, *, tenant: binding.Tenant) -> ops.R
     with runner.engine.connect() as conn:
         run = operating.run_for_operator(runner, conn, run_id, tenant)
     return runner._standing(run)
+
+
+def is_stuck(runner: FlowRunner, run: ops.RunRow, stuck_after: Age | listing.Stuck = None) -> bool:
+    """Whether the run is stuck (``run_filter`` says when; 15 minutes by default)."""
+    if run.ended:
+        return False
+    rule = _stuck(_blank(stuck_after), runner.clock(), runner.config.timezone)
+    with runner.engine.connect() as conn:
+        found = ops.stuck_among(
+            conn,
+            resource=runner.binding.resource,
+            run_ids=[run.id],
+            rule=rule or listing.Stuck(),
+            now=runner.clock(),
+        )
+    return run.id in found
 
 
 def journal(
@@ -468,111 +437,31 @@ def journal_sentence(entry: ops.JournalRow) -> str:
     return said
 
 
-# -- acting on many ----------------------------------------------------------------------
+# -- in words ------------------------------------------------------------------------
 
 
-def action_of(action: str | Action) -> Action:
-    """The action an operator names, in any case; ``OperatorError`` naming the actions."""
-    try:
-        return Action(str(action).strip().casefold())
-    except ValueError:
-        known = ", ".join(Action)
-        hint = spelling.did_you_mean(str(action), list(Action))
-        raise errors.OperatorError(
-            f"there is no action '{action}'{hint} (actions: {known})", code="action_unknown"
-        ) from None
+def where_it_stands(run: ops.RunRow, tz: tzinfo | None = None) -> str:
+    """Where a run stands in words: where it waits and for what, or why it ended.
 
-
-def act(
-    runner: FlowRunner,
-    action: str | Action,
-    run_ids: Iterable[object],
-    *,
-    operator: str,
-    reason: str = "",
-    tenant: object = None,
-    dry_run: bool = False,
-) -> list[Outcome]:
-    """Do ``action`` to each run, each in its own transaction; one ``Outcome`` per run, in
-    the order given (a run named twice is acted on once).
-
-    A run the action does not apply to — ended, not failed, another tenant's, unknown —
-    is refused with the reason and the rest go on: nothing is all or nothing. Refused
-    before anything is done (``OperatorError``): an unknown action, no operator, no
-    tenant on a tenant binding, a run id that is not a number. ``dry_run`` does each
-    action and rolls it back: the outcomes say what would be done, nothing is kept.
+    A list's column (``flowrunner runs list``, the console's Operations room).
     """
-    chosen = action_of(action)
-    who = (operator or "").strip()
-    if not who:
-        raise errors.OperatorError(
-            "name the operator: every action is journaled with who did it",
-            code="operator_missing",
-        )
-    owner = runner._need_tenant(tenant)
-    ids: list[int] = []
-    for given in run_ids:
-        run_id = runner._run_id(given)
-        if run_id not in ids:
-            ids.append(run_id)
-    return [_act_on(runner, chosen, run_id, who, reason, owner, dry_run) for run_id in ids]
+    if run.waiting:
+        return "; ".join(history_text.waiting_sentence(w, tz) for w in run.waiting)
+    if run.restarted_as is not None:
+        return f"restarted as run {run.restarted_as}"
+    if run.status == "running":
+        return "due to start" if not run.state else "running"
+    return run.reason or ""
 
 
-def _act_on(
-    runner: FlowRunner,
-    action: Action,
-    run_id: int,
-    operator: str,
-    reason: str,
-    tenant: object,
-    dry_run: bool,
-) -> Outcome:
-    try:
-        new = _do(runner, action, run_id, operator, reason, tenant, dry_run)
-    except errors.OperatorError as exc:
-        return Outcome(run_id, action, False, str(exc), exc.code, dry_run=dry_run)
-    except errors.LeaseLost:
-        # Saved over by a worker or another operator between the read and the write.
-        return Outcome(
-            run_id,
-            action,
-            False,
-            f"run {run_id} changed while it was being acted on; look at it again",
-            "run_changed",
-            dry_run=dry_run,
-        )
-    return Outcome(run_id, action, True, restarted_as=None if dry_run else new, dry_run=dry_run)
-
-
-def _do(
-    runner: FlowRunner,
-    action: Action,
-    run_id: int,
-    operator: str,
-    reason: str,
-    tenant: object,
-    dry_run: bool,
-) -> int | None:
-    args: dict[str, Any] = {
-        "operator": operator,
-        "reason": reason,
-        "tenant": tenant,
-        "dry_run": dry_run,
-    }
-    if action == Action.CANCEL:
-        operating.cancel(runner, run_id, **args)
-    elif action == Action.RETRY:
-        operating.retry(runner, run_id, **args)
-    elif action == Action.REDRIVE:
-        operating.redrive(runner, run_id, **args)
-    else:
-        return operating.restart(runner, run_id, **args)
-    return None
-
-
-def summary(outcomes: Sequence[Outcome]) -> str:
-    """``3 done, 1 refused`` (``would be done`` on a dry run)."""
-    done = sum(1 for outcome in outcomes if outcome.done)
-    dry = any(outcome.dry_run for outcome in outcomes)
-    verb = "would be done" if dry else "done"
-    return f"{done} {verb}, {len(outcomes) - done} refused"
+def age(passed: timedelta) -> str:
+    """A time passed, roughly: ``3d 4h``, ``2h 5m``, ``40s``."""
+    seconds = max(0, int(passed.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    return f"{minutes}m" if minutes else f"{seconds}s"

@@ -761,9 +761,10 @@ class FlowRunner:
         tenant: binding_mod.Tenant = None,
         before_id: Any = None,
         limit: Any = operations_room.DEFAULT_LIMIT,
-    ) -> listing.Page[ops.RunRow]:
+    ) -> listing.RunPage:
         """Runs across records, newest first, a page at a time; each open run with where
-        it waits (``run.waiting``). On a tenant binding, only the ``tenant``'s.
+        it waits (``run.waiting``), the stuck ones' ids in ``page.stuck``. On a tenant
+        binding, only the ``tenant``'s.
 
         ``status``: one of ``running``, ``waiting``, ``done``, ``failed``, ``cancelled``
         or ``stuck`` (or several) — stuck: not ended, held by no worker, its due work
@@ -875,11 +876,11 @@ class FlowRunner:
         reason: str = "",
         tenant: binding_mod.Tenant = None,
         dry_run: bool = False,
-    ) -> list[operations_room.Outcome]:
+    ) -> list[operating.Outcome]:
         """``cancel``, ``retry``, ``redrive`` or ``restart`` each run, each in its own
         transaction; one ``Outcome`` per run: done, or refused with the reason (the others
         go on). ``dry_run``: what would be done, nothing kept."""
-        return operations_room.act(
+        return operating.act(
             self,
             action,
             run_ids,

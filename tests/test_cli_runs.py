@@ -58,7 +58,7 @@ def test_the_list_says_where_each_run_stands_newest_first(url: str) -> None:
     head, *rows = table(runs(url, "list"))
     assert head == ["run", "flow", "ticket", "status", "where it stands", "started"]
     assert [row[:5] for row in rows] == [
-        ["5", "Listen", "5", "running", "due to start"],
+        ["5", "Listen", "5", "running, stuck", "due to start"],
         ["4", "Listen", "4", "cancelled", "cancelled by olga: duplicate"],
         [
             "3",
@@ -117,7 +117,9 @@ def test_a_run_in_json_carries_where_it_waits_and_its_failure_envelope(url: str)
         "error",
         "restarted_as",
         "waiting",
+        "stuck",
     }
+    assert [run["id"] for run in found.values() if run["stuck"]] == [5]
 
 
 def test_what_cannot_be_used_is_refused_in_one_line_with_exit_status_2(url: str) -> None:
@@ -170,7 +172,12 @@ def test_show_tells_a_failed_runs_story_in_words(url: str) -> None:
     assert history[-1].split("  ")[2].startswith("run: Run failed")
 
     shown = document(url, "show", "2")
-    assert shown["run"]["status"] == "waiting"
+    assert (shown["run"]["status"], shown["run"]["stuck"]) == ("waiting", False)
+    assert document(url, "show", "5")["run"]["stuck"] is True
+    stuck = runs(url, "show", "5")
+    assert stuck.stdout.splitlines()[0] == (
+        "Run 5: Listen on ticket 5 — running, stuck: no worker has taken its work"
+    )
     assert [line["sentence"] for line in shown["history"]][:2] == [
         "Started",
         "Told ann (requester): Any news",

@@ -63,6 +63,9 @@ def test_the_room_counts_each_status_and_says_where_each_open_run_stands(ui: Ses
     assert "Waits at Reply (position 2) for ticket.replied" in text(line.group(1))
     failed = re.search(r'<tr data-run="3" data-status="failed">(.*?)</tr>', page, re.S)
     assert failed is not None and "the desk said no" in text(failed.group(1))
+    stuck = re.search(r'<tr data-run="5" data-status="running">(.*?)</tr>', page, re.S)
+    assert stuck is not None
+    assert "running stuck due to start" in text(stuck.group(1))
 
 
 def test_a_filter_that_cannot_be_used_says_why_beside_it(ui: Session) -> None:

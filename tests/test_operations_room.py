@@ -31,6 +31,7 @@ def test_every_run_newest_first_each_open_one_saying_where_it_waits(
 ) -> None:
     page = desk.runner.list_runs()
     assert ids(page) == [5, 4, 3, 2, 1] and page.next_before is None
+    assert page.stuck == {5}
     assert [(run.record_id, run.flow_name, run.status) for run in page] == [
         ("5", "Listen", "running"),
         ("4", "Listen", "cancelled"),
@@ -97,6 +98,8 @@ def test_a_run_no_worker_took_for_a_quarter_of_an_hour_is_stuck_and_a_redrive_fr
     assert ids(runner.list_runs(status="stuck", stuck_after="10 minutes")) == [1]
     driver.advance(timedelta(minutes=2), run=False)
     assert ids(runner.list_runs(status="stuck")) == [1]
+    assert operations_room.is_stuck(runner, runner.get_run(1))
+    assert not operations_room.is_stuck(runner, runner.get_run(1), stuck_after="1 hour")
 
     runner.redrive(1, operator="olga", reason="no worker was serving")
     assert ids(runner.list_runs(status="stuck")) == []
@@ -288,3 +291,33 @@ def test_the_journal_newest_first_in_sentences(desk: testing.FlowDriver) -> None
     assert [e.run_id for e in runner.journal(run_id=4)] == [4]
     first = runner.journal(limit=2)
     assert [e.run_id for e in runner.journal(before_id=first.next_before)] == [4]
+
+
+def test_a_forms_empty_fields_ask_for_nothing(desk: testing.FlowDriver) -> None:
+    everything = ids(desk.runner.list_runs())
+    blank = desk.runner.list_runs(
+        status=["", " "], flow="", record=" ", older_than="", started_after="", stuck_after=""
+    )
+    assert ids(blank) == everything == [5, 4, 3, 2, 1]
+
+
+def test_where_each_run_stands_in_words(desk: testing.FlowDriver) -> None:
+    said = {run.id: operations_room.where_it_stands(run) for run in desk.runner.list_runs()}
+    assert said == {
+        5: "due to start",
+        4: "cancelled by olga: duplicate",
+        3: "step 'Hand over' (assign, position 2) failed: the command refused: the desk said no",
+        2: "Waits at Reply (position 2) for ticket.replied; gives up at Wed 7 Apr 09:00",
+        1: "the flow ended after its last step",
+    }
+    [restarted] = desk.runner.act("restart", [3], operator="bob")
+    assert restarted.done
+    assert operations_room.where_it_stands(desk.runner.get_run(3)) == "restarted as run 6"
+    assert [operations_room.age(timedelta(seconds=s)) for s in (0, 59, 61, 3600, 3660)] == [
+        "0s",
+        "59s",
+        "1m",
+        "1h",
+        "1h 1m",
+    ]
+    assert operations_room.age(timedelta(days=2, hours=3, minutes=4)) == "2d 3h"

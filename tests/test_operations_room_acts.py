@@ -8,8 +8,8 @@ import pytest
 import room
 import sqlalchemy as sa
 
-from flowrunner import OperatorError, operations_room, testing
-from flowrunner.operations_room import Action, Outcome
+from flowrunner import OperatorError, operating, testing
+from flowrunner.operating import Action, Outcome
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_a_dry_run_says_what_would_be_done_and_keeps_nothing(desk: testing.FlowD
         }[action], action
     [would] = desk.runner.act("restart", [3], operator="bob", dry_run=True)
     assert would.sentence == "run 3 would be restarted as a new run"
-    assert operations_room.summary(
+    assert operating.summary(
         desk.runner.act("cancel", [1, 2, 3], operator="bob", dry_run=True)
     ) == ("2 would be done, 1 refused")
 

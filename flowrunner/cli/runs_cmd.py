@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import history_text, operations_room
+from flowrunner import history_text, operating, operations_room
 from flowrunner.store import events, listing
 
 if TYPE_CHECKING:
@@ -133,6 +133,8 @@ def list_(
     tz = runner.config.timezone
     if as_json:
         documents = [run_document(run, tz) for run in page]
+        for document in documents:
+            document["stuck"] = document["id"] in page.stuck
         cli_mod.echo_json({"runs": documents, "next_before": page.next_before})
         return
     if not page.rows:
@@ -141,13 +143,14 @@ def list_(
     now = runner.clock()
     table = _table("run", "flow", runner.binding.resource, "status", "where it stands", "started")
     for run in page:
+        ago = operations_room.age(now - run.started_at)
         table.add_row(
             str(run.id),
             run.flow_name,
             run.record_id,
-            str(run.status),
-            standing(run, tz),
-            f"{history_text.when(run.started_at, tz)} ({age(now - run.started_at)} ago)",
+            f"{run.status}, stuck" if run.id in page.stuck else str(run.status),
+            operations_room.where_it_stands(run, tz),
+            f"{history_text.when(run.started_at, tz)} ({ago} ago)",
         )
     _print(table)
     if page.next_before is not None:
@@ -172,9 +175,11 @@ def show(
     lines = runner.history(run.id, tenant=tenant)
     tz = runner.config.timezone
     if as_json:
+        shown = run_document(run, tz)
+        shown["stuck"] = operations_room.is_stuck(runner, run)
         cli_mod.echo_json(
             {
-                "run": run_document(run, tz),
+                "run": shown,
                 "history": [
                     {
                         "id": line.id,
@@ -193,7 +198,9 @@ def show(
         )
         return
     resource = runner.binding.resource
-    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {run.status}")
+    stuck = operations_room.is_stuck(runner, run)
+    status = f"{run.status}, stuck: no worker has taken its work" if stuck else str(run.status)
+    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {status}")
     started = f"{history_text.when(run.started_at, tz)}"
     if run.started_by:
         started += f" by {run.started_by}"
@@ -222,7 +229,7 @@ def show(
 # -- the actions -------------------------------------------------------------------------
 
 
-def _action(action: operations_room.Action, summary: str) -> click.Command:
+def _action(action: operating.Action, summary: str) -> click.Command:
     @runs.command(action.value, help=summary, epilog=EXIT_STATUSES)
     @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
     @APP
@@ -259,8 +266,8 @@ def _action(action: operations_room.Action, summary: str) -> click.Command:
 
 
 def _report(
-    action: operations_room.Action,
-    outcomes: Sequence[operations_room.Outcome],
+    action: operating.Action,
+    outcomes: Sequence[operating.Outcome],
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -292,14 +299,14 @@ def _report(
         sys.exit(1)
 
 
-_action(operations_room.Action.CANCEL, "Cancel each RUN that has not ended.")
-_action(operations_room.Action.RETRY, "Run each failed RUN's failed step again.")
+_action(operating.Action.CANCEL, "Cancel each RUN that has not ended.")
+_action(operating.Action.RETRY, "Run each failed RUN's failed step again.")
 _action(
-    operations_room.Action.REDRIVE,
+    operating.Action.REDRIVE,
     "Make each RUN that has not ended due now and free its lease (a stuck run goes on).",
 )
 _action(
-    operations_room.Action.RESTART,
+    operating.Action.RESTART,
     "Start each failed RUN's flow again as a new run on the same record.",
 )
 
@@ -315,7 +322,7 @@ _action(
 @click.option("--operator", default=None, metavar="NAME", help="One operator's actions.")
 @click.option(
     "--action",
-    type=click.Choice([*operations_room.Action, "start"], case_sensitive=False),
+    type=click.Choice([*operating.Action, "start"], case_sensitive=False),
     default=None,
     help="One kind of action.",
 )
@@ -440,30 +447,6 @@ def notices(
 
 
 # -- words and documents -----------------------------------------------------------------
-
-
-def standing(run: ops.RunRow, tz: tzinfo | None) -> str:
-    """Where a run stands in a few words: where it waits and for what, or why it ended."""
-    if run.waiting:
-        return "; ".join(history_text.waiting_sentence(w, tz) for w in run.waiting)
-    if run.restarted_as is not None:
-        return f"restarted as run {run.restarted_as}"
-    if run.status == "running":
-        return "due to start" if not run.state else "running"
-    return run.reason or ""
-
-
-def age(passed: timedelta) -> str:
-    """A time passed, roughly: ``3d 4h``, ``2h 5m``, ``40s``."""
-    seconds = max(0, int(passed.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    return f"{minutes}m" if minutes else f"{seconds}s"
 
 
 def run_document(run: ops.RunRow, tz: tzinfo | None) -> dict[str, Any]:

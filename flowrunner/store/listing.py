@@ -98,6 +98,14 @@ class Page(Generic[_R]):
         return len(self.rows)
 
 
+@dataclass(frozen=True)
+class RunPage(Page[RunRow]):
+    """A page of runs, and which of them are stuck."""
+
+    stuck: frozenset[int] = frozenset()
+    """The ids of the page's runs that are stuck (``where.stuck`` says when)."""
+
+
 def find_runs(
     conn: sa.Connection,
     *,
@@ -107,14 +115,30 @@ def find_runs(
     now: datetime,
     before_id: int | None = None,
     limit: int = 50,
-) -> Page[RunRow]:
+) -> RunPage:
     """Runs of ``resource`` (of ``tenant`` if named) that ``where`` keeps, newest first:
-    up to ``limit`` with ids below ``before_id``."""
+    up to ``limit`` with ids below ``before_id``, and which of them are stuck."""
     table = engine_tables.runs
     query = sa.select(table).where(*_run_conditions(conn, resource, tenant, where, now))
     if before_id is not None:
         query = query.where(table.c.id < before_id)
-    return _page(conn, query.order_by(table.c.id.desc()), run_row, limit)
+    page = _page(conn, query.order_by(table.c.id.desc()), run_row, limit)
+    open_ids = [run.id for run in page.rows if not run.ended]
+    stuck = stuck_among(conn, resource=resource, run_ids=open_ids, rule=where.stuck, now=now)
+    return RunPage(page.rows, page.next_before, stuck)
+
+
+def stuck_among(
+    conn: sa.Connection, *, resource: str, run_ids: Sequence[int], rule: Stuck, now: datetime
+) -> frozenset[int]:
+    """Which of these runs of ``resource`` are stuck."""
+    if not run_ids:
+        return frozenset()
+    table = engine_tables.runs
+    query = sa.select(table.c.id).where(
+        table.c.id.in_(list(run_ids)), _stuck(conn, rule, now, resource)
+    )
+    return frozenset(int(run_id) for run_id in conn.execute(query).scalars())
 
 
 def count_runs(

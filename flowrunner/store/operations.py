@@ -61,12 +61,14 @@ from flowrunner.store.listing import (
     STUCK,
     Page,
     RunFilter,
+    RunPage,
     Stuck,
     count_runs,
     find_runs,
     journal_page,
     outbox_page,
     run_flow_names,
+    stuck_among,
 )
 from flowrunner.store.retention import Pruned, prune
 from flowrunner.store.runs import (
@@ -101,6 +103,7 @@ __all__ = [
     "Page",
     "Pruned",
     "RunFilter",
+    "RunPage",
     "RunRow",
     "Stuck",
     "acquire_lease",
@@ -148,6 +151,7 @@ __all__ = [
     "runs_for_record",
     "save_run",
     "set_due",
+    "stuck_among",
     "time_left",
     "wake_record",
 ]

@@ -9,12 +9,12 @@ list is the reader's tenant's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
 from typing import Any
 
 from starlette.responses import Response
 
-from flowrunner import errors, history_text, operations_room
+from flowrunner import errors, operating, operations_room
 from flowrunner.store import operations as ops
 from flowrunner.web.console import run_view, runs_pages
 from flowrunner.web.console.page import Page
@@ -36,6 +36,7 @@ def runs_room(page: Page) -> Response:
     problems = Problems()
     counts: dict[str, int] = {}
     rows: tuple[ops.RunRow, ...] = ()
+    stuck: frozenset[int] = frozenset()
     next_before: int | None = None
     try:
         found = page.runner.list_runs(
@@ -44,19 +45,19 @@ def runs_room(page: Page) -> Response:
         counts = page.runner.count_runs(
             **{k: v for k, v in asked.items() if k != "status"}, tenant=page.tenant
         )
-        rows, next_before = found.rows, found.next_before
+        rows, stuck, next_before = found.rows, found.stuck, found.next_before
     except errors.RowInvalid as refused:
         problems = Problems.of(refused, FILTERS)
     reads = page.console.access.reads(page.reader)
     tz = page.runner.config.timezone
-    waits = {}
+    stands = {}
     for run in rows:
+        # Where it stands, in the words flowrunner runs list uses, its hidden waits left out.
         hidden = run_view.hidden_steps(run, reads)
-        waits[run.id] = [
-            history_text.waiting_sentence(w, tz)
-            for w in run.waiting
-            if str(w.step_id) not in hidden
-        ]
+        readable = tuple(w for w in run.waiting if str(w.step_id) not in hidden)
+        stands[run.id] = operations_room.where_it_stands(
+            dataclasses.replace(run, waiting=readable), tz
+        )
     with page.reading() as conn:
         flows = [str(f["name"]) for f in TenantRows(page.runner).flows(conn, page.tenant)]
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
@@ -68,7 +69,8 @@ def runs_room(page: Page) -> Response:
         counts=counts,
         statuses=operations_room.STATUSES,
         runs=rows,
-        waits=waits,
+        stands=stands,
+        stuck=stuck,
         next_before=next_before,
         before=before,
         flows=flows,
@@ -89,7 +91,7 @@ def act_on_many(page: Page) -> Response:
     if not ids:
         return page.refusal("tick the runs to act on first", status=422)
     runs: list[ops.RunRow] = []
-    refused: list[operations_room.Outcome] = []
+    refused: list[operating.Outcome] = []
     for given in ids:
         try:
             run = page.runner.get_run(given, tenant=page.tenant)
@@ -117,14 +119,12 @@ def act_on_many(page: Page) -> Response:
     return _outcomes(page, action, [*done, *refused], back)
 
 
-def _refusal(run_id: Any, action: str, message: str, code: str) -> operations_room.Outcome:
+def _refusal(run_id: Any, action: str, message: str, code: str) -> operating.Outcome:
     try:
         key = int(run_id)
     except (TypeError, ValueError):
         key = 0
-    return operations_room.Outcome(
-        key, operations_room.Action(action), False, refusal=message, code=code
-    )
+    return operating.Outcome(key, operating.Action(action), False, refusal=message, code=code)
 
 
 def _back(page: Page) -> str:
@@ -137,7 +137,7 @@ def _back(page: Page) -> str:
 def _outcomes(
     page: Page,
     action: str,
-    outcomes: list[operations_room.Outcome],
+    outcomes: list[operating.Outcome],
     back: str,
     *,
     status: int = 200,
@@ -148,7 +148,7 @@ def _outcomes(
         action=action,
         words=runs_pages.WORDS,
         outcomes=outcomes,
-        summary=operations_room.summary(outcomes),
+        summary=operating.summary(outcomes),
         back=back,
     )
 
@@ -192,11 +192,6 @@ def notices(page: Page) -> Response:
         states=NOTICE_STATES,
         next_before=found.next_before,
     )
-
-
-def counts_line(counts: Mapping[str, int]) -> str:
-    """``waiting 12 · failed 2 · stuck 1`` (the statuses that have runs)."""
-    return " · ".join(f"{status} {count}" for status, count in counts.items() if count)
 
 
 ROUTES = [

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from starlette.responses import Response
 
-from flowrunner import errors, operations_room
+from flowrunner import errors, operating
 from flowrunner.store import operations as ops
 from flowrunner.web.console import access, run_view
 from flowrunner.web.console.page import Page
@@ -81,7 +81,7 @@ def confirm(
     target: str,
     *,
     back: str | None = None,
-    refused: Sequence[operations_room.Outcome] = (),
+    refused: Sequence[operating.Outcome] = (),
 ) -> Response:
     """The page that asks before ``action``: what it does, and run by run whether it
     applies (the runner's dry run: done and rolled back) or why not. ``refused``: runs
