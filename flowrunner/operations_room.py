@@ -384,6 +384,32 @@ def outbox(
         )
 
 
+# What the console journals of a flow's rows edited in a browser (flowrunner.web.console).
+EDITS = {
+    "flow.create": "created the flow",
+    "flow.save": "changed the flow",
+    "flow.delete": "deleted the flow",
+    "step.add": "added a step to",
+    "step.save": "changed a step of",
+    "step.move": "moved a step of",
+    "step.delete": "deleted a step of",
+    "flows.import": "imported flows",
+}
+
+
+def _edit_sentence(entry: ops.JournalRow, detail: dict[str, Any]) -> str:
+    """``ann changed a step of 'Big orders' (Manager approval)``."""
+    said = f"{entry.operator} {EDITS[entry.action]}"
+    if detail.get("flow"):
+        said += f" '{detail['flow']}'"
+    if detail.get("title"):
+        said += f" ({detail['title']})"
+    named = [*(detail.get("created") or []), *(detail.get("replaced") or [])]
+    if named:
+        said += ": " + ", ".join(f"'{name}'" for name in named)
+    return said
+
+
 def journal_sentence(entry: ops.JournalRow) -> str:
     """One journal entry as a sentence: ``olga cancelled run 12 (ticket 7): merged``."""
     verbs = {
@@ -393,9 +419,11 @@ def journal_sentence(entry: ops.JournalRow) -> str:
         "restart": "restarted",
         "start": "started",
     }
+    detail = entry.detail if isinstance(entry.detail, dict) else {}
+    if entry.action in EDITS:
+        return _edit_sentence(entry, detail)
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"
-    detail = entry.detail if isinstance(entry.detail, dict) else {}
     if entry.action == "start" and detail.get("flow"):
         said += f" flow '{detail['flow']}'"
     if entry.run_id is not None:

@@ -197,6 +197,17 @@ class FlowRunner:
                 f"there is no flow {flow_id!r}", status_code=404, code="flow_unknown"
             )
 
+    def _step_of_tenant(self, conn: sa.Connection, step_id: Any, tenant: Any) -> None:
+        """On a tenant binding, ``OperatorError`` (404) unless the step is the tenant's."""
+        if self.binding.tenant is None:
+            return
+        step = flow_rows.step_by_id(conn, self.tables, step_id)
+        owner = None if step is None else step[self.binding.tenant]
+        if owner is None or str(owner) != str(self._need_tenant(tenant)):
+            raise errors.OperatorError(
+                f"there is no step {step_id!r}", status_code=404, code="step_unknown"
+            )
+
     def save_flow(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
         """Insert or update a flow row after validating it; raises ``RowInvalid``.
 
@@ -226,14 +237,27 @@ class FlowRunner:
         """
         step_id = _step_id(step_id)
         with conn.begin_nested():
-            if self.binding.tenant is not None:
-                step = flow_rows.step_by_id(conn, self.tables, step_id)
-                owner = None if step is None else step[self.binding.tenant]
-                if owner is None or str(owner) != str(self._need_tenant(tenant)):
-                    raise errors.OperatorError(
-                        f"there is no step {step_id!r}", status_code=404, code="step_unknown"
-                    )
+            self._step_of_tenant(conn, step_id, tenant)
             saving.delete_step(conn, self.binding, self.tables, step_id)
+
+    def move_step(
+        self, conn: sa.Connection, step_id: Any, by: int, *, tenant: Any = None
+    ) -> list[Any]:
+        """Move a step one place up (``by=-1``) or down (``+1``) in its flow; the ids of
+        the steps whose position or goto changed (none when it is first or last).
+
+        A step alone at its position trades places with the steps beside it; one sharing
+        its position moves to a position of its own; gotos follow the steps they named.
+        The flow as it would be is judged whole, as an import is: ``RowInvalid`` listing
+        every problem, and nothing written. On a tenant binding the step must be the
+        ``tenant``'s. Written in a savepoint of ``conn``'s transaction.
+        """
+        step_id = _step_id(step_id)
+        with conn.begin_nested():
+            self._step_of_tenant(conn, step_id, tenant)
+            return saving.move_step(
+                conn, self.binding, self.tables, step_id, by, columns=self.columns
+            )
 
     def delete_flow(self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None) -> None:
         """Delete a flow and its steps; runs already started keep their snapshot.
@@ -865,6 +889,20 @@ class FlowRunner:
             tenant=tenant,
             dry_run=dry_run,
         )
+
+    # -- the console ------------------------------------------------------------------------------
+
+    def console(self, **options: Any) -> Any:
+        """The web console of this runner, an ASGI application to mount:
+        ``app.mount("/flows", runner.console(principal=current_user))``.
+
+        ``principal`` (request -> ``Principal``) or ``token`` says who reads;
+        ``can_read``, ``can_edit`` and ``can_operate`` what they may read, edit and do
+        (``flowrunner.web.console``). Needs ``pip install 'flowrunner[console]'``.
+        """
+        from flowrunner.web import console
+
+        return console.console(self, **options)
 
     # -- ORM hook -------------------------------------------------------------------------------
 

@@ -288,6 +288,110 @@ def _refuse_removal(
         raise errors.RowInvalid(found, row=validate.step_label(stored, flow))
 
 
+def moved(steps: Sequence[Mapping[str, Any]], step_id: Any, by: int) -> list[dict[str, Any]]:
+    """The flow's steps after the step ``step_id`` moves ``by`` places (-1 up, +1 down).
+
+    Positions are groups of steps that start together. A step alone at its position
+    trades places with the group beside it; a step sharing its position leaves the group
+    for a position of its own, before it (up) or after it (down). The groups keep their
+    numbers when their count does not change; otherwise they are numbered 10, 20, ....
+    Every goto follows the group it named. Only the steps whose position or goto changed
+    are returned; none when the step is already first (or last).
+
+    >>> steps = [{"id": 1, "position": 10, "kind": "wait"},
+    ...          {"id": 2, "position": 20, "kind": "branch", "goto": 30},
+    ...          {"id": 3, "position": 30, "kind": "wait"}]
+    >>> [(s["id"], s["position"], s.get("goto")) for s in moved(steps, 3, -1)]
+    [(2, 30, 20), (3, 20, None)]
+    """
+    if by not in (-1, 1):
+        raise ValueError("a step moves one place up (-1) or down (+1)")
+    ordered = sorted(steps, key=lambda s: (int(s["position"]), str(s["id"])))
+    groups: list[list[Mapping[str, Any]]] = []
+    for step in ordered:
+        if groups and int(groups[-1][0]["position"]) == int(step["position"]):
+            groups[-1].append(step)
+        else:
+            groups.append([step])
+    where = next(
+        (i for i, group in enumerate(groups) for s in group if str(s["id"]) == str(step_id)), None
+    )
+    if where is None:
+        raise _unknown("step", step_id)
+    group = groups[where]
+    step = next(s for s in group if str(s["id"]) == str(step_id))
+    # Each group as it stood, by its old position (the goto it answers to).
+    was = [(int(g[0]["position"]), g) for g in groups]
+    left = len(group) > 1
+    if left:
+        group.remove(step)
+        groups.insert(where if by < 0 else where + 1, [step])
+    elif 0 <= where + by < len(groups):
+        groups[where], groups[where + by] = groups[where + by], groups[where]
+    else:
+        return []
+    numbers = [position for position, _ in was]
+    if len(groups) != len(was):
+        numbers = [10 * (i + 1) for i in range(len(groups))]
+    number_of = {id(g): numbers[i] for i, g in enumerate(groups)}
+    new = {id(s): number_of[id(g)] for g in groups for s in g}
+    # A goto names a position: it follows the group that stood there (a step leaving
+    # its group leaves the goto with the group).
+    goto_of = {position: number_of[id(g)] for position, g in was}
+    changed = []
+    for s in ordered:
+        row = dict(s)
+        row["position"] = new[id(s)]
+        goto = rows.whole(s.get("goto")) if s.get("goto") not in (None, "") else None
+        if goto is not None and goto in goto_of:
+            row["goto"] = goto_of[goto]
+        if row["position"] != int(s["position"]) or row.get("goto") != s.get("goto"):
+            changed.append(row)
+    return changed
+
+
+def move_step(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    step_id: Any,
+    by: int,
+    *,
+    columns: Columns = None,
+) -> list[Any]:
+    """Move a step one place up (``by=-1``) or down (``+1``) in its flow (see ``moved``).
+
+    The flow as it would be is judged as a whole, as an import is (``RowsInvalid``
+    listing every problem; nothing is written), then the steps that changed are
+    stored. Returns their ids.
+    """
+    step_id = _one_id(step_id, tables.steps.c.id)
+    stored = flow_rows.step_by_id(conn, tables, step_id)
+    if stored is None:
+        raise _unknown("step", step_id)
+    flow = flow_rows.flow_by_id(conn, tables, stored["flow_id"])
+    assert flow is not None
+    siblings = flow_rows.steps_of_flow(conn, tables, flow["id"])
+    changed = {s["id"]: s for s in moved(siblings, step_id, by)}
+    if not changed:
+        return []
+    after = [changed.get(s["id"], s) for s in siblings]
+    cols = resource_columns(binding, tables, columns)
+    found = validate.errors_for_flow(
+        binding,
+        flow,
+        after,
+        cols,
+        existing=flow_rows.all_flows(conn, tables),
+        extra=tables.step_extra | tables.flow_extra,
+    )
+    if found:
+        raise validate.RowsInvalid(found)
+    for key, row in changed.items():
+        flow_rows.store_step(conn, tables, key, step_values(binding, row, flow, tables.step_extra))
+    return list(changed)
+
+
 # -- a whole flow at once ----------------------------------------------------------
 
 

@@ -244,8 +244,8 @@ def start_manual(
                 status_code=404,
                 code="record_unknown",
             )
-        key = f"manual:{uuid.uuid4().hex}"
-        run_id = start_run(runner, conn, found, record, key, operator, now)
+        start_key = f"manual:{uuid.uuid4().hex}"
+        run_id = start_run(runner, conn, found, record, start_key, operator, now)
         assert run_id is not None
         ops.journal(
             conn,

@@ -165,6 +165,11 @@ UPWARD = {
     # the MetaData it is given.
     ("flowrunner.binding", "flowrunner.store"),
     ("flowrunner.binding", "flowrunner.store.app_tables"),
+    # runner.console(...) is the one-line mount the console's users write
+    # (app.mount("/flows", runner.console(...))): it imports the console inside the
+    # method, so nothing below the surfaces needs Starlette or Jinja2 until it is called.
+    ("flowrunner.runner", "flowrunner.web"),
+    ("flowrunner.runner", "flowrunner.web.console"),
 }
 
 

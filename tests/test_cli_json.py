@@ -23,8 +23,8 @@ from flowrunner.store import migrate
 ROOT = Path(__file__).resolve().parent.parent
 APP = "fixtures.tickets.app:runner"
 FLOWS = str(tickets.FLOWS_FILE)
-# Commands that print no data: the demo tells a story.
-NO_DATA = {"demo"}
+# Commands that print no data: the demo tells a story; the console serves web pages.
+NO_DATA = {"demo", "console"}
 # Commands whose output is a document in the format asked for (--format), not data.
 DOCUMENTS = {"diagram"}
 
@@ -58,6 +58,7 @@ def test_every_command_that_prints_data_takes_json() -> None:
     commands = _commands(cli, click.Context(cli))
     assert set(SUBCOMMANDS) <= {name.split()[0] for name in commands}
     assert sorted(commands) == [
+        "console",
         "demo",
         "diagram",
         "flows export",

@@ -37,6 +37,7 @@ SUBCOMMANDS = {
     "worker": "flowrunner.cli.engine_cmd:worker",
     "demo": "flowrunner.cli.demo_cmd:demo",
     "prune": "flowrunner.cli.prune_cmd:prune",
+    "console": "flowrunner.cli.console_cmd:console",
     "diagram": "flowrunner.cli.diagram_cmd:diagram",
     "runs": "flowrunner.cli.runs_cmd:runs",
 }

@@ -332,6 +332,57 @@ def list_runs(
     return [_run(row) for row in conn.execute(query.order_by(table.c.id.desc()).limit(limit))]
 
 
+@dataclass(frozen=True)
+class OpenRuns:
+    """How many runs of one flow have not ended, on one snapshot of its rows."""
+
+    flow_id: str
+    """The flow row's id, as text (as runs keep it)."""
+    digest: str
+    """The snapshot's content hash: runs on the flow's rows as they are now share it."""
+    count: int
+    """How many of its runs have not ended (running or waiting)."""
+    oldest: datetime
+    """When the oldest of them started."""
+
+
+def open_runs(
+    conn: sa.Connection, *, resource: str, tenant: object = None, flow_id: str | None = None
+) -> list[OpenRuns]:
+    """The resource's runs that have not ended, counted by flow and snapshot (by digest).
+
+    On a tenant binding ``tenant`` keeps to that tenant's runs; ``flow_id`` to one flow's.
+    """
+    table = engine_tables.runs
+    query = (
+        sa.select(
+            table.c.flow_id,
+            table.c.digest,
+            sa.func.count().label("open_count"),
+            sa.func.min(table.c.started_at).label("oldest"),
+        )
+        .where(
+            table.c.resource == resource,
+            table.c.status.in_(sorted(str(s) for s in statuses.OPEN)),
+        )
+        .group_by(table.c.flow_id, table.c.digest)
+        .order_by(table.c.flow_id, sa.func.min(table.c.started_at))
+    )
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    if flow_id is not None:
+        query = query.where(table.c.flow_id == str(flow_id))
+    return [
+        OpenRuns(
+            flow_id=row.flow_id,
+            digest=row.digest,
+            count=int(row.open_count),
+            oldest=row.oldest,  # min() keeps the column's type: aware UTC
+        )
+        for row in conn.execute(query)
+    ]
+
+
 def append_log(
     conn: sa.Connection,
     *,

@@ -81,7 +81,7 @@ def router(
             "tenant=...) out"
         )
     api = APIRouter(prefix=prefix, tags=list(tags), dependencies=list(dependencies))
-    rows_of = _Rows(runner)
+    rows_of = TenantRows(runner)
     Tenant = Depends(tenant or _no_tenant)  # a marker, as Body and Path are
 
     @api.get("", summary="The flows")
@@ -191,7 +191,7 @@ def router(
     return api
 
 
-class _Rows:
+class TenantRows:
     """Reading a runner's flow and step rows as one tenant sees them."""
 
     def __init__(self, runner: FlowRunner) -> None:
@@ -269,4 +269,4 @@ def _same(row: Mapping[str, Any], field: str, expected: int, message: str) -> No
         raise errors.RowInvalid([errors.FieldError(field, message, "column_not_read")])
 
 
-__all__ = ["TenantOf", "router"]
+__all__ = ["TenantOf", "TenantRows", "router"]

@@ -1,0 +1,99 @@
+"""docs/console.md runs, in order, as one program — a FastAPI app mounting the console,
+tried with Starlette's TestClient — and prints what it says, once on SQLite and once on
+PostgreSQL; its command lines parse, its pictures are there, and the pages it lists are
+the console's routes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+import types
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from test_docs_cli import command_lines, parses
+
+from flowrunner.web.console import flows_pages, ops_pages, record_pages, runs_pages
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "console.md"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'orders.db'}"
+        return
+    pg_url: str = request.getfixturevalue("pg_url")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def test_the_console_guide_runs_and_prints_what_it_says(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORDERS_DATABASE_URL", database_url)
+    text = DOC.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 6
+    out = io.StringIO()
+    guide = types.ModuleType("console_guide")
+    sys.modules[guide.__name__] = guide
+    namespace = guide.__dict__
+    try:
+        with contextlib.redirect_stdout(out):
+            for block in blocks:
+                exec(compile(block, str(DOC), "exec", dont_inherit=True), namespace)
+    finally:
+        del sys.modules[guide.__name__]
+        engine = namespace.get("engine")
+        if isinstance(engine, sa.Engine):
+            engine.dispose()
+    printed = out.getvalue()
+    pairs = re.findall(r"prints `([^`]+)`(?:\s+and\s+`([^`]+)`)?", text)
+    claims = [claim for pair in pairs for claim in pair if claim]
+    assert len(claims) >= 7
+    for claim in claims:
+        assert claim in printed, f"the guide says it prints {claim!r}; it printed {printed!r}"
+
+
+def test_its_command_lines_parse() -> None:
+    shown = command_lines(DOC)
+    assert len(shown) >= 3
+    for args in shown:
+        assert args[0] == "console"
+        parses(args)
+
+
+def test_its_pictures_are_there() -> None:
+    pictures = re.findall(r"!\[[^\]]*\]\((images/[^)]+\.png)\)", DOC.read_text(encoding="utf-8"))
+    assert len(pictures) >= 10
+    for picture in pictures:
+        path = DOC.parent / picture
+        assert path.is_file(), picture
+        assert path.stat().st_size < 250_000, f"{picture} is too big for the docs"
+
+
+def test_the_pages_it_lists_are_the_consoles() -> None:
+    listed = re.findall(r"^\| [A-Za-z ]+ \| `(/[^`]*)` \|", DOC.read_text(encoding="utf-8"), re.M)
+    routes = {
+        re.sub(r"\{[a-z_]+\}", "ID", path)
+        for module in (flows_pages, record_pages, runs_pages, ops_pages)
+        for method, path, _handler in module.ROUTES
+        if method == "GET"
+    }
+    assert listed and set(listed) <= routes, set(listed) - routes
