@@ -5,6 +5,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -103,3 +104,42 @@ def test_a_try_that_cannot_run_says_why_beside_its_fields(driver: testing.FlowDr
         e.startswith("line 2: ")
         for e in re.findall(r'<p class="error">(.*?)</p>', lines.text.split('id="try-answers"')[1])
     )
+
+
+def test_a_designer_tries_an_edit_before_saving_it(
+    driver: testing.FlowDriver, called: list[str]
+) -> None:
+    """Small orders, tried with their send step taken out: the try ends without sending,
+    the saved rows stay as they were, and a bad edit is refused beside the rows."""
+    driver.create(order(1))
+    driver.run_until_idle()
+    called.clear()
+    ui = console(driver, BOTH)
+    with driver.runner.engine.connect() as conn:
+        small = flow_rows.flow_by_name_or_id(conn, driver.runner.tables, "Small orders")
+        assert small is not None
+        saved = flow_rows.steps_of_flow(conn, driver.runner.tables, small["id"])
+    page = ui.get(f"/flow/{small['id']}")
+    shown = re.search(r'<textarea id="try-rows"[^>]*>(.*?)</textarea>', page.text, re.S)
+    assert shown is not None
+    rows = html.unescape(shown.group(1))
+    assert "Small orders" in rows and "send" in rows
+    before = every_table(driver.runner.engine)
+
+    as_saved = ui.post(f"/flow/{small['id']}/try", {"record": "1", "rows": rows})
+    assert "Would run send_purchase_order" in text(as_saved.text.split('class="tried"')[1])
+
+    # The send step is the last one: everything from its position on goes.
+    without_send = re.split(r"^.*position: 2$", rows, flags=re.M)[0]
+    assert "send" not in without_send
+    edited = ui.post(f"/flow/{small['id']}/try", {"record": "1", "rows": without_send})
+    assert edited.status_code == 200, text(edited.text)
+    assert "send_purchase_order" not in text(edited.text.split('class="tried"')[1])
+
+    broken = ui.post(f"/flow/{small['id']}/try", {"record": "1", "rows": "- name: [unclosed"})
+    assert broken.status_code == 422
+    assert errors_beside(broken.text, "try", "rows")[0].startswith("the rows cannot be read")
+    assert every_table(driver.runner.engine) == before
+    with driver.runner.engine.connect() as conn:
+        assert flow_rows.steps_of_flow(conn, driver.runner.tables, small["id"]) == saved
+    assert called == []

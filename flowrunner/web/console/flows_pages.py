@@ -150,7 +150,8 @@ def flow_page(
     flow_id = page.params["flow_id"]
     with page.reading() as conn:
         flow = _flow(conn, page, flow_id)
-        steps = _readable(page, flow_rows.steps_of_flow(conn, page.runner.tables, flow["id"]))
+        all_steps = flow_rows.steps_of_flow(conn, page.runner.tables, flow["id"])
+        steps = _readable(page, all_steps)
         drawn = page.runner.diagram(
             conn, flow["id"], can_read=page.console.access.reads(page.reader), tenant=page.tenant
         )
@@ -160,6 +161,7 @@ def flow_page(
     refused = (editing is not None and editing.problems) or (tried and tried.problems)
     status = 422 if refused else 200
     new_values = {"position": str(next_position(steps))}
+    saved_yaml = flow_yaml(page, flow) if len(steps) == len(all_steps) else ""
     if editing is not None and editing.form == "new-step":
         new_values = editing.values
     return page.render(
@@ -187,7 +189,8 @@ def flow_page(
         kind_options=[(kind, kind) for kind in columns.kinds],
         hints=HINTS,
         choices=_choices(page, steps),
-        tried=tried or Tried({"until": "30 days"}, Problems()),
+        saved_yaml=saved_yaml,
+        tried=tried or Tried({"until": "30 days", "rows": saved_yaml}, Problems()),
     )
 
 
@@ -341,13 +344,16 @@ def delete_step(page: Page) -> Response:
 
 # -- try it on a record --------------------------------------------------------------------
 
-TRY_FIELDS = ("record", "answers", "until")
+TRY_FIELDS = ("record", "answers", "until", "rows")
 
 
 def try_flow(page: Page) -> Response:
-    """The flow, as saved, tried on a record: what it would do, nothing kept.
+    """The flow tried on a record: what it would do, nothing kept.
 
-    A reader tries only a flow whose every step they may read (the try shows each)."""
+    The flow is tried as saved, or — when the form's ``rows`` (the flow as YAML, filled
+    in with the saved rows) was edited — as edited, without saving it: the edited rows
+    are judged as a save would judge them first. A reader tries only a flow whose every
+    step they may read (the try shows each)."""
     given = {name: page.form.get(name) for name in TRY_FIELDS}
     with page.reading() as conn:
         flow = _flow(conn, page, page.params["flow_id"])
@@ -360,13 +366,14 @@ def try_flow(page: Page) -> Response:
         )
     problems = Problems()
     result = None
+    tried_flow, tried_steps = _tried_rows(page, flow, given["rows"], problems)
     if not given["record"].strip():
         problems.fields["record"] = ["name the record to try the flow on"]
-    else:
+    elif not problems.fields:
         try:
             result = page.runner.try_flow(
-                flow["id"],
-                None,
+                tried_flow,
+                tried_steps,
                 given["record"].strip(),
                 answers=given["answers"],
                 until=given["until"].strip() or "30 days",
@@ -379,6 +386,33 @@ def try_flow(page: Page) -> Response:
                 raise
             problems.fields["record"] = [str(refused)]
     return flow_page(page, tried=Tried(given, problems, result))
+
+
+def _tried_rows(
+    page: Page, flow: dict[str, Any], text: str, problems: Problems
+) -> tuple[Any, list[dict[str, Any]] | None]:
+    """What to try: the saved flow (its id), or its rows as edited in the form's YAML."""
+    if not text.strip() or text.strip() == flow_yaml(page, flow).strip():
+        return flow["id"], None
+    try:
+        docs = flowfiles.loads_yaml(text)
+    except errors.FlowrunnerError as exc:
+        problems.fields["rows"] = [f"the rows cannot be read: {exc}"]
+        return flow["id"], None
+    if len(docs) != 1:
+        problems.fields["rows"] = ["write this one flow: its row, and its steps under 'steps'"]
+        return flow["id"], None
+    edited = {**docs[0].flow, "id": flow["id"]}
+    column = page.runner.binding.tenant
+    if column is not None:
+        edited[column] = flow[column]
+    return edited, docs[0].steps
+
+
+def flow_yaml(page: Page, flow: dict[str, Any]) -> str:
+    """The saved flow as the try form shows it to edit: the export's YAML."""
+    docs, _ = _exported(page, flow["id"])
+    return flowfiles.dumps_yaml(docs) if docs else ""
 
 
 def _try_problems(refused: errors.RowInvalid) -> Problems:
