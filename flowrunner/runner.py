@@ -91,6 +91,8 @@ class FlowRunner:
         self.columns: dict[str, query.ColumnType] = dict(schema.resource_columns)
         self._check_commands()
         self._checked: dict[str, str | None] = {}
+        # The active flows records start, with a digest of their rows (starting.startable).
+        self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
@@ -261,17 +263,10 @@ class FlowRunner:
         refused with ``RecordRejected`` before anything is written; what is written goes
         in a savepoint, so an error leaves ``conn``'s transaction usable.
         """
-        record_id, tenant = self._identify(record, "record_created")
+        record_id, _ = self._identify(record, "record_created")
         now = self.clock()
-        started = []
         with conn.begin_nested():
-            for flow in flow_rows.flows_to_start(conn, self.tables, "created", tenant):
-                if starting.matches(self, flow, record, now):
-                    key = f"created:{record_id}"
-                    run_id = starting.start_run(self, conn, flow, record, key, self.run_as, now)
-                    if run_id is not None:
-                        started.append(run_id)
-        return started
+            return starting.start_flows(self, conn, "created", record, f"created:{record_id}", now)
 
     def record_updated(
         self, conn: sa.Connection, before: Mapping[str, Any], after: Mapping[str, Any]
@@ -292,19 +287,11 @@ class FlowRunner:
             )
         record_id, tenant = self._identify(after, "record_updated")
         now = self.clock()
-        started = []
         with conn.begin_nested():
             change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
-            for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
-                column = flow.get("changes")
-                if column and column not in change.columns:
-                    continue
-                if starting.matches(self, flow, after, now):
-                    run_id = starting.start_run(
-                        self, conn, flow, after, change.key, self.run_as, now
-                    )
-                    if run_id is not None:
-                        started.append(run_id)
+            started = starting.start_flows(
+                self, conn, "updated", after, change.key, now, changed=change.columns
+            )
             ops.wake_record(
                 conn, resource=self.binding.resource, record_id=record_id, tenant=tenant, now=now
             )

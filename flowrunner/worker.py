@@ -355,7 +355,8 @@ class _Advance:
     """One claimed run's step, in ``conn``'s transaction: made for the run, then dropped.
 
     It holds what the step read — the run, its snapshot, the claim, the clock — and
-    what it gathers to write at once: the record's pending sets and the history lines.
+    what it gathers to write at once: the record's pending sets, the history lines and
+    the idempotency records of the commands that answered.
     """
 
     def __init__(
@@ -376,6 +377,7 @@ class _Advance:
         self.now = now
         self.run = ops.load_run(conn, claim.run_id)
         self.lines: list[ops.LogLine] = []
+        self.completed: list[ops.Completed] = []
         self.sets: dict[str, object] = {}
         self.wrote_record = False
 
@@ -482,6 +484,7 @@ class _Advance:
                 except_run=run.id,
             )
         ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self.lines)
+        ops.record_completed(conn, self.completed, now=now)
         self.point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step. The
@@ -685,9 +688,8 @@ class _Advance:
             return failed
         savepoint.commit()
         self.point(f"after-command:{effect.command}")
-        ops.record_idempotent(
-            conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=self.now
-        )
+        # Recorded with the history lines, in the same transaction as the command's writes.
+        self.completed.append(ops.Completed(key, run.tenant, dict(answer or {})))
         return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
 
 

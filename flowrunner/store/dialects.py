@@ -164,6 +164,41 @@ def excluded(conn: sa.Connection, table: sa.Table) -> Any:
     return _insert(conn, table).excluded
 
 
+def rows_digest(
+    bind: sa.Connection | sa.Engine,
+    columns: Sequence[sa.ColumnElement[Any]],
+    where: sa.ColumnElement[bool],
+    order_by: Sequence[sa.ColumnElement[Any]],
+) -> sa.ScalarSelect[Any]:
+    """One value that differs whenever the rows ``where`` finds differ in any of ``columns``.
+
+    Each row becomes the quoted literals of its values (``quote``/``quote_nullable``: a
+    NULL, a number and a text never read alike), the rows are joined in ``order_by``'s
+    order; SQLite, in the process, gives that text itself, PostgreSQL its SHA-256. NULL
+    when no row is found. Two reads of the same rows give the same value; any change to
+    them (an insert, an update, a delete) gives another.
+    """
+    if bind.dialect.name == "postgresql":
+        row = _joined([sa.func.quote_nullable(sa.cast(c, sa.Text)) for c in columns])
+        rows = sa.func.string_agg(row, postgresql.aggregate_order_by(sa.literal("\n"), *order_by))
+        digest = sa.func.encode(sa.func.sha256(sa.func.convert_to(rows, "UTF8")), "hex")
+        return sa.select(digest).where(where).scalar_subquery()
+    found = (
+        sa.select(_joined([sa.func.quote(c) for c in columns]).label("row"))
+        .where(where)
+        .order_by(*order_by)
+        .subquery()
+    )
+    return sa.select(sa.func.group_concat(found.c.row, "\n")).scalar_subquery()
+
+
+def _joined(texts: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
+    joined = texts[0]
+    for text in texts[1:]:
+        joined = joined.op("||")(sa.literal(",")).op("||")(text)
+    return joined
+
+
 def skip_locked(bind: sa.Connection | sa.Engine, select: sa.Select[Any]) -> sa.Select[Any]:
     """Lock the selected rows, skipping ones other transactions hold (PostgreSQL only)."""
     if bind.dialect.name == "postgresql":

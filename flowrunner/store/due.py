@@ -101,20 +101,35 @@ def set_due(
             )
             return False
     if due_at is None:
-        conn.execute(sa.delete(table).where(table.c.run_id == run_id))
+        conn.execute(
+            prepared.statement(
+                "drop_due",
+                lambda: sa.delete(table).where(table.c.run_id == sa.bindparam("p_run")),
+            ),
+            {"p_run": run_id},
+        )
         return True
-    runs = engine_tables.runs
-    resource = sa.select(runs.c.resource).where(runs.c.id == run_id).scalar_subquery()
-    dialects.upsert(
-        conn,
-        table,
-        {"run_id": run_id, "tenant": tenant, "due_at": due_at, "wakes": 0, "resource": resource},
-        conflict=["run_id"],
-        update={
-            "due_at": due_at,
-            "tenant": tenant,
-            "resource": dialects.excluded(conn, table).resource,
-        },
+
+    def upsert() -> Any:
+        runs = engine_tables.runs
+        stmt = dialects.insert_statement(conn, table).values(
+            run_id=sa.bindparam("p_run"),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+            due_at=prepared.param("p_due", table.c.due_at),
+            wakes=0,
+            resource=sa.select(runs.c.resource)
+            .where(runs.c.id == sa.bindparam("p_run"))
+            .scalar_subquery(),
+        )
+        offered = stmt.excluded
+        return stmt.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={"due_at": offered.due_at, "tenant": offered.tenant, "resource": offered.resource},
+        )
+
+    conn.execute(
+        prepared.statement(("upsert_due", conn.dialect.name), upsert),
+        {"p_run": run_id, "p_tenant": tenant, "p_due": due_at},
     )
     return True
 

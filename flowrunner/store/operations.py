@@ -45,6 +45,7 @@ from flowrunner.store.leases import (
     time_left,
 )
 from flowrunner.store.ledger import (
+    Completed,
     IdemRow,
     JournalRow,
     begin_idempotent,
@@ -52,6 +53,7 @@ from flowrunner.store.ledger import (
     find_idempotent,
     journal,
     journal_entries,
+    record_completed,
     record_idempotent,
 )
 from flowrunner.store.retention import Pruned, prune
@@ -73,6 +75,7 @@ from flowrunner.store.runs import (
 
 __all__ = [
     "Claim",
+    "Completed",
     "EventRow",
     "IdemRow",
     "JournalRow",
@@ -112,6 +115,7 @@ __all__ = [
     "next_due",
     "notices",
     "prune",
+    "record_completed",
     "record_idempotent",
     "refresh_lease",
     "release_lease",

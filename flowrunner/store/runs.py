@@ -155,40 +155,68 @@ def insert_run(
     once per change.
     """
     status = _status(status)
+    ended = status in statuses.ENDED
+    stmt = prepared.statement(
+        ("insert_run", conn.dialect.name, ended), lambda: _run_insert(conn, ended)
+    )
+    run_id = conn.execute(
+        stmt,
+        {
+            "p_tenant": tenant,
+            "p_resource": resource,
+            "p_record": str(record_id),
+            "p_flow": str(flow_id),
+            "p_flow_name": flow_name,
+            "p_start_key": start_key,
+            "p_snapshot": dict(snapshot),
+            "p_digest": digest,
+            "p_status": status,
+            "p_state": dict(state),
+            "p_now": now,
+            "p_error": _error(error),
+            "p_reason": _reason(reason),
+            "p_started_by": started_by,
+        },
+    ).scalar_one_or_none()
+    return None if run_id is None else int(run_id)
+
+
+def _run_insert(conn: sa.Connection, ended: bool) -> Any:
+    """``insert_run``'s statement: the run, unless its start key started one already."""
     table = engine_tables.runs
     events = engine_tables.events
+    now = prepared.param("p_now", table.c.started_at)
     # The run listens from its start: events about the record stored up to now (in this
     # transaction too) are from before it; the floor is read in the insert itself.
     floor = sa.select(sa.func.coalesce(sa.func.max(events.c.id), 0)).where(
-        events.c.resource == resource, events.c.record_id == str(record_id)
+        events.c.resource == sa.bindparam("p_resource"),
+        events.c.record_id == sa.bindparam("p_record"),
     )
-    run_id = dialects.insert_ignore(
-        conn,
-        table,
-        {
-            "event_floor": floor.scalar_subquery(),
-            "tenant": tenant,
-            "resource": resource,
-            "record_id": str(record_id),
-            "flow_id": str(flow_id),
-            "flow_name": flow_name,
-            "start_key": start_key,
-            "snapshot": dict(snapshot),
-            "digest": digest,
-            "status": status,
-            "state": dict(state),
-            "version": 1,
-            "started_at": now,
-            "updated_at": now,
-            "ended_at": now if status in statuses.ENDED else None,
-            "error": _error(error),
-            "reason": _reason(reason),
-            "started_by": started_by,
-        },
-        conflict=["resource", "flow_id", "start_key"],
-        returning=table.c.id,
+    return (
+        dialects.insert_statement(conn, table)
+        .values(
+            event_floor=floor.scalar_subquery(),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+            resource=sa.bindparam("p_resource"),
+            record_id=sa.bindparam("p_record"),
+            flow_id=sa.bindparam("p_flow"),
+            flow_name=sa.bindparam("p_flow_name"),
+            start_key=sa.bindparam("p_start_key"),
+            snapshot=prepared.param("p_snapshot", table.c.snapshot),
+            digest=sa.bindparam("p_digest"),
+            status=sa.bindparam("p_status"),
+            state=prepared.param("p_state", table.c.state),
+            version=1,
+            started_at=now,
+            updated_at=now,
+            ended_at=now if ended else None,
+            error=prepared.param("p_error", table.c.error),
+            reason=sa.bindparam("p_reason"),
+            started_by=sa.bindparam("p_started_by"),
+        )
+        .on_conflict_do_nothing(index_elements=["resource", "flow_id", "start_key"])
+        .returning(table.c.id)
     )
-    return None if run_id is None else int(run_id)
 
 
 def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
