@@ -265,7 +265,7 @@ class FlowRunner:
         """
         record_id, _ = self._identify(record, "record_created")
         now = self.clock()
-        with conn.begin_nested():
+        with dialects.Savepoint(conn, "flowrunner_start"):
             return starting.start_flows(self, conn, "created", record, f"created:{record_id}", now)
 
     def record_updated(

@@ -226,7 +226,7 @@ class Worker:
         """
         # The clock is read per run: a slow run before this one costs no stale time.
         now = self.runner.clock()
-        savepoint = conn.begin_nested()
+        savepoint = dialects.Savepoint(conn, "flowrunner_run")
         try:
             _Advance(self, conn, claim, now, later).advance()
         except errors.LeaseLost as lost:
@@ -259,7 +259,7 @@ class Worker:
             log.debug("run %s: raised at %s", claim.run_id, logs.where(exc))
             self._fail_run(conn, claim, now, exc)
             return True
-        savepoint.commit()
+        savepoint.release()
         self.stats.advanced += 1
         return True
 
@@ -637,7 +637,7 @@ class _Advance:
             until=deadline,
             point=self.point,
         )
-        savepoint = conn.begin_nested()
+        savepoint = dialects.Savepoint(conn, "flowrunner_command")
         failed: happened.CommandResult | None = None
         answer: Mapping[str, object] | None = None
         try:
@@ -686,7 +686,7 @@ class _Advance:
         if failed is not None:
             savepoint.rollback()
             return failed
-        savepoint.commit()
+        savepoint.release()
         self.point(f"after-command:{effect.command}")
         # Recorded with the history lines, in the same transaction as the command's writes.
         self.completed.append(ops.Completed(key, run.tenant, dict(answer or {})))
