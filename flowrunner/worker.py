@@ -380,6 +380,9 @@ class _Advance:
         self.completed: list[ops.Completed] = []
         self.sets: dict[str, object] = {}
         self.wrote_record = False
+        # Whether the record may differ from the working copy: written by a set (the
+        # database may hold its value otherwise typed) or by a command.
+        self.stale = False
 
     @functools.cached_property
     def snap(self) -> snapshot.FlowSnapshot:
@@ -452,8 +455,10 @@ class _Advance:
                 # The interpreter's loop bound should end any flow long before this.
                 raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
             if working is not None:
-                self._flush_sets()  # then read back what the commands wrote too
-                working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+                self._flush_sets()
+                if self.stale:  # read back what the sets and commands wrote
+                    working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+                    self.stale = False
             step = interpret.advance(
                 snap,
                 step.state,
@@ -588,7 +593,7 @@ class _Advance:
                 self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
             )
             self.sets = {}
-            self.wrote_record = True
+            self.wrote_record = self.stale = True
             self.point("after-set")
 
     def _command(
@@ -640,11 +645,14 @@ class _Advance:
         savepoint = dialects.Savepoint(conn, "flowrunner_command")
         failed: happened.CommandResult | None = None
         answer: Mapping[str, object] | None = None
+        wrote = True
         try:
             with beat, dialects.statement_time_limited(conn, timeout):
                 runner.authorize_command(effect.command)
                 function = runner.commands[effect.command]
+                mark = dialects.write_mark(conn)
                 answer = function(context)
+                wrote = dialects.wrote_since(conn, mark)
             if answer is not None and not isinstance(answer, Mapping):
                 raise TypeError(f"command {effect.command!r} answered {type(answer).__name__}")
         except errors.CommandRefused as refused:
@@ -687,6 +695,7 @@ class _Advance:
             savepoint.rollback()
             return failed
         savepoint.release()
+        self.stale = self.stale or wrote
         self.point(f"after-command:{effect.command}")
         # Recorded with the history lines, in the same transaction as the command's writes.
         self.completed.append(ops.Completed(key, run.tenant, dict(answer or {})))

@@ -78,18 +78,50 @@ def _on_begin(conn: sa.Connection) -> None:
 
 
 def prepare_engine(engine: sa.Engine) -> sa.Engine:
-    """Install the SQLite transaction handling on ``engine`` (once; a no-op elsewhere).
+    """Install the SQLite transaction handling on ``engine`` (once).
 
     The runner calls this when it is mounted. On SQLite it makes every transaction
     a real one (SQLAlchemy emits BEGIN) and lets ``begin()`` ask for BEGIN IMMEDIATE.
+    Elsewhere it counts the statements each connection sends (``write_mark``).
     """
     if engine.dialect.name != "sqlite":
+        if not event.contains(engine, "before_cursor_execute", _count_sent):
+            event.listen(engine, "before_cursor_execute", _count_sent)
         return engine
     if not event.contains(engine, "connect", _on_connect):
         event.listen(engine, "connect", _on_connect)
     if not event.contains(engine, "begin", _on_begin):
         event.listen(engine, "begin", _on_begin)
     return engine
+
+
+# Where a connection counts the statements it sent (on databases other than SQLite).
+_SENT = "flowrunner_statements_sent"
+
+
+def _count_sent(conn: sa.Connection, *_: object) -> None:
+    info = conn.info
+    info[_SENT] = info.get(_SENT, 0) + 1
+
+
+def write_mark(conn: sa.Connection) -> int | None:
+    """A number that moves whenever ``conn`` may have written since it was last taken.
+
+    SQLite counts the rows its connection changed (``total_changes``: inserted, updated
+    or deleted, by triggers too); elsewhere the statements the connection sent are
+    counted (``prepare_engine``), reads too. None when neither is known: assume a write.
+    """
+    raw = conn.connection.dbapi_connection
+    if isinstance(raw, sqlite3.Connection):
+        return raw.total_changes
+    if event.contains(conn.engine, "before_cursor_execute", _count_sent):
+        return int(conn.info.get(_SENT, 0))
+    return None
+
+
+def wrote_since(conn: sa.Connection, mark: int | None) -> bool:
+    """Whether ``conn`` may have written since ``write_mark`` gave ``mark``."""
+    return mark is None or write_mark(conn) != mark
 
 
 @contextmanager
