@@ -10,13 +10,15 @@ grows without bound, or keeps a card number, a social security number or a secre
     >>> error_envelope("payment.refused", "token=abc123 was refused")
     {'code': 'payment.refused', 'message': 'token=[redacted] was refused', 'retryable': False}
 
-Pure functions only: no I/O. The one piece of state is a bounded memo of texts that
-had nothing to mask (``mask_secrets``), so a clean text seen again — a step's title, a
-history line's detail — costs a lookup; it holds no text that had a secret in it.
+Pure functions only: no I/O. The only state is two bounded memos: texts that had
+nothing to mask (``mask_secrets``), so a clean text seen again — a step's title, a
+history line's detail — costs a lookup, holding no text that had a secret in it; and
+which field names are sensitive.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -305,6 +307,7 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w]
 
 
+@functools.lru_cache(maxsize=1024)
 def is_sensitive_field(name: str) -> bool:
     """Whether a field of this name holds a secret or personal number (``api_key``, ``ssn``)."""
     words = _words(name)

@@ -85,8 +85,9 @@ def test_legal_moves_are_taken_and_staying_put_is_no_move() -> None:
     assert run.ended
 
 
-def test_a_state_mid_run_round_trips_through_json() -> None:
-    run = state.RunState(
+def mid_run() -> state.RunState:
+    """A run waiting at its second position, with lanes, an event and an unread one."""
+    return state.RunState(
         status=statuses.RunStatus.WAITING,
         position=2,
         moves=3,
@@ -121,7 +122,12 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
         clock=T + timedelta(hours=3),
         entered_at=T,
         unread=[EventIn(id=9, name="po.decided", payload={"order": 42}, at=T)],
+        error={"code": "x", "message": "y"},
     )
+
+
+def test_a_state_mid_run_round_trips_through_json() -> None:
+    run = mid_run()
     data = run.to_dict()
     assert type(data["status"]) is str and type(data["lanes"][0]["status"]) is str
     stored = json.loads(json.dumps(data))
@@ -131,12 +137,20 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
     assert stored["lanes"][0]["pass"] == 1
 
 
-def test_copy_is_independent() -> None:
-    run = state.RunState(lanes=[lane()], passes={1: 1})
+def test_copy_is_what_the_round_trip_gives_and_independent() -> None:
+    run = mid_run()
     twin = run.copy()
+    assert twin == state.RunState.from_dict(run.to_dict()) == run
     twin.lanes[0].received = 5
+    twin.lanes[0].answerers.append("bob")
+    assert twin.lanes[0].event is not None
+    twin.lanes[0].event["decision"] = "rejected"
     twin.passes[1] = 2
-    assert run.lanes[0].received == 0 and run.passes == {1: 1}
+    twin.unread[0].payload["order"] = 7  # type: ignore[index]
+    assert twin.error is not None
+    twin.error["code"] = "z"
+    twin.status = statuses.RunStatus.RUNNING
+    assert run == mid_run()
 
 
 def test_retry_decisions_back_off_exponentially_up_to_the_cap() -> None:

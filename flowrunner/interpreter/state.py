@@ -139,6 +139,17 @@ class LaneState(_Guarded):
             if f.name != "status":
                 object.__setattr__(self, f.name, getattr(fresh, f.name))
 
+    def copy(self) -> LaneState:
+        """A deep, independent copy: what ``from_dict(to_dict())`` gives, made directly."""
+        lane = object.__new__(LaneState)
+        values = dict(self.__dict__)
+        values["answerers"] = list(self.answerers)
+        values["asked_names"] = list(self.asked_names)
+        if self.event is not None:
+            values["event"] = dict(self.event)
+        lane.__dict__.update(values)
+        return lane
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         for f in fields(self):
@@ -251,8 +262,18 @@ class RunState(_Guarded):
         )
 
     def copy(self) -> RunState:
-        """A deep, independent copy (advance never changes the state it is given)."""
-        return RunState.from_dict(self.to_dict())
+        """A deep, independent copy (advance never changes the state it is given): what
+        ``from_dict(to_dict())`` gives, made directly."""
+        run = object.__new__(RunState)
+        values = dict(self.__dict__)
+        values["passes"] = dict(self.passes)
+        values["lanes"] = [lane.copy() for lane in self.lanes]
+        values["error"] = None if self.error is None else dict(self.error)
+        values["unread"] = [
+            happened.EventIn(e.id, e.name, dict(e.payload), e.at) for e in self.unread
+        ]
+        run.__dict__.update(values)
+        return run
 
 
 def cancel_pending(data: Mapping[str, Any] | None) -> bool:
