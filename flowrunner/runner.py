@@ -13,6 +13,7 @@ from then on the application's saves, record changes and events go through it::
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -50,6 +51,10 @@ from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
 Authorize = Callable[[str, str], bool]
+
+
+# How many runs' snapshots a runner keeps read (``load_snapshot``); the oldest goes first.
+KEPT_SNAPSHOTS = 256
 
 
 def utc_now() -> datetime:
@@ -91,6 +96,7 @@ class FlowRunner:
         self.columns: dict[str, query.ColumnType] = dict(schema.resource_columns)
         self._check_commands()
         self._checked: dict[str, str | None] = {}
+        self._loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = {}
         # The active flows records start, with a digest of their rows (starting.startable).
         self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
         if check_schema is None:
@@ -144,6 +150,22 @@ class FlowRunner:
         if snap.digest not in self._checked:
             self._checked[snap.digest] = validate.check(snap, self.binding, self.columns)
         return self._checked[snap.digest]
+
+    def load_snapshot(self, stored: Mapping[str, Any]) -> snapshot.FlowSnapshot:
+        """A run's stored snapshot (``FlowSnapshot.from_dict``), remembered by digest.
+
+        A stored copy is compared whole with the one remembered for its digest, so a
+        snapshot changed on its row is read (and refused) as ``from_dict`` does.
+        """
+        digest = stored.get("digest")
+        kept = self._loaded.get(digest) if isinstance(digest, str) else None
+        if kept is not None and kept[0] == stored:
+            return kept[1]
+        snap = snapshot.FlowSnapshot.from_dict(stored)
+        if len(self._loaded) >= KEPT_SNAPSHOTS:
+            self._loaded.pop(next(iter(self._loaded)))
+        self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
+        return snap
 
     def authorize_command(self, command: str) -> None:
         """Checked on every attempt: a revoked grant refuses the step."""

@@ -387,7 +387,7 @@ class _Advance:
     @functools.cached_property
     def snap(self) -> snapshot.FlowSnapshot:
         """What the run executes; read only for a run that goes on."""
-        return snapshot.FlowSnapshot.from_dict(self.run.snapshot)
+        return self.runner.load_snapshot(self.run.snapshot)
 
     def advance(self) -> state.RunState | None:
         """Advance the run and save it; its new state, or None if it had ended or stopped."""
