@@ -119,19 +119,21 @@ def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: dat
     table = engine_tables.idempotency
 
     def build() -> Any:
-        stmt = dialects.insert_statement(conn, table)
+        stmt = dialects.insert_statement(conn, table).values(
+            {c.name: sa.bindparam(c.name, type_=c.type) for c in table.c}
+        )
         offered = stmt.excluded
         return stmt.on_conflict_do_update(
             index_elements=["key"],
             set_={
-                "status": COMPLETED,
+                "status": offered.status,
                 "result": offered.result,
                 "updated_at": offered.updated_at,
             },
         )
 
-    conn.execute(
-        prepared.statement(("record_completed", conn.dialect.name), build),
+    prepared.bulk(conn, "record_completed", build).execute(
+        conn,
         [
             {
                 "key": one.key,

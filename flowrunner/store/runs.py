@@ -417,8 +417,20 @@ def append_logs(
     """Add several lines to the run's history in one statement (the worker's step)."""
     if not lines:
         return
-    conn.execute(
-        prepared.statement("append_logs", lambda: sa.insert(engine_tables.step_log)),
+    table = engine_tables.step_log
+    columns = ("run_id", "tenant", "at", "position", "step_id", "title", "kind", "what")
+    insert = prepared.bulk(
+        conn,
+        "append_logs",
+        lambda: sa.insert(table).values(
+            {
+                name: sa.bindparam(name, type_=table.c[name].type)
+                for name in (*columns, "detail", "pass", "due_at")
+            }
+        ),
+    )
+    insert.execute(
+        conn,
         [
             {
                 "run_id": run_id,
