@@ -493,24 +493,21 @@ class _Advance:
         self.point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step. The
-        # same statement gives the lease up (an ended run's lease row goes).
-        self._give_up_lease(forget=ended)
-        ops.save_run(
+        # same save gives the lease up (an ended run's lease row goes), writes the run's
+        # new state and moves its due row on — one statement where the database allows.
+        ops.save_step(
             conn,
-            run.id,
+            run_id=run.id,
             expected_version=run.version,
             state=new.to_dict(),
             status=new.status,
             now=now,
             error=new.error,
             reason=new.reason,
-        )
-        ops.set_due(
-            conn,
-            run_id=run.id,
+            owner=self.owner,
+            claim=self.claim,
             due_at=None if ended else wake_at,
             tenant=run.tenant,
-            claim=self.claim,
         )
 
     def _give_up_lease(self, *, forget: bool) -> None:

@@ -245,7 +245,9 @@ def rows_digest(
     """
     if bind.dialect.name == "postgresql":
         row = _joined([sa.func.quote_nullable(sa.cast(c, sa.Text)) for c in columns])
-        rows = sa.func.string_agg(row, postgresql.aggregate_order_by(sa.literal("\n"), *order_by))
+        rows = sa.func.string_agg(
+            row, postgresql.aggregate_order_by(sa.literal_column("E'\\n'"), *order_by)
+        )
         digest = sa.func.encode(sa.func.sha256(sa.func.convert_to(rows, "UTF8")), "hex")
         return sa.select(digest).where(where).scalar_subquery()
     found = (
@@ -254,13 +256,15 @@ def rows_digest(
         .order_by(*order_by)
         .subquery()
     )
-    return sa.select(sa.func.group_concat(found.c.row, "\n")).scalar_subquery()
+    return sa.select(
+        sa.func.group_concat(found.c.row, sa.literal_column("char(10)"))
+    ).scalar_subquery()
 
 
 def _joined(texts: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
     joined = texts[0]
     for text in texts[1:]:
-        joined = joined.op("||")(sa.literal(",")).op("||")(text)
+        joined = joined.op("||")(sa.literal_column("','")).op("||")(text)
     return joined
 
 

@@ -72,6 +72,7 @@ from flowrunner.store.runs import (
     runs_for_record,
     save_run,
 )
+from flowrunner.store.saves import save_step
 
 __all__ = [
     "Claim",
@@ -123,6 +124,7 @@ __all__ = [
     "run_lease",
     "runs_for_record",
     "save_run",
+    "save_step",
     "set_due",
     "time_left",
     "wake_record",

@@ -254,43 +254,70 @@ def save_run(
     ``expected_version``: someone else saved the run since it was read.
     """
     status = _status(status)
-    table = engine_tables.runs
     ended = status in statuses.ENDED
-
-    def build() -> sa.Update:
-        at = prepared.param("p_now", table.c.updated_at)
-        return (
-            sa.update(table)
-            .where(table.c.id == sa.bindparam("p_run"), table.c.version == sa.bindparam("p_ver"))
-            .values(
-                state=prepared.param("p_state", table.c.state),
-                status=prepared.param("p_status", table.c.status),
-                version=table.c.version + 1,
-                updated_at=at,
-                # Keep the first end time if an ended run is saved again; reopen on retry.
-                ended_at=sa.func.coalesce(table.c.ended_at, at) if ended else None,
-                error=prepared.param("p_error", table.c.error),
-                reason=prepared.param("p_reason", table.c.reason),
-            )
-        )
-
     result = conn.execute(
-        prepared.statement(("save_run", ended), build),
-        {
-            "p_run": run_id,
-            "p_ver": expected_version,
-            "p_state": dict(state),
-            "p_status": status,
-            "p_now": now,
-            "p_error": _error(error),
-            "p_reason": _reason(reason),
-        },
+        prepared.statement(("save_run", ended), lambda: saving(ended)),
+        saving_values(
+            run_id,
+            expected_version=expected_version,
+            state=state,
+            status=status,
+            now=now,
+            error=error,
+            reason=reason,
+        ),
     )
     if result.rowcount != 1:
-        raise errors.LeaseLost(
-            f"run {run_id} changed since version {expected_version} was read; this save was refused"
-        )
+        raise changed(run_id, expected_version)
     return expected_version + 1
+
+
+def saving(ended: bool) -> sa.Update:
+    """``save_run``'s statement, its values named as ``saving_values`` names them."""
+    table = engine_tables.runs
+    at = prepared.param("p_now", table.c.updated_at)
+    return (
+        sa.update(table)
+        .where(table.c.id == sa.bindparam("p_run"), table.c.version == sa.bindparam("p_ver"))
+        .values(
+            state=prepared.param("p_state", table.c.state),
+            status=prepared.param("p_status", table.c.status),
+            version=table.c.version + 1,
+            updated_at=at,
+            # Keep the first end time if an ended run is saved again; reopen on retry.
+            ended_at=sa.func.coalesce(table.c.ended_at, at) if ended else None,
+            error=prepared.param("p_error", table.c.error),
+            reason=prepared.param("p_reason", table.c.reason),
+        )
+    )
+
+
+def saving_values(
+    run_id: int,
+    *,
+    expected_version: int,
+    state: Mapping[str, Any],
+    status: str,
+    now: datetime,
+    error: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "p_run": run_id,
+        "p_ver": expected_version,
+        "p_state": dict(state),
+        "p_status": _status(status),
+        "p_now": now,
+        "p_error": _error(error),
+        "p_reason": _reason(reason),
+    }
+
+
+def changed(run_id: int, expected_version: int) -> errors.LeaseLost:
+    """The refusal of a save over a version that is no longer the stored one."""
+    return errors.LeaseLost(
+        f"run {run_id} changed since version {expected_version} was read; this save was refused"
+    )
 
 
 def mark_restarted(
