@@ -115,9 +115,8 @@ def _start(
         now=now,
         started_by=started_by,
         reason=problem,
+        due_at=None if problem else now,
     )
-    if run_id is not None and problem is None:
-        ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
     return run_id
 
 

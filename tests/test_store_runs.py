@@ -45,6 +45,17 @@ def test_a_flow_starts_once_per_start_key(engine: sa.Engine) -> None:
     assert len({first, other_flow, other_change, other_resource}) == 4
 
 
+def test_a_run_started_due_is_due_with_its_resource_and_tenant(engine: sa.Engine) -> None:
+    due = engine_tables.due
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, tenant="acme", resource="ticket", due_at=T0)
+        assert run_id is not None
+        assert start(conn, tenant="acme", resource="ticket", due_at=T0) is None  # started once
+        rows = conn.execute(sa.select(due.c.run_id, due.c.tenant, due.c.resource, due.c.due_at))
+        assert [tuple(row) for row in rows] == [(run_id, "acme", "ticket", T0)]
+        assert ops.due_count(conn, now=T0, resource="ticket", tenant="acme") == 1
+
+
 def test_a_run_reads_back_as_written(engine: sa.Engine) -> None:
     with dialects.begin(engine) as conn:
         run_id = start(conn, tenant="acme")

@@ -77,6 +77,23 @@ def set_due(
     return _set(conn, run_id=run_id, due_at=due_at, tenant=tenant)
 
 
+def first_due(started: sa.CTE) -> sa.Insert:
+    """The due row of each run a statement just started (``started``: its ``id``,
+    ``tenant`` and ``resource``), due at ``p_due``: a start and its due row in one
+    statement (``runs.insert_run``, PostgreSQL)."""
+    table = engine_tables.due
+    return sa.insert(table).from_select(
+        ["run_id", "tenant", "due_at", "wakes", "resource"],
+        sa.select(
+            started.c.id,
+            started.c.tenant,
+            prepared.param("p_due", table.c.due_at),
+            sa.literal_column("0"),
+            started.c.resource,
+        ),
+    )
+
+
 def after_claim(dropped: bool) -> sa.Delete | sa.Update:
     """``set_due``'s statement for a claimed run not woken since its claim: the due row
     dropped (``dropped``) or moved on, its values named as ``after_claim_values`` names

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors, sanitize, statuses
-from flowrunner.store import dialects, engine_tables, prepared
+from flowrunner.store import dialects, due, engine_tables, prepared
 
 
 @dataclass(frozen=True)
@@ -147,17 +147,21 @@ def insert_run(
     started_by: str | None = None,
     reason: str | None = None,
     error: Mapping[str, Any] | None = None,
+    due_at: datetime | None = None,
 ) -> int | None:
     """Start a run; its id, or None when this flow already started for ``start_key``.
 
     ``start_key`` (``created:<record>``, ``updated:<change>``, ``manual:<uuid>``,
     ``restart:<run>``) is unique per resource and flow: the guard that starts a flow
-    once per change.
+    once per change. With ``due_at`` the run is due then (``due.set_due``): on
+    PostgreSQL in the same statement.
     """
     status = _status(status)
     ended = status in statuses.ENDED
+    together = due_at is not None and conn.dialect.name == "postgresql"
     stmt = prepared.statement(
-        ("insert_run", conn.dialect.name, ended), lambda: _run_insert(conn, ended)
+        ("insert_run", conn.dialect.name, ended, together),
+        lambda: _run_insert_due(conn, ended) if together else _run_insert(conn, ended),
     )
     run_id = conn.execute(
         stmt,
@@ -176,9 +180,21 @@ def insert_run(
             "p_error": _error(error),
             "p_reason": _reason(reason),
             "p_started_by": started_by,
+            "p_due": due_at,
         },
     ).scalar_one_or_none()
-    return None if run_id is None else int(run_id)
+    if run_id is None:
+        return None
+    if due_at is not None and not together:
+        due.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant)
+    return int(run_id)
+
+
+def _run_insert_due(conn: sa.Connection, ended: bool) -> sa.Select[Any]:
+    """``_run_insert`` with the new run's due row, in one statement (PostgreSQL)."""
+    table = engine_tables.runs
+    started = _run_insert(conn, ended).returning(table.c.tenant, table.c.resource).cte("started")
+    return sa.select(started.c.id).add_cte(due.first_due(started).cte("first_due"))
 
 
 def _run_insert(conn: sa.Connection, ended: bool) -> Any:
