@@ -218,26 +218,34 @@ def wake_record(
             "p_except": except_run,
         },
     ).all()
+    if not woken:
+        return []
     table = engine_tables.due
-    offered = dialects.excluded(conn, table)
-    for run_id, run_tenant in woken:
-        dialects.upsert(
-            conn,
-            table,
-            {
-                "run_id": run_id,
-                "tenant": run_tenant,
-                "due_at": now,
-                "wakes": 1,
-                "resource": resource,
-            },
-            conflict=["run_id"],
-            update={
+
+    def wake() -> Any:
+        stmt = dialects.insert_statement(conn, table).values(
+            run_id=sa.bindparam("p_run"),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+            due_at=prepared.param("p_now", table.c.due_at),
+            wakes=1,
+            resource=sa.bindparam("p_resource"),
+        )
+        offered = stmt.excluded
+        return stmt.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={
                 "due_at": sa.case(
                     (table.c.due_at > offered.due_at, offered.due_at), else_=table.c.due_at
                 ),
                 "wakes": table.c.wakes + 1,
             },
+        )
+
+    upsert = prepared.statement(("wake_due", conn.dialect.name), wake)
+    for run_id, run_tenant in woken:
+        conn.execute(
+            upsert,
+            {"p_run": run_id, "p_tenant": run_tenant, "p_now": now, "p_resource": resource},
         )
     return [int(run_id) for run_id, _ in woken]
 
