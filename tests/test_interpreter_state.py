@@ -222,3 +222,15 @@ def test_restart_forgets_everything_but_the_step_and_pass() -> None:
     assert failed == lane()
     with pytest.raises(state.IllegalMove):
         lane(status="done").restart()
+
+
+def test_a_fresh_lane_is_the_one_its_constructor_makes_with_lists_of_its_own() -> None:
+    made = state.LaneState(step_id="s1", kind="approval", pass_=2)
+    fresh = state.LaneState.fresh("s1", "approval", 2)
+    assert fresh == made and vars(fresh) == vars(made)
+    fresh.answerers.append("ann")
+    other = state.LaneState.fresh("s2", "wait", 1)
+    assert other.answerers == [] and other.asked_names == []
+    fresh.status = statuses.LaneStatus.COMMANDING  # moves are still checked
+    with pytest.raises(state.IllegalMove):
+        fresh.status = statuses.LaneStatus.READY

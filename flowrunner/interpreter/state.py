@@ -127,6 +127,16 @@ class LaneState(_Guarded):
     asked_names: list[str] = field(default_factory=list)
     finished_at: datetime | None = None
 
+    @classmethod
+    def fresh(cls, step_id: Any, kind: str, pass_: int) -> LaneState:
+        """``LaneState(step_id=..., kind=..., pass_=...)``, made without checking each
+        field's assignment (a lane is made for every step a run enters)."""
+        lane = object.__new__(cls)
+        lane.__dict__.update(_FRESH_LANE, step_id=step_id, kind=kind, pass_=pass_)
+        lane.__dict__["answerers"] = []
+        lane.__dict__["asked_names"] = []
+        return lane
+
     @property
     def active(self) -> bool:
         return self.status not in (statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED)
@@ -173,6 +183,14 @@ class LaneState(_Guarded):
         for name in ("answerers", "asked_names"):
             values[name] = [str(v) for v in values.get(name) or ()]
         return cls(**values)
+
+
+# A new lane's fields but its step, kind and pass (and its lists, made anew each time).
+_FRESH_LANE = {
+    k: v
+    for k, v in LaneState(step_id=None, kind="", pass_=0).__dict__.items()
+    if k not in ("step_id", "kind", "pass_", "answerers", "asked_names")
+}
 
 
 @dataclass
