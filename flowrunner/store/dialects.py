@@ -151,16 +151,18 @@ class Savepoint:
     """
 
     def __init__(self, conn: sa.Connection, name: str) -> None:
+        if not name.isidentifier() or not name.isascii():
+            raise ValueError(f"a savepoint is named by a plain identifier, not {name!r}")
         self.conn = conn
         self.name = name
-        conn.exec_driver_sql(f"SAVEPOINT {name}")
+        _control(conn, f"SAVEPOINT {name}")
 
     def release(self) -> None:
-        self.conn.exec_driver_sql(f"RELEASE SAVEPOINT {self.name}")
+        _control(self.conn, f"RELEASE SAVEPOINT {self.name}")
 
     def rollback(self) -> None:
-        self.conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self.name}")
-        self.conn.exec_driver_sql(f"RELEASE SAVEPOINT {self.name}")
+        _control(self.conn, f"ROLLBACK TO SAVEPOINT {self.name}")
+        _control(self.conn, f"RELEASE SAVEPOINT {self.name}")
 
     def __enter__(self) -> Savepoint:
         return self
@@ -171,6 +173,36 @@ class Savepoint:
         elif issubclass(kind, Exception) and not self.conn.invalidated:
             self.rollback()
         # Anything else (a crash, a lost connection) ends the whole transaction anyway.
+
+
+def _control(conn: sa.Connection, sql: str) -> None:
+    """Send a statement without parameters or rows (a savepoint's) on ``conn``.
+
+    SQLite runs it in the process in well under a microsecond, a fifth of what
+    ``exec_driver_sql`` spends around it; there it goes to the driver's cursor directly,
+    with the connection's ``before_cursor_execute``/``after_cursor_execute`` listeners
+    called as SQLAlchemy calls them (without an execution context, which they may be
+    given as None) and the driver's errors raised as SQLAlchemy's. Elsewhere the round
+    trip is the cost, and ``exec_driver_sql`` sends it.
+    """
+    raw = conn.connection.dbapi_connection
+    if not isinstance(raw, sqlite3.Connection):
+        conn.exec_driver_sql(sql)
+        return
+    cursor = raw.cursor()
+    try:
+        params: Any = ()
+        for listener in conn.dispatch.before_cursor_execute:
+            sql, params = listener(conn, cursor, sql, params, None, False)
+        cursor.execute(sql)
+        for listener in conn.dispatch.after_cursor_execute:
+            listener(conn, cursor, sql, params, None, False)
+    except sqlite3.Error as error:
+        raise sa.exc.DBAPIError.instance(
+            sql, None, error, sqlite3.Error, dialect=conn.dialect
+        ) from error
+    finally:
+        cursor.close()
 
 
 def insert_statement(conn: sa.Connection, table: sa.Table) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -66,21 +67,26 @@ class Bulk:
 
 
 def _converted(values: list[Any], convert: Convert | None) -> list[Any]:
-    """``values`` converted; a value that is the very object before it is converted once
-    (a step's lines share their time)."""
+    """``values`` converted, each distinct plain value once (a step's lines share their
+    time, and most of their details are a few short words)."""
     if convert is None:
         return values
+    done: dict[tuple[Any, ...], Any] = {}
     out: list[Any] = []
-    last: Any = _NOTHING
-    done: Any = None
     for value in values:
-        if value is not last:
-            last, done = value, convert(value)
-        out.append(done)
+        if value is None or type(value) in _PLAIN:
+            key = (type(value), value, getattr(value, "tzinfo", None))
+            if key not in done:
+                done[key] = convert(value)
+            out.append(done[key])
+        else:
+            out.append(convert(value))
     return out
 
 
-_NOTHING = object()
+# Values that are immutable and hash by what they hold; each is told apart by its type
+# too (1, 1.0 and True are equal) and a datetime by its zone.
+_PLAIN = frozenset({str, int, float, bool, datetime})
 
 
 def bulk(conn: sa.Connection, key: Hashable, build: Callable[[], sa.Insert]) -> Bulk:
