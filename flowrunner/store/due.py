@@ -67,9 +67,10 @@ def set_due(
         # The common case in one statement: not woken since the claim. The WHERE is
         # checked against the row under its lock, so a wake-up committing meanwhile
         # either came first (no match) or waits for us.
-        done = conn.execute(
-            prepared.statement(("set_due", due_at is None), lambda: after_claim(due_at is None)),
-            after_claim_values(run_id=run_id, due_at=due_at, tenant=tenant, claim=claim),
+        done = prepared.compiled(
+            conn, ("set_due", due_at is None), lambda: after_claim(due_at is None)
+        ).execute(
+            conn, after_claim_values(run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
         )
         if done.rowcount == 1:
             return True
@@ -147,13 +148,11 @@ def not_as_claimed(
 def _set(conn: sa.Connection, *, run_id: int, due_at: datetime | None, tenant: object) -> bool:
     table = engine_tables.due
     if due_at is None:
-        conn.execute(
-            prepared.statement(
-                "drop_due",
-                lambda: sa.delete(table).where(table.c.run_id == sa.bindparam("p_run")),
-            ),
-            {"p_run": run_id},
-        )
+        prepared.compiled(
+            conn,
+            "drop_due",
+            lambda: sa.delete(table).where(table.c.run_id == sa.bindparam("p_run")),
+        ).execute(conn, {"p_run": run_id})
         return True
 
     def upsert() -> Any:
@@ -173,9 +172,8 @@ def _set(conn: sa.Connection, *, run_id: int, due_at: datetime | None, tenant: o
             set_={"due_at": offered.due_at, "tenant": offered.tenant, "resource": offered.resource},
         )
 
-    conn.execute(
-        prepared.statement(("upsert_due", conn.dialect.name), upsert),
-        {"p_run": run_id, "p_tenant": tenant, "p_due": due_at},
+    prepared.compiled(conn, "upsert_due", upsert).execute(
+        conn, {"p_run": run_id, "p_tenant": tenant, "p_due": due_at}
     )
     return True
 

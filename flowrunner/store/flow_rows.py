@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.store import app_tables, dialects
+from flowrunner.store import app_tables, dialects, prepared
 
 
 def _dicts(result: sa.Result[Any]) -> list[dict[str, Any]]:
@@ -120,8 +120,12 @@ def startable_digest(
             dialects.rows_digest(conn, list(steps.c), steps.c.flow_id.in_(ids), [steps.c.id]),
         )
 
-    query = tables.statement(("startable_digest", conn.dialect.name), build)
-    row = conn.execute(query, {"p_start": start, "p_tenant": tenant}).one()
+    dialect = conn.dialect
+    query = tables.statement(
+        ("startable_digest", type(dialect), dialect.paramstyle),
+        lambda: prepared.compile_for(build(), dialect),
+    )
+    row = query.execute(conn, {"p_start": start, "p_tenant": tenant}).one()
     return row[0], row[1]
 
 

@@ -159,9 +159,8 @@ def finish_lease(
     it (the work is over). Either way the row stays locked until the transaction ends,
     and if that transaction rolls back the lease is still held and simply expires.
     """
-    result = conn.execute(
-        prepared.statement(("finish_lease", forget), lambda: finishing(forget)),
-        finishing_values(name=name, owner=owner, epoch=epoch, forget=forget),
+    result = prepared.compiled(conn, ("finish_lease", forget), lambda: finishing(forget)).execute(
+        conn, finishing_values(name=name, owner=owner, epoch=epoch, forget=forget)
     )
     if result.rowcount != 1:
         raise lost(name=name, owner=owner, epoch=epoch)

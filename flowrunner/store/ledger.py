@@ -132,7 +132,7 @@ def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: dat
             },
         )
 
-    prepared.bulk(conn, "record_completed", build).execute(
+    prepared.compiled(conn, "record_completed", build, many=True).execute_many(
         conn,
         [
             {

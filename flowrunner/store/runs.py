@@ -159,12 +159,13 @@ def insert_run(
     status = _status(status)
     ended = status in statuses.ENDED
     together = due_at is not None and conn.dialect.name == "postgresql"
-    stmt = prepared.statement(
-        ("insert_run", conn.dialect.name, ended, together),
+    stmt = prepared.compiled(
+        conn,
+        ("insert_run", ended, together),
         lambda: _run_insert_due(conn, ended) if together else _run_insert(conn, ended),
     )
-    run_id = conn.execute(
-        stmt,
+    run_id = stmt.execute(
+        conn,
         {
             "p_tenant": tenant,
             "p_resource": resource,
@@ -271,8 +272,8 @@ def save_run(
     """
     status = _status(status)
     ended = status in statuses.ENDED
-    result = conn.execute(
-        prepared.statement(("save_run", ended), lambda: saving(ended)),
+    result = prepared.compiled(conn, ("save_run", ended), lambda: saving(ended)).execute(
+        conn,
         saving_values(
             run_id,
             expected_version=expected_version,
@@ -462,7 +463,7 @@ def append_logs(
         return
     table = engine_tables.step_log
     columns = ("run_id", "tenant", "at", "position", "step_id", "title", "kind", "what")
-    insert = prepared.bulk(
+    insert = prepared.compiled(
         conn,
         "append_logs",
         lambda: sa.insert(table).values(
@@ -471,8 +472,9 @@ def append_logs(
                 for name in (*columns, "detail", "pass", "due_at")
             }
         ),
+        many=True,
     )
-    insert.execute(
+    insert.execute_many(
         conn,
         [
             {

@@ -61,20 +61,24 @@ def save_step(
         due.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
         return
     dropped = due_at is None
-    fenced, saved, moved = conn.execute(
-        prepared.statement(("save_step", ended, dropped), lambda: _together(ended, dropped)),
-        leases.finishing_values(name=name, owner=owner, epoch=claim.epoch, forget=ended)
-        | runs.saving_values(
-            run_id,
-            expected_version=expected_version,
-            state=state,
-            status=status,
-            now=now,
-            error=error,
-            reason=reason,
+    fenced, saved, moved = (
+        prepared.compiled(conn, ("save_step", ended, dropped), lambda: _together(ended, dropped))
+        .execute(
+            conn,
+            leases.finishing_values(name=name, owner=owner, epoch=claim.epoch, forget=ended)
+            | runs.saving_values(
+                run_id,
+                expected_version=expected_version,
+                state=state,
+                status=status,
+                now=now,
+                error=error,
+                reason=reason,
+            )
+            | due.after_claim_values(run_id=run_id, due_at=due_at, tenant=tenant, claim=claim),
         )
-        | due.after_claim_values(run_id=run_id, due_at=due_at, tenant=tenant, claim=claim),
-    ).one()
+        .one()
+    )
     if not fenced:
         raise leases.lost(name=name, owner=owner, epoch=claim.epoch)
     if not saved:
