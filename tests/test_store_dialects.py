@@ -109,6 +109,24 @@ def test_begin_takes_the_sqlite_write_lock_up_front(sqlite_engine: sa.Engine) ->
         other.close()
 
 
+def test_a_write_lock_held_elsewhere_is_sqlalchemys_error_at_begin(
+    sqlite_engine: sa.Engine,
+) -> None:
+    migrate.upgrade(sqlite_engine)
+    with sqlite_engine.connect() as conn:  # the pooled connection waits a millisecond only
+        conn.exec_driver_sql("PRAGMA busy_timeout = 1")
+    other = sqlite3.connect(sqlite_file(sqlite_engine), timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sa.exc.OperationalError, match="locked"), dialects.begin(sqlite_engine):
+            pass
+        other.execute("ROLLBACK")
+        with dialects.begin(sqlite_engine) as conn:  # and the connection goes on
+            assert conn.execute(sa.select(sa.literal(1))).scalar_one() == 1
+    finally:
+        other.close()
+
+
 def test_skip_locked_only_on_postgresql(sqlite_engine: sa.Engine) -> None:
     query = sa.select(engine_tables.due.c.run_id)
     postgres = sa.create_engine("postgresql+psycopg://nobody@nowhere/none")  # never connects

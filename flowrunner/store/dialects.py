@@ -74,7 +74,7 @@ def _on_begin(conn: sa.Connection) -> None:
         _prepare_sqlite(raw)
         pooled.info[_PREPARED] = True
     immediate = conn.get_execution_options().get(_IMMEDIATE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    _control(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def prepare_engine(engine: sa.Engine) -> sa.Engine:
