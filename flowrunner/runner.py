@@ -163,7 +163,7 @@ class FlowRunner:
             return kept[1]
         snap = snapshot.FlowSnapshot.from_dict(stored)
         if len(self._loaded) >= KEPT_SNAPSHOTS:
-            self._loaded.pop(next(iter(self._loaded)))
+            starting.forget_oldest(self._loaded)
         self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
         return snap
 

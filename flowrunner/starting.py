@@ -8,6 +8,7 @@ before their flows (``flowrunner flows start``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -147,9 +148,16 @@ def startable(
         for flow, steps in flow_rows.startable(conn, runner.tables, start, owner)
     ]
     if key not in runner._startable and len(runner._startable) >= KEPT_FLOW_LISTS:
-        runner._startable.pop(next(iter(runner._startable)))
+        forget_oldest(runner._startable)
     runner._startable[key] = (digest, found)
     return found
+
+
+def forget_oldest(kept: dict[Any, Any]) -> None:
+    """Drop the entry put first into ``kept`` (a runner's memo, which threads share:
+    another may have dropped it, or be adding one, meanwhile)."""
+    with contextlib.suppress(StopIteration, RuntimeError):
+        kept.pop(next(iter(kept)), None)
 
 
 def start_flows(

@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
-from running import app, mount
+from running import app, mount, stored
+from test_runs_tenants import mount as tenant_desk_of_two
+from test_runs_tenants import record as desk_record
 
-from flowrunner import flow_runner, testing
+from flowrunner import flow_runner, starting, testing
 from flowrunner.store import dialects, engine_tables, flow_rows
 
 TICKETS = app("tickets")
@@ -183,3 +186,37 @@ def test_a_start_on_unchanged_flows_reads_their_digest_only(any_engine: sa.Engin
     with any_engine.connect() as conn:
         digests = set(conn.execute(sa.select(runs.c.digest)).scalars())
     assert len(digests) == 1  # both runs execute the same snapshot
+
+
+def tenant_desk(engine: sa.Engine) -> testing.FlowDriver:
+    """The tenants' desk with a third tenant's flow beside acme's and globex's."""
+    driver = tenant_desk_of_two(engine)
+    runner = driver.runner
+    with engine.begin() as conn:
+        flow = runner.save_flow(
+            conn, {"name": "Triage", "start": "created", "tenant_id": "initech"}
+        )
+        runner.save_step(
+            conn,
+            {
+                "flow_id": flow,
+                "position": 1,
+                "kind": "set",
+                "field": "status",
+                "value": "'seen by initech'",
+                "tenant_id": "initech",
+            },
+        )
+    return driver
+
+
+def test_each_tenant_starts_its_own_flows_however_many_tenants_take_turns(
+    any_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A runner keeps two tenants' flows at most here; three tenants take turns.
+    monkeypatch.setattr(starting, "KEPT_FLOW_LISTS", 2)
+    driver = tenant_desk(any_engine)
+    for n, tenant in enumerate(["acme", "globex", "initech", "acme", "initech", "globex"]):
+        driver.create(desk_record(n, tenant))
+        assert stored(driver, n, tenant=tenant)["status"] == f"seen by {tenant}"
+        assert len(driver.runner._startable) <= 2
