@@ -1,6 +1,6 @@
 """The SQL statements flowrunner sends per run of ``bench/peers.py``'s job, and where its time goes.
 
-    python bench/statements.py [--runs 200] [--no-profile]
+    python bench/statements.py [--runs 200] [--no-profile] [--profile-runs 3000]
 
 Counted with a SQLAlchemy ``before_cursor_execute`` listener on the runner's engine,
 for the five-step flows of ``bench/peer_jobs.py`` at one run per transaction:
@@ -12,21 +12,21 @@ for the five-step flows of ``bench/peer_jobs.py`` at one run per transaction:
   the steps, their history lines) and the save (the lease fence, the run's new
   state, its due row) — told apart by the worker's named commit boundaries.
 
-Then a cProfile of starting and driving the runs of the command flow, top 15 by
-cumulative time and top 10 by own time; last, when DBOS Transact is installed, what it
-sends per workflow of the same five steps.
+Then where the CPU time of starting and driving the runs of the command flow goes
+(sampled, see ``profile``); last, when DBOS Transact is installed, what it sends per
+workflow of the same five steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import cProfile
 import importlib.util
-import pstats
 import re
+import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -142,30 +142,72 @@ def _listing(found: collections.Counter[str], per: int, say: Callable[[str], Non
 
 
 def profile(runs: int, say: Callable[[str], None]) -> None:
-    """cProfile of starting and driving ``runs`` runs of the command flow, one per transaction."""
-    with tempfile.TemporaryDirectory() as folder:
-        engine = peer_jobs.durable_engine(Path(folder) / "profile.db")
-        runner, item = peer_jobs.mount(engine, "commands")
-        serving = worker.Worker(runner, batch=1)
-        profiler = cProfile.Profile()
-        profiler.enable()
-        peer_jobs.start_runs(runner, item, range(1, runs + 1))
-        peer_jobs.drive(serving)
-        profiler.disable()
-        engine.dispose()
-    stats = pstats.Stats(profiler)
-    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
-    total = stats.total_tt  # type: ignore[attr-defined]
-    say(f"-- profile: {runs} runs of the command flow, one per transaction, {total:.2f} s --")
-    for order, column, top in (("cumulative", 3, 15), ("own time", 2, 10)):
-        say(f"top {top} by {order}:  seconds   share   calls/run  function")
-        ranked = sorted(table.items(), key=lambda item: item[1][column], reverse=True)
-        for (path, line, name), entry in ranked[:top]:
-            seconds, calls = entry[column], entry[1]
-            say(
-                f"  {seconds:24.3f} {seconds / total:7.1%} {calls / runs:11.3g}  "
-                f"{_short(path)}:{line}({name})"
-            )
+    """Where the CPU time of starting and driving ``runs`` runs of the command flow goes.
+
+    Sampled, not traced: every half millisecond of the process's CPU time (``SIGPROF``)
+    the stack is looked at, and each flowrunner function on it is counted once. A
+    tracing profiler (cProfile) would slow every Python call and so overweight the ones
+    that make many small calls; sampling leaves them as they run. The time waiting for
+    the disk (a commit's fsync) is not CPU time and is not counted.
+    """
+    if not hasattr(signal, "setitimer"):
+        say("-- profile: needs SIGPROF (Unix) --")
+        return
+    on_stack: collections.Counter[str] = collections.Counter()
+    samples = [0]
+    running = [False]
+
+    def sample(_signal: int, frame: Any) -> None:
+        if not running[0]:
+            return
+        samples[0] += 1
+        seen: set[str] = set()
+        while frame is not None:
+            name = _ours(frame.f_code)
+            if name is not None and name not in seen:
+                seen.add(name)
+                on_stack[name] += 1
+            frame = frame.f_back
+
+    previous = signal.signal(signal.SIGPROF, sample)
+    signal.setitimer(signal.ITIMER_PROF, 0.0005, 0.0005)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            engine = peer_jobs.durable_engine(Path(folder) / "profile.db")
+            runner, item = peer_jobs.mount(engine, "commands")
+            peer_jobs.start_runs(runner, item, range(1, 3))  # statements built, flows read
+            peer_jobs.drive(worker.Worker(runner))
+            serving = worker.Worker(runner, batch=1)
+            running[0] = True
+            began = time.process_time()
+            peer_jobs.start_runs(runner, item, range(3, runs + 3))
+            started = time.process_time()
+            peer_jobs.drive(serving)
+            ended = time.process_time()
+            running[0] = False
+            engine.dispose()
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        signal.signal(signal.SIGPROF, previous)
+    per_run = (ended - began) / runs * 1e6
+    say(
+        f"-- CPU time: {runs} runs of the command flow, one per transaction: {per_run:.0f} us "
+        f"a run ({(started - began) / runs * 1e6:.0f} starting it, "
+        f"{(ended - started) / runs * 1e6:.0f} driving it); {samples[0]} samples --"
+    )
+    say("   us/run  share  flowrunner function (counted whenever it is on the stack)")
+    for name, count in on_stack.most_common(30):
+        share = count / max(1, samples[0])
+        say(f"  {share * per_run:7.0f} {share:6.1%}  {name}")
+
+
+def _ours(code: Any) -> str | None:
+    """``module.py:function`` of a flowrunner function, or None for any other."""
+    parts = Path(code.co_filename).parts
+    if "flowrunner" not in parts:
+        return None
+    inside = parts[len(parts) - parts[::-1].index("flowrunner") :]
+    return f"{'/'.join(inside)}:{code.co_name}"
 
 
 def dbos(runs: int, say: Callable[[str], None]) -> None:
@@ -208,22 +250,19 @@ def dbos(runs: int, say: Callable[[str], None]) -> None:
     _listing(found, runs, say)
 
 
-def _short(path: str) -> str:
-    """A source path without the machine's folders: its last two parts."""
-    parts = Path(path).parts
-    return "/".join(parts[-2:]) if len(parts) > 1 else path
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument(
+        "--profile-runs", type=int, default=3000, help="runs sampled (the kernel ticks coarsely)"
+    )
     args = parser.parse_args()
     for flow in ("commands", "sets"):
         count(flow, args.runs, print)
         print()
     if not args.no_profile:
-        profile(args.runs, print)
+        profile(args.profile_runs, print)
     if importlib.util.find_spec("dbos") is not None:
         print()
         dbos(args.runs, print)

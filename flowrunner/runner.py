@@ -13,6 +13,7 @@ from then on the application's saves, record changes and events go through it::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -62,6 +63,10 @@ Clock = Callable[[], datetime]
 Authorize = Callable[[str, str], bool]
 
 
+# How many runs' snapshots a runner keeps read (``load_snapshot``); the oldest goes first.
+KEPT_SNAPSHOTS = 256
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -102,6 +107,9 @@ class FlowRunner:
         self.columns: column_facts.ResourceColumns = schema.resource_columns
         self._check_commands()
         self._checked: dict[str, str | None] = {}
+        self._loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = {}
+        # The active flows records start, with a digest of their rows (starting.startable).
+        self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
@@ -158,6 +166,22 @@ class FlowRunner:
         if snap.digest not in self._checked:
             self._checked[snap.digest] = validate.check(snap, self.binding, self.columns)
         return self._checked[snap.digest]
+
+    def load_snapshot(self, stored: Mapping[str, Any]) -> snapshot.FlowSnapshot:
+        """A run's stored snapshot (``FlowSnapshot.from_dict``), remembered by digest.
+
+        A stored copy is compared whole with the one remembered for its digest, so a
+        snapshot changed on its row is read (and refused) as ``from_dict`` does.
+        """
+        digest = stored.get("digest")
+        kept = self._loaded.get(digest) if isinstance(digest, str) else None
+        if kept is not None and kept[0] == stored:
+            return kept[1]
+        snap = snapshot.FlowSnapshot.from_dict(stored)
+        if len(self._loaded) >= KEPT_SNAPSHOTS:
+            starting.forget_oldest(self._loaded)
+        self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
+        return snap
 
     def authorize_command(self, command: str) -> None:
         """Checked on every attempt: a revoked grant refuses the step."""
@@ -362,17 +386,10 @@ class FlowRunner:
         refused with ``RecordRejected`` before anything is written; what is written goes
         in a savepoint, so an error leaves ``conn``'s transaction usable.
         """
-        record_id, tenant = self._identify(record, "record_created")
+        record_id, _ = self._identify(record, "record_created")
         now = self.clock()
-        started = []
-        with conn.begin_nested():
-            for flow in flow_rows.flows_to_start(conn, self.tables, "created", tenant):
-                if starting.matches(self, flow, record, now):
-                    key = f"created:{record_id}"
-                    run_id = starting.start_run(self, conn, flow, record, key, self.run_as, now)
-                    if run_id is not None:
-                        started.append(run_id)
-        return started
+        with dialects.Savepoint(conn, "flowrunner_start"):
+            return starting.start_flows(self, conn, "created", record, f"created:{record_id}", now)
 
     def record_updated(
         self, conn: sa.Connection, before: Mapping[str, Any], after: Mapping[str, Any]
@@ -393,19 +410,11 @@ class FlowRunner:
             )
         record_id, tenant = self._identify(after, "record_updated")
         now = self.clock()
-        started = []
         with conn.begin_nested():
             change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
-            for flow in flow_rows.flows_to_start(conn, self.tables, "updated", tenant):
-                column = flow.get("changes")
-                if column and column not in change.columns:
-                    continue
-                if starting.matches(self, flow, after, now):
-                    run_id = starting.start_run(
-                        self, conn, flow, after, change.key, self.run_as, now
-                    )
-                    if run_id is not None:
-                        started.append(run_id)
+            started = starting.start_flows(
+                self, conn, "updated", after, change.key, now, changed=change.columns
+            )
             ops.wake_record(
                 conn, resource=self.binding.resource, record_id=record_id, tenant=tenant, now=now
             )

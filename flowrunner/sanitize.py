@@ -10,11 +10,15 @@ grows without bound, or keeps a card number, a social security number or a secre
     >>> error_envelope("payment.refused", "token=abc123 was refused")
     {'code': 'payment.refused', 'message': 'token=[redacted] was refused', 'retryable': False}
 
-Pure functions only: no I/O, no global state.
+Pure functions only: no I/O. The only state is two bounded memos: texts that had
+nothing to mask (``mask_secrets``), so a clean text seen again — a step's title, a
+history line's detail — costs a lookup, holding no text that had a secret in it; and
+which field names are sensitive.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -211,8 +215,26 @@ def _keep_key(match: re.Match[str]) -> str:
     return f"{match.group('key')}{match.group('sep')}{REDACTED}"
 
 
+# Texts ``mask_secrets`` left as they were, up to this length and this many (then it
+# starts again): masking them again is a lookup.
+_CLEAN: set[str] = set()
+_CLEAN_LENGTH = 300
+_CLEAN_COUNT = 4096
+
+
 def mask_secrets(text: str) -> str:
     """Mask card numbers, US social security numbers and secrets in one line of text."""
+    if text in _CLEAN:
+        return text
+    masked = _mask(text)
+    if masked == text and len(text) <= _CLEAN_LENGTH:
+        if len(_CLEAN) >= _CLEAN_COUNT:
+            _CLEAN.clear()
+        _CLEAN.add(text)
+    return masked
+
+
+def _mask(text: str) -> str:
     text = _PRIVATE_KEY.sub(REDACTED, text)
     # Whole headers before their parts: "Cookie: sid=…; csrftoken=…" goes as one.
     text = _AUTH_HEADER.sub(_keep_key, text)
@@ -285,6 +307,7 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w]
 
 
+@functools.lru_cache(maxsize=1024)
 def is_sensitive_field(name: str) -> bool:
     """Whether a field of this name holds a secret or personal number (``api_key``, ``ssn``)."""
     words = _words(name)

@@ -8,6 +8,7 @@ storage on the run row.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -161,12 +162,16 @@ class FlowSnapshot:
             raise ValueError("the stored snapshot does not match its digest")
         return snap
 
-    @property
+    @functools.cached_property
     def positions(self) -> tuple[int, ...]:
         return tuple(sorted({s.position for s in self.steps}))
 
+    @functools.cached_property
+    def _at(self) -> dict[int, tuple[StepSpec, ...]]:
+        return {p: tuple(s for s in self.steps if s.position == p) for p in self.positions}
+
     def steps_at(self, position: int) -> tuple[StepSpec, ...]:
-        return tuple(s for s in self.steps if s.position == position)
+        return self._at.get(position, ())
 
     def next_position(self, position: int) -> int | None:
         later = [p for p in self.positions if p > position]

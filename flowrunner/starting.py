@@ -8,6 +8,7 @@ before their flows (``flowrunner flows start``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -42,31 +43,144 @@ def start_run(
     ``start_key`` already started one. A snapshot that fails its load check starts the
     run failed, with the sentence naming the broken row. ``steps``: the flow's step rows,
     when the caller has read them already."""
-    tenant = record_tenant(runner.binding, record)
-    record_id = runner._record_id(record)
     if steps is None:
         steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
+    found = _startable(runner, flow, steps, record_tenant(runner.binding, record))
+    return _start(runner, conn, found, record, start_key, started_by, now)
+
+
+@dataclass(frozen=True)
+class Startable:
+    """An active flow as a runner keeps it between starts: its row, the snapshot a run of
+    it executes (with the load check's sentence, if it fails it) and its condition."""
+
+    flow: Mapping[str, object]
+    snapshot: snapshot.FlowSnapshot
+    stored: dict[str, Any]
+    """The snapshot as the run row keeps it (``FlowSnapshot.to_dict``)."""
+    problem: str | None
+    condition: query.Condition | None
+    """None: the flow has no condition, or one that no longer parses — a run starts,
+    and fails with a sentence naming it, rather than silently never starting."""
+
+    def matches(self, record: Mapping[str, object], now: datetime) -> bool:
+        if self.condition is None:
+            return True
+        try:
+            return self.condition.matches(record, now)
+        except errors.QueryError:
+            return True
+
+
+def _startable(
+    runner: FlowRunner,
+    flow: Mapping[str, object],
+    steps: list[dict[str, object]],
+    tenant: object,
+) -> Startable:
     snap = snapshot.FlowSnapshot.build({**flow, "tenant": tenant}, steps)
-    problem = runner.check_snapshot(snap)
+    text = flow.get("condition")
+    condition = None
+    if text is not None and str(text).strip():
+        try:
+            condition = query.parse(str(text), runner.columns)
+        except errors.QueryError:
+            condition = None
+    return Startable(flow, snap, snap.to_dict(), runner.check_snapshot(snap), condition)
+
+
+def _start(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    found: Startable,
+    record: Mapping[str, object],
+    start_key: str,
+    started_by: str,
+    now: datetime,
+) -> int | None:
+    """Insert the run of ``found`` on ``record``, due now (see ``start_run``)."""
+    tenant = record_tenant(runner.binding, record)
+    problem = found.problem
     run_id = ops.insert_run(
         conn,
         tenant=tenant,
         resource=runner.binding.resource,
-        record_id=record_id,
-        flow_id=str(flow["id"]),
-        flow_name=str(flow.get("name") or ""),
+        record_id=runner._record_id(record),
+        flow_id=str(found.flow["id"]),
+        flow_name=str(found.flow.get("name") or ""),
         start_key=start_key,
-        snapshot=snap.to_dict(),
-        digest=snap.digest,
+        snapshot=found.stored,
+        digest=found.snapshot.digest,
         state={},
         status=statuses.RunStatus.FAILED if problem else statuses.RunStatus.RUNNING,
         now=now,
         started_by=started_by,
         reason=problem,
+        due_at=None if problem else now,
     )
-    if run_id is not None and problem is None:
-        ops.set_due(conn, run_id=run_id, due_at=now, tenant=tenant)
     return run_id
+
+
+# How many (start kind, tenant) lists of flows a runner keeps (a tenant's records start
+# only that tenant's flows); the oldest goes first.
+KEPT_FLOW_LISTS = 256
+
+
+def startable(
+    runner: FlowRunner, conn: sa.Connection, start: str, tenant: object
+) -> list[Startable]:
+    """The active flows of one start kind that a record of ``tenant`` (as the record
+    gives it; None without tenants) may start, as of ``conn``'s transaction.
+
+    The runner keeps them between calls, with a digest of their rows; each call reads the
+    digest again (one statement) and the rows only when it differs. So a flow edited in
+    any way, by any process — saved through a runner or written around it — is used
+    by the next start that can see the edit, and by none before.
+    """
+    owner = None if tenant is None else runner.tables.tenant_value(tenant)
+    digest = flow_rows.startable_digest(conn, runner.tables, start, owner)
+    key = (start, type(tenant), tenant)
+    kept = runner._startable.get(key)
+    if kept is not None and kept[0] == digest:
+        return kept[1]
+    found = [
+        _startable(runner, flow, steps, tenant)
+        for flow, steps in flow_rows.startable(conn, runner.tables, start, owner)
+    ]
+    if key not in runner._startable and len(runner._startable) >= KEPT_FLOW_LISTS:
+        forget_oldest(runner._startable)
+    runner._startable[key] = (digest, found)
+    return found
+
+
+def forget_oldest(kept: dict[Any, Any]) -> None:
+    """Drop the entry put first into ``kept`` (a runner's memo, which threads share:
+    another may have dropped it, or be adding one, meanwhile)."""
+    with contextlib.suppress(StopIteration, RuntimeError):
+        kept.pop(next(iter(kept)), None)
+
+
+def start_flows(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    start: str,
+    record: Mapping[str, object],
+    start_key: str,
+    now: datetime,
+    changed: frozenset[str] | None = None,
+) -> list[int]:
+    """Start each active ``start`` flow whose condition ``record`` meets (of an updated
+    flow with ``changes``, only when that column is in ``changed``); the new runs' ids."""
+    started = []
+    for found in startable(runner, conn, start, record_tenant(runner.binding, record)):
+        column = found.flow.get("changes")
+        if changed is not None and column and column not in changed:
+            continue
+        if found.matches(record, now):
+            run_id = _start(runner, conn, found, record, start_key, runner.run_as, now)
+            if run_id is not None:
+                started.append(run_id)
+    return started
 
 
 def record_tenant(bound: binding.FlowBinding, record: Mapping[str, object]) -> object:

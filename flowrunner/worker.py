@@ -250,7 +250,7 @@ class Worker:
         """
         # The clock is read per run: a slow run before this one costs no stale time.
         now = self.runner.clock()
-        savepoint = conn.begin_nested()
+        savepoint = dialects.Savepoint(conn, "flowrunner_run")
         failure: str | None = None
         try:
             step = _Advance(self, conn, claim, now, later)
@@ -286,7 +286,7 @@ class Worker:
             log.debug("run %s: raised at %s", claim.run_id, logs.where(exc))
             self._fail_run(conn, claim, now, exc)
             return True
-        savepoint.commit()
+        savepoint.release()
         self.stats.advanced += 1
         if failure is not None:
             self.stats.failed += 1
@@ -394,7 +394,8 @@ class _Advance:
     """One claimed run's step, in ``conn``'s transaction: made for the run, then dropped.
 
     It holds what the step read — the run, its snapshot, the claim, the clock — and
-    what it gathers to write at once: the record's pending sets and the history lines.
+    what it gathers to write at once: the record's pending sets, the history lines and
+    the idempotency records of the commands that answered.
     """
 
     def __init__(
@@ -415,15 +416,19 @@ class _Advance:
         self.now = now
         self.run = ops.load_run(conn, claim.run_id)
         self.lines: list[ops.LogLine] = []
+        self.completed: list[ops.Completed] = []
         self.sets: dict[str, object] = {}
         self.wrote_record = False
         # Why the run failed at this step, when it did: logged once the step is saved.
         self.failed: str | None = None
+        # Whether the record may differ from the working copy: written by a set (the
+        # database may hold its value otherwise typed) or by a command.
+        self.stale = False
 
     @functools.cached_property
     def snap(self) -> snapshot.FlowSnapshot:
         """What the run executes; read only for a run that goes on."""
-        return snapshot.FlowSnapshot.from_dict(self.run.snapshot)
+        return self.runner.load_snapshot(self.run.snapshot)
 
     def advance(self) -> state.RunState | None:
         """Advance the run and save it; its new state, or None if it had ended or stopped."""
@@ -491,8 +496,10 @@ class _Advance:
                 # The interpreter's loop bound should end any flow long before this.
                 raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
             if working is not None:
-                self._flush_sets()  # then read back what the commands wrote too
-                working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+                self._flush_sets()
+                if self.stale:  # read back what the sets and commands wrote
+                    working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+                    self.stale = False
             step = interpret.advance(
                 snap,
                 step.state,
@@ -535,27 +542,25 @@ class _Advance:
                 except_run=run.id,
             )
         ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self.lines)
+        ops.record_completed(conn, self.completed, now=now)
         self.point("before-save")
         # The fence: a worker that paused past its lease while another took the run
         # over is refused here, and everything it wrote rolls back with this step. The
-        # same statement gives the lease up (an ended run's lease row goes).
-        self._give_up_lease(forget=ended)
-        ops.save_run(
+        # same save gives the lease up (an ended run's lease row goes), writes the run's
+        # new state and moves its due row on — one statement where the database allows.
+        ops.save_step(
             conn,
-            run.id,
+            run_id=run.id,
             expected_version=run.version,
             state=new.to_dict(),
             status=new.status,
             now=now,
             error=new.error,
             reason=new.reason,
-        )
-        ops.set_due(
-            conn,
-            run_id=run.id,
+            owner=self.owner,
+            claim=self.claim,
             due_at=None if ended else wake_at,
             tenant=run.tenant,
-            claim=self.claim,
         )
 
     def _give_up_lease(self, *, forget: bool) -> None:
@@ -639,7 +644,7 @@ class _Advance:
                 self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
             )
             self.sets = {}
-            self.wrote_record = True
+            self.wrote_record = self.stale = True
             self.point("after-set")
 
     def _command(
@@ -688,14 +693,17 @@ class _Advance:
             until=deadline,
             point=self.point,
         )
-        savepoint = conn.begin_nested()
+        savepoint = dialects.Savepoint(conn, "flowrunner_command")
         failed: happened.CommandResult | None = None
         answer: Mapping[str, object] | None = None
+        wrote = True
         try:
             with beat, dialects.statement_time_limited(conn, timeout):
                 runner.authorize_command(effect.command)
                 function = runner.commands[effect.command]
+                mark = dialects.write_mark(conn)
                 answer = function(context)
+                wrote = dialects.wrote_since(conn, mark)
             if answer is not None and not isinstance(answer, Mapping):
                 raise TypeError(f"command {effect.command!r} answered {type(answer).__name__}")
         except errors.CommandRefused as refused:
@@ -753,11 +761,11 @@ class _Advance:
         if failed is not None:
             savepoint.rollback()
             return failed
-        savepoint.commit()
+        savepoint.release()
+        self.stale = self.stale or wrote
         self.point(f"after-command:{effect.command}")
-        ops.record_idempotent(
-            conn, key=key, tenant=run.tenant, result=dict(answer or {}), now=self.now
-        )
+        # Recorded with the history lines, in the same transaction as the command's writes.
+        self.completed.append(ops.Completed(key, run.tenant, dict(answer or {})))
         return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
 
 

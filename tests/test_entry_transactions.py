@@ -228,9 +228,10 @@ def test_a_fault_after_the_engine_wrote_leaves_only_the_apps_writes(
     driver: testing.FlowDriver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runner = driver.runner
-    # wake_record follows the event's insert, and a change's runs; set_due a new run's.
+    # wake_record follows the event's insert, and a change's runs; insert_run writes a
+    # new run and its due row.
     monkeypatch.setattr(ops, "wake_record", failing(ops.wake_record))
-    monkeypatch.setattr(ops, "set_due", failing(ops.set_due))
+    monkeypatch.setattr(ops, "insert_run", failing(ops.insert_run))
     monkeypatch.setattr(flow_rows, "store_flow", failing(flow_rows.store_flow))
     calls: list[Call] = [
         lambda conn: runner.emit(conn, "po.decided", {"order": 1, "approver": "a"}),

@@ -85,8 +85,9 @@ def test_legal_moves_are_taken_and_staying_put_is_no_move() -> None:
     assert run.ended
 
 
-def test_a_state_mid_run_round_trips_through_json() -> None:
-    run = state.RunState(
+def mid_run() -> state.RunState:
+    """A run waiting at its second position, with lanes, an event and an unread one."""
+    return state.RunState(
         status=statuses.RunStatus.WAITING,
         position=2,
         moves=3,
@@ -121,7 +122,12 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
         clock=T + timedelta(hours=3),
         entered_at=T,
         unread=[EventIn(id=9, name="po.decided", payload={"order": 42}, at=T)],
+        error={"code": "x", "message": "y"},
     )
+
+
+def test_a_state_mid_run_round_trips_through_json() -> None:
+    run = mid_run()
     data = run.to_dict()
     assert type(data["status"]) is str and type(data["lanes"][0]["status"]) is str
     stored = json.loads(json.dumps(data))
@@ -131,12 +137,20 @@ def test_a_state_mid_run_round_trips_through_json() -> None:
     assert stored["lanes"][0]["pass"] == 1
 
 
-def test_copy_is_independent() -> None:
-    run = state.RunState(lanes=[lane()], passes={1: 1})
+def test_copy_is_what_the_round_trip_gives_and_independent() -> None:
+    run = mid_run()
     twin = run.copy()
+    assert twin == state.RunState.from_dict(run.to_dict()) == run
     twin.lanes[0].received = 5
+    twin.lanes[0].answerers.append("bob")
+    assert twin.lanes[0].event is not None
+    twin.lanes[0].event["decision"] = "rejected"
     twin.passes[1] = 2
-    assert run.lanes[0].received == 0 and run.passes == {1: 1}
+    twin.unread[0].payload["order"] = 7  # type: ignore[index]
+    assert twin.error is not None
+    twin.error["code"] = "z"
+    twin.status = statuses.RunStatus.RUNNING
+    assert run == mid_run()
 
 
 def test_retry_decisions_back_off_exponentially_up_to_the_cap() -> None:
@@ -208,3 +222,15 @@ def test_restart_forgets_everything_but_the_step_and_pass() -> None:
     assert failed == lane()
     with pytest.raises(state.IllegalMove):
         lane(status="done").restart()
+
+
+def test_a_fresh_lane_is_the_one_its_constructor_makes_with_lists_of_its_own() -> None:
+    made = state.LaneState(step_id="s1", kind="approval", pass_=2)
+    fresh = state.LaneState.fresh("s1", "approval", 2)
+    assert fresh == made and vars(fresh) == vars(made)
+    fresh.answerers.append("ann")
+    other = state.LaneState.fresh("s2", "wait", 1)
+    assert other.answerers == [] and other.asked_names == []
+    fresh.status = statuses.LaneStatus.COMMANDING  # moves are still checked
+    with pytest.raises(state.IllegalMove):
+        fresh.status = statuses.LaneStatus.READY

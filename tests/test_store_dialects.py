@@ -54,6 +54,43 @@ def test_savepoints_roll_back_inside_a_sqlite_transaction(sqlite_engine: sa.Engi
         assert conn.execute(sa.text("SELECT count(*) FROM t")).scalar() == 0
 
 
+def test_our_savepoints_keep_undo_and_nest_and_listeners_see_them(any_engine: sa.Engine) -> None:
+    dialects.prepare_engine(any_engine)
+    with any_engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE t (x INTEGER)"))
+    sent: list[str] = []
+
+    def note(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement)
+
+    event.listen(any_engine, "before_cursor_execute", note)
+    try:
+        with dialects.begin(any_engine) as conn:
+            outer = dialects.Savepoint(conn, "around")
+            conn.execute(sa.text("INSERT INTO t VALUES (1)"))
+            with dialects.Savepoint(conn, "within"):
+                conn.execute(sa.text("INSERT INTO t VALUES (2)"))
+            with pytest.raises(ZeroDivisionError), dialects.Savepoint(conn, "within"):
+                conn.execute(sa.text("INSERT INTO t VALUES (3)"))
+                raise ZeroDivisionError
+            outer.release()
+            undone = dialects.Savepoint(conn, "undone")
+            conn.execute(sa.text("INSERT INTO t VALUES (4)"))
+            undone.rollback()
+            conn.execute(sa.text("INSERT INTO t VALUES (5)"))
+    finally:
+        event.remove(any_engine, "before_cursor_execute", note)
+    assert sent.count("SAVEPOINT within") == 2 and "RELEASE SAVEPOINT around" in sent
+    assert "ROLLBACK TO SAVEPOINT within" in sent and "ROLLBACK TO SAVEPOINT undone" in sent
+    with any_engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT x FROM t ORDER BY x")).scalars().all() == [1, 2, 5]
+    # A savepoint released twice is the database's error, raised as SQLAlchemy's.
+    with pytest.raises(sa.exc.DBAPIError), dialects.begin(any_engine) as conn:
+        twice = dialects.Savepoint(conn, "twice")
+        twice.release()
+        twice.release()
+
+
 def test_begin_takes_the_sqlite_write_lock_up_front(sqlite_engine: sa.Engine) -> None:
     migrate.upgrade(sqlite_engine)
     other = sqlite3.connect(sqlite_file(sqlite_engine), timeout=0, isolation_level=None)
@@ -68,6 +105,24 @@ def test_begin_takes_the_sqlite_write_lock_up_front(sqlite_engine: sa.Engine) ->
             conn.execute(sa.select(engine_tables.due)).all()
             with pytest.raises(sqlite3.OperationalError, match="locked"):
                 other.execute("BEGIN IMMEDIATE")
+    finally:
+        other.close()
+
+
+def test_a_write_lock_held_elsewhere_is_sqlalchemys_error_at_begin(
+    sqlite_engine: sa.Engine,
+) -> None:
+    migrate.upgrade(sqlite_engine)
+    with sqlite_engine.connect() as conn:  # the pooled connection waits a millisecond only
+        conn.exec_driver_sql("PRAGMA busy_timeout = 1")
+    other = sqlite3.connect(sqlite_file(sqlite_engine), timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sa.exc.OperationalError, match="locked"), dialects.begin(sqlite_engine):
+            pass
+        other.execute("ROLLBACK")
+        with dialects.begin(sqlite_engine) as conn:  # and the connection goes on
+            assert conn.execute(sa.select(sa.literal(1))).scalar_one() == 1
     finally:
         other.close()
 

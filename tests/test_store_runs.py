@@ -45,6 +45,17 @@ def test_a_flow_starts_once_per_start_key(engine: sa.Engine) -> None:
     assert len({first, other_flow, other_change, other_resource}) == 4
 
 
+def test_a_run_started_due_is_due_with_its_resource_and_tenant(engine: sa.Engine) -> None:
+    due = engine_tables.due
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, tenant="acme", resource="ticket", due_at=T0)
+        assert run_id is not None
+        assert start(conn, tenant="acme", resource="ticket", due_at=T0) is None  # started once
+        rows = conn.execute(sa.select(due.c.run_id, due.c.tenant, due.c.resource, due.c.due_at))
+        assert [tuple(row) for row in rows] == [(run_id, "acme", "ticket", T0)]
+        assert ops.due_count(conn, now=T0, resource="ticket", tenant="acme") == 1
+
+
 def test_a_run_reads_back_as_written(engine: sa.Engine) -> None:
     with dialects.begin(engine) as conn:
         run_id = start(conn, tenant="acme")
@@ -205,6 +216,66 @@ def test_history_is_kept_in_order_and_sanitized(engine: sa.Engine) -> None:
     assert history[0].tenant == "acme"  # taken from the run
     assert history[1].pass_ == 2 and history[1].title == "Ask"
     assert history[1].detail == {"error": "card [card ****1111] refused", "token": "[redacted]"}
+
+
+def test_a_steps_lines_are_written_together_as_each_would_be_alone(engine: sa.Engine) -> None:
+    later = T0 + timedelta(hours=2)
+    lines = [
+        ops.LogLine("started", position=1, step_id="s1", title="Ask", kind="approval", pass_=1),
+        ops.LogLine(
+            "failed",
+            position=1,
+            step_id="s1",
+            kind="approval",
+            pass_=1,
+            detail={"error": "card 4111111111111111\nrefused", "n": 3},
+            due_at=T0,
+        ),
+        ops.LogLine("ended", detail="the flow ended", due_at=T0),
+    ]
+    with dialects.begin(engine) as conn:
+        run_id = start(conn, tenant=7)
+        assert run_id is not None
+        ops.append_logs(conn, run_id=run_id, at=later, tenant=7, lines=lines)
+        history = ops.run_history(conn, run_id)
+    assert [(line.what, line.position, line.pass_) for line in history] == [
+        ("started", 1, 1),
+        ("failed", 1, 1),
+        ("ended", None, None),
+    ]
+    assert {line.tenant for line in history} == {"7"}
+    assert {line.at for line in history} == {later}
+    assert all(line.at.tzinfo is not None for line in history)
+    assert [line.due_at for line in history] == [None, T0, T0]
+    assert history[1].detail == {"error": "card [card ****1111] refused", "n": 3}
+    assert history[2].detail == "the flow ended" and history[0].detail is None
+
+
+def test_commands_answers_are_recorded_together_each_once(engine: sa.Engine) -> None:
+    with dialects.begin(engine) as conn:
+        ops.begin_idempotent(conn, key="run-1/a", tenant="acme", now=T0)
+        ops.record_completed(
+            conn,
+            [
+                ops.Completed("run-1/a", "acme", {"asked": 2}),
+                ops.Completed("run-1/b", "acme", {"token": "t0k"}),
+                ops.Completed("run-2/a", None),
+            ],
+            now=T0 + timedelta(minutes=5),
+        )
+        found = {
+            key: ops.find_idempotent(conn, key=key) for key in ("run-1/a", "run-1/b", "run-2/a")
+        }
+    assert all(row is not None and row.completed for row in found.values())
+    first, second, third = found["run-1/a"], found["run-1/b"], found["run-2/a"]
+    assert first is not None and second is not None and third is not None
+    assert (first.result, first.created_at, first.updated_at) == (
+        {"asked": 2},
+        T0,
+        T0 + timedelta(minutes=5),
+    )
+    assert second.result == {"token": "[redacted]"} and second.tenant == "acme"
+    assert third.result is None and third.tenant is None
 
 
 def test_integer_tenants_are_kept_as_text_and_found_either_way(engine: sa.Engine) -> None:

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from running import T0, app, mount
 
 from flowrunner import FlowBinding, flow_runner, worker
+from flowrunner.store import engine_tables
 
 UNTIL_AND_SET = """
 - name: Wait for due
@@ -123,3 +124,25 @@ def test_the_outbox_is_read_and_marked_delivered(any_engine: sa.Engine) -> None:
     assert driver.runner.mark_delivered(notice.id) is True
     assert driver.runner.mark_delivered(notice.id) is False
     assert driver.runner.notices(undelivered=True) == []
+
+
+def test_a_snapshot_changed_on_its_run_row_fails_that_run_alone(any_engine: sa.Engine) -> None:
+    # Two tickets wait for their due time; the worker has read their snapshot already.
+    driver = mount(any_engine, "tickets", flows=UNTIL_AND_SET.split("- name: Move")[0])
+    for n in (1, 2):
+        driver.create(ticket(n, due_at=T0 + timedelta(hours=1)))
+    [first], [second] = driver.runs(1), driver.runs(2)
+    assert first.status == second.status == "waiting"
+    # Someone edits the second run's copy of the flow on its row, keeping its digest.
+    edited = dict(second.snapshot)
+    steps: list[dict[str, object]] = second.snapshot["steps"]  # type: ignore[assignment]
+    edited["steps"] = [{**step, "title": "Edited"} for step in steps]
+    runs = engine_tables.runs
+    with any_engine.begin() as conn:
+        conn.execute(sa.update(runs).where(runs.c.id == second.id).values(snapshot=edited))
+    driver.advance("1 hour")
+    [first], [second] = driver.runs(1), driver.runs(2)
+    assert first.status == "done"
+    assert second.status == "failed"
+    assert second.error is not None
+    assert "does not match its digest" in str(second.error["message"])

@@ -6,11 +6,16 @@ exported from ``flowrunner``. Run through the real worker on SQLite and PostgreS
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
-from running import MARK_AND_TELL, mount, ticket
+from running import MARK_AND_TELL, app, mount, ticket
 
 import flowrunner
-from flowrunner import worker
+from flowrunner import FlowBinding, Kind, commands, testing, worker
+from flowrunner.store import engine_tables
+
+TICKETS = app("tickets")
 
 # What a worker may hold between steps: its runner, its lease owner, its settings,
 # its counts and its hook. Nothing read or gathered for one run.
@@ -51,3 +56,67 @@ def test_runs_history_and_notices_are_the_exported_rows(any_engine: sa.Engine) -
     assert isinstance(notice, flowrunner.NoticeRow)
     assert (notice.run_id, notice.audience, notice.delivered_at) == (run.id, "requester", None)
     assert driver.notices(run.id) == [notice]
+
+
+# A ticket handed over and its new assignee told, then the ticket looked at twice by a
+# command that only reads it: one advance does all four steps.
+HAND_OVER = """
+- name: Hand over
+  start: created
+  steps:
+    - {position: 1, kind: assign, title: Hand over, assign_to: bo}
+    - {position: 2, kind: notify, title: Tell, audience: assignee, message: Yours now}
+    - {position: 3, kind: look, title: Look}
+    - {position: 4, kind: look, title: Look again}
+"""
+
+
+def look(ctx: commands.CommandContext) -> dict[str, object]:
+    """A command that reads the ticket through the step's connection and writes nothing."""
+    table = TICKETS.ticket
+    title = ctx.conn.execute(sa.select(table.c.title).where(table.c.id == ctx.record["id"]))
+    return {"title": title.scalar_one(), "assignee": ctx.record["assignee"]}
+
+
+def hand_over(engine: sa.Engine) -> testing.FlowDriver:
+    kinds = {**TICKETS.binding.kinds, "look": Kind(command="look")}
+    binding = FlowBinding(**{**TICKETS.binding.model_dump(exclude={"kinds"}), "kinds": kinds})
+    return mount(engine, "tickets", flows=HAND_OVER, binding=binding, commands={"look": look})
+
+
+def test_a_commands_write_is_what_the_next_step_of_the_same_advance_reads(
+    any_engine: sa.Engine,
+) -> None:
+    driver = hand_over(any_engine)
+    driver.create(ticket(1))
+    [run] = driver.runs(1)
+    assert run.status == "done"
+    [notice] = driver.notices(run.id)
+    assert (notice.audience, notice.recipient) == ("assignee", "bo")
+    with any_engine.connect() as conn:
+        answers = conn.execute(
+            sa.select(engine_tables.idempotency.c.result).order_by(engine_tables.idempotency.c.key)
+        ).scalars()
+        assert [a for a in answers if a] == [{"title": "T1", "assignee": "bo"}] * 2
+
+
+def test_the_record_is_read_again_only_after_something_wrote_it(any_engine: sa.Engine) -> None:
+    driver = hand_over(any_engine)
+    driver.create(ticket(1), run=False)
+    reads: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM ticket" in statement:
+            reads.append(statement)
+
+    sa.event.listen(any_engine, "before_cursor_execute", note)
+    try:
+        driver.run_until_idle()
+    finally:
+        sa.event.remove(any_engine, "before_cursor_execute", note)
+    # Once when the advance begins, once after the hand-over wrote it, and each look's
+    # own read. SQLite tells that a look changed no row, so nothing more is read; on
+    # PostgreSQL any statement a command sends may have written, so after each look the
+    # ticket is read again.
+    looks = 2 if any_engine.dialect.name == "sqlite" else 4
+    assert len(reads) == 2 + looks, reads

@@ -303,7 +303,7 @@ def _enter(turn: Turn, position: int) -> None:
     run.entered_at = turn.now
     run.passes[position] = run.passes.get(position, 0) + 1
     run.lanes = [
-        state_mod.LaneState(step_id=s.id, kind=s.kind, pass_=run.passes[position])
+        state_mod.LaneState.fresh(s.id, s.kind, run.passes[position])
         for s in turn.snap.steps_at(position)
     ]
 

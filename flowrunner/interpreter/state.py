@@ -127,6 +127,16 @@ class LaneState(_Guarded):
     asked_names: list[str] = field(default_factory=list)
     finished_at: datetime | None = None
 
+    @classmethod
+    def fresh(cls, step_id: Any, kind: str, pass_: int) -> LaneState:
+        """``LaneState(step_id=..., kind=..., pass_=...)``, made without checking each
+        field's assignment (a lane is made for every step a run enters)."""
+        lane = object.__new__(cls)
+        lane.__dict__.update(_FRESH_LANE, step_id=step_id, kind=kind, pass_=pass_)
+        lane.__dict__["answerers"] = []
+        lane.__dict__["asked_names"] = []
+        return lane
+
     @property
     def active(self) -> bool:
         return self.status not in (statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED)
@@ -138,6 +148,17 @@ class LaneState(_Guarded):
         for f in fields(self):
             if f.name != "status":
                 object.__setattr__(self, f.name, getattr(fresh, f.name))
+
+    def copy(self) -> LaneState:
+        """A deep, independent copy: what ``from_dict(to_dict())`` gives, made directly."""
+        lane = object.__new__(LaneState)
+        values = dict(self.__dict__)
+        values["answerers"] = list(self.answerers)
+        values["asked_names"] = list(self.asked_names)
+        if self.event is not None:
+            values["event"] = dict(self.event)
+        lane.__dict__.update(values)
+        return lane
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -162,6 +183,14 @@ class LaneState(_Guarded):
         for name in ("answerers", "asked_names"):
             values[name] = [str(v) for v in values.get(name) or ()]
         return cls(**values)
+
+
+# A new lane's fields but its step, kind and pass (and its lists, made anew each time).
+_FRESH_LANE = {
+    k: v
+    for k, v in LaneState(step_id=None, kind="", pass_=0).__dict__.items()
+    if k not in ("step_id", "kind", "pass_", "answerers", "asked_names")
+}
 
 
 @dataclass
@@ -251,8 +280,18 @@ class RunState(_Guarded):
         )
 
     def copy(self) -> RunState:
-        """A deep, independent copy (advance never changes the state it is given)."""
-        return RunState.from_dict(self.to_dict())
+        """A deep, independent copy (advance never changes the state it is given): what
+        ``from_dict(to_dict())`` gives, made directly."""
+        run = object.__new__(RunState)
+        values = dict(self.__dict__)
+        values["passes"] = dict(self.passes)
+        values["lanes"] = [lane.copy() for lane in self.lanes]
+        values["error"] = None if self.error is None else dict(self.error)
+        values["unread"] = [
+            happened.EventIn(e.id, e.name, dict(e.payload), e.at) for e in self.unread
+        ]
+        run.__dict__.update(values)
+        return run
 
 
 def cancel_pending(data: Mapping[str, Any] | None) -> bool:

@@ -70,11 +70,21 @@ def parse_value(text: str, column_type: ColumnType | str | None = None) -> Value
     >>> parse_value("today() + 2 days", "date").type
     <ColumnType.DATE: 'date'>
     """
-    value = parser.parse_value_node(text)
-    if column_type is None:
-        return value
     kind = ColumnType(column_type) if isinstance(column_type, str) else column_type
+    if not isinstance(text, str):
+        return _read_value(text, kind)
+    return _cached_value(text, kind)
+
+
+def _read_value(text: str, kind: ColumnType | None) -> ValueExpr:
+    value = parser.parse_value_node(text)
+    if kind is None:
+        return value
     return check.fit_value(value, kind, text, "the field")
+
+
+# Cached as conditions are (a set step's value is read at every run): the AST is frozen.
+_cached_value = functools.lru_cache(maxsize=4096)(_read_value)
 
 
 def render(node: ast.Node) -> str:

@@ -63,58 +63,117 @@ def set_due(
     postponed or dropped: it stays due no later than the claim's due time, and
     False is returned.
     """
-    table = engine_tables.due
     if claim is not None:
         # The common case in one statement: not woken since the claim. The WHERE is
         # checked against the row under its lock, so a wake-up committing meanwhile
         # either came first (no match) or waits for us.
-        def build() -> sa.Delete | sa.Update:
-            unchanged = sa.and_(
-                table.c.run_id == sa.bindparam("p_run"), table.c.wakes == sa.bindparam("p_wakes")
-            )
-            if due_at is None:
-                return sa.delete(table).where(unchanged)
-            return (
-                sa.update(table)
-                .where(unchanged)
-                .values(
-                    due_at=prepared.param("p_due", table.c.due_at),
-                    tenant=prepared.param("p_tenant", table.c.tenant),
-                )
-            )
-
-        values: dict[str, Any] = {"p_run": run_id, "p_wakes": claim.wakes}
-        if due_at is not None:
-            values |= {"p_due": due_at, "p_tenant": tenant}
-        done = conn.execute(prepared.statement(("set_due", due_at is None), build), values)
+        done = prepared.compiled(
+            conn, ("set_due", due_at is None), lambda: after_claim(due_at is None)
+        ).execute(
+            conn, after_claim_values(run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
+        )
         if done.rowcount == 1:
             return True
-        woken = conn.execute(
-            sa.select(table.c.wakes).where(table.c.run_id == run_id).with_for_update()
-        ).scalar_one_or_none()
-        if woken is not None and woken != claim.wakes:
-            earliest = claim.due_at if due_at is None else min(due_at, claim.due_at)
-            conn.execute(
-                sa.update(table)
-                .where(table.c.run_id == run_id, table.c.due_at > earliest)
-                .values(due_at=earliest)
-            )
-            return False
+        return not_as_claimed(conn, run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
+    return _set(conn, run_id=run_id, due_at=due_at, tenant=tenant)
+
+
+def first_due(started: sa.CTE) -> sa.Insert:
+    """The due row of each run a statement just started (``started``: its ``id``,
+    ``tenant`` and ``resource``), due at ``p_due``: a start and its due row in one
+    statement (``runs.insert_run``, PostgreSQL)."""
+    table = engine_tables.due
+    return sa.insert(table).from_select(
+        ["run_id", "tenant", "due_at", "wakes", "resource"],
+        sa.select(
+            started.c.id,
+            started.c.tenant,
+            prepared.param("p_due", table.c.due_at),
+            sa.literal_column("0"),
+            started.c.resource,
+        ),
+    )
+
+
+def after_claim(dropped: bool) -> sa.Delete | sa.Update:
+    """``set_due``'s statement for a claimed run not woken since its claim: the due row
+    dropped (``dropped``) or moved on, its values named as ``after_claim_values`` names
+    them. It changes no row of a run woken meanwhile (see ``not_as_claimed``)."""
+    table = engine_tables.due
+    unchanged = sa.and_(
+        table.c.run_id == sa.bindparam("p_run"), table.c.wakes == sa.bindparam("p_wakes")
+    )
+    if dropped:
+        return sa.delete(table).where(unchanged)
+    return (
+        sa.update(table)
+        .where(unchanged)
+        .values(
+            due_at=prepared.param("p_due", table.c.due_at),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+        )
+    )
+
+
+def after_claim_values(
+    *, run_id: int, due_at: datetime | None, tenant: object, claim: Claim
+) -> dict[str, Any]:
+    values: dict[str, Any] = {"p_run": run_id, "p_wakes": claim.wakes}
+    if due_at is not None:
+        values |= {"p_due": due_at, "p_tenant": tenant}
+    return values
+
+
+def not_as_claimed(
+    conn: sa.Connection, *, run_id: int, due_at: datetime | None, tenant: object, claim: Claim
+) -> bool:
+    """``set_due`` for a claimed run whose due row ``after_claim`` did not change: woken
+    since its claim (it stays due no later than the claim's due time; False), or without
+    a due row (made due at ``due_at``, or left without one)."""
+    table = engine_tables.due
+    woken = conn.execute(
+        sa.select(table.c.wakes).where(table.c.run_id == run_id).with_for_update()
+    ).scalar_one_or_none()
+    if woken is not None and woken != claim.wakes:
+        earliest = claim.due_at if due_at is None else min(due_at, claim.due_at)
+        conn.execute(
+            sa.update(table)
+            .where(table.c.run_id == run_id, table.c.due_at > earliest)
+            .values(due_at=earliest)
+        )
+        return False
+    return _set(conn, run_id=run_id, due_at=due_at, tenant=tenant)
+
+
+def _set(conn: sa.Connection, *, run_id: int, due_at: datetime | None, tenant: object) -> bool:
+    table = engine_tables.due
     if due_at is None:
-        conn.execute(sa.delete(table).where(table.c.run_id == run_id))
+        prepared.compiled(
+            conn,
+            "drop_due",
+            lambda: sa.delete(table).where(table.c.run_id == sa.bindparam("p_run")),
+        ).execute(conn, {"p_run": run_id})
         return True
-    runs = engine_tables.runs
-    resource = sa.select(runs.c.resource).where(runs.c.id == run_id).scalar_subquery()
-    dialects.upsert(
-        conn,
-        table,
-        {"run_id": run_id, "tenant": tenant, "due_at": due_at, "wakes": 0, "resource": resource},
-        conflict=["run_id"],
-        update={
-            "due_at": due_at,
-            "tenant": tenant,
-            "resource": dialects.excluded(conn, table).resource,
-        },
+
+    def upsert() -> Any:
+        runs = engine_tables.runs
+        stmt = dialects.insert_statement(conn, table).values(
+            run_id=sa.bindparam("p_run"),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+            due_at=prepared.param("p_due", table.c.due_at),
+            wakes=0,
+            resource=sa.select(runs.c.resource)
+            .where(runs.c.id == sa.bindparam("p_run"))
+            .scalar_subquery(),
+        )
+        offered = stmt.excluded
+        return stmt.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={"due_at": offered.due_at, "tenant": offered.tenant, "resource": offered.resource},
+        )
+
+    prepared.compiled(conn, "upsert_due", upsert).execute(
+        conn, {"p_run": run_id, "p_tenant": tenant, "p_due": due_at}
     )
     return True
 
@@ -157,26 +216,34 @@ def wake_record(
             "p_except": except_run,
         },
     ).all()
+    if not woken:
+        return []
     table = engine_tables.due
-    offered = dialects.excluded(conn, table)
-    for run_id, run_tenant in woken:
-        dialects.upsert(
-            conn,
-            table,
-            {
-                "run_id": run_id,
-                "tenant": run_tenant,
-                "due_at": now,
-                "wakes": 1,
-                "resource": resource,
-            },
-            conflict=["run_id"],
-            update={
+
+    def wake() -> Any:
+        stmt = dialects.insert_statement(conn, table).values(
+            run_id=sa.bindparam("p_run"),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+            due_at=prepared.param("p_now", table.c.due_at),
+            wakes=1,
+            resource=sa.bindparam("p_resource"),
+        )
+        offered = stmt.excluded
+        return stmt.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={
                 "due_at": sa.case(
                     (table.c.due_at > offered.due_at, offered.due_at), else_=table.c.due_at
                 ),
                 "wakes": table.c.wakes + 1,
             },
+        )
+
+    upsert = prepared.statement(("wake_due", conn.dialect.name), wake)
+    for run_id, run_tenant in woken:
+        conn.execute(
+            upsert,
+            {"p_run": run_id, "p_tenant": run_tenant, "p_now": now, "p_resource": resource},
         )
     return [int(run_id) for run_id, _ in woken]
 

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import spelling
-from flowrunner.store import app_tables
+from flowrunner.store import app_tables, dialects, prepared
 
 
 def _dicts(result: sa.Result[Any]) -> list[dict[str, Any]]:
@@ -78,13 +78,73 @@ def flows_to_start(
     conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
 ) -> list[dict[str, Any]]:
     """Active flows of one start kind, of the record's tenant when the binding has tenants."""
+    query = tables.statement(
+        ("flows_to_start",),
+        lambda: sa.select(tables.flows).where(_startable(tables)).order_by(tables.flows.c.id),
+    )
+    return _dicts(conn.execute(query, {"p_start": start, "p_tenant": tenant}))
+
+
+def startable(
+    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """``flows_to_start`` with each flow's steps (as ``steps_of_flow``): two statements."""
+    flows = flows_to_start(conn, tables, start, tenant)
+    if not flows:
+        return []
+
+    def build() -> sa.Select[Any]:
+        steps, chosen = tables.steps, sa.select(tables.flows.c.id).where(_startable(tables))
+        return (
+            sa.select(steps)
+            .where(steps.c.flow_id.in_(chosen))
+            .order_by(steps.c.flow_id, steps.c.position, steps.c.id)
+        )
+
+    found: dict[Any, list[dict[str, Any]]] = {flow["id"]: [] for flow in flows}
+    query = tables.statement(("startable_steps",), build)
+    for step in _dicts(conn.execute(query, {"p_start": start, "p_tenant": tenant})):
+        # A flow that turned active between the two reads waits for the next start.
+        found.get(step["flow_id"], []).append(step)
+    return [(flow, found[flow["id"]]) for flow in flows]
+
+
+def startable_digest(
+    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
+) -> tuple[Any, Any]:
+    """A digest of what ``startable`` reads: it differs whenever those rows differ.
+
+    One statement; a runner compares it with the digest of the flows it keeps, and reads
+    them again only when it differs (``starting.startable``).
+    """
+
+    def build() -> sa.Select[Any]:
+        flows, steps = tables.flows, tables.steps
+        chosen = _startable(tables)
+        ids = sa.select(flows.c.id).where(chosen)
+        return sa.select(
+            dialects.rows_digest(conn, list(flows.c), chosen, [flows.c.id]),
+            dialects.rows_digest(conn, list(steps.c), steps.c.flow_id.in_(ids), [steps.c.id]),
+        )
+
+    dialect = conn.dialect
+    query = tables.statement(
+        ("startable_digest", type(dialect), dialect.paramstyle),
+        lambda: prepared.compile_for(build(), dialect),
+    )
+    row = query.execute(conn, {"p_start": start, "p_tenant": tenant}).one()
+    return row[0], row[1]
+
+
+def _startable(tables: app_tables.AppTables) -> sa.ColumnElement[bool]:
+    """The active flows of the start kind ``p_start`` (of the tenant ``p_tenant``)."""
     flows = tables.flows
-    query = sa.select(flows).where(flows.c.start == start)
+    clause: sa.ColumnElement[bool] = flows.c.start == sa.bindparam("p_start")
     if "active" in flows.c:
-        query = query.where(sa.or_(flows.c.active.is_(None), flows.c.active == sa.true()))
+        clause = sa.and_(clause, sa.or_(flows.c.active.is_(None), flows.c.active == sa.true()))
     if tables.tenant is not None:
-        query = query.where(flows.c[tables.tenant] == tenant)
-    return _dicts(conn.execute(query.order_by(flows.c.id)))
+        clause = sa.and_(clause, flows.c[tables.tenant] == sa.bindparam("p_tenant"))
+    return clause
 
 
 def store_flow(

@@ -159,32 +159,43 @@ def finish_lease(
     it (the work is over). Either way the row stays locked until the transaction ends,
     and if that transaction rolls back the lease is still held and simply expires.
     """
-    table = engine_tables.leases
-
-    def build() -> sa.Delete | sa.Update:
-        ours = sa.and_(
-            table.c.name == sa.bindparam("p_name"),
-            table.c.owner == sa.bindparam("p_owner"),
-            table.c.epoch == sa.bindparam("p_epoch"),
-        )
-        if forget:
-            return sa.delete(table).where(ours)
-        return (
-            sa.update(table)
-            .where(ours)
-            .values(expires_at=prepared.param("p_expires", table.c.expires_at))
-        )
-
-    result = conn.execute(
-        prepared.statement(("finish_lease", forget), build),
-        {"p_name": name, "p_owner": owner, "p_epoch": epoch}
-        | ({} if forget else {"p_expires": dialects.epoch_start()}),
+    result = prepared.compiled(conn, ("finish_lease", forget), lambda: finishing(forget)).execute(
+        conn, finishing_values(name=name, owner=owner, epoch=epoch, forget=forget)
     )
     if result.rowcount != 1:
-        raise errors.LeaseLost(
-            f"the lease {name!r} is no longer held by {owner} at epoch {epoch}; "
-            "another worker has taken the work over"
-        )
+        raise lost(name=name, owner=owner, epoch=epoch)
+
+
+def finishing(forget: bool) -> sa.Delete | sa.Update:
+    """``finish_lease``'s statement, its values named as ``finishing_values`` names them."""
+    table = engine_tables.leases
+    ours = sa.and_(
+        table.c.name == sa.bindparam("p_name"),
+        table.c.owner == sa.bindparam("p_owner"),
+        table.c.epoch == sa.bindparam("p_epoch"),
+    )
+    if forget:
+        return sa.delete(table).where(ours)
+    return (
+        sa.update(table)
+        .where(ours)
+        .values(expires_at=prepared.param("p_expires", table.c.expires_at))
+    )
+
+
+def finishing_values(*, name: str, owner: str, epoch: int, forget: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {"p_name": name, "p_owner": owner, "p_epoch": epoch}
+    if not forget:
+        values["p_expires"] = dialects.epoch_start()
+    return values
+
+
+def lost(*, name: str, owner: str, epoch: int) -> errors.LeaseLost:
+    """The refusal of a write under a lease that is no longer ``owner``'s at ``epoch``."""
+    return errors.LeaseLost(
+        f"the lease {name!r} is no longer held by {owner} at epoch {epoch}; "
+        "another worker has taken the work over"
+    )
 
 
 def check_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> None:

@@ -8,7 +8,7 @@ lists every operator action (start, cancel, retry, redrive) with the operator's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import sanitize
-from flowrunner.store import dialects, engine_tables
+from flowrunner.store import dialects, engine_tables, prepared
 
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
@@ -95,21 +95,56 @@ def record_idempotent(
     conn: sa.Connection, *, key: str, tenant: object = None, result: Any = None, now: datetime
 ) -> None:
     """Record ``key`` as COMPLETED with its result, whether or not it was begun."""
+    record_completed(conn, [Completed(key, tenant, result)], now=now)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One finished effect to record: its idempotency key, its tenant and its result."""
+
+    key: str
+    tenant: object = None
+    result: Any = None
+
+
+def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: datetime) -> None:
+    """Record each of ``done`` as COMPLETED with its result, in one statement.
+
+    A key recorded before (begun, or completed by an earlier attempt) gets the new
+    result; its ``created_at`` stays. The worker records a step's commands this way,
+    together with its history lines, in the transaction that commits their writes.
+    """
+    if not done:
+        return
     table = engine_tables.idempotency
-    offered = dialects.excluded(conn, table)
-    dialects.upsert(
+
+    def build() -> Any:
+        stmt = dialects.insert_statement(conn, table).values(
+            {c.name: sa.bindparam(c.name, type_=c.type) for c in table.c}
+        )
+        offered = stmt.excluded
+        return stmt.on_conflict_do_update(
+            index_elements=["key"],
+            set_={
+                "status": offered.status,
+                "result": offered.result,
+                "updated_at": offered.updated_at,
+            },
+        )
+
+    prepared.compiled(conn, "record_completed", build, many=True).execute_many(
         conn,
-        table,
-        {
-            "key": key,
-            "tenant": tenant,
-            "status": COMPLETED,
-            "result": _result(result),
-            "created_at": now,
-            "updated_at": now,
-        },
-        conflict=["key"],
-        update={"status": COMPLETED, "result": offered.result, "updated_at": offered.updated_at},
+        [
+            {
+                "key": one.key,
+                "tenant": one.tenant,
+                "status": COMPLETED,
+                "result": _result(one.result),
+                "created_at": now,
+                "updated_at": now,
+            }
+            for one in done
+        ],
     )
 
 

@@ -48,6 +48,7 @@ from flowrunner.store.leases import (
     time_left,
 )
 from flowrunner.store.ledger import (
+    Completed,
     IdemRow,
     JournalRow,
     begin_idempotent,
@@ -55,6 +56,7 @@ from flowrunner.store.ledger import (
     find_idempotent,
     journal,
     journal_entries,
+    record_completed,
     record_idempotent,
 )
 from flowrunner.store.listing import (
@@ -88,10 +90,12 @@ from flowrunner.store.runs import (
     runs_for_record,
     save_run,
 )
+from flowrunner.store.saves import save_step
 
 __all__ = [
     "STUCK",
     "Claim",
+    "Completed",
     "EventRow",
     "IdemRow",
     "JournalRow",
@@ -142,6 +146,7 @@ __all__ = [
     "open_runs",
     "outbox_page",
     "prune",
+    "record_completed",
     "record_idempotent",
     "refresh_lease",
     "release_lease",
@@ -150,6 +155,7 @@ __all__ = [
     "run_lease",
     "runs_for_record",
     "save_run",
+    "save_step",
     "set_due",
     "stuck_among",
     "time_left",

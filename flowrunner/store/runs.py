@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors, sanitize, statuses
 from flowrunner.interpreter import standing
-from flowrunner.store import dialects, engine_tables, prepared
+from flowrunner.store import dialects, due, engine_tables, prepared
 
 
 @dataclass(frozen=True)
@@ -156,48 +156,93 @@ def insert_run(
     started_by: str | None = None,
     reason: str | None = None,
     error: Mapping[str, Any] | None = None,
+    due_at: datetime | None = None,
 ) -> int | None:
     """Start a run; its id, or None when this flow already started for ``start_key``.
 
     ``start_key`` (``created:<record>``, ``updated:<change>``, ``manual:<uuid>``,
     ``restart:<run>``) is unique per resource and flow: the guard that starts a flow
-    once per change.
+    once per change. With ``due_at`` the run is due then (``due.set_due``): on
+    PostgreSQL in the same statement.
     """
     status = _status(status)
+    ended = status in statuses.ENDED
+    together = due_at is not None and conn.dialect.name == "postgresql"
+    stmt = prepared.compiled(
+        conn,
+        ("insert_run", ended, together),
+        lambda: _run_insert_due(conn, ended) if together else _run_insert(conn, ended),
+    )
+    run_id = stmt.execute(
+        conn,
+        {
+            "p_tenant": tenant,
+            "p_resource": resource,
+            "p_record": str(record_id),
+            "p_flow": str(flow_id),
+            "p_flow_name": flow_name,
+            "p_start_key": start_key,
+            "p_snapshot": dict(snapshot),
+            "p_digest": digest,
+            "p_status": status,
+            "p_state": dict(state),
+            "p_now": now,
+            "p_error": _error(error),
+            "p_reason": _reason(reason),
+            "p_started_by": started_by,
+            "p_due": due_at,
+        },
+    ).scalar_one_or_none()
+    if run_id is None:
+        return None
+    if due_at is not None and not together:
+        due.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant)
+    return int(run_id)
+
+
+def _run_insert_due(conn: sa.Connection, ended: bool) -> sa.Select[Any]:
+    """``_run_insert`` with the new run's due row, in one statement (PostgreSQL)."""
+    table = engine_tables.runs
+    started = _run_insert(conn, ended).returning(table.c.tenant, table.c.resource).cte("started")
+    return sa.select(started.c.id).add_cte(due.first_due(started).cte("first_due"))
+
+
+def _run_insert(conn: sa.Connection, ended: bool) -> Any:
+    """``insert_run``'s statement: the run, unless its start key started one already."""
     table = engine_tables.runs
     events = engine_tables.events
+    now = prepared.param("p_now", table.c.started_at)
     # The run listens from its start: events about the record stored up to now (in this
     # transaction too) are from before it; the floor is read in the insert itself.
     floor = sa.select(sa.func.coalesce(sa.func.max(events.c.id), 0)).where(
-        events.c.resource == resource, events.c.record_id == str(record_id)
+        events.c.resource == sa.bindparam("p_resource"),
+        events.c.record_id == sa.bindparam("p_record"),
     )
-    run_id = dialects.insert_ignore(
-        conn,
-        table,
-        {
-            "event_floor": floor.scalar_subquery(),
-            "tenant": tenant,
-            "resource": resource,
-            "record_id": str(record_id),
-            "flow_id": str(flow_id),
-            "flow_name": flow_name,
-            "start_key": start_key,
-            "snapshot": dict(snapshot),
-            "digest": digest,
-            "status": status,
-            "state": dict(state),
-            "version": 1,
-            "started_at": now,
-            "updated_at": now,
-            "ended_at": now if status in statuses.ENDED else None,
-            "error": _error(error),
-            "reason": _reason(reason),
-            "started_by": started_by,
-        },
-        conflict=["resource", "flow_id", "start_key"],
-        returning=table.c.id,
+    return (
+        dialects.insert_statement(conn, table)
+        .values(
+            event_floor=floor.scalar_subquery(),
+            tenant=prepared.param("p_tenant", table.c.tenant),
+            resource=sa.bindparam("p_resource"),
+            record_id=sa.bindparam("p_record"),
+            flow_id=sa.bindparam("p_flow"),
+            flow_name=sa.bindparam("p_flow_name"),
+            start_key=sa.bindparam("p_start_key"),
+            snapshot=prepared.param("p_snapshot", table.c.snapshot),
+            digest=sa.bindparam("p_digest"),
+            status=sa.bindparam("p_status"),
+            state=prepared.param("p_state", table.c.state),
+            version=1,
+            started_at=now,
+            updated_at=now,
+            ended_at=now if ended else None,
+            error=prepared.param("p_error", table.c.error),
+            reason=sa.bindparam("p_reason"),
+            started_by=sa.bindparam("p_started_by"),
+        )
+        .on_conflict_do_nothing(index_elements=["resource", "flow_id", "start_key"])
+        .returning(table.c.id)
     )
-    return None if run_id is None else int(run_id)
 
 
 def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
@@ -235,43 +280,70 @@ def save_run(
     ``expected_version``: someone else saved the run since it was read.
     """
     status = _status(status)
-    table = engine_tables.runs
     ended = status in statuses.ENDED
-
-    def build() -> sa.Update:
-        at = prepared.param("p_now", table.c.updated_at)
-        return (
-            sa.update(table)
-            .where(table.c.id == sa.bindparam("p_run"), table.c.version == sa.bindparam("p_ver"))
-            .values(
-                state=prepared.param("p_state", table.c.state),
-                status=prepared.param("p_status", table.c.status),
-                version=table.c.version + 1,
-                updated_at=at,
-                # Keep the first end time if an ended run is saved again; reopen on retry.
-                ended_at=sa.func.coalesce(table.c.ended_at, at) if ended else None,
-                error=prepared.param("p_error", table.c.error),
-                reason=prepared.param("p_reason", table.c.reason),
-            )
-        )
-
-    result = conn.execute(
-        prepared.statement(("save_run", ended), build),
-        {
-            "p_run": run_id,
-            "p_ver": expected_version,
-            "p_state": dict(state),
-            "p_status": status,
-            "p_now": now,
-            "p_error": _error(error),
-            "p_reason": _reason(reason),
-        },
+    result = prepared.compiled(conn, ("save_run", ended), lambda: saving(ended)).execute(
+        conn,
+        saving_values(
+            run_id,
+            expected_version=expected_version,
+            state=state,
+            status=status,
+            now=now,
+            error=error,
+            reason=reason,
+        ),
     )
     if result.rowcount != 1:
-        raise errors.LeaseLost(
-            f"run {run_id} changed since version {expected_version} was read; this save was refused"
-        )
+        raise changed(run_id, expected_version)
     return expected_version + 1
+
+
+def saving(ended: bool) -> sa.Update:
+    """``save_run``'s statement, its values named as ``saving_values`` names them."""
+    table = engine_tables.runs
+    at = prepared.param("p_now", table.c.updated_at)
+    return (
+        sa.update(table)
+        .where(table.c.id == sa.bindparam("p_run"), table.c.version == sa.bindparam("p_ver"))
+        .values(
+            state=prepared.param("p_state", table.c.state),
+            status=prepared.param("p_status", table.c.status),
+            version=table.c.version + 1,
+            updated_at=at,
+            # Keep the first end time if an ended run is saved again; reopen on retry.
+            ended_at=sa.func.coalesce(table.c.ended_at, at) if ended else None,
+            error=prepared.param("p_error", table.c.error),
+            reason=prepared.param("p_reason", table.c.reason),
+        )
+    )
+
+
+def saving_values(
+    run_id: int,
+    *,
+    expected_version: int,
+    state: Mapping[str, Any],
+    status: str,
+    now: datetime,
+    error: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "p_run": run_id,
+        "p_ver": expected_version,
+        "p_state": dict(state),
+        "p_status": _status(status),
+        "p_now": now,
+        "p_error": _error(error),
+        "p_reason": _reason(reason),
+    }
+
+
+def changed(run_id: int, expected_version: int) -> errors.LeaseLost:
+    """The refusal of a save over a version that is no longer the stored one."""
+    return errors.LeaseLost(
+        f"run {run_id} changed since version {expected_version} was read; this save was refused"
+    )
 
 
 def mark_restarted(
@@ -449,8 +521,21 @@ def append_logs(
     """Add several lines to the run's history in one statement (the worker's step)."""
     if not lines:
         return
-    conn.execute(
-        prepared.statement("append_logs", lambda: sa.insert(engine_tables.step_log)),
+    table = engine_tables.step_log
+    columns = ("run_id", "tenant", "at", "position", "step_id", "title", "kind", "what")
+    insert = prepared.compiled(
+        conn,
+        "append_logs",
+        lambda: sa.insert(table).values(
+            {
+                name: sa.bindparam(name, type_=table.c[name].type)
+                for name in (*columns, "detail", "pass", "due_at")
+            }
+        ),
+        many=True,
+    )
+    insert.execute_many(
+        conn,
         [
             {
                 "run_id": run_id,

@@ -1,0 +1,111 @@
+"""A claimed run's step saved: the lease fence, the run's new state and its due row.
+
+Three writes that go together at the end of every step: the fence (refused unless the
+claim's lease is still the worker's, and giving the lease up), the run's state over the
+version the step read, and the due row moved on unless the run was woken since its
+claim. On PostgreSQL they are one statement (each part a data-modifying CTE that runs
+only if the one before it changed its row), so a step's save is one round trip; on
+SQLite, one process on one file, they are the three statements of ``leases``, ``runs``
+and ``due``. Either way each part is the statement its module builds, and a refusal
+raises the same ``LeaseLost``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import statuses
+from flowrunner.store import due, engine_tables, leases, prepared, runs
+
+
+def save_step(
+    conn: sa.Connection,
+    *,
+    run_id: int,
+    expected_version: int,
+    state: Mapping[str, Any],
+    status: str,
+    now: datetime,
+    error: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+    owner: str,
+    claim: due.Claim,
+    due_at: datetime | None,
+    tenant: object = None,
+) -> None:
+    """Fence and give up the claim's lease (``forget`` it when the run ended), save the
+    run over ``expected_version``, and make it due at ``due_at`` (None: nothing to wait
+    for) — as ``finish_lease``, ``save_run`` and ``set_due(claim=...)`` do in turn.
+
+    Raises ``errors.LeaseLost`` when the lease is no longer ``owner``'s at the claim's
+    epoch, or the run changed since it was read; nothing is then saved.
+    """
+    name = leases.run_lease(run_id)
+    ended = statuses.RunStatus(status) in statuses.ENDED
+    if conn.dialect.name != "postgresql":
+        leases.finish_lease(conn, name=name, owner=owner, epoch=claim.epoch, forget=ended)
+        runs.save_run(
+            conn,
+            run_id,
+            expected_version=expected_version,
+            state=state,
+            status=status,
+            now=now,
+            error=error,
+            reason=reason,
+        )
+        due.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
+        return
+    dropped = due_at is None
+    fenced, saved, moved = (
+        prepared.compiled(conn, ("save_step", ended, dropped), lambda: _together(ended, dropped))
+        .execute(
+            conn,
+            leases.finishing_values(name=name, owner=owner, epoch=claim.epoch, forget=ended)
+            | runs.saving_values(
+                run_id,
+                expected_version=expected_version,
+                state=state,
+                status=status,
+                now=now,
+                error=error,
+                reason=reason,
+            )
+            | due.after_claim_values(run_id=run_id, due_at=due_at, tenant=tenant, claim=claim),
+        )
+        .one()
+    )
+    if not fenced:
+        raise leases.lost(name=name, owner=owner, epoch=claim.epoch)
+    if not saved:
+        raise runs.changed(run_id, expected_version)
+    if not moved:
+        due.not_as_claimed(conn, run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
+
+
+def _together(ended: bool, dropped: bool) -> sa.Select[Any]:
+    """The three statements as one: each runs only when the one before it changed its
+    row, and the counts of rows each changed come back."""
+    fence = leases.finishing(forget=ended).returning(engine_tables.leases.c.name).cte("fenced")
+    saved = (
+        runs.saving(ended)
+        .where(sa.select(fence.c.name).exists())
+        .returning(engine_tables.runs.c.id)
+        .cte("saved")
+    )
+    moved = (
+        due.after_claim(dropped)
+        .where(sa.select(saved.c.id).exists())
+        .returning(engine_tables.due.c.run_id)
+        .cte("moved")
+    )
+    return sa.select(
+        *(
+            sa.select(sa.func.count()).select_from(part).scalar_subquery()
+            for part in (fence, saved, moved)
+        )
+    )

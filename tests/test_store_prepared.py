@@ -1,0 +1,79 @@
+"""Statements compiled once to the driver's SQL: values converted by their columns' types,
+constants kept, many rows at once, and what they cannot take refused when compiled."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from flowrunner import sqltypes
+from flowrunner.store import dialects, prepared
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+metadata = sa.MetaData()
+thing = sa.Table(
+    "prepared_thing",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("at", sqltypes.UTCDateTime(), nullable=True),
+    sa.Column("data", dialects.json_type(), nullable=True),
+    sa.Column("status", sa.Text, nullable=True),
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+)
+
+
+def insert() -> sa.Insert:
+    return sa.insert(thing).values(
+        {name: sa.bindparam(name, type_=thing.c[name].type) for name in ("id", "at", "data")}
+    )
+
+
+def test_rows_go_in_with_their_values_converted(any_engine: sa.Engine) -> None:
+    metadata.create_all(any_engine)
+    paris = timezone(timedelta(hours=1))
+    rows: list[dict[str, Any]] = [
+        {"id": 1, "at": T0, "data": {"n": 1}},
+        {"id": 2, "at": T0.astimezone(paris), "data": "done"},  # the same moment elsewhere
+        {"id": 3, "at": None, "data": None},
+        {"id": 4, "at": T0 + timedelta(hours=1), "data": "done"},
+    ]
+    with dialects.begin(any_engine) as conn:
+        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(conn, rows)
+        found = conn.execute(sa.select(thing.c.id, thing.c.at, thing.c.data).order_by("id")).all()
+    assert [tuple(row) for row in found] == [
+        (1, T0, {"n": 1}),
+        (2, T0, "done"),
+        (3, None, None),
+        (4, T0 + timedelta(hours=1), "done"),
+    ]
+    assert all(row.at is None or row.at.tzinfo is not None for row in found)
+
+
+def test_a_statement_keeps_its_own_constants_and_counts_its_rows(any_engine: sa.Engine) -> None:
+    metadata.create_all(any_engine)
+
+    def bump() -> sa.Update:
+        return (
+            sa.update(thing)
+            .where(thing.c.id == sa.bindparam("p_id"))
+            .values(status="bumped", version=thing.c.version + 2, at=sa.bindparam("p_at"))
+        )
+
+    with dialects.begin(any_engine) as conn:
+        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(
+            conn, [{"id": 1, "at": None, "data": None}]
+        )
+        update = prepared.compiled(conn, ("test", "bump"), bump)
+        assert update.execute(conn, {"p_id": 1, "p_at": T0}).rowcount == 1
+        assert update.execute(conn, {"p_id": 9, "p_at": T0}).rowcount == 0
+        row = conn.execute(sa.select(thing.c.status, thing.c.version, thing.c.at)).one()
+    assert tuple(row) == ("bumped", 2, T0)
+
+
+def test_an_in_list_that_grows_with_its_values_is_refused(any_engine: sa.Engine) -> None:
+    listed = sa.select(thing.c.id).where(thing.c.id.in_(sa.bindparam("ids", expanding=True)))
+    with pytest.raises(ValueError, match="no IN list"):
+        prepared.compile_for(listed, any_engine.dialect)
