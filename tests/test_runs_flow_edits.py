@@ -46,7 +46,8 @@ def ticket(n: int, **extra: Any) -> dict[str, Any]:
 
 def flows_of(driver: testing.FlowDriver, n: int, run_ids: list[int]) -> list[str]:
     """The names of the flows of these runs of ticket ``n``, in the order they started."""
-    return [run.flow_name for run in driver.runs(n) if run.id in run_ids]
+    runs = sorted((run for run in driver.runs(n) if run.id in run_ids), key=lambda run: run.id)
+    return [run.flow_name for run in runs]
 
 
 def started(driver: testing.FlowDriver, n: int, **extra: Any) -> list[str]:
