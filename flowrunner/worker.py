@@ -150,6 +150,7 @@ class Worker:
             limit=self.claim if limit is None else limit,
             ttl=self.lease_ttl,
             resource=self.runner.binding.resource,  # only this runner's runs
+            fair=self.runner.binding.tenant is not None,  # shared among tenants
         )
         self.stats.claimed += len(claims)
         pending = list(claims)  # claimed, their steps not committed yet

@@ -249,8 +249,13 @@ def database_clock(bind: sa.Connection | sa.Engine) -> sa.ColumnElement[datetime
     one host, whose process clock the caller passes.
     """
     if bind.dialect.name == "postgresql":
-        return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
+        return postgres_clock()
     return None
+
+
+def postgres_clock() -> sa.ColumnElement[datetime]:
+    """PostgreSQL's clock as leases read it (``database_clock`` on a PostgreSQL bind)."""
+    return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
 
 
 # The SQLSTATE of a write refused because the server is read-only: after a failover,

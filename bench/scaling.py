@@ -1,0 +1,298 @@
+"""Scale-out: N runs of the 5-step flow drained by 1, 2, 3, 4 ``flowrunner worker``
+processes on one PostgreSQL, next to a bare ``FOR UPDATE SKIP LOCKED`` claim loop.
+
+    python bench/scaling.py [--runs 1500] [--workers 1 2 3 4] [--repeat 3] [--postgres URL]
+                            [--profile DIR]
+
+For each worker count, a fresh schema gets ``--runs`` records of ``bench/engine.py``'s
+item table, each with its run of the 5-step flow (set, notify, branch, set, end) started
+and held back (due tomorrow). Then that many ``flowrunner worker`` processes start with
+their defaults (one run per claim and per transaction), the runs are made due in one
+statement, and the workers drain them. The rate is taken from the runs' own times (the
+moment each run's step began, ``updated_at``): runs over the span from the first to the
+last, so process start-up and the poll interval before the first claim are not counted.
+
+The baseline is the database's own ceiling for the same pattern, with no engine: the
+same number of processes, each looping over a bare claim — ``SELECT … ORDER BY id LIMIT 1
+FOR UPDATE SKIP LOCKED`` on a jobs table, marked taken, committed — then the job's work
+in a second transaction (the record's row updated, the job marked done, five history
+rows inserted), as a worker commits its claim and then the run's step.
+
+Worker counts and the baseline take turns in each round (1, 2, 3, 4 workers, then the
+baseline at 1, 2, 3, 4), so the machine's noise falls on all of them; the script prints
+each round's runs/s and the ratio to one process, then the medians over the rounds.
+``--profile DIR`` runs the workers under cProfile and leaves one ``.pstats`` file per
+worker there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import sqlalchemy as sa
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from engine import BINDING, FLOW, app_tables  # bench/engine.py
+
+from flowrunner import flow_runner, flowfiles, tables
+from flowrunner.runner import FlowRunner
+from flowrunner.store import engine_tables, migrate
+
+CHUNK = 500  # records inserted and started per statement batch
+
+
+def runner(url: str) -> FlowRunner:
+    """The workers' app: ``flowrunner worker --app scaling:runner --database URL``."""
+    return flow_runner(BINDING, sa.create_engine(url))
+
+
+@contextmanager
+def schema(pg_url: str) -> Iterator[str]:
+    """A scratch schema, dropped afterwards; yields the URL whose search_path is it."""
+    name = f"scale_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
+    try:
+        yield sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
+        admin.dispose()
+
+
+def held_runs(url: str, runs: int) -> None:
+    """``runs`` records, each with its run started and held back until tomorrow."""
+    engine = sa.create_engine(url)
+    metadata = sa.MetaData()
+    item = app_tables(metadata)
+    tables.for_binding(metadata, BINDING)
+    metadata.create_all(engine)
+    migrate.upgrade(engine)
+    starter = flow_runner(BINDING, engine)
+    with engine.begin() as conn:
+        flowfiles.import_flows(
+            conn, BINDING, starter.tables, flowfiles.loads_yaml(FLOW), columns=starter.columns
+        )
+    for start in range(0, runs, CHUNK):
+        with engine.begin() as conn:
+            rows = [
+                {"id": n, "status": "new", "priority": "low", "owner": f"u{n}"}
+                for n in range(start + 1, min(runs, start + CHUNK) + 1)
+            ]
+            conn.execute(sa.insert(item), rows)
+            for row in rows:
+                starter.record_created(conn, row)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(engine_tables.due).values(due_at=datetime.now(UTC) + timedelta(days=1))
+        )
+        conn.execute(sa.text("ANALYZE"))
+    engine.dispose()
+
+
+def release(url: str) -> None:
+    """Make every held run due now, in one statement."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.update(engine_tables.due).values(due_at=datetime.now(UTC)))
+    engine.dispose()
+
+
+def wait_until(engine: sa.Engine, query: sa.Select[tuple[int]], target: int, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while True:
+        with engine.connect() as conn:
+            if conn.execute(query).scalar_one() >= target:
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"not drained within {limit:.0f} s")
+        time.sleep(0.1)
+
+
+def rate(engine: sa.Engine, column: sa.ColumnElement[datetime], table: sa.Table) -> float:
+    """Rows per second over the span of ``column``'s times (first to last)."""
+    with engine.connect() as conn:
+        first, last, count = conn.execute(
+            sa.select(sa.func.min(column), sa.func.max(column), sa.func.count()).select_from(table)
+        ).one()
+    return (count - 1) / (last - first).total_seconds()
+
+
+def engine_drain(pg_url: str, runs: int, workers: int, profile: Path | None) -> float:
+    """Runs per second of ``workers`` ``flowrunner worker`` processes draining ``runs``."""
+    with schema(pg_url) as url:
+        held_runs(url, runs)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        procs = []
+        for n in range(workers):
+            command = [sys.executable]
+            if profile is not None:
+                profile.mkdir(parents=True, exist_ok=True)
+                command += ["-m", "cProfile", "-o", str(profile / f"worker-{workers}-{n}.pstats")]
+            command += ["-m", "flowrunner", "worker", "--app", "scaling:runner", "--database", url]
+            procs.append(
+                subprocess.Popen(
+                    command, cwd=HERE, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+                )
+            )
+        try:
+            for proc in procs:  # each says so once it serves
+                assert proc.stderr is not None
+                line = proc.stderr.readline().decode()
+                if "serving" not in line:
+                    raise SystemExit(f"a worker did not start: {line}{proc.stderr.read().decode()}")
+            release(url)
+            engine = sa.create_engine(url)
+            runs_t = engine_tables.runs
+            done = sa.select(sa.func.count()).where(runs_t.c.status == "done")
+            wait_until(engine, done, runs, limit=600)
+            measured = rate(engine, runs_t.c.updated_at, runs_t)
+            engine.dispose()
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                proc.wait(timeout=60)
+    return measured
+
+
+BARE_SETUP = """
+CREATE TABLE job (id int PRIMARY KEY, state text NOT NULL, claimed_at timestamptz,
+                  done_at timestamptz);
+CREATE INDEX ON job (state, id);
+CREATE TABLE job_record (id int PRIMARY KEY, status text, priority text);
+CREATE TABLE job_log (id bigserial PRIMARY KEY, job_id int NOT NULL, what text NOT NULL,
+                      at timestamptz NOT NULL);
+"""
+
+BARE_LOOP = """
+import sys, psycopg
+conn = psycopg.connect(sys.argv[1])
+sys.stdout.write("ready\\n"); sys.stdout.flush(); sys.stdin.readline()
+while True:
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT id FROM job WHERE state = 'due' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+        ).fetchone()
+        if row is None:
+            break
+        conn.execute(
+            "UPDATE job SET state = 'taken', claimed_at = clock_timestamp() WHERE id = %s", row
+        )
+    with conn.transaction():
+        conn.execute("UPDATE job_record SET status = 'working', priority = 'high' WHERE id = %s", row)
+        conn.execute(
+            "INSERT INTO job_log (job_id, what, at) SELECT %s, w, clock_timestamp() "
+            "FROM unnest(array['started','set','notified','set','done']) AS w",
+            row,
+        )
+        conn.execute("UPDATE job SET state = 'done', done_at = clock_timestamp() WHERE id = %s", row)
+"""
+
+
+def bare_drain(pg_url: str, runs: int, workers: int) -> float:
+    """Jobs per second of ``workers`` bare SKIP LOCKED claim loops draining ``runs`` jobs."""
+    with schema(pg_url) as url:
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            for statement in BARE_SETUP.split(";"):
+                if statement.strip():
+                    conn.execute(sa.text(statement))
+            conn.execute(
+                sa.text("INSERT INTO job SELECT n, 'due' FROM generate_series(1, :n) n"), {"n": runs}
+            )
+            conn.execute(
+                sa.text("INSERT INTO job_record SELECT n, 'new', 'low' FROM generate_series(1, :n) n"),
+                {"n": runs},
+            )
+            conn.execute(sa.text("ANALYZE"))
+        dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", BARE_LOOP, dsn],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            for _ in range(workers)
+        ]
+        for proc in procs:
+            assert proc.stdout is not None
+            proc.stdout.readline()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            proc.wait(timeout=600)
+        job = sa.table("job", sa.column("done_at", sa.DateTime(timezone=True)))
+        measured = rate(engine, job.c.done_at, job)
+        engine.dispose()
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1500)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (medians)")
+    parser.add_argument("--postgres", default=os.environ.get("FLOWRUNNER_TEST_POSTGRES_URL"))
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare claim loop")
+    parser.add_argument("--profile", type=Path, default=None, help="cProfile the workers into DIR")
+    args = parser.parse_args()
+    if not args.postgres:
+        raise SystemExit("name a PostgreSQL server: --postgres URL or FLOWRUNNER_TEST_POSTGRES_URL")
+    counts = sorted(set(args.workers))
+    ours: dict[int, list[float]] = {k: [] for k in counts}
+    bare: dict[int, list[float]] = {k: [] for k in counts}
+    for round_ in range(1, args.repeat + 1):
+        for k in counts:
+            ours[k].append(engine_drain(args.postgres, args.runs, k, args.profile))
+        if not args.no_bare:
+            for k in counts:
+                bare[k].append(bare_drain(args.postgres, args.runs, k))
+        report(f"round {round_}", counts, {k: v[-1] for k, v in ours.items()},
+               {k: v[-1] for k, v in bare.items() if v})
+    if args.repeat > 1:
+        report(
+            f"median of {args.repeat} rounds",
+            counts,
+            {k: statistics.median(v) for k, v in ours.items()},
+            {k: statistics.median(v) for k, v in bare.items() if v},
+        )
+        first = counts[0]
+        for k in counts[1:]:
+            ratios = [a / b for a, b in zip(ours[k], ours[first], strict=True)]
+            print(
+                f"  {k} workers over {first}, per round: "
+                + ", ".join(f"{r:.2f}x" for r in ratios)
+                + f"  (median {statistics.median(ratios):.2f}x)"
+            )
+
+
+def report(title: str, counts: list[int], ours: dict[int, float], bare: dict[int, float]) -> None:
+    print(f"\n== {title}: runs/s (ratio to {counts[0]} process) ==", flush=True)
+    for k in counts:
+        line = f"  {k} worker(s): flowrunner {ours[k]:7.1f} ({ours[k] / ours[counts[0]]:.2f}x)"
+        if k in bare:
+            line += f"   bare SKIP LOCKED loop {bare[k]:7.1f} ({bare[k] / bare[counts[0]]:.2f}x)"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
