@@ -42,16 +42,17 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import BINDING, FLOW, app_tables  # bench/engine.py
 
 from flowrunner import flow_runner, flowfiles, tables
 from flowrunner.runner import FlowRunner
 from flowrunner.store import engine_tables, migrate
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 CHUNK = 500  # records inserted and started per statement batch
 
@@ -69,7 +70,8 @@ def schema(pg_url: str) -> Iterator[str]:
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
     try:
-        yield sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
+        url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={name}"})
+        yield url.render_as_string(hide_password=False)
     finally:
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
@@ -196,13 +198,17 @@ while True:
             "UPDATE job SET state = 'taken', claimed_at = clock_timestamp() WHERE id = %s", row
         )
     with conn.transaction():
-        conn.execute("UPDATE job_record SET status = 'working', priority = 'high' WHERE id = %s", row)
+        conn.execute(
+            "UPDATE job_record SET status = 'working', priority = 'high' WHERE id = %s", row
+        )
         conn.execute(
             "INSERT INTO job_log (job_id, what, at) SELECT %s, w, clock_timestamp() "
             "FROM unnest(array['started','set','notified','set','done']) AS w",
             row,
         )
-        conn.execute("UPDATE job SET state = 'done', done_at = clock_timestamp() WHERE id = %s", row)
+        conn.execute(
+            "UPDATE job SET state = 'done', done_at = clock_timestamp() WHERE id = %s", row
+        )
 """
 
 
@@ -214,13 +220,10 @@ def bare_drain(pg_url: str, runs: int, workers: int) -> float:
             for statement in BARE_SETUP.split(";"):
                 if statement.strip():
                     conn.execute(sa.text(statement))
-            conn.execute(
-                sa.text("INSERT INTO job SELECT n, 'due' FROM generate_series(1, :n) n"), {"n": runs}
-            )
-            conn.execute(
-                sa.text("INSERT INTO job_record SELECT n, 'new', 'low' FROM generate_series(1, :n) n"),
-                {"n": runs},
-            )
+            numbers = "generate_series(1, :n) n"
+            conn.execute(sa.text(f"INSERT INTO job SELECT n, 'due' FROM {numbers}"), {"n": runs})
+            records = f"INSERT INTO job_record SELECT n, 'new', 'low' FROM {numbers}"
+            conn.execute(sa.text(records), {"n": runs})
             conn.execute(sa.text("ANALYZE"))
         dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         procs = [
@@ -266,8 +269,12 @@ def main() -> None:
         if not args.no_bare:
             for k in counts:
                 bare[k].append(bare_drain(args.postgres, args.runs, k))
-        report(f"round {round_}", counts, {k: v[-1] for k, v in ours.items()},
-               {k: v[-1] for k, v in bare.items() if v})
+        report(
+            f"round {round_}",
+            counts,
+            {k: v[-1] for k, v in ours.items()},
+            {k: v[-1] for k, v in bare.items() if v},
+        )
     if args.repeat > 1:
         report(
             f"median of {args.repeat} rounds",

@@ -39,7 +39,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     default=1.0,
     show_default=True,
     type=click.FloatRange(min=0.01, max=3600),
-    help="Seconds to rest when idle.",
+    help="Seconds to rest when idle (at most: on PostgreSQL new work wakes it at once).",
 )
 @click.option(
     "--batch",
@@ -64,6 +64,13 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     help="How long another worker waits before taking over the runs of a worker that "
     "died; renewed while a long command runs.",
 )
+@click.option(
+    "--listen/--no-listen",
+    default=True,
+    show_default=True,
+    help="On PostgreSQL, wake at once when work falls due (LISTEN); --no-listen only polls "
+    "(for a connection pooler that cannot listen).",
+)
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
 def worker(
     app_spec: str,
@@ -72,11 +79,14 @@ def worker(
     batch: int,
     claim: int | None,
     lease: timedelta,
+    listen: bool,
     once: bool,
 ) -> None:
     """Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).
 
-    Several workers may serve one PostgreSQL database; on SQLite, one host. A worker
+    Several workers may serve one PostgreSQL database; on SQLite, one host. On PostgreSQL
+    an idle worker wakes the moment a start, an event or an operator's action commits;
+    --poll is the fallback for timers and reminders. A worker
     outlives its database's failures: it logs each one and tries again, waiting a little
     longer each time (up to 10 seconds).
     """
@@ -103,7 +113,7 @@ def worker(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     click.echo(f"worker {serving.owner} serving {runner.binding.resource}", err=True)
-    serving.serve(stop, poll=poll)
+    serving.serve(stop, poll=poll, listen=listen)
     click.echo("worker stopped", err=True)
 
 

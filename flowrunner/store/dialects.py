@@ -148,14 +148,18 @@ def upsert(
     conflict: Sequence[str],
     update: Mapping[str, Any],
     where: sa.ColumnElement[bool] | None = None,
+    returning: sa.ColumnElement[Any] | None = None,
 ) -> int:
     """Insert a row, or update the existing one with ``update`` (only where ``where`` holds).
 
     In ``update`` and ``where``, ``excluded(table).c.x`` names the value that was offered.
+    ``returning`` is evaluated for the row written (a wake-up, ``store.wakeups.wake``).
     Returns the row count.
     """
     stmt = _insert(conn, table).values(**values)
     stmt = stmt.on_conflict_do_update(index_elements=conflict, set_=dict(update), where=where)
+    if returning is not None:
+        stmt = stmt.returning(returning)
     return int(conn.execute(stmt).rowcount)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import sqltypes, statuses
-from flowrunner.store import dialects, engine_tables, leases, prepared
+from flowrunner.store import dialects, engine_tables, leases, prepared, wakeups
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,8 @@ def set_due(
             "tenant": tenant,
             "resource": dialects.excluded(conn, table).resource,
         },
+        # Due outside a claim (a start, an operator's action): idle workers look at once.
+        returning=wakeups.wake(conn.dialect, table.c.resource),
     )
     return True
 
@@ -136,7 +138,12 @@ def wake_record(
     runs = engine_tables.runs
 
     def build() -> sa.Select[Any]:
-        query = sa.select(runs.c.id, runs.c.tenant).where(
+        query = sa.select(runs.c.id, runs.c.tenant)
+        woken_by = wakeups.wake(conn.dialect, sa.bindparam("p_resource", type_=sa.Text))
+        if woken_by is not None:
+            # Sent for the runs found (made due now below), once, when the caller commits.
+            query = query.add_columns(woken_by)
+        query = query.where(
             runs.c.resource == sa.bindparam("p_resource"),
             runs.c.record_id == sa.bindparam("p_record"),
             runs.c.status.in_(sorted(s.value for s in statuses.OPEN)),
@@ -148,7 +155,9 @@ def wake_record(
         return query.order_by(runs.c.id)
 
     woken = conn.execute(
-        prepared.statement(("wake_record", tenant is None, except_run is None), build),
+        prepared.statement(
+            ("wake_record", conn.dialect.name, tenant is None, except_run is None), build
+        ),
         {
             "p_resource": resource,
             "p_record": str(record_id),
@@ -158,7 +167,7 @@ def wake_record(
     ).all()
     table = engine_tables.due
     offered = dialects.excluded(conn, table)
-    for run_id, run_tenant in woken:
+    for run_id, run_tenant, *_ in woken:
         dialects.upsert(
             conn,
             table,
@@ -177,7 +186,7 @@ def wake_record(
                 "wakes": table.c.wakes + 1,
             },
         )
-    return [int(run_id) for run_id, _ in woken]
+    return [int(row[0]) for row in woken]
 
 
 def _scoped(query: sa.Select[Any], *, tenant: object, resource: object) -> sa.Select[Any]:
@@ -488,11 +497,15 @@ def hand_back(engine: sa.Engine, *, owner: str, claims: Sequence[Claim]) -> int:
                         conn, name=leases.run_lease(claim.run_id), owner=owner, epoch=claim.epoch
                     ):
                         continue
-                    moved = conn.execute(
+                    back_again = (
                         sa.update(table)
                         .where(table.c.run_id == claim.run_id, table.c.due_at == claim.held_until)
                         .values(due_at=claim.due_at)
                     )
+                    woken_by = wakeups.wake(conn.dialect, table.c.resource)
+                    if woken_by is not None:  # another worker may take it at once
+                        back_again = back_again.returning(woken_by)
+                    moved = conn.execute(back_again)
             except sa.exc.OperationalError:
                 if conn.invalidated:
                     raise
