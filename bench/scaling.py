@@ -6,11 +6,13 @@ processes on one PostgreSQL, next to a bare ``FOR UPDATE SKIP LOCKED`` claim loo
 
 For each worker count, a fresh schema gets ``--runs`` records of ``bench/engine.py``'s
 item table, each with its run of the 5-step flow (set, notify, branch, set, end) started
-and held back (due tomorrow). Then that many ``flowrunner worker`` processes start with
-their defaults (one run per claim and per transaction), the runs are made due in one
-statement, and the workers drain them. The rate is taken from the runs' own times (the
-moment each run's step began, ``updated_at``): runs over the span from the first to the
-last, so process start-up and the poll interval before the first claim are not counted.
+and held back (due tomorrow); a round makes all its schemas first, so that its drains
+follow each other within seconds. Then, for each count in turn, that many ``flowrunner
+worker`` processes start with their defaults (one run per claim and per transaction,
+``--poll 1``), the runs are made due in one statement, and the workers drain them. The
+rate is taken from the runs' own times (the moment each run's step began,
+``updated_at``): runs over the span from the first to the last, so process start-up and
+the poll interval before the first claim are not counted.
 
 The baseline is the database's own ceiling for the same pattern, with no engine: the
 same number of processes, each looping over a bare claim — ``SELECT … ORDER BY id LIMIT 1
@@ -19,8 +21,10 @@ in a second transaction (the record's row updated, the job marked done, five his
 rows inserted), as a worker commits its claim and then the run's step.
 
 Worker counts and the baseline take turns in each round (1, 2, 3, 4 workers, then the
-baseline at 1, 2, 3, 4), so the machine's noise falls on all of them; the script prints
-each round's runs/s and the ratio to one process, then the medians over the rounds.
+baseline at 1, 2, 3, 4; every other round in the reverse order), so the machine's noise
+falls on all of them; the script prints each round's runs/s, the ratio to one process
+and the load average before and after it, then the medians over the rounds and each
+round's ratio.
 ``--profile DIR`` runs the workers under cProfile and leaves one ``.pstats`` file per
 worker there.
 """
@@ -36,7 +40,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -136,41 +140,40 @@ def rate(engine: sa.Engine, column: sa.ColumnElement[datetime], table: sa.Table)
     return (count - 1) / (last - first).total_seconds()
 
 
-def engine_drain(pg_url: str, runs: int, workers: int, profile: Path | None) -> float:
-    """Runs per second of ``workers`` ``flowrunner worker`` processes draining ``runs``."""
-    with schema(pg_url) as url:
-        held_runs(url, runs)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        procs = []
-        for n in range(workers):
-            command = [sys.executable]
-            if profile is not None:
-                profile.mkdir(parents=True, exist_ok=True)
-                command += ["-m", "cProfile", "-o", str(profile / f"worker-{workers}-{n}.pstats")]
-            command += ["-m", "flowrunner", "worker", "--app", "scaling:runner", "--database", url]
-            procs.append(
-                subprocess.Popen(
-                    command, cwd=HERE, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
-                )
+def engine_drain(url: str, runs: int, workers: int, profile: Path | None) -> float:
+    """Runs per second of ``workers`` ``flowrunner worker`` processes draining the
+    ``runs`` held runs in ``url``'s schema."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = []
+    for n in range(workers):
+        command = [sys.executable]
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+            command += ["-m", "cProfile", "-o", str(profile / f"worker-{workers}-{n}.pstats")]
+        command += ["-m", "flowrunner", "worker", "--app", "scaling:runner", "--database", url]
+        procs.append(
+            subprocess.Popen(
+                command, cwd=HERE, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
             )
-        try:
-            for proc in procs:  # each says so once it serves
-                assert proc.stderr is not None
-                line = proc.stderr.readline().decode()
-                if "serving" not in line:
-                    raise SystemExit(f"a worker did not start: {line}{proc.stderr.read().decode()}")
-            release(url)
-            engine = sa.create_engine(url)
-            runs_t = engine_tables.runs
-            done = sa.select(sa.func.count()).where(runs_t.c.status == "done")
-            wait_until(engine, done, runs, limit=600)
-            measured = rate(engine, runs_t.c.updated_at, runs_t)
-            engine.dispose()
-        finally:
-            for proc in procs:
-                proc.send_signal(signal.SIGTERM)
-            for proc in procs:
-                proc.wait(timeout=60)
+        )
+    try:
+        for proc in procs:  # each says so once it serves
+            assert proc.stderr is not None
+            line = proc.stderr.readline().decode()
+            if "serving" not in line:
+                raise SystemExit(f"a worker did not start: {line}{proc.stderr.read().decode()}")
+        release(url)
+        engine = sa.create_engine(url)
+        runs_t = engine_tables.runs
+        done = sa.select(sa.func.count()).where(runs_t.c.status == "done")
+        wait_until(engine, done, runs, limit=600)
+        measured = rate(engine, runs_t.c.updated_at, runs_t)
+        engine.dispose()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=60)
     return measured
 
 
@@ -212,40 +215,45 @@ while True:
 """
 
 
-def bare_drain(pg_url: str, runs: int, workers: int) -> float:
-    """Jobs per second of ``workers`` bare SKIP LOCKED claim loops draining ``runs`` jobs."""
-    with schema(pg_url) as url:
-        engine = sa.create_engine(url)
-        with engine.begin() as conn:
-            for statement in BARE_SETUP.split(";"):
-                if statement.strip():
-                    conn.execute(sa.text(statement))
-            numbers = "generate_series(1, :n) n"
-            conn.execute(sa.text(f"INSERT INTO job SELECT n, 'due' FROM {numbers}"), {"n": runs})
-            records = f"INSERT INTO job_record SELECT n, 'new', 'low' FROM {numbers}"
-            conn.execute(sa.text(records), {"n": runs})
-            conn.execute(sa.text("ANALYZE"))
-        dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", BARE_LOOP, dsn],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-            )
-            for _ in range(workers)
-        ]
-        for proc in procs:
-            assert proc.stdout is not None
-            proc.stdout.readline()
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            proc.stdin.flush()
-        for proc in procs:
-            proc.wait(timeout=600)
-        job = sa.table("job", sa.column("done_at", sa.DateTime(timezone=True)))
-        measured = rate(engine, job.c.done_at, job)
-        engine.dispose()
+def bare_jobs(url: str, runs: int) -> None:
+    """The baseline's tables in ``url``'s schema, with ``runs`` jobs due."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in BARE_SETUP.split(";"):
+            if statement.strip():
+                conn.execute(sa.text(statement))
+        numbers = "generate_series(1, :n) n"
+        conn.execute(sa.text(f"INSERT INTO job SELECT n, 'due' FROM {numbers}"), {"n": runs})
+        records = f"INSERT INTO job_record SELECT n, 'new', 'low' FROM {numbers}"
+        conn.execute(sa.text(records), {"n": runs})
+        conn.execute(sa.text("ANALYZE"))
+    engine.dispose()
+
+
+def bare_drain(url: str, workers: int) -> float:
+    """Jobs per second of ``workers`` bare SKIP LOCKED claim loops draining ``url``'s jobs."""
+    engine = sa.create_engine(url)
+    dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BARE_LOOP, dsn],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        proc.wait(timeout=600)
+    job = sa.table("job", sa.column("done_at", sa.DateTime(timezone=True)))
+    measured = rate(engine, job.c.done_at, job)
+    engine.dispose()
     return measured
 
 
@@ -264,13 +272,25 @@ def main() -> None:
     ours: dict[int, list[float]] = {k: [] for k in counts}
     bare: dict[int, list[float]] = {k: [] for k in counts}
     for round_ in range(1, args.repeat + 1):
-        for k in counts:
-            ours[k].append(engine_drain(args.postgres, args.runs, k, args.profile))
-        if not args.no_bare:
-            for k in counts:
-                bare[k].append(bare_drain(args.postgres, args.runs, k))
+        # Every other round backwards, so a load that grows or fades falls on all alike.
+        order = counts if round_ % 2 else counts[::-1]
+        with ExitStack() as schemas:
+            # Each drain's runs are made first, so the drains follow each other closely.
+            held = {k: schemas.enter_context(schema(args.postgres)) for k in order}
+            for url in held.values():
+                held_runs(url, args.runs)
+            jobs = {}
+            if not args.no_bare:
+                jobs = {k: schemas.enter_context(schema(args.postgres)) for k in order}
+                for url in jobs.values():
+                    bare_jobs(url, args.runs)
+            load = os.getloadavg()[0]
+            for k in order:
+                ours[k].append(engine_drain(held[k], args.runs, k, args.profile))
+            for k in order if jobs else ():
+                bare[k].append(bare_drain(jobs[k], k))
         report(
-            f"round {round_}",
+            f"round {round_} (load {load:.1f} -> {os.getloadavg()[0]:.1f})",
             counts,
             {k: v[-1] for k, v in ours.items()},
             {k: v[-1] for k, v in bare.items() if v},

@@ -332,6 +332,8 @@ class Worker:
                 failures = 0
                 if claimed == 0:
                     waking.wait(stop, poll)
+                else:
+                    waking.drain()  # what was sent meanwhile: this worker is looking anyway
 
 
 def backoff(failures: int) -> float:

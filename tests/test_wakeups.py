@@ -8,6 +8,7 @@ the wake-up can make it in time. Waits are on events with a timeout, never a sle
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -282,3 +283,19 @@ def test_flowrunner_worker_resting_an_hour_stops_at_once_on_sigterm(
     _, rest = process.communicate(timeout=IN_TIME)
     assert process.returncode == 0, rest
     assert "worker stopped" in rest
+
+
+def test_a_busy_worker_reads_its_notices_as_it_goes(pg_engine: sa.Engine) -> None:
+    """PostgreSQL keeps a notice until every listener has read it: a worker that is never
+    idle reads them between claims, and none is left to wake it later."""
+    stop = threading.Event()
+    with wakeups.Listener(pg_engine, "ticket") as listener:
+        for payload in ("ticket", "ticket", "ticket", "purchase_order"):
+            mark(pg_engine, payload)
+        read = 0
+        while read < 4:
+            ready, _, _ = select.select([listener._conn.fileno()], [], [], IN_TIME)
+            assert ready, f"only {read} of 4 notices arrived"
+            read += listener.drain()
+        assert read == 4
+        assert not listener.wait(stop, 0.3)  # nothing stale is left to wake it

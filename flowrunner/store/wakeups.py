@@ -134,6 +134,23 @@ class Listener:
                 self._drop(exc)
         return False
 
+    def drain(self) -> int:
+        """Read the notices that arrived while the worker was busy, without waiting; how
+        many there were.
+
+        A busy worker calls it between claims: PostgreSQL keeps every notice until each
+        listener has read it, so one that is never read holds the server's notice queue.
+        """
+        if self._conn is None:
+            return 0
+        read = 0
+        try:
+            for _notice in self._conn.notifies(timeout=0):
+                read += 1
+        except Exception as exc:
+            self._drop(exc)
+        return read
+
     def _restored(self) -> bool:
         """Try to listen again if it is time to; whether listening was just restored."""
         if not self.enabled or self._conn is not None or time.monotonic() < self._retry_at:
@@ -148,8 +165,7 @@ class Listener:
         for notice in self._conn.notifies(timeout=timeout, stop_after=1):
             ours = ours or notice.payload == self.resource
         if ours:
-            for notice in self._conn.notifies(timeout=0):  # what else is waiting
-                del notice
+            self.drain()  # what else is waiting: one wake for a burst
         return ours
 
     def _listen(self) -> bool:
