@@ -9,10 +9,10 @@ item table, each with its run of the 5-step flow (set, notify, branch, set, end)
 and held back (due tomorrow); a round makes all its schemas first, so that its drains
 follow each other within seconds. Then, for each count in turn, that many ``flowrunner
 worker`` processes start with their defaults (one run per claim and per transaction,
-``--poll 1``), the runs are made due in one statement, and the workers drain them. The
-rate is taken from the runs' own times (the moment each run's step began,
-``updated_at``): runs over the span from the first to the last, so process start-up and
-the poll interval before the first claim are not counted.
+``--poll 1``), the runs are made due in one statement that wakes them (as a start does),
+and the workers drain them. The rate is taken from the runs' own times (the moment each
+run's step began, ``updated_at``): runs over the span from the first to the last, so
+process start-up is not counted.
 
 The baseline is the database's own ceiling for the same pattern, with no engine: the
 same number of processes, each looping over a bare claim — ``SELECT … ORDER BY id LIMIT 1
@@ -22,11 +22,15 @@ rows inserted), as a worker commits its claim and then the run's step.
 
 Worker counts and the baseline take turns in each round (1, 2, 3, 4 workers, then the
 baseline at 1, 2, 3, 4; every other round in the reverse order), so the machine's noise
-falls on all of them; the script prints each round's runs/s, the ratio to one process
-and the load average before and after it, then the medians over the rounds and each
-round's ratio.
-``--profile DIR`` runs the workers under cProfile and leaves one ``.pstats`` file per
-worker there.
+falls on all of them; the script prints each round's runs/s and the ratio to one
+process, then the medians over the rounds and each round's ratio. Before and after each
+round it measures what the machine can give a second process right then: two CPU-bound
+processes against one (2.00x on two free cores; on a machine shared with other work it
+drops, and so does every second worker's gain, the bare loop's included).
+``--before DIR`` drains with the workers of another copy of flowrunner too (say an older
+commit: ``git archive COMMIT flowrunner grammar | tar -x -C DIR``), at each count right
+after ours. ``--profile DIR`` runs the workers under cProfile and leaves one ``.pstats``
+file per worker there.
 """
 
 from __future__ import annotations
@@ -113,10 +117,18 @@ def held_runs(url: str, runs: int) -> None:
 
 
 def release(url: str) -> None:
-    """Make every held run due now, in one statement."""
+    """Make every held run due now, in one statement that wakes the workers as the store's
+    own writes do (workers that cannot listen find the runs at their next poll)."""
+    # Imported here: the workers import this module as their app, and a --before copy of
+    # flowrunner may have no wake-ups.
+    from flowrunner.store import wakeups
+
     engine = sa.create_engine(url)
+    due = engine_tables.due
     with engine.begin() as conn:
-        conn.execute(sa.update(engine_tables.due).values(due_at=datetime.now(UTC)))
+        made_due = sa.update(due).values(due_at=datetime.now(UTC))
+        woken_by = wakeups.wake(conn.dialect, due.c.resource)
+        conn.execute(made_due if woken_by is None else made_due.returning(woken_by))
     engine.dispose()
 
 
@@ -140,10 +152,12 @@ def rate(engine: sa.Engine, column: sa.ColumnElement[datetime], table: sa.Table)
     return (count - 1) / (last - first).total_seconds()
 
 
-def engine_drain(url: str, runs: int, workers: int, profile: Path | None) -> float:
-    """Runs per second of ``workers`` ``flowrunner worker`` processes draining the
-    ``runs`` held runs in ``url``'s schema."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def engine_drain(
+    url: str, runs: int, workers: int, profile: Path | None, code: Path = ROOT
+) -> float:
+    """Runs per second of ``workers`` ``flowrunner worker`` processes (of the flowrunner in
+    ``code``) draining the ``runs`` held runs in ``url``'s schema."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
     procs = []
     for n in range(workers):
         command = [sys.executable]
@@ -257,6 +271,29 @@ def bare_drain(url: str, workers: int) -> float:
     return measured
 
 
+SPIN = """
+import time
+began = time.perf_counter()
+for _ in range(5_000_000):
+    pass
+print(time.perf_counter() - began)
+"""
+
+
+def parallelism() -> float:
+    """How much faster two CPU-bound processes get through twice the work than one does
+    (2.0: two free cores). On a shared machine this is what a second worker can gain."""
+
+    def spin(count: int) -> float:
+        procs = [
+            subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
+            for _ in range(count)
+        ]
+        return max(float(proc.communicate()[0]) for proc in procs)
+
+    return 2 * spin(1) / spin(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1500)
@@ -264,61 +301,72 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (medians)")
     parser.add_argument("--postgres", default=os.environ.get("FLOWRUNNER_TEST_POSTGRES_URL"))
     parser.add_argument("--no-bare", action="store_true", help="skip the bare claim loop")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also drain with the workers of another copy of flowrunner (an older commit "
+        "unpacked in DIR), side by side",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="cProfile the workers into DIR")
     args = parser.parse_args()
     if not args.postgres:
         raise SystemExit("name a PostgreSQL server: --postgres URL or FLOWRUNNER_TEST_POSTGRES_URL")
     counts = sorted(set(args.workers))
-    ours: dict[int, list[float]] = {k: [] for k in counts}
-    bare: dict[int, list[float]] = {k: [] for k in counts}
+    code = {"flowrunner": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+    names = [*code, *([] if args.no_bare else ["bare SKIP LOCKED loop"])]
+    rates: dict[str, dict[int, list[float]]] = {n: {k: [] for k in counts} for n in names}
     for round_ in range(1, args.repeat + 1):
         # Every other round backwards, so a load that grows or fades falls on all alike.
         order = counts if round_ % 2 else counts[::-1]
         with ExitStack() as schemas:
-            # Each drain's runs are made first, so the drains follow each other closely.
-            held = {k: schemas.enter_context(schema(args.postgres)) for k in order}
-            for url in held.values():
-                held_runs(url, args.runs)
-            jobs = {}
-            if not args.no_bare:
-                jobs = {k: schemas.enter_context(schema(args.postgres)) for k in order}
-                for url in jobs.values():
-                    bare_jobs(url, args.runs)
-            load = os.getloadavg()[0]
-            for k in order:
-                ours[k].append(engine_drain(held[k], args.runs, k, args.profile))
-            for k in order if jobs else ():
-                bare[k].append(bare_drain(jobs[k], k))
+            # Every drain's runs are made first, so the drains follow each other closely.
+            made = {}
+            for name in names:
+                for k in order:
+                    made[name, k] = url = schemas.enter_context(schema(args.postgres))
+                    if name in code:
+                        held_runs(url, args.runs)
+                    else:
+                        bare_jobs(url, args.runs)
+            cores = parallelism()
+            for k in order:  # at each count, the variants one after the other
+                for name in names:
+                    url = made[name, k]
+                    if name in code:
+                        measured = engine_drain(url, args.runs, k, args.profile, code[name])
+                    else:
+                        measured = bare_drain(url, k)
+                    rates[name][k].append(measured)
         report(
-            f"round {round_} (load {load:.1f} -> {os.getloadavg()[0]:.1f})",
+            f"round {round_} (two processes ran {cores:.2f}x one before it, "
+            f"{parallelism():.2f}x after)",
             counts,
-            {k: v[-1] for k, v in ours.items()},
-            {k: v[-1] for k, v in bare.items() if v},
+            {n: {k: v[-1] for k, v in by.items()} for n, by in rates.items()},
         )
     if args.repeat > 1:
         report(
             f"median of {args.repeat} rounds",
             counts,
-            {k: statistics.median(v) for k, v in ours.items()},
-            {k: statistics.median(v) for k, v in bare.items() if v},
+            {n: {k: statistics.median(v) for k, v in by.items()} for n, by in rates.items()},
         )
-        first = counts[0]
-        for k in counts[1:]:
-            ratios = [a / b for a, b in zip(ours[k], ours[first], strict=True)]
-            print(
-                f"  {k} workers over {first}, per round: "
-                + ", ".join(f"{r:.2f}x" for r in ratios)
-                + f"  (median {statistics.median(ratios):.2f}x)"
-            )
+        print(f"\n== each round's ratio to {counts[0]} process (median) ==")
+        for name, by in rates.items():
+            for k in counts[1:]:
+                ratios = [a / b for a, b in zip(by[k], by[counts[0]], strict=True)]
+                print(
+                    f"  {name}, {k} over {counts[0]}: "
+                    + ", ".join(f"{r:.2f}x" for r in ratios)
+                    + f"  ({statistics.median(ratios):.2f}x)"
+                )
 
 
-def report(title: str, counts: list[int], ours: dict[int, float], bare: dict[int, float]) -> None:
+def report(title: str, counts: list[int], rates: dict[str, dict[int, float]]) -> None:
     print(f"\n== {title}: runs/s (ratio to {counts[0]} process) ==", flush=True)
     for k in counts:
-        line = f"  {k} worker(s): flowrunner {ours[k]:7.1f} ({ours[k] / ours[counts[0]]:.2f}x)"
-        if k in bare:
-            line += f"   bare SKIP LOCKED loop {bare[k]:7.1f} ({bare[k] / bare[counts[0]]:.2f}x)"
-        print(line, flush=True)
+        cells = [f"{n} {by[k]:7.1f} ({by[k] / by[counts[0]]:.2f}x)" for n, by in rates.items()]
+        print(f"  {k} worker(s): " + "   ".join(cells), flush=True)
 
 
 if __name__ == "__main__":
