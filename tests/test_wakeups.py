@@ -7,6 +7,7 @@ the wake-up can make it in time. Waits are on events with a timeout, never a sle
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -204,11 +205,11 @@ def test_each_schema_has_its_own_channel(pg_engine: sa.Engine, pg_url: str) -> N
 
 
 def test_a_lost_listening_connection_falls_back_to_polling_and_comes_back(
-    pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+    pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     migrate.upgrade(pg_engine)
     stop = threading.Event()
-    with wakeups.Listener(pg_engine, "ticket") as listener:
+    with caplog.at_level(logging.DEBUG), wakeups.Listener(pg_engine, "ticket") as listener:
         assert listener.listening
         pid = listener._conn.info.backend_pid
         with pg_engine.begin() as conn:
@@ -227,6 +228,10 @@ def test_a_lost_listening_connection_falls_back_to_polling_and_comes_back(
         mark(pg_engine, "ticket")
         waiting.join(IN_TIME)
         assert woke == [True]
+    # The loss is one line, without a traceback, from this module or the pool's.
+    [lost] = [r for r in caplog.records if "wake-up connection was lost" in r.getMessage()]
+    assert lost.levelno == logging.WARNING and "\n" not in lost.getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
 
 
 def test_a_notice_for_another_resource_does_not_end_the_wait(pg_engine: sa.Engine) -> None:

@@ -77,7 +77,7 @@ class Listener:
         self.enabled = enabled and engine.dialect.name == "postgresql"
         self.channel: str | None = None
         self.wakes = 0
-        self._pooled: Any = None
+        self._opened: Any = None  # the driver's connection, listening or not
         self._conn: Any = None
         self._retry_at = 0.0
         self._lost = False
@@ -101,11 +101,15 @@ class Listener:
         self.close()
 
     def close(self) -> None:
-        """Stop listening and close the connection (nothing is raised if it is gone)."""
-        pooled, self._pooled, self._conn = self._pooled, None, None
-        if pooled is not None:
+        """Stop listening and close the connection (nothing is raised if it is gone).
+
+        Closed by the driver itself: it is no longer the pool's, and the pool would first
+        try to roll back a connection that may be cut.
+        """
+        opened, self._opened, self._conn = self._opened, None, None
+        if opened is not None:
             try:
-                pooled.close()
+                opened.close()
             except Exception as exc:
                 log.debug("closing the wake-up connection: %s", sanitize.describe_exception(exc))
 
@@ -178,7 +182,7 @@ class Listener:
         conn: Any = pooled.driver_connection
         # Its own connection, outside the pool: it lives as long as the worker.
         pooled.detach()
-        self._pooled = pooled
+        self._opened = conn
         if not callable(getattr(conn, "notifies", None)):
             log.warning("the database driver cannot listen (psycopg 3.2 or later can); polling")
             self.enabled = False
