@@ -44,7 +44,7 @@ from flowrunner import (
     statuses,
 )
 from flowrunner.interpreter import effects, happened, interpret, state
-from flowrunner.store import dialects, records
+from flowrunner.store import dialects, records, wakeups
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
@@ -156,6 +156,7 @@ class Worker:
             limit=self.claim if limit is None else limit,
             ttl=self.lease_ttl,
             resource=self.runner.binding.resource,  # only this runner's runs
+            fair=self.runner.binding.tenant is not None,  # shared among tenants
         )
         self.stats.claimed += len(claims)
         pending = list(claims)  # claimed, their steps not committed yet
@@ -325,33 +326,44 @@ class Worker:
         *,
         poll: float = 1.0,
         limit: int | None = None,
+        listen: bool = True,
     ) -> None:
-        """Advance due runs until ``stop`` is set, resting ``poll`` seconds when idle.
+        """Advance due runs until ``stop`` is set, resting up to ``poll`` seconds when idle.
+
+        On PostgreSQL the rest ends the moment work falls due: a start, an event, an
+        operator's action wakes idle workers as it commits (``store.wakeups``; ``listen``
+        False turns that off). Each wakes its workers, which all try to claim; the
+        ``poll`` interval stays for due times that come by the clock — timers, reminders,
+        a dead worker's lease running out — and while the listening connection is lost.
 
         A failing database never stops it: each failure is logged on one line and
         followed by a wait — ``BACKOFF_FIRST`` seconds, doubling while the failures go
         on, at most ``BACKOFF_CAP`` — and the pool gives the next try a new connection.
         """
         failures = 0
-        while not stop.is_set():
-            try:
-                claimed = self.run_due(limit=limit)
-            except Exception as exc:
-                if not database_failed(exc):
-                    raise
-                failures += 1
-                self.stats.database_failures += 1
-                pause = backoff(failures)
-                log.warning(
-                    "the database failed (%s); trying again in %.1f s",
-                    sanitize.describe_exception(exc),
-                    pause,
-                )
-                stop.wait(pause)
-                continue
-            failures = 0
-            if claimed == 0:
-                stop.wait(poll)
+        waking = wakeups.Listener(self.runner.engine, self.runner.binding.resource, enabled=listen)
+        with waking:  # listening before the first claim: no wake-up falls in between
+            while not stop.is_set():
+                try:
+                    claimed = self.run_due(limit=limit)
+                except Exception as exc:
+                    if not database_failed(exc):
+                        raise
+                    failures += 1
+                    self.stats.database_failures += 1
+                    pause = backoff(failures)
+                    log.warning(
+                        "the database failed (%s); trying again in %.1f s",
+                        sanitize.describe_exception(exc),
+                        pause,
+                    )
+                    stop.wait(pause)
+                    continue
+                failures = 0
+                if claimed == 0:
+                    waking.wait(stop, poll)
+                else:
+                    waking.drain()  # what was sent meanwhile: this worker is looking anyway
 
 
 def _tenants(claims: Sequence[ops.Claim]) -> str:

@@ -60,7 +60,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     default=1.0,
     show_default=True,
     type=click.FloatRange(min=0.01, max=3600),
-    help="Seconds to rest when idle.",
+    help="Seconds to rest when idle (at most: on PostgreSQL new work wakes it at once).",
 )
 @click.option(
     "--batch",
@@ -85,6 +85,13 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     help="How long another worker waits before taking over the runs of a worker that "
     "died; renewed while a long command runs.",
 )
+@click.option(
+    "--listen/--no-listen",
+    default=True,
+    show_default=True,
+    help="On PostgreSQL, wake at once when work falls due (LISTEN); --no-listen only polls "
+    "(for a connection pooler that cannot listen).",
+)
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
 @click.option(
     "--log-level",
@@ -105,13 +112,16 @@ def worker(
     batch: int,
     claim: int | None,
     lease: timedelta,
+    listen: bool,
     once: bool,
     log_level: str,
     as_json: bool,
 ) -> None:
     """Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).
 
-    Several workers may serve one PostgreSQL database; on SQLite, one host. A worker
+    Several workers may serve one PostgreSQL database; on SQLite, one host. On PostgreSQL
+    an idle worker wakes the moment a start, an event or an operator's action commits;
+    --poll is the fallback for timers and reminders. A worker
     outlives its database's failures: it logs each one and tries again, waiting a little
     longer each time (up to 10 seconds).
 
@@ -142,7 +152,7 @@ def worker(
         signal.signal(signal.SIGINT, on_signal)
         where = app_mod.shown(runner.engine.url)
         click.echo(f"worker {serving.owner} serving {runner.binding.resource} on {where}", err=True)
-        serving.serve(stop, poll=poll)
+        serving.serve(stop, poll=poll, listen=listen)
         click.echo("worker stopped", err=True)
         _summary(runner, serving, time.monotonic() - began, as_json)
 

@@ -269,14 +269,18 @@ def upsert(
     conflict: Sequence[str],
     update: Mapping[str, Any],
     where: sa.ColumnElement[bool] | None = None,
+    returning: sa.ColumnElement[Any] | None = None,
 ) -> int:
     """Insert a row, or update the existing one with ``update`` (only where ``where`` holds).
 
     In ``update`` and ``where``, ``excluded(table).c.x`` names the value that was offered.
+    ``returning`` is evaluated for the row written (a wake-up, ``store.wakeups.wake``).
     Returns the row count.
     """
     stmt = _insert(conn, table).values(**values)
     stmt = stmt.on_conflict_do_update(index_elements=conflict, set_=dict(update), where=where)
+    if returning is not None:
+        stmt = stmt.returning(returning)
     return int(conn.execute(stmt).rowcount)
 
 
@@ -409,8 +413,13 @@ def database_clock(bind: sa.Connection | sa.Engine) -> sa.ColumnElement[datetime
     one host, whose process clock the caller passes.
     """
     if bind.dialect.name == "postgresql":
-        return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
+        return postgres_clock()
     return None
+
+
+def postgres_clock() -> sa.ColumnElement[datetime]:
+    """PostgreSQL's clock as leases read it (``database_clock`` on a PostgreSQL bind)."""
+    return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
 
 
 # The SQLSTATE of a write refused because the server is read-only: after a failover,

@@ -18,7 +18,6 @@ something the worker may not have seen, and it stays due instead of being postpo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import sqltypes, statuses
-from flowrunner.store import dialects, engine_tables, leases, prepared
+from flowrunner.store import dialects, engine_tables, leases, prepared, wakeups
 
 
 @dataclass(frozen=True)
@@ -167,10 +166,13 @@ def _set(conn: sa.Connection, *, run_id: int, due_at: datetime | None, tenant: o
             .scalar_subquery(),
         )
         offered = stmt.excluded
-        return stmt.on_conflict_do_update(
+        stmt = stmt.on_conflict_do_update(
             index_elements=["run_id"],
             set_={"due_at": offered.due_at, "tenant": offered.tenant, "resource": offered.resource},
         )
+        # Due outside a claim (a start, an operator's action): idle workers look at once.
+        woken_by = wakeups.wake(conn.dialect, table.c.resource)
+        return stmt if woken_by is None else stmt.returning(woken_by)
 
     prepared.compiled(conn, "upsert_due", upsert).execute(
         conn, {"p_run": run_id, "p_tenant": tenant, "p_due": due_at}
@@ -196,7 +198,12 @@ def wake_record(
     runs = engine_tables.runs
 
     def build() -> sa.Select[Any]:
-        query = sa.select(runs.c.id, runs.c.tenant).where(
+        query = sa.select(runs.c.id, runs.c.tenant)
+        woken_by = wakeups.wake(conn.dialect, sa.bindparam("p_resource", type_=sa.Text))
+        if woken_by is not None:
+            # Sent for the runs found (made due now below), once, when the caller commits.
+            query = query.add_columns(woken_by)
+        query = query.where(
             runs.c.resource == sa.bindparam("p_resource"),
             runs.c.record_id == sa.bindparam("p_record"),
             runs.c.status.in_(sorted(s.value for s in statuses.OPEN)),
@@ -208,7 +215,9 @@ def wake_record(
         return query.order_by(runs.c.id)
 
     woken = conn.execute(
-        prepared.statement(("wake_record", tenant is None, except_run is None), build),
+        prepared.statement(
+            ("wake_record", conn.dialect.name, tenant is None, except_run is None), build
+        ),
         {
             "p_resource": resource,
             "p_record": str(record_id),
@@ -240,16 +249,17 @@ def wake_record(
         )
 
     upsert = prepared.statement(("wake_due", conn.dialect.name), wake)
-    for run_id, run_tenant in woken:
+    for run_id, run_tenant, *_ in woken:
         conn.execute(
             upsert,
             {"p_run": run_id, "p_tenant": run_tenant, "p_now": now, "p_resource": resource},
         )
-    return [int(run_id) for run_id, _ in woken]
+    return [int(row[0]) for row in woken]
 
 
-def _scoped(query: sa.Select[Any], *, tenant: object, resource: str | None) -> sa.Select[Any]:
-    """``query`` over the due rows of one tenant and one resource, where given."""
+def _scoped(query: sa.Select[Any], *, tenant: object, resource: object) -> sa.Select[Any]:
+    """``query`` over the due rows of one tenant and one resource, where given (as values
+    or bound parameters)."""
     table = engine_tables.due
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
@@ -302,6 +312,20 @@ def fair_candidates_query(
     With a ``resource`` the search is on the ``(resource, due_at)`` index: the fairness
     is among one resource's tenants.
     """
+    ranked = _ranked(now=now, tenant=tenant, resource=resource).subquery("ranked")
+    return (
+        sa.select(ranked.c.run_id, ranked.c.tenant, ranked.c.due_at, ranked.c.wakes)
+        .where(ranked.c.rank <= limit)
+        .order_by(ranked.c.rank, ranked.c.due_at, ranked.c.run_id)
+        .limit(limit)
+    )
+
+
+def _ranked(*, now: object, tenant: object, resource: object) -> sa.Select[Any]:
+    """The due rows with each one's ``rank``: its place in its tenant's line, oldest first.
+
+    ``now``, ``tenant`` and ``resource`` are values or bound parameters.
+    """
     table = engine_tables.due
     found = _scoped(
         sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes).where(
@@ -316,40 +340,125 @@ def fair_candidates_query(
         .over(partition_by=due_now.c.tenant, order_by=(due_now.c.due_at, due_now.c.run_id))
         .label("rank")
     )
-    ranked = sa.select(due_now, rank).subquery("ranked")
-    return (
-        sa.select(ranked.c.run_id, ranked.c.tenant, ranked.c.due_at, ranked.c.wakes)
-        .where(ranked.c.rank <= limit)
-        .order_by(ranked.c.rank, ranked.c.due_at, ranked.c.run_id)
-        .limit(limit)
-    )
+    return sa.select(due_now, rank)
 
 
-def _fair_candidates(
-    conn: sa.Connection, *, now: datetime, limit: int, tenant: object, resource: str | None
-) -> list[tuple[int, str | None, datetime, int]]:
-    query = fair_candidates_query(now=now, limit=limit, tenant=tenant, resource=resource)
-    return [(int(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]
+@dataclass(frozen=True)
+class _Picked:
+    """A due row a claim picked: its due time and wake count as they were before."""
+
+    run_id: int
+    tenant: str | None
+    due_at: datetime
+    wakes: int
 
 
-def _leases_in_use(conn: sa.Connection, run_ids: set[int]) -> set[int]:
-    """Runs whose lease row an open transaction is writing under (PostgreSQL).
+def _pick_locked(
+    conn: sa.Connection,
+    *,
+    now: datetime,
+    limit: int,
+    held_until: datetime,
+    tenant: object,
+    resource: str | None,
+    fair: bool,
+) -> list[_Picked]:
+    """PostgreSQL: lock up to ``limit`` due rows and move them to ``held_until``, in one
+    statement; returns the rows as they were, in claim order.
 
-    Such a run is being worked on right now. Skipping it, instead of waiting for its
-    lease row, means a claimer never waits for a lease while holding due rows, so it
-    cannot deadlock with a worker that checked its lease and then writes its due row.
+    The rows are locked in claim order by ``FOR UPDATE SKIP LOCKED`` under the ``LIMIT``:
+    rows another claimer holds are passed by and the next ones taken instead, so
+    concurrent workers fill their claims from one queue without waiting for each other
+    or coming back empty. The fair order needs a window function, which cannot be
+    locked: it ranks the due rows in a subquery (the first ``2 × limit + 16`` of each
+    tenant, enough for that many claimers at once) and the lock is taken on the join.
     """
-    if not run_ids or conn.dialect.name != "postgresql":
-        return set()
-    table = engine_tables.leases
-    names = {leases.run_lease(run_id): run_id for run_id in run_ids}
-    existing = set(conn.execute(sa.select(table.c.name).where(table.c.name.in_(names))).scalars())
-    free = set(
+    table = engine_tables.due
+
+    def build() -> sa.Update:
+        p_now = prepared.param("p_now", table.c.due_at)
+        p_tenant = None if tenant is None else prepared.param("p_tenant", table.c.tenant)
+        p_resource = None if resource is None else sa.bindparam("p_resource", type_=sa.Text)
+        if fair:
+            ranked = _ranked(now=p_now, tenant=p_tenant, resource=p_resource).subquery("ranked")
+            picking = (
+                sa.select(table.c.run_id, table.c.due_at, ranked.c.rank.label("place"))
+                .join_from(table, ranked, ranked.c.run_id == table.c.run_id)
+                .where(table.c.due_at <= p_now, ranked.c.rank <= sa.bindparam("p_wanted"))
+                .order_by(ranked.c.rank, table.c.due_at, table.c.run_id)
+                .with_for_update(of=table, skip_locked=True)
+            )
+        else:
+            # Oldest first straight off the (resource, due_at) index: the cost follows
+            # the claim, not how much is due.
+            picking = (
+                _scoped(
+                    sa.select(table.c.run_id, table.c.due_at, sa.literal(0).label("place")),
+                    tenant=p_tenant,
+                    resource=p_resource,
+                )
+                .where(table.c.due_at <= p_now)
+                .order_by(table.c.due_at)
+                .with_for_update(skip_locked=True)
+            )
+        # MATERIALIZED: the locking subquery runs once, whatever plan the update takes.
+        picked = picking.limit(sa.bindparam("p_limit")).cte("picked").prefix_with("MATERIALIZED")
+        return (
+            sa.update(table)
+            .where(table.c.run_id == picked.c.run_id)
+            .values(due_at=prepared.param("p_held", table.c.due_at))
+            .returning(
+                table.c.run_id,
+                table.c.tenant,
+                picked.c.due_at.label("was_due"),
+                table.c.wakes,
+                picked.c.place,
+            )
+        )
+
+    key = ("claim_pick", fair, tenant is None, resource is None)
+    values: dict[str, Any] = {"p_now": now, "p_limit": limit, "p_held": held_until}
+    if fair:
+        values["p_wanted"] = 2 * limit + 16
+    if tenant is not None:
+        values["p_tenant"] = tenant
+    if resource is not None:
+        values["p_resource"] = resource
+    rows = list(conn.execute(prepared.statement(key, build), values))
+    rows.sort(key=lambda r: (r.place, r.was_due, r.run_id))
+    return [_Picked(int(r.run_id), r.tenant, r.was_due, int(r.wakes)) for r in rows]
+
+
+def _pick_in_turn(
+    conn: sa.Connection,
+    *,
+    now: datetime,
+    limit: int,
+    held_until: datetime,
+    tenant: object,
+    resource: str | None,
+    fair: bool,
+) -> list[_Picked]:
+    """SQLite (one writer at a time: the transaction holds the write lock): read the first
+    ``limit`` due rows in claim order and move them to ``held_until``."""
+    table = engine_tables.due
+    if fair:
+        query = fair_candidates_query(now=now, limit=limit, tenant=tenant, resource=resource)
+    else:
+        query = _scoped(
+            sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes),
+            tenant=tenant,
+            resource=resource,
+        )
+        query = query.where(table.c.due_at <= now).order_by(table.c.due_at).limit(limit)
+    picked = [_Picked(int(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]
+    if picked:
         conn.execute(
-            dialects.skip_locked(conn, sa.select(table.c.name).where(table.c.name.in_(existing)))
-        ).scalars()
-    )
-    return {names[name] for name in existing - free}
+            sa.update(table)
+            .where(table.c.run_id.in_([p.run_id for p in picked]))
+            .values(due_at=held_until)
+        )
+    return picked
 
 
 def claim_due(
@@ -361,75 +470,76 @@ def claim_due(
     ttl: leases.Ttl,
     tenant: object = None,
     resource: str | None = None,
+    fair: bool = True,
 ) -> list[Claim]:
     """Claim up to ``limit`` due runs for ``owner``, each under the lease ``run:<id>``.
 
     A runner's worker passes its ``resource``: it claims only that resource's runs,
     so several runners share one database without touching each other's runs.
+    ``fair`` shares the claim among tenants (``fair_candidates_query``); a binding
+    without tenants passes False and its claim reads just the oldest due rows.
 
-    Runs in its own short transaction. On PostgreSQL the due rows are locked with
-    ``FOR UPDATE SKIP LOCKED``, so concurrent claimers pass each other by; on SQLite
-    the transaction begins IMMEDIATE, so claimers take turns. A run whose lease
-    another owner holds is skipped and left due when that lease runs out.
+    Runs in its own short transaction of two statements on PostgreSQL: the due rows
+    are locked with ``FOR UPDATE SKIP LOCKED`` under the limit and moved to the lease's
+    expiry (if the worker dies, the run falls due again when its lease has run out),
+    then their leases are taken. Concurrent claimers pass each other by and each fills
+    its claim. On SQLite the transaction begins IMMEDIATE, so claimers take turns.
+
+    A run whose lease another owner holds is skipped and left due when that lease runs
+    out; one whose lease row an open transaction is writing under (its worker is saving
+    its step) is skipped and left due as it was.
     """
     if limit <= 0:
         return []
-    # Ask for a few more than needed: some may be locked or leased by others.
-    wanted = limit + math.ceil(limit / 2)
-    claims: list[Claim] = []
+    held_until = now + leases.as_timedelta(ttl)
+    pick = _pick_locked if engine.dialect.name == "postgresql" else _pick_in_turn
     with dialects.begin(engine) as conn:
-        candidates = _fair_candidates(conn, now=now, limit=wanted, tenant=tenant, resource=resource)
-        if not candidates:
+        picked = pick(
+            conn,
+            now=now,
+            limit=limit,
+            held_until=held_until,
+            tenant=tenant,
+            resource=resource,
+            fair=fair,
+        )
+        if not picked:
             return []
-        table = engine_tables.due
-        # Window functions cannot be locked, so lock the chosen rows in a second
-        # statement, re-checking that they are still due.
-        # The wake count is read again under the lock: it is what a finishing worker
-        # compares with to tell whether the run was woken after this claim.
-        locked: dict[int, int] = {
-            int(run_id): int(wakes)
-            for run_id, wakes in conn.execute(
-                dialects.skip_locked(
-                    conn,
-                    sa.select(table.c.run_id, table.c.wakes).where(
-                        table.c.run_id.in_([c[0] for c in candidates]), table.c.due_at <= now
-                    ),
-                )
-            )
-        }
-        busy = _leases_in_use(conn, set(locked))
-        eligible = [c for c in candidates if c[0] in locked and c[0] not in busy]
-        taken: dict[str, int] = {}
-        for start in range(0, len(eligible), limit):
-            # Usually one round; another only when some leases were held by others.
-            needed = limit - len(taken)
-            if needed <= 0:
-                break
-            names = {leases.run_lease(c[0]): c[0] for c in eligible[start : start + needed]}
-            taken.update(
-                leases.acquire_leases(conn, names=list(names), owner=owner, now=now, ttl=ttl)
-            )
-            held = sorted(names.keys() - taken.keys())
-            # Held by another worker: due again when that lease runs out. The time left
-            # is counted by the lease's clock and added to ours, so the due time stays on
-            # the clock due times are read by.
-            for name, left in leases.time_left(conn, names=held, now=now).items():
-                conn.execute(
-                    sa.update(table).where(table.c.run_id == names[name]).values(due_at=now + left)
-                )
-        held_until = now + leases.as_timedelta(ttl)
-        for run_id, run_tenant, due_at, _ in eligible:
-            epoch = taken.get(leases.run_lease(run_id))
-            if epoch is not None:
-                claims.append(Claim(run_id, epoch, due_at, locked[run_id], run_tenant, held_until))
-        if claims:
-            # A claim that dies with its worker is due again once the lease runs out.
-            conn.execute(
-                sa.update(table)
-                .where(table.c.run_id.in_([c.run_id for c in claims]))
-                .values(due_at=held_until)
-            )
+        names = [leases.run_lease(p.run_id) for p in picked]
+        taken, busy = leases.acquire_leases(conn, names=names, owner=owner, now=now, ttl=ttl)
+        claims = [
+            Claim(p.run_id, taken[name], p.due_at, p.wakes, p.tenant, held_until)
+            for p, name in zip(picked, names, strict=True)
+            if name in taken
+        ]
+        if len(claims) < len(picked):
+            _put_back(conn, picked, names, taken, busy, now)
     return claims
+
+
+def _put_back(
+    conn: sa.Connection,
+    picked: Sequence[_Picked],
+    names: Sequence[str],
+    taken: dict[str, int],
+    busy: set[str],
+    now: datetime,
+) -> None:
+    """Give the due rows whose leases were not taken their due time back.
+
+    One whose lease another owner holds is due when that lease runs out: the time left is
+    counted by the lease's clock and added to ours, so the due time stays on the clock due
+    times are read by. One whose lease row was busy is due as it was: its worker is saving
+    its step right now and sets the row itself.
+    """
+    table = engine_tables.due
+    held = [name for name in names if name not in taken and name not in busy]
+    left = leases.time_left(conn, names=held, now=now)
+    for p, name in zip(picked, names, strict=True):
+        if name in taken:
+            continue
+        due_again = now + left[name] if name in left else p.due_at
+        conn.execute(sa.update(table).where(table.c.run_id == p.run_id).values(due_at=due_again))
 
 
 def hand_back(engine: sa.Engine, *, owner: str, claims: Sequence[Claim]) -> int:
@@ -455,11 +565,15 @@ def hand_back(engine: sa.Engine, *, owner: str, claims: Sequence[Claim]) -> int:
                         conn, name=leases.run_lease(claim.run_id), owner=owner, epoch=claim.epoch
                     ):
                         continue
-                    moved = conn.execute(
+                    back_again = (
                         sa.update(table)
                         .where(table.c.run_id == claim.run_id, table.c.due_at == claim.held_until)
                         .values(due_at=claim.due_at)
                     )
+                    woken_by = wakeups.wake(conn.dialect, table.c.resource)
+                    if woken_by is not None:  # another worker may take it at once
+                        back_again = back_again.returning(woken_by)
+                    moved = conn.execute(back_again)
             except sa.exc.OperationalError:
                 if conn.invalidated:
                     raise

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from flowrunner import errors
 from flowrunner.store import dialects, engine_tables, prepared
@@ -82,14 +83,32 @@ def acquire_lease(
 
 def acquire_leases(
     conn: sa.Connection, *, names: Sequence[str], owner: str, now: datetime, ttl: Ttl
-) -> dict[str, int]:
-    """``acquire_lease`` for many names in two statements; returns the epochs of those taken.
+) -> tuple[dict[str, int], set[str]]:
+    """``acquire_lease`` for many names at once: the epochs of those taken, and the names
+    whose lease row another transaction is writing under right now (PostgreSQL).
 
     The same rules per name: taken if missing, expired or already ``owner``'s; a name
-    another owner holds unexpired is left out (fail closed).
+    another owner holds unexpired is left out (fail closed). A lease row locked by an open
+    transaction — a worker saving that run's step — is not waited for but left out and
+    named in the second set: a claimer holding due rows never waits for a lease, so it
+    cannot deadlock with a worker that holds its lease row and then writes its due row.
+    On PostgreSQL this is one statement; on SQLite (one writer at a time) two.
     """
     if not names:
-        return {}
+        return {}, set()
+    if conn.dialect.name == "postgresql":
+        taken: dict[str, int] = {}
+        busy: set[str] = set()
+        rows = conn.execute(
+            prepared.statement("acquire_free_leases", _acquire_free_leases),
+            {"p_names": list(names), "p_owner": owner, "p_ttl": as_timedelta(ttl)},
+        )
+        for name, epoch in rows:
+            if epoch is None:
+                busy.add(str(name))
+            else:
+                taken[str(name)] = int(epoch)
+        return taken, busy
     table = engine_tables.leases
     expires = _until(conn, now, ttl)
     taken = {
@@ -119,7 +138,60 @@ def acquire_leases(
             .returning(table.c.name)
         )
         taken.update({str(name): 1 for name in conn.execute(stmt).scalars()})
-    return taken
+    return taken, set()
+
+
+def _acquire_free_leases() -> sa.CompoundSelect[Any]:
+    """PostgreSQL's ``acquire_leases`` in one statement: lock the named lease rows that
+    are free (``SKIP LOCKED``), take those that are expired or ours, insert the missing;
+    returns ``(name, epoch)`` for each taken and ``(name, NULL)`` for each locked one.
+
+    All its parts read one snapshot: a row that exists but could not be locked is busy;
+    a row that does not exist is inserted (``ON CONFLICT DO NOTHING``: one that another
+    claimer inserted meanwhile is simply not ours).
+    """
+    table = engine_tables.leases
+    names = sa.bindparam("p_names", type_=postgresql.ARRAY(sa.Text))
+    owner = sa.bindparam("p_owner", type_=sa.Text)
+    clock = dialects.postgres_clock()
+    expires = clock + sa.bindparam("p_ttl", type_=sa.Interval)
+    named = table.c.name == sa.any_(names)
+    present = sa.select(table.c.name).where(named).cte("present")
+    free = sa.select(table.c.name).where(named).with_for_update(skip_locked=True).cte("free")
+    taken = (
+        sa.update(table)
+        .where(
+            table.c.name == free.c.name,
+            sa.or_(table.c.owner == owner, table.c.expires_at <= clock),
+        )
+        .values(
+            owner=owner,
+            expires_at=expires,
+            epoch=sa.case((table.c.owner == owner, table.c.epoch), else_=table.c.epoch + 1),
+        )
+        .returning(table.c.name, table.c.epoch)
+        .cte("taken")
+    )
+    offered = sa.func.unnest(names, type_=sa.Text).column_valued("offered")
+    added = (
+        postgresql.insert(table)
+        .from_select(
+            ["name", "owner", "expires_at", "epoch"],
+            sa.select(offered, owner, expires, sa.literal(1)).where(
+                offered.not_in(sa.select(present.c.name))
+            ),
+        )
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(table.c.name, table.c.epoch)
+        .cte("added")
+    )
+    return sa.union_all(
+        sa.select(taken.c.name, taken.c.epoch),
+        sa.select(added.c.name, added.c.epoch),
+        sa.select(present.c.name, sa.null().label("epoch")).where(
+            present.c.name.not_in(sa.select(free.c.name))
+        ),
+    )
 
 
 def refresh_lease(

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors, sanitize, statuses
 from flowrunner.interpreter import standing
-from flowrunner.store import dialects, due, engine_tables, prepared
+from flowrunner.store import dialects, due, engine_tables, prepared, wakeups
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,10 @@ def _run_insert_due(conn: sa.Connection, ended: bool) -> sa.Select[Any]:
     """``_run_insert`` with the new run's due row, in one statement (PostgreSQL)."""
     table = engine_tables.runs
     started = _run_insert(conn, ended).returning(table.c.tenant, table.c.resource).cte("started")
-    return sa.select(started.c.id).add_cte(due.first_due(started).cte("first_due"))
+    query = sa.select(started.c.id).add_cte(due.first_due(started).cte("first_due"))
+    # The run is due: idle workers look at once, when the start commits.
+    woken_by = wakeups.wake(conn.dialect, started.c.resource)
+    return query if woken_by is None else query.add_columns(woken_by)
 
 
 def _run_insert(conn: sa.Connection, ended: bool) -> Any:
