@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storing import T0, at_once, explain, new_run
 
-from flowrunner.store import dialects, due, engine_tables, leases, migrate
+from flowrunner.store import claims, dialects, due, engine_tables, leases, migrate
 from flowrunner.store import operations as ops
 
 TTL = timedelta(minutes=5)
@@ -215,7 +215,7 @@ def test_finding_due_work_searches_the_due_at_index(engine: sa.Engine) -> None:
         for i in range(3000, 3003):
             ops.set_due(conn, run_id=i, due_at=T0, tenant="t0")
         conn.execute(sa.text("ANALYZE"))
-    query = due.fair_candidates_query(now=T0, limit=10, tenant=None)
+    query = claims.fair_candidates_query(now=T0, limit=10, tenant=None)
     with engine.connect() as conn:
         plan = explain(conn, query)
     assert "ix_flowrunner_due_due_at" in plan, plan
