@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storing import T0, at_once, explain, new_run
 
-from flowrunner.store import dialects, due, engine_tables, leases, migrate
+from flowrunner.store import claims, dialects, due, engine_tables, leases, migrate
 from flowrunner.store import operations as ops
 
 TTL = timedelta(minutes=5)
@@ -215,7 +215,7 @@ def test_finding_due_work_searches_the_due_at_index(engine: sa.Engine) -> None:
         for i in range(3000, 3003):
             ops.set_due(conn, run_id=i, due_at=T0, tenant="t0")
         conn.execute(sa.text("ANALYZE"))
-    query = due.fair_candidates_query(now=T0, limit=10, tenant=None)
+    query = claims.fair_candidates_query(now=T0, limit=10, tenant=None)
     with engine.connect() as conn:
         plan = explain(conn, query)
     assert "ix_flowrunner_due_due_at" in plan, plan
@@ -248,3 +248,50 @@ def test_every_tenant_gets_its_share_of_the_slots(
     share = limit // len(waiting) if waiting else 0
     for tenant, backlog in waiting.items():
         assert got[tenant] >= min(backlog, share), (tenant, got)
+
+
+def test_a_claimer_takes_the_next_due_runs_past_those_another_claimer_holds(
+    pg_engine: sa.Engine,
+) -> None:
+    """Two workers reaching for the same oldest runs: the second passes the rows the first
+    holds locked and claims the next ones, instead of coming back empty (and resting its
+    poll interval while work is due)."""
+    migrate.upgrade(pg_engine)
+    with dialects.begin(pg_engine) as conn:
+        runs = [new_run(conn, str(i), due_at=T0 - timedelta(minutes=10 - i)) for i in range(5)]
+    due_rows = engine_tables.due
+    with dialects.begin(pg_engine) as other:  # mid-claim: the two oldest rows locked
+        other.execute(
+            sa.select(due_rows.c.run_id).where(due_rows.c.run_id.in_(runs[:2])).with_for_update()
+        ).all()
+        first = ops.claim_due(pg_engine, now=T0, owner="B", limit=1, ttl=TTL)
+        assert [c.run_id for c in first] == [runs[2]]
+        more = ops.claim_due(pg_engine, now=T0, owner="C", limit=2, ttl=TTL)
+        assert [c.run_id for c in more] == runs[3:5]
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25)
+@given(
+    ages=st.lists(st.integers(min_value=-30, max_value=30), min_size=1, max_size=12),
+    limit=st.integers(min_value=1, max_value=8),
+)
+def test_without_tenants_a_claim_takes_the_oldest_due_runs_of_its_resource(
+    engine: sa.Engine, ages: list[int], limit: int
+) -> None:
+    """A binding without tenants needs no sharing: its worker's claim (``fair=False``)
+    reads the oldest due runs of its resource straight off the index, up to its limit."""
+    with dialects.begin(engine) as conn:
+        conn.execute(sa.delete(engine_tables.due))
+        conn.execute(sa.delete(engine_tables.leases))
+        conn.execute(sa.delete(engine_tables.runs))
+        due_at = {
+            new_run(conn, str(i), due_at=T0 + timedelta(minutes=age)): T0 + timedelta(minutes=age)
+            for i, age in enumerate(ages)
+        }
+        new_run(conn, "other", resource="ticket", due_at=T0 - timedelta(days=1))
+    claims = ops.claim_due(
+        engine, now=T0, owner="A", limit=limit, ttl=TTL, resource="po", fair=False
+    )
+    due_now = sorted(t for t in due_at.values() if t <= T0)
+    assert sorted(c.due_at for c in claims) == due_now[:limit]
+    assert all(due_at[c.run_id] == c.due_at for c in claims)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 import storing
 from storing import T0, explain
 
-from flowrunner.store import dialects, due, engine_tables
+from flowrunner.store import claims, dialects, engine_tables
 from flowrunner.store import operations as ops
 
 TTL = timedelta(minutes=5)
@@ -102,7 +102,7 @@ def test_a_resources_due_work_is_found_by_a_range_search(engine: sa.Engine) -> N
         ]
         conn.execute(sa.insert(table), rows)
         conn.execute(sa.text("ANALYZE"))
-    query = due.fair_candidates_query(now=T0, limit=10, tenant=None, resource="ticket")
+    query = claims.fair_candidates_query(now=T0, limit=10, tenant=None, resource="ticket")
     with engine.connect() as conn:
         plan = explain(conn, query)
     # SQLite takes (resource, due_at); PostgreSQL may take (due_at) and filter the few

@@ -3,9 +3,9 @@
     from flowrunner.store import operations as ops
     ops.claim_due(engine, now=now, owner=owner, limit=10, ttl=timedelta(minutes=5))
 
-Each operation lives in the module of its concept (leases, due work, runs and their
-history, events and notices, idempotency and the journal); this module only gathers
-them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
+Each operation lives in the module of its concept (leases, due work, claims, runs and
+their history, events and notices, idempotency and the journal); this module only
+gathers them. Operations take an ``sa.Connection`` and run inside the caller's transaction,
 except ``claim_due``, ``hand_back``, ``age_leases`` and ``prune``, which run their own.
 What the Operations room reads (runs across records, the journal, the outbox, a page at
 a time) is in ``listing``.
@@ -13,11 +13,10 @@ a time) is in ``listing``.
 
 from __future__ import annotations
 
+from flowrunner.store.claims import claim_due, hand_back
 from flowrunner.store.due import (
     Claim,
-    claim_due,
     due_count,
-    hand_back,
     next_due,
     set_due,
     wake_record,
