@@ -172,9 +172,7 @@ def retry(
             new_state: dict[str, object] = run.state or {}
             status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
-            step = interpret.retry_failed(
-                snap, state.RunState.from_dict(run.state), now, runner.config
-            )
+            step = interpret.retry_failed(snap, saved, now, runner.config)
             new_state, status = step.state.to_dict(), step.state.status
         ops.save_run(
             conn,
@@ -205,7 +203,7 @@ def redrive(
     with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
             raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
-        ops.expire_lease(conn, name=f"run:{run_id}", now=now)
+        ops.expire_lease(conn, name=ops.run_lease(run_id), now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
         _journal(conn, run, operator, "redrive", now, _given(reason))
 

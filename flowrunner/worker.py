@@ -230,7 +230,7 @@ class Worker:
             for claim in group:
                 if ops.refresh_lease(
                     conn,
-                    name=f"run:{claim.run_id}",
+                    name=ops.run_lease(claim.run_id),
                     owner=self.owner,
                     epoch=claim.epoch,
                     now=now,
@@ -302,7 +302,7 @@ class Worker:
         run_id = claim.run_id
         with conn.begin_nested():
             ops.finish_lease(
-                conn, name=f"run:{run_id}", owner=self.owner, epoch=claim.epoch, forget=True
+                conn, name=ops.run_lease(run_id), owner=self.owner, epoch=claim.epoch, forget=True
             )
             run = ops.load_run(conn, run_id)
             envelope = sanitize.error_envelope("engine_error", describe(exc))
@@ -578,7 +578,7 @@ class _Advance:
     def _give_up_lease(self, *, forget: bool) -> None:
         ops.finish_lease(
             self.conn,
-            name=f"run:{self.run.id}",
+            name=ops.run_lease(self.run.id),
             owner=self.owner,
             epoch=self.claim.epoch,
             forget=forget,

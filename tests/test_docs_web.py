@@ -9,34 +9,12 @@ import io
 import re
 import sys
 import types
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database the guide's app may fill: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'orders.db'}"
-        return
-    pg_url: str = request.getfixturevalue("pg_url")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def test_the_web_guide_runs_and_prints_what_it_says(
