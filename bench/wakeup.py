@@ -29,9 +29,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import BINDING, app_tables  # bench/engine.py
+from scaling import schema  # bench/scaling.py: a scratch schema, dropped afterwards
 
 from flowrunner import flow_runner, flowfiles, tables, worker
 from flowrunner.runner import FlowRunner, utc_now
@@ -58,22 +56,6 @@ FLOW = """
 
 def runner(url: str) -> FlowRunner:
     return flow_runner(EVENTS, sa.create_engine(url), clock=utc_now)
-
-
-@contextmanager
-def schema(pg_url: str) -> Iterator[str]:
-    """A scratch schema, dropped afterwards; yields the URL whose search_path is it."""
-    name = f"wake_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
-    try:
-        url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={name}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
-        admin.dispose()
 
 
 def waiting_runs(url: str, count: int) -> FlowRunner:
