@@ -22,6 +22,7 @@ from flowrunner.diagrams import Diagram
 from flowrunner.durations import Duration, parse_duration
 from flowrunner.errors import (
     BindingError,
+    CallbackRejected,
     CommandRefused,
     DurationError,
     EventRejected,
@@ -35,10 +36,12 @@ from flowrunner.errors import (
     SchemaOutdated,
     SnapshotBroken,
 )
+from flowrunner.inbound import Inbound
 from flowrunner.interpreter.standing import Awaits, Waiting
 from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
+from flowrunner.signing import Hmac
 from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
 from flowrunner.sqltypes import UTCDateTime
 from flowrunner.statuses import LaneStatus, RunStatus
@@ -51,6 +54,7 @@ __all__ = [
     "Answer",
     "Awaits",
     "BindingError",
+    "CallbackRejected",
     "Change",
     "ColumnType",
     "Command",
@@ -67,6 +71,8 @@ __all__ = [
     "FlowSnapshot",
     "FlowSpec",
     "FlowrunnerError",
+    "Hmac",
+    "Inbound",
     "Kind",
     "LaneStatus",
     "LeaseLost",

@@ -22,6 +22,10 @@ class CommandContext:
     ``time_left()`` the seconds until then: pass it on to whatever may block, e.g.
     ``httpx.post(url, timeout=ctx.time_left())``. An attempt that ends after its deadline
     is rolled back and counts as failed, whatever it answered.
+
+    A command an inbound runs (``inbound`` names it) has no record and no run: its
+    ``inputs`` come from the callback's body, ``conn`` is the callback's transaction and
+    ``idempotency_key`` is the same for every delivery of the same key.
     """
 
     record: Mapping[str, object]
@@ -29,10 +33,11 @@ class CommandContext:
     conn: sa.Connection
     principal: str
     idempotency_key: str
-    run_id: int
-    flow_name: str
-    step_title: str | None
-    position: int
+    # A step's run, flow and place; an inbound's command has none (0, "", None, 0).
+    run_id: int = 0
+    flow_name: str = ""
+    step_title: str | None = None
+    position: int = 0
     attempt: int = 1
     reminder: int | None = None
     tenant: str | None = None
@@ -42,6 +47,8 @@ class CommandContext:
     deadline: datetime | None = None
     # The runner's clock, which ``deadline`` is on.
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
+    # The inbound endpoint whose signed callback runs the command (None for a step).
+    inbound: str | None = None
 
     def time_left(self) -> float | None:
         """Seconds until ``deadline`` (0.0 once it has passed), or None without a timeout."""

@@ -13,7 +13,11 @@
     ├── RecordRejected                   422  a record or key the runner cannot take as given
     ├── OperatorError                    409  an operator action that cannot be done;
     │                                    404  one naming no run, flow or step (of the tenant)
-    └── CommandRefused                   409  raised by an application command to refuse for good
+    ├── CommandRefused                   409  raised by an application command to refuse for good
+    └── CallbackRejected                 400  a signed callback's body that cannot be used;
+                                         401  a bad signature or time; 404 an unknown
+                                         inbound; 409 its key reused for another body;
+                                         413 a body past 256 KB
 
 ``error.status_code`` is the status and ``error.code`` a stable word for programs;
 ``error.to_dict()`` is the body a web handler answers with: ``{"detail": sentence,
@@ -222,3 +226,16 @@ class CommandRefused(FlowrunnerError):
 
     status_code = 409
     code = "command_refused"
+
+
+class CallbackRejected(FlowrunnerError):
+    """A signed callback refused: its HTTP status says why (the answer is the status alone).
+
+    400 (``callback_unreadable``) for a body that cannot be read or used, 401
+    (``callback_unsigned``) for a bad signature or time, 404 (``inbound_unknown``) for an
+    inbound of no such name, 409 (``callback_conflict``) for a key already used for
+    another body, 413 (``callback_too_large``) for a body past 256 KB.
+    """
+
+    status_code = 400
+    code = "callback_unreadable"

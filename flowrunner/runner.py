@@ -30,12 +30,15 @@ from flowrunner import (
     drawing,
     errors,
     history_text,
+    inbound_app,
     operating,
     operations_room,
     payloads,
     retry_policy,
+    receiving,
     rows,
     saving,
+    signing,
     snapshot,
     starting,
     statuses,
@@ -45,6 +48,7 @@ from flowrunner import (
 )
 from flowrunner import commands as commands_mod
 from flowrunner import durations as durations_mod
+from flowrunner import inbound as inbound_mod
 from flowrunner.interpreter import config as config_mod
 from flowrunner.interpreter import standing
 from flowrunner.store import (
@@ -78,6 +82,8 @@ class FlowRunner:
     a ``CommandContext``; ``run_as`` is the principal commands run as; ``authorize``
     (principal, command) -> bool is checked at mount for every kind's command and again
     on every attempt. ``clock`` is what "now" is (the test driver moves it by hand).
+    ``inbound`` are the signed callbacks it answers (``Inbound``; ``inbound_app()``
+    serves them, ``receive`` handles one).
     """
 
     def __init__(
@@ -93,6 +99,7 @@ class FlowRunner:
         retry: retry_policy.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
         check_schema: bool | None = None,
+        inbound: Iterable[inbound_mod.Inbound] = (),
     ) -> None:
         self.binding = binding
         self.engine = dialects.prepare_engine(engine)
@@ -106,6 +113,10 @@ class FlowRunner:
         # Each column's type and facts: what conditions compare and set steps may write.
         self.columns: column_facts.ResourceColumns = schema.resource_columns
         self._check_commands()
+        self.inbound = inbound_mod.check(
+            inbound, binding=binding, commands=self.commands, authorize=authorize
+        )
+        receiving.warn_unset(self.inbound)
         self._checked: dict[str, str | None] = {}
         self._loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = {}
         # The active flows records start, with a digest of their rows (starting.startable).
@@ -183,11 +194,15 @@ class FlowRunner:
         self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
         return snap
 
-    def authorize_command(self, command: str) -> None:
-        """Checked on every attempt: a revoked grant refuses the step."""
-        if self.authorize is not None and not self.authorize(self.run_as, command):
+    def authorize_command(self, command: str, *, principal: str | None = None) -> None:
+        """Checked on every attempt: a revoked grant refuses the step (or the callback).
+
+        ``principal`` is who runs it: the runner's ``run_as`` unless an inbound's.
+        """
+        principal = self.run_as if principal is None else principal
+        if self.authorize is not None and not self.authorize(principal, command):
             raise errors.CommandRefused(
-                f"principal {self.run_as!r} is not allowed to run command {command!r}"
+                f"principal {principal!r} is not allowed to run command {command!r}"
             )
 
     # -- editing flows (validated on save) ----------------------------------------------
@@ -898,6 +913,22 @@ class FlowRunner:
             tenant=tenant,
             dry_run=dry_run,
         )
+
+    # -- signed callbacks -----------------------------------------------------------------------
+
+    def receive(self, name: str, headers: signing.Headers, body: bytes) -> receiving.Received:
+        """Handle one signed callback to inbound ``name``: its answer (``status``, and the
+        ``reason`` for logs). Never raises; the whole rule is ``flowrunner.receiving``.
+
+        For a web framework of your own: ``runner.receive(name, request.headers,
+        request.body).status`` is the status to answer with, and nothing else.
+        """
+        return receiving.receive(self, name, headers, body)
+
+    def inbound_app(self) -> inbound_app.InboundApp:
+        """The inbound endpoints as an ASGI application answering ``POST /NAME``:
+        ``app.mount("/inbound", runner.inbound_app())``. Needs no web framework."""
+        return inbound_app.InboundApp(self)
 
     # -- the console ------------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 ``console(runner, ...)`` builds it; an application mounts it
 (``app.mount("/flows", runner.console(principal=...))``) or ``flowrunner console``
 serves it alone. Each area's pages live in their own module (``flows_pages``,
-``record_pages``, ``runs_pages``, ``ops_pages``); this module only wires them.
+``record_pages``, ``runs_pages``, ``ops_pages``); this module only wires them. It
+serves the runner's signed callbacks too (``POST /inbound/NAME``,
+``flowrunner.inbound_app``), which need no reader: their signature is the credential.
 """
 
 from __future__ import annotations
@@ -122,7 +124,9 @@ def build(
         title=title or f"{runner.binding.resource} flows",
     )
     routes: list[BaseRoute] = [
-        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static")
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        # The runner's signed callbacks, before sign-in: the signature is the credential.
+        Mount("/inbound", app=runner.inbound_app(), name="inbound"),
     ]
     for module in (flows_pages, record_pages, runs_pages, ops_pages):
         for method, path, handler in module.ROUTES:
