@@ -251,6 +251,12 @@ def _event(
                 f"payload(body) names another tenant in {column!r} than tenant(body) does",
             )
         payload[column] = tenant
+    assert inbound.emit is not None
+    try:
+        # Before the command runs: an event that cannot be is the body's fault (400).
+        runner.check_event(inbound.emit, payload)
+    except errors.EventRejected as exc:
+        raise _rejected(HTTPStatus.BAD_REQUEST, f"the event was refused: {exc}") from None
     return payload
 
 

@@ -497,6 +497,14 @@ class FlowRunner:
             )
         return event_id
 
+    def check_event(self, name: str, payload: Mapping[str, Any]) -> None:
+        """``emit``'s checks that need no database — a known event, a plain payload naming
+        its record (and tenant) as keys — raising ``EventRejected`` as ``emit`` would.
+
+        ``emit`` checks them again, and that the record exists.
+        """
+        self._event(name, payload)
+
     def _load(self, conn: sa.Connection, record_id: Any, tenant: Any) -> dict[str, Any] | None:
         """The record, or None; inside ``emit``'s savepoint.
 
