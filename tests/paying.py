@@ -95,11 +95,17 @@ STEPS = [
 
 
 def settle_payment(ctx: CommandContext) -> Mapping[str, Any]:
-    """Record the payment and mark the order paid, in the callback's own transaction."""
-    amount = Decimal(str(ctx.inputs["amount"]))
-    if amount <= 0:
+    """Record the payment and mark the order paid, in the callback's own transaction.
+
+    What it cannot settle it refuses: the processor is told so (409) and not asked again.
+    """
+    try:
+        amount = Decimal(str(ctx.inputs["amount"]))
+        order_id = int(str(ctx.inputs["order"]))
+    except (ArithmeticError, ValueError):
+        raise CommandRefused("the payment names no order or amount") from None
+    if not amount.is_finite() or not 0 < amount < 10**10:
         raise CommandRefused("a payment of nothing settles nothing")
-    order_id = int(str(ctx.inputs["order"]))
     ctx.conn.execute(
         sa.insert(payment).values(
             order_id=order_id, amount=amount, receipt=ctx.idempotency_key, principal=ctx.principal

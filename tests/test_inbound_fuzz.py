@@ -1,0 +1,109 @@
+"""Whatever is posted to a signed endpoint — right, garbled or missing signatures, times
+near and far, bodies of any shape and size, other names and methods — only the
+documented statuses come back, and nothing is written unless the answer is 204 (and
+then one delivery at most); on SQLite and PostgreSQL, over HTTP."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from paying import SECRET, SECRET_ENV, SIGNATURE, TIMESTAMP, VERIFY, Shop
+
+from flowrunner.receiving import STATUSES
+
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+# What a sender may be answered; 500 and 503 never (no fault here, no failing command).
+DOCUMENTED = {204, 400, 401, 404, 405, 409, 413}
+LIMIT = 256 * 1024
+
+
+@pytest.fixture
+def shop(engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> Shop:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    shop = Shop(engine, START)
+    shop.order(7)
+    shop.order(8)
+    return shop
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> bytes:
+    """A callback's body: a payment (often a re-sent one), any JSON, bytes, or sizes at
+    the limit."""
+    kind = draw(st.sampled_from(["payment"] * 4 + ["json", "bytes", "size"]))
+    if kind == "payment":
+        fields: dict[str, Any] = {
+            # Few ids, so that deliveries are sent again, with their body or another.
+            "id": draw(st.sampled_from([*(f"evt_{n}" for n in range(12)), 41])),
+            "order": draw(st.sampled_from([7, 8, 7, 8, "7", 404, "x", None])),
+            "amount": draw(st.sampled_from(["120.00", "9.99", 3, "0", "-5", "1e400", "abc", None])),
+        }
+        if draw(st.booleans()):
+            fields["note"] = draw(json_values)
+        return json.dumps(fields, separators=(",", ":")).encode()
+    if kind == "json":
+        return json.dumps(draw(json_values)).encode()
+    if kind == "bytes":
+        return draw(st.binary(max_size=200))
+    size = draw(st.integers(LIMIT - 2, LIMIT + 2))
+    return b'{"id":"evt_big","order":7,"amount":"1.00"}'.ljust(size, b" ")
+
+
+@st.composite
+def requests(draw: st.DrawFn, now: datetime) -> tuple[str, str, bytes, dict[str, str]]:
+    """A method, an inbound's name, a body and the headers sent with it."""
+    content = draw(bodies())
+    at = now + timedelta(seconds=draw(st.integers(-400, 400)))
+    secret = draw(st.sampled_from([SECRET] * 4 + ["not-the-secret"]))
+    headers = VERIFY.sign(secret, content, at)
+    garble = draw(st.sampled_from(["none"] * 6 + ["signature", "timestamp", "drop", "random"]))
+    if garble == "signature":
+        sent = headers[SIGNATURE]
+        spot = draw(st.integers(0, len(sent) - 1))
+        headers[SIGNATURE] = sent[:spot] + draw(st.sampled_from("0f Z=")) + sent[spot + 1 :]
+    elif garble == "timestamp":
+        headers[TIMESTAMP] = draw(st.sampled_from(["", "-1", "1e9", "99999999999999", "now"]))
+    elif garble == "drop":
+        del headers[draw(st.sampled_from([SIGNATURE, TIMESTAMP]))]
+    elif garble == "random":
+        headers[SIGNATURE] = draw(st.text(st.characters(min_codepoint=33, max_codepoint=126)))
+    name = draw(st.sampled_from(["payment_settled"] * 18 + ["payment_refunded", "PAYMENT_SETTLED"]))
+    method = draw(st.sampled_from(["POST"] * 19 + ["PUT"]))
+    return method, name, content, headers
+
+
+def test_every_status_answered_is_documented() -> None:
+    assert DOCUMENTED - {405} | {500, 503} == set(STATUSES)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_only_documented_statuses_and_nothing_written_unless_204(
+    shop: Shop, data: st.DataObject
+) -> None:
+    method, name, content, headers = data.draw(requests(shop.driver.now))
+    before = shop.counts()
+    answer = shop.client.request(method, f"/api/inbound/{name}", content=content, headers=headers)
+    after = shop.counts()
+    event(f"answered {answer.status_code}")  # --hypothesis-show-statistics shows the spread
+    assert answer.content == b""
+    assert answer.status_code in DOCUMENTED
+    if answer.status_code != 204:
+        assert after == before
+    else:
+        # One delivery applied — its payment, event and receipt together — or replayed.
+        grew = {what: after[what] - before[what] for what in ("payments", "events", "receipts")}
+        assert grew in ({"payments": 0, "events": 0, "receipts": 0}, dict.fromkeys(grew, 1))
