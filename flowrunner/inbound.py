@@ -92,7 +92,9 @@ class Inbound:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise errors.BindingError(f"{where}: {field} is a name")
         if self.payload is not None and self.emit is None:
-            raise errors.BindingError(f"{where}: payload needs emit, the event it is the payload of")
+            raise errors.BindingError(
+                f"{where}: payload needs emit, the event it is the payload of"
+            )
         if self.input is not None and self.command is None:
             raise errors.BindingError(f"{where}: input needs command, which it is the input of")
 
@@ -185,7 +187,9 @@ def read(inbound: Inbound, body: bytes) -> Delivery:
     if inbound.emit is not None:
         given = parsed if inbound.payload is None else _call(inbound, "payload", parsed)
         if given is not None:
-            event = _mapping(given, "payload(body)" if inbound.payload else "the body (the payload)")
+            event = _mapping(
+                given, "payload(body)" if inbound.payload else "the body (the payload)"
+            )
     return Delivery(key, tenant, inputs, event, fingerprint(body))
 
 

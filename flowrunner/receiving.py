@@ -85,7 +85,10 @@ def receive(runner: FlowRunner, name: str, headers: signing.Headers, body: bytes
         log.info("inbound %s: %s", inbound.name, received.reason)
     else:
         log.warning(
-            "inbound %s: refused a callback (%d): %s", inbound.name, received.status, received.reason
+            "inbound %s: refused a callback (%d): %s",
+            inbound.name,
+            received.status,
+            received.reason,
         )
     return received
 

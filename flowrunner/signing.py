@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import hmac
 import re
 import string

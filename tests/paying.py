@@ -88,7 +88,13 @@ GRANTS = {"payment-processor": {"settle_payment"}, "automation": set[str]()}
 
 FLOW = {"name": "Await payment", "start": "created"}
 STEPS = [
-    {"position": 1, "kind": "waitFor", "title": "Paid?", "event": "order.paid", "duration": "3 days"},
+    {
+        "position": 1,
+        "kind": "waitFor",
+        "title": "Paid?",
+        "event": "order.paid",
+        "duration": "3 days",
+    },
     {"position": 2, "kind": "branch", "title": "Was it paid?", "condition": "status = paid"},
     {"position": 3, "kind": "set", "title": "Ship it", "field": "status", "value": "shipping"},
 ]
@@ -167,13 +173,19 @@ def counts(engine: sa.Engine) -> dict[str, int]:
     with engine.connect() as conn:
 
         def count(table: sa.Table, *where: Any) -> int:
-            return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one())
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count()).select_from(table).where(*where)
+                ).scalar_one()
+            )
 
         return {
             "payments": count(payment),
             "paid": count(shop_order, shop_order.c.status != "open"),
             "events": count(engine_tables.events),
-            "receipts": count(engine_tables.idempotency, engine_tables.idempotency.c.key.like("inbound:%")),
+            "receipts": count(
+                engine_tables.idempotency, engine_tables.idempotency.c.key.like("inbound:%")
+            ),
         }
 
 

@@ -8,7 +8,7 @@ import asyncio
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,8 +55,8 @@ class Exchange:
         more = self._next is not None or not self.whole
         return {"type": "http.request", "body": chunk, "more_body": more}
 
-    async def send(self, message: dict[str, Any]) -> None:
-        self.sent.append(message)
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        self.sent.append(dict(message))
 
     def run(self, runner: FlowRunner, path: str = "/payment_settled", **scope: Any) -> int | None:
         full = {
@@ -123,7 +123,7 @@ def test_it_answers_a_server_s_lifespan_when_served_alone(shop: Shop) -> None:
     async def receive() -> dict[str, Any]:
         return next(asked)
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         said.append(message["type"])
 
     asyncio.run(shop.runner.inbound_app()({"type": "lifespan"}, receive, send))
@@ -203,7 +203,9 @@ def test_served_alone_by_uvicorn_on_127_0_0_1(
         headers = signed(content, utc_now())
         assert _post(url, content, headers) == 204
         assert _post(url, content, headers) == 204  # replayed
-        assert _post(url, body("evt_5", 7, "1.00"), signed(body("evt_5", 7, "1.00"), utc_now())) == 409
+        assert (
+            _post(url, body("evt_5", 7, "1.00"), signed(body("evt_5", 7, "1.00"), utc_now())) == 409
+        )
         assert _post(url, b"x" * (256 * 1024 + 1), headers) == 413
         assert _post(url, content, {**headers, "x-processor-signature": "00"}) == 401
         assert _post(f"http://127.0.0.1:{port}/nothing", content, headers) == 404

@@ -86,7 +86,9 @@ def mall(engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> FlowDriver:
     driver = FlowDriver(runner, start=START)
     with engine.begin() as conn:
         for shop in ("acme", "globex"):
-            flow = runner.save_flow(conn, {"name": "Await payment", "start": "created"}, tenant=shop)
+            flow = runner.save_flow(
+                conn, {"name": "Await payment", "start": "created"}, tenant=shop
+            )
             for step in (
                 {"position": 1, "kind": "waitFor", "event": "order.paid", "duration": "3 days"},
                 {"position": 2, "kind": "set", "field": "status", "value": "paid"},
@@ -169,7 +171,10 @@ def test_a_tenant_binding_s_inbound_names_its_tenant(sqlite_engine: sa.Engine) -
     untenanted = dataclasses.replace(PAID, tenant=None)
     with pytest.raises(BindingError) as refused:
         flow_runner(
-            BINDING, sqlite_engine, commands={"record_payment": record_payment}, inbound=[untenanted]
+            BINDING,
+            sqlite_engine,
+            commands={"record_payment": record_payment},
+            inbound=[untenanted],
         )
     assert str(refused.value) == (
         "inbound 'paid' needs tenant=, a function of the body naming its tenant: mall_order "
