@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from flowrunner import signing
+from flowrunner import receiving, signing
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -30,6 +30,8 @@ Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+TOO_LARGE = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
 
 
 class InboundApp:
@@ -49,25 +51,27 @@ class InboundApp:
             return
         name = _name(scope)
         if name is None or name not in self.runner.inbound:
-            await _answer(send, HTTPStatus.NOT_FOUND)
+            await _refuse(send, name, HTTPStatus.NOT_FOUND, "there is no inbound of that name")
             return
         if scope["method"] != "POST":
-            await _answer(send, HTTPStatus.METHOD_NOT_ALLOWED, [(b"allow", b"POST")])
+            await _refuse(
+                send, name, HTTPStatus.METHOD_NOT_ALLOWED, f"{scope['method']} is not POST"
+            )
             return
         headers = list(scope.get("headers") or [])
         declared = signing.values(headers, "content-length")
         if len(declared) > 1 or (declared and not declared[0].strip().isdigit()):
-            await _answer(send, HTTPStatus.BAD_REQUEST)
+            await _refuse(send, name, HTTPStatus.BAD_REQUEST, "its Content-Length is no length")
             return
         if declared and signing.too_large(int(declared[0])):
-            await _answer(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+            await _refuse(send, name, TOO_LARGE, "its Content-Length is past 256 KB")
             return
         try:
             body = await _read(receive)
         except _Gone:
             return  # the sender left before its body was whole: nothing is done
         if body is None:
-            await _answer(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+            await _refuse(send, name, TOO_LARGE, "its body is past 256 KB")
             return
         received = await asyncio.to_thread(self.runner.receive, name, headers, body)
         await _answer(send, HTTPStatus(received.status))
@@ -108,6 +112,13 @@ async def _read(receive: Receive) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def _refuse(send: Send, name: str | None, status: HTTPStatus, reason: str) -> None:
+    """Refused before the body was read (or read whole): said in one line, then answered."""
+    receiving.refused_unread(str(name), int(status), reason)
+    allow = [(b"allow", b"POST")] if status == HTTPStatus.METHOD_NOT_ALLOWED else []
+    await _answer(send, status, allow)
 
 
 async def _answer(

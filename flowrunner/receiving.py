@@ -93,6 +93,13 @@ def receive(runner: FlowRunner, name: str, headers: signing.Headers, body: bytes
     return received
 
 
+def refused_unread(name: str, status: int, reason: str) -> None:
+    """The log line of a callback the HTTP side refused before reading it (404, 405, 413);
+    a name that is no inbound's is quoted as it came."""
+    shown = repr(name) if status == HTTPStatus.NOT_FOUND else name
+    log.warning("inbound %s: refused a callback (%d): %s", shown, status, reason)
+
+
 def warn_unset(inbounds: Mapping[str, inbound_mod.Inbound]) -> None:
     """At mount: one log line for each inbound whose secret's variable is not set (its
     callbacks are refused until it is). The variable is read again at each request."""
@@ -210,7 +217,7 @@ def _command(
             raise TypeError(f"command {name!r} answered {type(answer).__name__}")
     except errors.CommandRefused as refused:
         raise _rejected(
-            HTTPStatus.CONFLICT, f"command {name!r} refused: {worker.describe(refused)}"
+            HTTPStatus.CONFLICT, f"command {name!r} refused: {sanitize.exception_text(refused)}"
         ) from None
     except Exception as exc:
         raise _Failed(f"command {name!r} failed: {sanitize.describe_exception(exc)}") from exc
@@ -285,4 +292,4 @@ _CODES = {
 }
 
 
-__all__ = ["STATUSES", "Received", "receipt_key", "receive", "warn_unset"]
+__all__ = ["STATUSES", "Received", "receipt_key", "receive", "refused_unread", "warn_unset"]

@@ -5,6 +5,7 @@ would not send what is tested (a Content-Length past the limit, a body that neve
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -80,10 +81,16 @@ def endless() -> Iterator[bytes]:
         yield b" " * 65536
 
 
-def test_a_content_length_past_the_limit_is_refused_before_a_byte_is_read(shop: Shop) -> None:
+def test_a_content_length_past_the_limit_is_refused_before_a_byte_is_read(
+    shop: Shop, caplog: pytest.LogCaptureFixture
+) -> None:
     exchange = Exchange(endless(), [(b"content-length", b"262145")])
-    assert exchange.run(shop.runner) == 413
+    with caplog.at_level(logging.INFO, logger="flowrunner.inbound"):
+        assert exchange.run(shop.runner) == 413
     assert exchange.reads == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        "inbound payment_settled: refused a callback (413): its Content-Length is past 256 KB"
+    ]
 
 
 def test_a_body_without_a_length_is_read_no_further_than_the_limit(shop: Shop) -> None:
