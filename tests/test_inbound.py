@@ -5,6 +5,7 @@ payment; on SQLite and on PostgreSQL, through the ASGI app mounted in a Starlett
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -281,3 +282,22 @@ def test_a_command_refusing_raises_nothing_at_the_server(
     shop.order(7)
     assert shop.post(body("evt_19", 7)) == 409
     assert shop.counts() == NOTHING
+
+
+def test_the_same_bytes_sent_at_once_by_several_senders_are_applied_once(shop: Shop) -> None:
+    content = body("evt_20", 7)
+    headers = signed(content, shop.driver.now)
+    together = threading.Barrier(6)
+    answers: list[int] = []
+
+    def deliver() -> None:
+        together.wait(timeout=30)
+        answers.append(shop.runner.receive("payment_settled", headers, content).status)
+
+    senders = [threading.Thread(target=deliver) for _ in range(6)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(timeout=60)
+    assert answers == [204] * 6
+    assert shop.counts() == {"payments": 1, "paid": 1, "events": 1, "receipts": 1}
