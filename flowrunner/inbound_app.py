@@ -17,6 +17,7 @@ It needs an asyncio server (uvicorn, hypercorn), as Starlette's test client is.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 TOO_LARGE = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+# A Content-Length: ASCII digits ("²" is a digit to str.isdigit, and no length).
+_LENGTH = re.compile(r"[0-9]{1,18}")
 
 
 class InboundApp:
@@ -60,7 +63,7 @@ class InboundApp:
             return
         headers = list(scope.get("headers") or [])
         declared = signing.values(headers, "content-length")
-        if len(declared) > 1 or (declared and not declared[0].strip().isdigit()):
+        if len(declared) > 1 or (declared and not _LENGTH.fullmatch(declared[0].strip())):
             await _refuse(send, name, HTTPStatus.BAD_REQUEST, "its Content-Length is no length")
             return
         if declared and signing.too_large(int(declared[0])):

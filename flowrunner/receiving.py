@@ -68,7 +68,7 @@ def receive(runner: FlowRunner, name: str, headers: signing.Headers, body: bytes
     inbound = runner.inbound.get(name) if isinstance(name, str) else None
     if inbound is None:
         received = Received(HTTPStatus.NOT_FOUND, "there is no inbound of that name")
-        log.warning("inbound %r: refused a callback (404): %s", name, received.reason)
+        refused_unread(name, received.status, received.reason)
         return received
     try:
         received = _receive(runner, inbound, headers, bytes(body))
@@ -78,7 +78,9 @@ def receive(runner: FlowRunner, name: str, headers: signing.Headers, body: bytes
         received = Received(HTTPStatus.SERVICE_UNAVAILABLE, str(failed))
     except Exception as exc:  # flowrunner's own fault: said, never raised at the server
         received = Received(HTTPStatus.INTERNAL_SERVER_ERROR, "the callback could not be handled")
-        log.error("inbound %s: %s: %s", inbound.name, received.reason, worker.describe(exc))
+        log.error(
+            "inbound %s: %s: %s", inbound.name, received.reason, sanitize.describe_exception(exc)
+        )
         log.debug("inbound %s: raised at %s", inbound.name, logs.where(exc))
         return received
     if received.applied:

@@ -301,3 +301,14 @@ def test_the_same_bytes_sent_at_once_by_several_senders_are_applied_once(shop: S
         sender.join(timeout=60)
     assert answers == [204] * 6
     assert shop.counts() == {"payments": 1, "paid": 1, "events": 1, "receipts": 1}
+
+
+def test_a_fault_of_flowrunner_s_own_is_500_in_one_line_never_raised(
+    shop: Shop, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="flowrunner.inbound"):
+        received = shop.runner.receive("payment_settled", {}, "text, not bytes")  # type: ignore[arg-type]
+    assert received.status == 500
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("inbound payment_settled: the callback could not be handled: TypeError")
+    assert shop.counts() == NOTHING

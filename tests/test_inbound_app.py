@@ -100,7 +100,7 @@ def test_a_body_without_a_length_is_read_no_further_than_the_limit(shop: Shop) -
     assert shop.counts()["receipts"] == 0
 
 
-@pytest.mark.parametrize("length", [b"12x", b"-1", b""])
+@pytest.mark.parametrize("length", [b"12x", b"-1", b"", "\u00b2".encode("latin-1")])
 def test_a_content_length_that_is_no_number_is_400(shop: Shop, length: bytes) -> None:
     assert Exchange(endless(), [(b"content-length", length)]).run(shop.runner) == 400
 
