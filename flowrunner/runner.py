@@ -39,6 +39,7 @@ from flowrunner import (
     snapshot,
     starting,
     statuses,
+    stepping,
     try_result,
     try_script,
     validate,
@@ -110,6 +111,9 @@ class FlowRunner:
         self._loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = {}
         # The active flows records start, with a digest of their rows (starting.startable).
         self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
+        # The programs this runner's runs may execute besides flows from rows, by the
+        # name a run's snapshot gives (``stepping.program_of``): jobs, code workflows.
+        self.programs: dict[str, stepping.Program] = {}
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:

@@ -142,6 +142,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.operating",
             "flowrunner.operations_room",
             "flowrunner.worker",
+            "flowrunner.stepping",
             "flowrunner.runner",
             "flowrunner.testing",
             "flowrunner.app",
