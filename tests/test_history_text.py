@@ -367,8 +367,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             None,
             {**TIMER, "resource": "tickets"},
-            "warn_at passed (Tue 3 Mar 09:00) but the tickets record is gone: "
-            "warn_sla did not run",
+            "warn_at passed (Tue 3 Mar 09:00) but the tickets record is gone: warn_sla did not run",
         )
     ],
 }
