@@ -48,8 +48,8 @@ from flowrunner.try_result import TryCommand, TryEnd, TryLine, TryNotice, TryRes
 from flowrunner.try_script import Answer, Change, Refusal
 
 __all__ = [
-    "At",
     "Answer",
+    "At",
     "Awaits",
     "BindingError",
     "Change",

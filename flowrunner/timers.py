@@ -192,7 +192,9 @@ class TimerStep(stepping.ClaimedStep):
 
     def _fire(self, timer: binding.At, record: Mapping[str, object], said: dict[str, Any]) -> None:
         run, runner, now = self.run, self.runner, self.now
-        attempt = int(str(run.state.get("attempts", 0))) + 1
+        # An operator's retry of a run that gave up starts its attempts again.
+        tried = 0 if run.state.get("gave_up") else int(str(run.state.get("attempts", 0)))
+        attempt = tried + 1
         key = at_timers.idempotency_key(
             runner.binding.resource, run.tenant, run.record_id, timer.column, said["instant"]
         )
@@ -248,7 +250,7 @@ class TimerStep(stepping.ClaimedStep):
             "failed", detail={"message": f"{timer.command} {_failed(result.refused)}: {message}"}
         )
         self.save(
-            state={"attempts": attempt},
+            state={"attempts": attempt, "gave_up": True},
             status=statuses.RunStatus.FAILED,
             due_at=None,
             error=error or sanitize.error_envelope("command_failed", message),

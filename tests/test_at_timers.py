@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from running import T0, mount, stored
 
-from flowrunner import at_timers, commands, errors, query, statuses, tables, testing
+from flowrunner import RetryPolicy, at_timers, commands, errors, query, statuses, tables, testing
 from flowrunner.binding import At, FlowBinding
 from flowrunner.runner import flow_runner
 from flowrunner.store import dialects, migrate, records
@@ -355,3 +355,31 @@ def test_a_principal_not_allowed_the_timers_command_is_refused_at_mount(
             commands=module.COMMANDS,
             authorize=lambda who, command: command != "warn_sla",
         )
+
+
+def test_an_operator_retries_a_warning_that_gave_up_and_it_runs_again(
+    any_engine: sa.Engine,
+) -> None:
+    down = [True]
+
+    def warn_sla(ctx: commands.CommandContext) -> None:
+        if down[0]:
+            raise RuntimeError("mail server down")
+
+    driver = desk(any_engine, commands={"warn_sla": warn_sla}, retry=RetryPolicy(max_attempts=2))
+    driver.create(ticket(1, warn_at=T0))
+    driver.advance("1 minute")
+    [run] = timer_runs(driver, 1)
+    assert run.status == statuses.RunStatus.FAILED
+    assert run.error is not None and run.error["code"] == "command_failed"
+    with pytest.raises(errors.OperatorError, match="not a flow; retry it instead"):
+        driver.runner.restart(run.id, operator="olga")
+    down[0] = False
+    driver.runner.retry(run.id, operator="olga", reason="mail is back")
+    driver.run_until_idle()
+    [run] = timer_runs(driver, 1)
+    assert run.status == statuses.RunStatus.DONE
+    assert told(driver, run)[-2:] == [
+        "olga retried the run: mail is back",
+        "warn_at passed (Mon 2 Mar 09:00): ran warn_sla",
+    ]
