@@ -383,3 +383,39 @@ def test_an_operator_retries_a_warning_that_gave_up_and_it_runs_again(
         "olga retried the run: mail is back",
         "warn_at passed (Mon 2 Mar 09:00): ran warn_sla",
     ]
+
+
+def test_a_ticket_without_warn_at_costs_no_statement_more_and_one_with_it_one_insert(
+    any_engine: sa.Engine,
+) -> None:
+    from running import app
+
+    driver = desk(any_engine)
+    runner = driver.runner
+    plain = flow_runner(
+        app("tickets").binding.model_copy(update={"at": ()}),
+        any_engine,
+        commands=app("tickets").COMMANDS,
+    )
+    sent: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sent.append(statement)
+
+    def created(on: Any, n: int, **values: Any) -> int:
+        with dialects.begin(any_engine) as conn:
+            records.insert_record(conn, runner.tables, ticket(n, **values))
+            sent.clear()
+            sa.event.listen(any_engine, "before_cursor_execute", count)
+            try:
+                on.record_created(conn, ticket(n, **values))
+            finally:
+                sa.event.remove(any_engine, "before_cursor_execute", count)
+        return len(sent)
+
+    created(plain, 10), created(runner, 11)  # each runner has read the flows once
+    without_timers = created(plain, 1)
+    assert created(runner, 2) == without_timers  # no warn_at: nothing more
+    # An instant: the run row and its due row (one statement on PostgreSQL).
+    extra = 1 if any_engine.dialect.name == "postgresql" else 2
+    assert created(runner, 3, warn_at=T0 + timedelta(hours=1)) == without_timers + extra
