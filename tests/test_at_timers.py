@@ -419,3 +419,23 @@ def test_a_ticket_without_warn_at_costs_no_statement_more_and_one_with_it_one_in
     # An instant: the run row and its due row (one statement on PostgreSQL).
     extra = 1 if any_engine.dialect.name == "postgresql" else 2
     assert created(runner, 3, warn_at=T0 + timedelta(hours=1)) == without_timers + extra
+
+
+def test_the_console_shows_a_tickets_warning_with_its_history_and_no_diagram(
+    any_engine: sa.Engine,
+) -> None:
+    from console import OPERATOR, console, text
+
+    driver = desk(any_engine)
+    driver.create(ticket(1, warn_at=T0 + timedelta(hours=1)))
+    driver.advance("2 hours")
+    page = console(driver, OPERATOR).get("/record/1")
+    assert page.status_code == 200
+    shown = text(page.text)
+    assert "at warn_at done" in shown
+    assert "warn_at passed (Mon 2 Mar 10:00): ran warn_sla" in shown
+    assert 'class="frd"' not in page.text
+    [run] = timer_runs(driver, 1)
+    no_diagram = "runs 'at', not a flow: it has no diagram"
+    with any_engine.connect() as conn, pytest.raises(errors.OperatorError, match=no_diagram):
+        driver.runner.diagram(conn, run.flow_id, run=run.id)
