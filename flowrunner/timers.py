@@ -165,6 +165,9 @@ class TimerStep(stepping.ClaimedStep):
             )
             return
         instant = datetime.fromisoformat(armed_for)
+        again = run.state.get("again_at")
+        if isinstance(again, str) and not run.state.get("gave_up"):
+            instant = max(instant, datetime.fromisoformat(again))  # a retry's backoff
         if now < instant:
             # Woken early (its record changed): the instant decides, so sleep until it.
             self.save(state=run.state, status=statuses.RunStatus.WAITING, due_at=instant)
@@ -241,7 +244,7 @@ class TimerStep(stepping.ClaimedStep):
                 },
             )
             self.save(
-                state={"attempts": attempt},
+                state={"attempts": attempt, "again_at": decision.retry_at.isoformat()},
                 status=statuses.RunStatus.WAITING,
                 due_at=decision.retry_at,
             )

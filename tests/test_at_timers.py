@@ -226,6 +226,8 @@ def test_a_failing_warning_is_tried_again_and_a_refusal_fails_the_run(
 
     driver = desk(any_engine, commands={"warn_sla": flaky})
     driver.create(ticket(1, warn_at=T0))
+    driver.update(1, title="Printer on fire")  # woken meanwhile: the backoff still holds
+    assert attempts == [1]
     driver.advance("1 minute")
     [run] = timer_runs(driver, 1)
     assert run.status == statuses.RunStatus.DONE
