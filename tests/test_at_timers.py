@@ -5,12 +5,13 @@ open")``. Run on SQLite and PostgreSQL through the test driver's clock.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import T0, mount, stored
+from running import T0, app, mount, stored
+from sqlalchemy import orm
 
 from flowrunner import RetryPolicy, at_timers, commands, errors, query, statuses, tables, testing
 from flowrunner.binding import At, FlowBinding
@@ -176,8 +177,6 @@ SET_WARNING = """
 
 
 def test_a_flow_that_sets_warn_at_arms_the_timer(any_engine: sa.Engine) -> None:
-    from running import app
-
     bound = app("tickets").binding.model_copy(
         update={"set_columns": ("priority", "status", "assignee", "warn_at")}
     )
@@ -319,8 +318,6 @@ def test_one_tenants_backlog_of_warnings_does_not_hold_up_anothers(
 def test_a_timer_the_desk_cannot_run_is_refused_at_mount(
     sqlite_engine: sa.Engine, timer: At, message: str
 ) -> None:
-    from running import app
-
     module = app("tickets")
     module.metadata.create_all(sqlite_engine)
     bound = module.binding.model_copy(update={"at": (timer,)})
@@ -346,8 +343,6 @@ def test_a_timer_that_does_not_read_is_refused_when_declared() -> None:
 def test_a_principal_not_allowed_the_timers_command_is_refused_at_mount(
     sqlite_engine: sa.Engine,
 ) -> None:
-    from running import app
-
     module = app("tickets")
     module.metadata.create_all(sqlite_engine)
     with pytest.raises(errors.BindingError, match="which the timer at 'warn_at' needs"):
@@ -390,8 +385,6 @@ def test_an_operator_retries_a_warning_that_gave_up_and_it_runs_again(
 def test_a_ticket_without_warn_at_costs_no_statement_more_and_one_with_it_one_insert(
     any_engine: sa.Engine,
 ) -> None:
-    from running import app
-
     driver = desk(any_engine)
     runner = driver.runner
     plain = flow_runner(
@@ -441,3 +434,40 @@ def test_the_console_shows_a_tickets_warning_with_its_history_and_no_diagram(
     no_diagram = "runs 'at', not a flow: it has no diagram"
     with any_engine.connect() as conn, pytest.raises(errors.OperatorError, match=no_diagram):
         driver.runner.diagram(conn, run.flow_id, run=run.id)
+
+
+def test_a_ticket_saved_through_the_orm_arms_its_warning_with_the_flush(
+    any_engine: sa.Engine,
+) -> None:
+    driver = desk(any_engine)
+    unwatch = driver.runner.watch(Ticket)
+    try:
+        with orm.Session(any_engine) as session, session.begin():
+            session.add(Ticket(id=1, title="Printer", requester_id="ann", warn_at=T0))
+        with orm.Session(any_engine) as session:  # moved, then rolled back: nothing arms
+            found = session.get(Ticket, 1)
+            assert found is not None
+            found.warn_at = T0 + timedelta(days=1)
+            session.flush()
+            session.rollback()
+        assert len(timer_runs(driver, 1)) == 1
+        with orm.Session(any_engine) as session, session.begin():
+            found = session.get(Ticket, 1)
+            assert found is not None
+            found.warn_at = T0 + timedelta(hours=1)
+        assert len(timer_runs(driver, 1)) == 2
+    finally:
+        unwatch()
+    driver.advance("2 hours")
+    first, second = timer_runs(driver, 1)
+    assert told(driver, first)[0].startswith("warn_at no longer holds Mon 2 Mar 09:00")
+    assert told(driver, second) == ["warn_at passed (Mon 2 Mar 10:00): ran warn_sla"]
+
+
+class _Base(orm.DeclarativeBase):
+    pass
+
+
+class Ticket(_Base):
+    __table__ = app("tickets").ticket
+    warn_at: orm.Mapped[datetime | None]  # typing only: the columns come from the table
