@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, errors, snapshot, spelling, starting, statuses
+from flowrunner import binding, errors, snapshot, spelling, starting, statuses, stepping
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
@@ -161,6 +161,13 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
+        if stepping.program_of(run.snapshot) != stepping.FLOW:
+            # Another program's run (a timer, a job): its own step goes on from its state.
+            _go_on(conn, run, now, dict(run.state or {}), statuses.RunStatus.RUNNING)
+            said = {"by": operator, **_given(reason)}
+            ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+            _journal(conn, run, operator, "retry", now, _given(reason))
+            return
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
         if saved is None or saved.status != statuses.RunStatus.FAILED:
@@ -174,20 +181,31 @@ def retry(
         else:
             step = interpret.retry_failed(snap, saved, now, runner.config)
             new_state, status = step.state.to_dict(), step.state.status
-        ops.save_run(
-            conn,
-            run_id,
-            expected_version=run.version,
-            state=new_state,
-            status=status,
-            now=now,
-            reason=None,
-            error=None,
-        )
-        ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+        _go_on(conn, run, now, new_state, status)
         said = {"by": operator, **_given(reason)}
         ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
         _journal(conn, run, operator, "retry", now, _given(reason))
+
+
+def _go_on(
+    conn: sa.Connection,
+    run: ops.RunRow,
+    now: datetime,
+    new_state: Mapping[str, object],
+    status: statuses.RunStatus,
+) -> None:
+    """A retried run's new state, due now, its error cleared."""
+    ops.save_run(
+        conn,
+        run.id,
+        expected_version=run.version,
+        state=dict(new_state),
+        status=status,
+        now=now,
+        reason=None,
+        error=None,
+    )
+    ops.set_due(conn, run_id=run.id, due_at=now, tenant=run.tenant)
 
 
 def redrive(
@@ -199,12 +217,15 @@ def redrive(
     tenant: binding.Tenant = None,
     dry_run: bool = False,
 ) -> None:
-    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)."""
+    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)
+    and said in the run's history ("olga redrove the run: worker host lost")."""
     with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
             raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
         ops.expire_lease(conn, name=ops.run_lease(run_id), now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="redriven", detail=said)
         _journal(conn, run, operator, "redrive", now, _given(reason))
 
 
@@ -237,6 +258,11 @@ def restart(
                 "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
+        program = stepping.program_of(run.snapshot)
+        if program != stepping.FLOW:
+            raise _refused(
+                f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
+            )
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
         flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)

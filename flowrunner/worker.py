@@ -34,14 +34,12 @@ import sqlalchemy as sa
 
 from flowrunner import (
     commands,
-    durations,
     errors,
-    heartbeat,
     logs,
-    payloads,
     sanitize,
     snapshot,
     statuses,
+    stepping,
 )
 from flowrunner.interpreter import effects, happened, interpret, state
 from flowrunner.store import dialects, records, wakeups
@@ -254,7 +252,7 @@ class Worker:
         savepoint = dialects.Savepoint(conn, "flowrunner_run")
         failure: str | None = None
         try:
-            step = _Advance(self, conn, claim, now, later)
+            step = self._step(conn, claim, now, later)
             step.advance()
             failure = step.failure()
         except errors.LeaseLost as lost:
@@ -293,6 +291,20 @@ class Worker:
             self.stats.failed += 1
             log.error("%s", failure)
         return True
+
+    def _step(
+        self, conn: sa.Connection, claim: ops.Claim, now: datetime, later: Sequence[ops.Claim]
+    ) -> stepping.Stepping:
+        """The step of the program the claimed run executes: a flow from rows unless its
+        snapshot names another program the runner registered (``FlowRunner.programs``)."""
+        run = ops.load_run(conn, claim.run_id)
+        name = stepping.program_of(run.snapshot)
+        if name == stepping.FLOW:
+            return _Advance(self, conn, claim, now, later, run)
+        program = self.runner.programs.get(name)
+        if program is None:
+            return _Unknown(self, conn, claim, now, later, run, name)
+        return program(self, conn, claim, now, later, run)
 
     def _fail_run(
         self, conn: sa.Connection, claim: ops.Claim, now: datetime, exc: Exception
@@ -395,19 +407,44 @@ def database_failed(exc: BaseException) -> bool:
     return isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated
 
 
-def _cut(conn: sa.Connection, exc: BaseException) -> bool:
-    """Whether ``exc`` came with (or after) the loss of ``conn``'s database connection."""
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    return conn.invalidated or isinstance(exc, sa.exc.PendingRollbackError)
+_cut = stepping.cut
 
 
-class _Advance:
-    """One claimed run's step, in ``conn``'s transaction: made for the run, then dropped.
+class _Unknown(stepping.ClaimedStep):
+    """The step of a run whose program this runner does not serve: it fails with a
+    sentence naming the program (the code that defined it was removed or not mounted)."""
 
-    It holds what the step read — the run, its snapshot, the claim, the clock — and
-    what it gathers to write at once: the record's pending sets, the history lines and
-    the idempotency records of the commands that answered.
+    def __init__(
+        self,
+        worker: Worker,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim],
+        run: ops.RunRow,
+        name: str,
+    ) -> None:
+        super().__init__(worker, conn, claim, now, later, run)
+        self.name = name
+
+    def advance(self) -> None:
+        if self.run.status in statuses.ENDED:
+            ops.set_due(self.conn, run_id=self.run.id, due_at=None, tenant=self.run.tenant)
+            self.give_up_lease(forget=True)
+            return
+        self.stop(
+            f"this run executes a {self.name} {self.run.flow_name!r}, which this runner "
+            f"does not have any more",
+            code="program_missing",
+        )
+
+
+class _Advance(stepping.ClaimedStep):
+    """One claimed run's step of a flow from rows, in ``conn``'s transaction.
+
+    Beside what every step holds (``stepping.ClaimedStep``: the run, the claim, the
+    clock, the history lines and answered commands gathered for the save), it gathers
+    the record's pending sets.
     """
 
     def __init__(
@@ -416,23 +453,12 @@ class _Advance:
         conn: sa.Connection,
         claim: ops.Claim,
         now: datetime,
-        later: Sequence[ops.Claim] = (),
+        later: Sequence[ops.Claim],
+        run: ops.RunRow,
     ) -> None:
-        self.runner = worker.runner
-        self.owner = worker.owner
-        self.lease_ttl = worker.lease_ttl
-        self.point = worker._point
-        self.conn = conn
-        self.claim = claim
-        self.later = tuple(later)
-        self.now = now
-        self.run = ops.load_run(conn, claim.run_id)
-        self.lines: list[ops.LogLine] = []
-        self.completed: list[ops.Completed] = []
+        super().__init__(worker, conn, claim, now, later, run)
         self.sets: dict[str, object] = {}
         self.wrote_record = False
-        # Why the run failed at this step, when it did: logged once the step is saved.
-        self.failed: str | None = None
         # Whether the record may differ from the working copy: written by a set (the
         # database may hold its value otherwise typed) or by a command.
         self.stale = False
@@ -447,14 +473,14 @@ class _Advance:
         runner, conn, run, now = self.runner, self.conn, self.run, self.now
         if run.status in statuses.ENDED and not state.cancel_pending(run.state):
             ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
-            self._give_up_lease(forget=True)
+            self.give_up_lease(forget=True)
             return None
         snap = self.snap
         problem = runner.check_snapshot(snap)
         if problem is not None:
             # A row that broke after the run started (a kind removed, a column dropped):
             # the run fails before it does anything more, with the sentence naming it.
-            self._stop(problem)
+            self.stop(problem)
             return None
         record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
         current = state.RunState.from_dict(run.state) if run.state else None
@@ -533,15 +559,9 @@ class _Advance:
         )
 
     def _save(self, new: state.RunState, wake_at: datetime | None) -> None:
-        """Write what the step gathered and the run's new state and due time.
-
-        The save is fenced by the claim's lease epoch, and a wake-up that arrived
-        meanwhile is kept.
-        """
+        """Write what the step gathered and the run's new state and due time (fenced:
+        ``ClaimedStep.save``)."""
         runner, conn, run, now = self.runner, self.conn, self.run, self.now
-        ended = new.status in statuses.ENDED
-        if new.status == statuses.RunStatus.FAILED:
-            self.failed = new.reason or str((new.error or {}).get("message") or "no reason given")
         self._flush_sets()
         if self.wrote_record:
             # The record's other runs follow it (an until step on a date this set).
@@ -553,59 +573,12 @@ class _Advance:
                 now=now,
                 except_run=run.id,
             )
-        ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=self.lines)
-        ops.record_completed(conn, self.completed, now=now)
-        self.point("before-save")
-        # The fence: a worker that paused past its lease while another took the run
-        # over is refused here, and everything it wrote rolls back with this step. The
-        # same save gives the lease up (an ended run's lease row goes), writes the run's
-        # new state and moves its due row on — one statement where the database allows.
-        ops.save_step(
-            conn,
-            run_id=run.id,
-            expected_version=run.version,
+        self.save(
             state=new.to_dict(),
             status=new.status,
-            now=now,
+            due_at=wake_at,
             error=new.error,
             reason=new.reason,
-            owner=self.owner,
-            claim=self.claim,
-            due_at=None if ended else wake_at,
-            tenant=run.tenant,
-        )
-
-    def _give_up_lease(self, *, forget: bool) -> None:
-        ops.finish_lease(
-            self.conn,
-            name=ops.run_lease(self.run.id),
-            owner=self.owner,
-            epoch=self.claim.epoch,
-            forget=forget,
-        )
-
-    def _stop(self, why: str) -> None:
-        """Fail the run, whose snapshot no longer loads, without advancing it."""
-        conn, run, now = self.conn, self.run, self.now
-        self.failed = why
-        self._give_up_lease(forget=True)
-        ops.save_run(
-            conn,
-            run.id,
-            expected_version=run.version,
-            state=run.state,
-            status=statuses.RunStatus.FAILED,
-            now=now,
-            error=sanitize.error_envelope("snapshot_broken", why),
-            reason=why,
-        )
-        ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
-        ops.append_logs(
-            conn,
-            run_id=run.id,
-            at=now,
-            tenant=run.tenant,
-            lines=[ops.LogLine("failed", detail=why)],
         )
 
     def _apply(self, effect: effects.Effect, working: dict[str, object] | None) -> None:
@@ -636,17 +609,15 @@ class _Advance:
             self.point("after-notify")
         elif isinstance(effect, effects.Log):
             # Written together with the run's new state, in one statement.
-            self.lines.append(
-                ops.LogLine(
-                    what=effect.what,
-                    position=effect.position,
-                    step_id=None if effect.step_id is None else str(effect.step_id),
-                    title=effect.title,
-                    kind=effect.kind,
-                    pass_=effect.pass_,
-                    detail=effect.detail,
-                    due_at=effect.at,
-                )
+            self.log(
+                effect.what,
+                position=effect.position,
+                step_id=None if effect.step_id is None else str(effect.step_id),
+                title=effect.title,
+                kind=effect.kind,
+                pass_=effect.pass_,
+                detail=effect.detail,
+                due_at=effect.at,
             )
 
     def _flush_sets(self) -> None:
@@ -655,6 +626,16 @@ class _Advance:
             records.write_fields(
                 self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
             )
+            timers = self.runner.timers
+            if timers is not None:  # a set step that writes a timer's column arms it
+                timers.arm(
+                    self.conn,
+                    self.sets,
+                    self.now,
+                    changed=self.sets,
+                    record_id=run.record_id,
+                    tenant=run.tenant,
+                )
             self.sets = {}
             self.wrote_record = self.stale = True
             self.point("after-set")
@@ -662,29 +643,19 @@ class _Advance:
     def _command(
         self, effect: effects.RunCommand, working: Mapping[str, object] | None
     ) -> happened.CommandResult:
-        """Run the command in a savepoint of the step's transaction, under a heartbeat.
-
-        With a kind ``timeout`` the attempt has a deadline: the command sees it
-        (``ctx.deadline``, ``ctx.time_left()``), PostgreSQL cancels its statements that
-        run past it, the heartbeat keeps the lease only until it, and an attempt that
-        ends after it — answering or raising — is rolled back and counts as a failed,
-        retried one. Python cannot stop a running function: the command keeps its
-        deadline by passing its time on, and the worker holds it to it when it ends.
-        """
-        runner, conn, run, snap = self.runner, self.conn, self.run, self.snap
+        """Run a step's command (``ClaimedStep.command``: a savepoint, a heartbeat, the
+        kind's deadline), the record as the flow left it."""
+        runner, run, snap = self.runner, self.run, self.snap
         self._flush_sets()  # the command reads the record as the flow left it
-        key = f"run-{run.id}/{effect.key}"
         step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
         kind = runner.config.kinds.get(effect.kind)
         timeout = kind.timeout if kind is not None else None
-        began = runner.clock()
-        deadline = None if timeout is None else began + timeout
         context = commands.CommandContext(
             record=dict(working or {}),
             inputs=dict(effect.inputs),
-            conn=conn,
+            conn=self.conn,
             principal=runner.run_as,
-            idempotency_key=key,
+            idempotency_key=f"run-{run.id}/{effect.key}",
             run_id=run.id,
             flow_name=snap.flow.name,
             step_title=step.title if step is not None else None,
@@ -693,122 +664,15 @@ class _Advance:
             reminder=effect.reminder,
             tenant=run.tenant,
             now=self.now,
-            deadline=deadline,
+            deadline=self.deadline(timeout),
             clock=runner.clock,
         )
-        beat = heartbeat.Heartbeat(
-            runner.engine,
-            owner=self.owner,
-            claims=(self.claim, *self.later),
-            ttl=self.lease_ttl,
-            clock=runner.clock,
-            until=deadline,
-            point=self.point,
+        result, wrote = self.command(
+            effect.command, context, result_key=effect.key, timeout=timeout
         )
-        savepoint = dialects.Savepoint(conn, "flowrunner_command")
-        failed: happened.CommandResult | None = None
-        answer: Mapping[str, object] | None = None
-        wrote = True
-        try:
-            with beat, dialects.statement_time_limited(conn, timeout):
-                runner.authorize_command(effect.command)
-                function = runner.commands[effect.command]
-                mark = dialects.write_mark(conn)
-                answer = function(context)
-                wrote = dialects.wrote_since(conn, mark)
-            if answer is not None and not isinstance(answer, Mapping):
-                raise TypeError(f"command {effect.command!r} answered {type(answer).__name__}")
-        except errors.CommandRefused as refused:
-            failed = happened.CommandResult(
-                key=effect.key,
-                ok=False,
-                refused=True,
-                error=sanitize.error_envelope("command_refused", _str(refused)),
-            )
-        except Exception as exc:
-            if _cut(conn, exc):
-                raise  # the worker's database went away, not the command's doing
-            log.warning(
-                "run %s: command %s failed: %s",
-                run.id,
-                effect.command,
-                sanitize.describe_exception(exc),
-            )
-            failed = happened.CommandResult(
-                key=effect.key,
-                ok=False,
-                error=sanitize.error_envelope("command_failed", describe(exc), retryable=True),
-            )
-        if failed is None and answer is not None:
-            # The answer is kept as JSON, converted as an event's payload is (a Decimal
-            # as its text, a date as ISO 8601, an enum as its value); one that cannot be
-            # (a NaN, an object) refuses the step for good: trying again answers the same.
-            try:
-                answer = payloads.plain(answer)
-            except payloads.NotPlain as exc:
-                failed = happened.CommandResult(
-                    key=effect.key,
-                    ok=False,
-                    refused=True,
-                    error=sanitize.error_envelope(
-                        "command_answer_invalid",
-                        f"command {effect.command!r} answered what cannot be stored: {exc}",
-                    ),
-                )
-        if run.id in beat.lost:
-            savepoint.rollback()
-            raise errors.LeaseLost(
-                f"the lease of run {run.id} was taken over while its command ran; "
-                "another worker does the step"
-            )
-        if deadline is not None and timeout is not None and runner.clock() > deadline:
-            # Whatever it said, it said it too late: another attempt may already be due.
-            failed = happened.CommandResult(
-                key=effect.key,
-                ok=False,
-                error=sanitize.error_envelope(
-                    "command_timed_out", f"timed out after {_words(timeout)}", retryable=True
-                ),
-            )
-        if failed is not None:
-            savepoint.rollback()
-            return failed
-        savepoint.release()
         self.stale = self.stale or wrote
-        self.point(f"after-command:{effect.command}")
-        # Recorded with the history lines, in the same transaction as the command's writes.
-        self.completed.append(ops.Completed(key, run.tenant, dict(answer or {})))
-        return happened.CommandResult(key=effect.key, ok=True, answer=dict(answer or {}))
+        return result
 
 
-def _words(length: timedelta) -> str:
-    """A timeout in words: ``30 seconds``, ``1 hour 30 minutes``."""
-    return str(durations.Duration(days=length.days, seconds=length.seconds))
-
-
-def describe(exc: BaseException) -> str:
-    """An exception as one line for an error envelope, without the SQL or its parameters.
-
-    A SQLAlchemy statement error's text carries the statement and its bound values
-    (record data); only the first line of the driver's own message is kept (the lines
-    after it, ``DETAIL`` and the like, quote values). An exception whose text cannot be
-    made (its ``__str__`` raises) is described by its type alone.
-
-    >>> class Odd(Exception):
-    ...     def __str__(self) -> str:
-    ...         raise RuntimeError("no")
-    >>> describe(Odd())
-    'Odd: <unprintable>'
-    """
-    if isinstance(exc, sa.exc.StatementError) and exc.orig is not None:
-        first = _str(exc.orig).strip().splitlines()[:1]
-        return f"{type(exc.orig).__name__}: {' '.join(first)}".rstrip()
-    return " ".join(f"{type(exc).__name__}: {_str(exc)}".split())
-
-
-def _str(exc: BaseException) -> str:
-    """``str(exc)``, or ``<unprintable>`` when making it raises."""
-    try:
-        return str(exc)
-    except Exception:
-        return "<unprintable>"
+# What a failed run's envelope says of an exception, one line (kept here for callers).
+describe = stepping.describe
