@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("FLOWRUNNER_TEST_POSTGRES_URL"))
     args = parser.parse_args()
     os.environ[SECRET_ENV] = SECRET
+    logging.getLogger("flowrunner.inbound").setLevel(logging.ERROR)  # a line per callback
     with tempfile.TemporaryDirectory() as folder:
         engine = sa.create_engine(f"sqlite:///{folder}/bench.db")
         report("sqlite", measure(engine, args.callbacks))
