@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from flowrunner.store import dialects
+
 S = TypeVar("S")
 
 _built: dict[Hashable, Any] = {}
@@ -44,8 +46,33 @@ def param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
 
 
 Convert = Callable[[Any], Any]
-# What the driver gave back: rows of any length (ids, counts, text), and the row count.
-Result = sa.CursorResult[*tuple[Any, ...]]
+
+
+class Result:
+    """What the driver gave back for a compiled statement: its rows as the driver gives
+    them (ids, counts, text: tuples) and the count of rows it changed."""
+
+    __slots__ = ("rowcount", "rows")
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+
+    def one(self) -> Any:
+        """The one row; SQLAlchemy's ``NoResultFound`` or ``MultipleResultsFound`` else."""
+        if len(self.rows) != 1:
+            if not self.rows:
+                raise sa.exc.NoResultFound("No row was found when one was required")
+            raise sa.exc.MultipleResultsFound("Multiple rows were found when one was required")
+        return self.rows[0]
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def scalar_one_or_none(self) -> Any:
+        if not self.rows:
+            return None
+        return self.scalar_one()
 
 
 @dataclass(frozen=True)
@@ -78,7 +105,7 @@ class Compiled:
             else p.convert(values[p.name])
             for p in self.params
         ]
-        return conn.exec_driver_sql(self.sql, self._shaped(sent))
+        return _send(conn, self.sql, self._shaped(sent))
 
     def execute_many(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Send the statement once for all ``rows`` (each maps every name to its value)."""
@@ -86,12 +113,22 @@ class Compiled:
             [p.value] * len(rows) if p.fixed else _converted([r[p.name] for r in rows], p.convert)
             for p in self.params
         ]
-        conn.exec_driver_sql(self.sql, [self._shaped(row) for row in zip(*columns, strict=True)])
+        shaped = [self._shaped(row) for row in zip(*columns, strict=True)]
+        _send(conn, self.sql, shaped, many=True)
 
     def _shaped(self, sent: Sequence[Any]) -> Any:
         if self.positional:
             return tuple(sent)
         return {p.name: value for p, value in zip(self.params, sent, strict=True)}
+
+
+def _send(conn: sa.Connection, sql: str, params: Any, *, many: bool = False) -> Result:
+    """Send a compiled statement: to SQLite's driver directly, elsewhere through SQLAlchemy."""
+    sent = dialects.driver_execute(conn, sql, params, many=many)
+    if sent is not None:
+        return Result(*sent)
+    result = conn.exec_driver_sql(sql, params)
+    return Result(list(result.fetchall()) if result.returns_rows else [], result.rowcount)
 
 
 def _converted(values: list[Any], convert: Convert | None) -> list[Any]:
