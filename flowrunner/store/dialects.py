@@ -136,12 +136,19 @@ def begin(engine: sa.Engine, *, immediate: bool = True) -> Iterator[sa.Connectio
     instead of failing when a read turns into a write; on PostgreSQL this is an
     ordinary transaction and row locks do the work.
     """
+    with connected(engine, immediate=immediate) as conn, conn.begin():
+        yield conn
+
+
+@contextmanager
+def connected(engine: sa.Engine, *, immediate: bool = True) -> Iterator[sa.Connection]:
+    """A connection for several transactions in turn (``with conn.begin(): ...`` each),
+    which on SQLite hold the write lock from their first statements, as ``begin``'s do."""
     prepare_engine(engine)
     with engine.connect() as conn:
         if immediate and is_sqlite(conn):
             conn = conn.execution_options(**{_IMMEDIATE: True})
-        with conn.begin():
-            yield conn
+        yield conn
 
 
 @contextmanager

@@ -94,6 +94,10 @@ class Compiled:
     sql: str
     params: tuple[Param, ...]
     positional: bool
+    # A query compiled ``typed``: its columns' names and how each value it gives back is
+    # converted by the column's type (JSON parsed, times made aware), for ``fetch``.
+    names: tuple[str, ...] = ()
+    results: tuple[Convert | None, ...] = ()
 
     def execute(self, conn: sa.Connection, values: Mapping[str, Any]) -> Result:
         """Send the statement with ``values`` (each parameter's by its name)."""
@@ -106,6 +110,18 @@ class Compiled:
             for p in self.params
         ]
         return _send(conn, self.sql, self._shaped(sent))
+
+    def fetch(self, conn: sa.Connection, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Send a query compiled ``typed`` with ``values``: its rows, each a dict of its
+        columns' values converted by their types (what SQLAlchemy's rows would hold)."""
+        names, results = self.names, self.results
+        return [
+            {
+                name: value if convert is None or value is None else convert(value)
+                for name, convert, value in zip(names, results, row, strict=True)
+            }
+            for row in self.execute(conn, values).rows
+        ]
 
     def execute_many(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Send the statement once for all ``rows`` (each maps every name to its value)."""
@@ -155,19 +171,27 @@ _PLAIN = frozenset({str, int, float, bool, datetime})
 
 
 def compiled(
-    conn: sa.Connection, key: Hashable, build: Callable[[], Any], *, many: bool = False
+    conn: sa.Connection,
+    key: Hashable,
+    build: Callable[[], Any],
+    *,
+    many: bool = False,
+    typed: bool = False,
 ) -> Compiled:
     """``build``'s statement compiled for ``conn``'s dialect the first time it is asked
-    for (``many``: for many rows at once)."""
+    for (``many``: for many rows at once; ``typed``: a query for ``Compiled.fetch``)."""
     dialect = conn.dialect
     return statement(
-        ("compiled", type(dialect), dialect.paramstyle, many, key),
-        lambda: compile_for(build(), dialect, many=many),
+        ("compiled", type(dialect), dialect.paramstyle, many, typed, key),
+        lambda: compile_for(build(), dialect, many=many, typed=typed),
     )
 
 
-def compile_for(stmt: Any, dialect: sa.Dialect, *, many: bool = False) -> Compiled:
-    """``stmt`` as ``dialect``'s driver takes it (for a cache of the caller's own)."""
+def compile_for(
+    stmt: Any, dialect: sa.Dialect, *, many: bool = False, typed: bool = False
+) -> Compiled:
+    """``stmt`` as ``dialect``'s driver takes it (for a cache of the caller's own);
+    ``typed``: a query whose values ``Compiled.fetch`` converts by their columns' types."""
     done = stmt.compile(dialect=dialect, for_executemany=many)
     if done.literal_execute_params or done.post_compile_params:
         raise ValueError("a compiled statement takes no IN list that grows with its values")
@@ -183,4 +207,15 @@ def compile_for(stmt: Any, dialect: sa.Dialect, *, many: bool = False) -> Compil
         else:
             value = bind.effective_value
             params.append(Param(name, None, True, value if convert is None else convert(value)))
-    return Compiled(done.string, tuple(params), dialect.positional)
+    if not typed:
+        return Compiled(done.string, tuple(params), dialect.positional)
+    columns = list(stmt.selected_columns)
+    return Compiled(
+        done.string,
+        tuple(params),
+        dialect.positional,
+        tuple(column.name for column in columns),
+        tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
+        ),
+    )
