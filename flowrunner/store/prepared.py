@@ -17,7 +17,7 @@ converted once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -57,6 +57,20 @@ class Result:
     def __init__(self, rows: list[Any], rowcount: int) -> None:
         self.rows = rows
         self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def all(self) -> list[Any]:
+        return list(self.rows)
+
+    def first(self) -> Any:
+        """The first row, or None."""
+        return self.rows[0] if self.rows else None
+
+    def scalar(self) -> Any:
+        """The first row's first value, or None."""
+        return self.rows[0][0] if self.rows else None
 
     def one(self) -> Any:
         """The one row; SQLAlchemy's ``NoResultFound`` or ``MultipleResultsFound`` else."""
