@@ -67,13 +67,14 @@ class Heartbeat:
         self.beats = 0
         self._keep = list(claims)
         self._crash: BaseException | None = None
-        self._stop = threading.Event()
-        # On SQLite the step's transaction already keeps every other writer out.
-        self._thread = (
-            None
-            if dialects.is_sqlite(engine) or not self._keep
-            else threading.Thread(target=self._run, name="flowrunner-heartbeat", daemon=True)
-        )
+        # On SQLite the step's transaction already keeps every other writer out: no
+        # thread, and nothing made for one (a command's heartbeat then costs nothing).
+        self._thread: threading.Thread | None = None
+        if self._keep and not dialects.is_sqlite(engine):
+            self._stop = threading.Event()
+            self._thread = threading.Thread(
+                target=self._run, name="flowrunner-heartbeat", daemon=True
+            )
 
     @property
     def interval(self) -> float:
@@ -91,8 +92,8 @@ class Heartbeat:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stop.set()
         if self._thread is not None:
+            self._stop.set()
             # No renewal may land after the block: the step gives the lease up next.
             self._thread.join()
         if self._crash is not None:

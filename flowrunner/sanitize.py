@@ -314,6 +314,12 @@ def sanitize_text(value: object, max_len: int = DEFAULT_MAX_LEN) -> str:
     >>> sanitize_text("connect postgresql://bob:p@ss/w0rd@db/x?token=abc\\nfailed")
     'connect postgresql://bob:[redacted]@db/x?token=[redacted] failed'
     """
+    memo = (value, max_len) if type(value) is str and len(value) <= _CLEAN_LENGTH else None
+    if memo is not None:
+        # A short text sanitized before (a history line's words, a step's title): a lookup.
+        done = _SANITIZED.get(memo)
+        if done is not None:
+            return done
     if max_len < 1:
         raise ValueError("max_len must be at least 1")
     text = value if isinstance(value, str) else _as_text(value)
@@ -322,7 +328,16 @@ def sanitize_text(value: object, max_len: int = DEFAULT_MAX_LEN) -> str:
     text = _masked_start(text, 2 * max_len + 64).strip()
     if len(text) > max_len:
         text = text[: max_len - 1].rstrip() + "…"
+    if memo is not None:
+        if len(_SANITIZED) >= _CLEAN_COUNT:
+            _SANITIZED.clear()
+        _SANITIZED[memo] = text
     return text
+
+
+# Short texts ``sanitize_text`` did, by (text, max_len), up to ``_CLEAN_COUNT`` of them
+# (then it starts again).
+_SANITIZED: dict[tuple[str, int], str] = {}
 
 
 def _words(name: str) -> list[str]:

@@ -160,16 +160,19 @@ class Worker:
         pending = list(claims)  # claimed, their steps not committed yet
         try:
             self._point("claimed")
-            while pending:
-                group = self._still_ours(pending[: self.batch], now)
-                rest = pending[self.batch :]
-                with dialects.begin(self.runner.engine) as conn:
-                    for index, claim in enumerate(group):
-                        # A long command keeps the leases of every run still to come.
-                        self._one(conn, claim, later=(*group[index + 1 :], *rest))
-                    self._point("before-commit")
-                pending = rest
-                self._point("committed")
+            if pending:
+                # One connection for the claim's transactions, one after the other.
+                with dialects.connected(self.runner.engine) as conn:
+                    while pending:
+                        group = self._still_ours(pending[: self.batch], now)
+                        rest = pending[self.batch :]
+                        with conn.begin():
+                            for index, claim in enumerate(group):
+                                # A long command keeps the leases of every run still to come.
+                                self._one(conn, claim, later=(*group[index + 1 :], *rest))
+                            self._point("before-commit")
+                        pending = rest
+                        self._point("committed")
         except Exception as exc:
             if database_failed(exc):
                 self._hand_back(pending)

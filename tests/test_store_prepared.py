@@ -77,3 +77,65 @@ def test_an_in_list_that_grows_with_its_values_is_refused(any_engine: sa.Engine)
     listed = sa.select(thing.c.id).where(thing.c.id.in_(sa.bindparam("ids", expanding=True)))
     with pytest.raises(ValueError, match="no IN list"):
         prepared.compile_for(listed, any_engine.dialect)
+
+
+def select_by_id() -> sa.Select[Any]:
+    return sa.select(thing).where(thing.c.id == sa.bindparam("p_id", type_=sa.Integer))
+
+
+def test_a_typed_query_gives_what_sqlalchemy_rows_hold(any_engine: sa.Engine) -> None:
+    metadata.create_all(any_engine)
+    rows: list[dict[str, Any]] = [
+        {"id": 1, "at": T0, "data": {"n": [1, 2], "say": "hi"}},
+        {"id": 2, "at": None, "data": None},
+    ]
+    with dialects.begin(any_engine) as conn:
+        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(conn, rows)
+        query = prepared.compiled(conn, ("test", "by id"), select_by_id, typed=True)
+        for row in rows:
+            expected = conn.execute(select_by_id(), {"p_id": row["id"]}).mappings().one()
+            assert query.fetch(conn, {"p_id": row["id"]}) == [dict(expected)]
+        assert query.fetch(conn, {"p_id": 9}) == []
+    assert dict(expected)["version"] == 0
+
+
+def test_a_statement_sent_past_sqlalchemy_is_still_seen_and_its_errors_are_sqlalchemys(
+    any_engine: sa.Engine,
+) -> None:
+    """On SQLite compiled statements go to the driver directly: the engine's listeners
+    see them all the same, and a refused write raises SQLAlchemy's error and leaves the
+    transaction usable in a savepoint."""
+    metadata.create_all(any_engine)
+    seen: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "prepared_thing" in statement:
+            seen.append(statement.split()[0])
+
+    sa.event.listen(any_engine, "before_cursor_execute", note)
+    try:
+        with dialects.begin(any_engine) as conn:
+            add = prepared.compiled(conn, ("test", "insert"), insert, many=True)
+            add.execute_many(conn, [{"id": 1, "at": None, "data": None}])
+            with pytest.raises(sa.exc.IntegrityError), dialects.Savepoint(conn, "again"):
+                add.execute_many(conn, [{"id": 1, "at": None, "data": None}])
+            found = prepared.compiled(conn, ("test", "by id"), select_by_id, typed=True)
+            assert [row["id"] for row in found.fetch(conn, {"p_id": 1})] == [1]
+    finally:
+        sa.event.remove(any_engine, "before_cursor_execute", note)
+    assert seen == ["INSERT", "INSERT", "SELECT"]
+
+
+def test_a_statement_outside_a_transaction_is_in_the_one_sqlalchemy_begins(
+    any_engine: sa.Engine,
+) -> None:
+    """A compiled statement on a connection whose transaction has not begun goes through
+    SQLAlchemy, which begins one: rolled back, its write is gone."""
+    metadata.create_all(any_engine)
+    with dialects.connected(any_engine) as conn:
+        add = prepared.compiled(conn, ("test", "insert"), insert, many=True)
+        add.execute_many(conn, [{"id": 5, "at": None, "data": None}])
+        assert conn.in_transaction()
+        conn.rollback()
+    with any_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(thing)).scalar_one() == 0

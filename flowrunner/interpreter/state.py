@@ -54,17 +54,31 @@ def check_move(what: str, current: str, target: str) -> None:
 
 class _Guarded:
     """Reads every ``status`` assigned as its enum, and checks each after the first
-    against ``TRANSITIONS`` (a word that is no status raises ValueError)."""
+    against ``TRANSITIONS`` (a word that is no status raises ValueError).
+
+    The check sits on ``status`` alone (``_Status``, put on each class after its
+    dataclass is made), so assigning any other field costs what it costs anywhere.
+    """
 
     _what = ""
     _statuses: type[enum.StrEnum] = enum.StrEnum
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "status":
-            value = self._statuses(value)
-            if "status" in self.__dict__:
-                check_move(self._what, self.__dict__["status"], value)
-        object.__setattr__(self, name, value)
+
+class _Status:
+    """The ``status`` of a ``_Guarded`` state: kept in the instance's ``__dict__``, each
+    value assigned made its enum and, after the first, checked against ``TRANSITIONS``."""
+
+    def __get__(self, instance: _Guarded | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return instance.__dict__["status"]
+
+    def __set__(self, instance: _Guarded, value: Any) -> None:
+        value = instance._statuses(value)
+        held = instance.__dict__
+        if "status" in held:
+            check_move(instance._what, held["status"], value)
+        held["status"] = value
 
 
 def _when(value: datetime | None) -> str | None:
@@ -161,11 +175,11 @@ class LaneState(_Guarded):
         return lane
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            name = "pass" if f.name == "pass_" else f.name
-            data[name] = _when(value) if f.name in _MOMENTS else value
+        held = self.__dict__
+        data = {
+            stored: _when(held[name]) if moment else held[name]
+            for name, stored, moment in _LANE_FIELDS
+        }
         data["status"] = self.status.value  # the plain word, as stored
         return data
 
@@ -184,6 +198,13 @@ class LaneState(_Guarded):
             values[name] = [str(v) for v in values.get(name) or ()]
         return cls(**values)
 
+
+LaneState.status = _Status()  # type: ignore[assignment]
+
+# Each field of a lane: its name, its name as stored, and whether it is a moment.
+_LANE_FIELDS = tuple(
+    (f.name, "pass" if f.name == "pass_" else f.name, f.name in _MOMENTS) for f in fields(LaneState)
+)
 
 # A new lane's fields but its step, kind and pass (and its lists, made anew each time).
 _FRESH_LANE = {
@@ -292,6 +313,9 @@ class RunState(_Guarded):
         ]
         run.__dict__.update(values)
         return run
+
+
+RunState.status = _Status()  # type: ignore[assignment]
 
 
 def cancel_pending(data: Mapping[str, Any] | None) -> bool:

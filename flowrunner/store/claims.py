@@ -171,20 +171,45 @@ def _pick_in_turn(
     ``limit`` due rows in claim order and move them to ``held_until``."""
     table = engine_tables.due
     if fair:
-        query = fair_candidates_query(now=now, limit=limit, tenant=tenant, resource=resource)
-    else:
-        query = scoped(
-            sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes),
-            tenant=tenant,
-            resource=resource,
+        rows = conn.execute(
+            fair_candidates_query(now=now, limit=limit, tenant=tenant, resource=resource)
         )
-        query = query.where(table.c.due_at <= now).order_by(table.c.due_at).limit(limit)
-    picked = [_Picked(int(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]
+    else:
+
+        def oldest() -> sa.Select[Any]:
+            query = scoped(
+                sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes),
+                tenant=None if tenant is None else prepared.param("p_tenant", table.c.tenant),
+                resource=None if resource is None else sa.bindparam("p_resource", type_=sa.Text),
+            )
+            return (
+                query.where(table.c.due_at <= prepared.param("p_now", table.c.due_at))
+                .order_by(table.c.due_at)
+                .limit(sa.bindparam("p_limit", type_=sa.Integer))
+            )
+
+        values: dict[str, Any] = {"p_now": now, "p_limit": limit}
+        if tenant is not None:
+            values["p_tenant"] = tenant
+        if resource is not None:
+            values["p_resource"] = resource
+        rows = conn.execute(
+            prepared.statement(("claim_oldest", tenant is None, resource is None), oldest), values
+        )
+    picked = [_Picked(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
     if picked:
-        conn.execute(
-            sa.update(table)
-            .where(table.c.run_id.in_([p.run_id for p in picked]))
-            .values(due_at=held_until)
+        count = len(picked)
+
+        def hold() -> sa.Update:
+            ids = [sa.bindparam(f"p_run_{i}", type_=sa.Integer) for i in range(count)]
+            return (
+                sa.update(table)
+                .where(table.c.run_id.in_(ids))
+                .values(due_at=prepared.param("p_held", table.c.due_at))
+            )
+
+        prepared.compiled(conn, ("hold_due", count), hold).execute(
+            conn, {f"p_run_{i}": p.run_id for i, p in enumerate(picked)} | {"p_held": held_until}
         )
     return picked
 

@@ -109,36 +109,72 @@ def acquire_leases(
             else:
                 taken[str(name)] = int(epoch)
         return taken, busy
-    table = engine_tables.leases
-    expires = _until(conn, now, ttl)
+    # SQLite (one writer at a time): two statements, each built once per number of names.
+    count = len(names)
+    named = {f"p_name_{i}": name for i, name in enumerate(names)}
+    expires = now + as_timedelta(ttl)
     taken = {
         str(name): int(epoch)
-        for name, epoch in conn.execute(
-            sa.update(table)
-            .where(
-                table.c.name.in_(names),
-                sa.or_(table.c.owner == owner, table.c.expires_at <= _clock(conn, now)),
-            )
-            .values(
-                owner=owner,
-                expires_at=expires,
-                epoch=sa.case((table.c.owner == owner, table.c.epoch), else_=table.c.epoch + 1),
-            )
-            .returning(table.c.name, table.c.epoch)
-        )
+        for name, epoch in prepared.compiled(conn, ("take_leases", count), lambda: _taking(count))
+        .execute(conn, {**named, "p_owner": owner, "p_expires": expires, "p_now": now})
+        .rows
     }
     missing = [name for name in names if name not in taken]
     if missing:
-        stmt = (
-            dialects.insert_statement(conn, table)
-            .values(
-                [{"name": n, "owner": owner, "expires_at": expires, "epoch": 1} for n in missing]
-            )
-            .on_conflict_do_nothing(index_elements=["name"])
-            .returning(table.c.name)
+        count = len(missing)
+        added = prepared.compiled(
+            conn, ("add_leases", count), lambda: _adding(conn, count)
+        ).execute(
+            conn,
+            {f"p_name_{i}": name for i, name in enumerate(missing)}
+            | {"p_owner": owner, "p_expires": expires},
         )
-        taken.update({str(name): 1 for name in conn.execute(stmt).scalars()})
+        taken.update({str(name): 1 for (name,) in added.rows})
     return taken, set()
+
+
+def _named(count: int) -> list[sa.BindParameter[str]]:
+    """``count`` lease names as parameters ``p_name_0``, ``p_name_1``, …"""
+    return [sa.bindparam(f"p_name_{i}", type_=sa.Text) for i in range(count)]
+
+
+def _taking(count: int) -> sa.Update:
+    """SQLite's first statement of ``acquire_leases``: take the ``count`` named leases
+    that are expired (at ``p_now``) or ``p_owner``'s already; their names and epochs."""
+    table = engine_tables.leases
+    owner = sa.bindparam("p_owner", type_=sa.Text)
+    return (
+        sa.update(table)
+        .where(
+            table.c.name.in_(_named(count)),
+            sa.or_(
+                table.c.owner == owner,
+                table.c.expires_at <= prepared.param("p_now", table.c.expires_at),
+            ),
+        )
+        .values(
+            owner=owner,
+            expires_at=prepared.param("p_expires", table.c.expires_at),
+            epoch=sa.case((table.c.owner == owner, table.c.epoch), else_=table.c.epoch + 1),
+        )
+        .returning(table.c.name, table.c.epoch)
+    )
+
+
+def _adding(conn: sa.Connection, count: int) -> Any:
+    """SQLite's second statement of ``acquire_leases``: insert the ``count`` named leases
+    that have no row yet, at epoch 1; the names inserted."""
+    table = engine_tables.leases
+    owner = sa.bindparam("p_owner", type_=sa.Text)
+    expires = prepared.param("p_expires", table.c.expires_at)
+    return (
+        dialects.insert_statement(conn, table)
+        .values(
+            [{"name": n, "owner": owner, "expires_at": expires, "epoch": 1} for n in _named(count)]
+        )
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(table.c.name)
+    )
 
 
 def _acquire_free_leases() -> sa.CompoundSelect[Any]:

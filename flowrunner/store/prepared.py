@@ -17,12 +17,14 @@ converted once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+
+from flowrunner.store import dialects
 
 S = TypeVar("S")
 
@@ -44,8 +46,47 @@ def param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
 
 
 Convert = Callable[[Any], Any]
-# What the driver gave back: rows of any length (ids, counts, text), and the row count.
-Result = sa.CursorResult[*tuple[Any, ...]]
+
+
+class Result:
+    """What the driver gave back for a compiled statement: its rows as the driver gives
+    them (ids, counts, text: tuples) and the count of rows it changed."""
+
+    __slots__ = ("rowcount", "rows")
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def all(self) -> list[Any]:
+        return list(self.rows)
+
+    def first(self) -> Any:
+        """The first row, or None."""
+        return self.rows[0] if self.rows else None
+
+    def scalar(self) -> Any:
+        """The first row's first value, or None."""
+        return self.rows[0][0] if self.rows else None
+
+    def one(self) -> Any:
+        """The one row; SQLAlchemy's ``NoResultFound`` or ``MultipleResultsFound`` else."""
+        if len(self.rows) != 1:
+            if not self.rows:
+                raise sa.exc.NoResultFound("No row was found when one was required")
+            raise sa.exc.MultipleResultsFound("Multiple rows were found when one was required")
+        return self.rows[0]
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def scalar_one_or_none(self) -> Any:
+        if not self.rows:
+            return None
+        return self.scalar_one()
 
 
 @dataclass(frozen=True)
@@ -67,6 +108,10 @@ class Compiled:
     sql: str
     params: tuple[Param, ...]
     positional: bool
+    # A query compiled ``typed``: its columns' names and how each value it gives back is
+    # converted by the column's type (JSON parsed, times made aware), for ``fetch``.
+    names: tuple[str, ...] = ()
+    results: tuple[Convert | None, ...] = ()
 
     def execute(self, conn: sa.Connection, values: Mapping[str, Any]) -> Result:
         """Send the statement with ``values`` (each parameter's by its name)."""
@@ -78,7 +123,19 @@ class Compiled:
             else p.convert(values[p.name])
             for p in self.params
         ]
-        return conn.exec_driver_sql(self.sql, self._shaped(sent))
+        return _send(conn, self.sql, self._shaped(sent))
+
+    def fetch(self, conn: sa.Connection, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Send a query compiled ``typed`` with ``values``: its rows, each a dict of its
+        columns' values converted by their types (what SQLAlchemy's rows would hold)."""
+        names, results = self.names, self.results
+        return [
+            {
+                name: value if convert is None or value is None else convert(value)
+                for name, convert, value in zip(names, results, row, strict=True)
+            }
+            for row in self.execute(conn, values).rows
+        ]
 
     def execute_many(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Send the statement once for all ``rows`` (each maps every name to its value)."""
@@ -86,12 +143,22 @@ class Compiled:
             [p.value] * len(rows) if p.fixed else _converted([r[p.name] for r in rows], p.convert)
             for p in self.params
         ]
-        conn.exec_driver_sql(self.sql, [self._shaped(row) for row in zip(*columns, strict=True)])
+        shaped = [self._shaped(row) for row in zip(*columns, strict=True)]
+        _send(conn, self.sql, shaped, many=True)
 
     def _shaped(self, sent: Sequence[Any]) -> Any:
         if self.positional:
             return tuple(sent)
         return {p.name: value for p, value in zip(self.params, sent, strict=True)}
+
+
+def _send(conn: sa.Connection, sql: str, params: Any, *, many: bool = False) -> Result:
+    """Send a compiled statement: to SQLite's driver directly, elsewhere through SQLAlchemy."""
+    sent = dialects.driver_execute(conn, sql, params, many=many)
+    if sent is not None:
+        return Result(*sent)
+    result = conn.exec_driver_sql(sql, params)
+    return Result(list(result.fetchall()) if result.returns_rows else [], result.rowcount)
 
 
 def _converted(values: list[Any], convert: Convert | None) -> list[Any]:
@@ -118,19 +185,27 @@ _PLAIN = frozenset({str, int, float, bool, datetime})
 
 
 def compiled(
-    conn: sa.Connection, key: Hashable, build: Callable[[], Any], *, many: bool = False
+    conn: sa.Connection,
+    key: Hashable,
+    build: Callable[[], Any],
+    *,
+    many: bool = False,
+    typed: bool = False,
 ) -> Compiled:
     """``build``'s statement compiled for ``conn``'s dialect the first time it is asked
-    for (``many``: for many rows at once)."""
+    for (``many``: for many rows at once; ``typed``: a query for ``Compiled.fetch``)."""
     dialect = conn.dialect
     return statement(
-        ("compiled", type(dialect), dialect.paramstyle, many, key),
-        lambda: compile_for(build(), dialect, many=many),
+        ("compiled", type(dialect), dialect.paramstyle, many, typed, key),
+        lambda: compile_for(build(), dialect, many=many, typed=typed),
     )
 
 
-def compile_for(stmt: Any, dialect: sa.Dialect, *, many: bool = False) -> Compiled:
-    """``stmt`` as ``dialect``'s driver takes it (for a cache of the caller's own)."""
+def compile_for(
+    stmt: Any, dialect: sa.Dialect, *, many: bool = False, typed: bool = False
+) -> Compiled:
+    """``stmt`` as ``dialect``'s driver takes it (for a cache of the caller's own);
+    ``typed``: a query whose values ``Compiled.fetch`` converts by their columns' types."""
     done = stmt.compile(dialect=dialect, for_executemany=many)
     if done.literal_execute_params or done.post_compile_params:
         raise ValueError("a compiled statement takes no IN list that grows with its values")
@@ -146,4 +221,15 @@ def compile_for(stmt: Any, dialect: sa.Dialect, *, many: bool = False) -> Compil
         else:
             value = bind.effective_value
             params.append(Param(name, None, True, value if convert is None else convert(value)))
-    return Compiled(done.string, tuple(params), dialect.positional)
+    if not typed:
+        return Compiled(done.string, tuple(params), dialect.positional)
+    columns = list(stmt.selected_columns)
+    return Compiled(
+        done.string,
+        tuple(params),
+        dialect.positional,
+        tuple(column.name for column in columns),
+        tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
+        ),
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.store import app_tables, dialects
+from flowrunner.store import app_tables, dialects, prepared
 
 
 def load_record(
@@ -30,10 +30,22 @@ def load_record(
             return None
     if not _may_exist(conn, tables.resource.c[tables.key], key):
         return None
-    query = tables.statement(
-        "load_record", lambda: sa.select(tables.resource).where(tables.where_record_params())
-    )
-    row = conn.execute(query, {"p_key": key, "p_tenant": tenant}).mappings().first()
+
+    def build() -> sa.Select[Any]:
+        return sa.select(tables.resource).where(tables.where_record_params())
+
+    values = {"p_key": key, "p_tenant": tenant}
+    if dialects.is_sqlite(conn) and all(c.key == c.name for c in tables.resource.c):
+        # Every worker's step reads its record: compiled once, each value converted by
+        # its column's type, as SQLAlchemy's row would hold it.
+        dialect = conn.dialect
+        compiled = tables.statement(
+            ("load_record", "compiled", type(dialect), dialect.paramstyle),
+            lambda: prepared.compile_for(build(), dialect, typed=True),
+        )
+        found = compiled.fetch(conn, values)
+        return found[0] if found else None
+    row = conn.execute(tables.statement("load_record", build), values).mappings().first()
     return dict(row) if row is not None else None
 
 

@@ -251,10 +251,21 @@ def _run_insert(conn: sa.Connection, ended: bool) -> Any:
 def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     """The run, or None when there is none with this id."""
     table = engine_tables.runs
-    query = prepared.statement(
-        "find_run", lambda: sa.select(table).where(table.c.id == sa.bindparam("p_run"))
-    )
-    row = conn.execute(query, {"p_run": run_id}).one_or_none()
+
+    def build() -> sa.Select[Any]:
+        return sa.select(table).where(table.c.id == sa.bindparam("p_run", type_=table.c.id.type))
+
+    if dialects.is_sqlite(conn):
+        # Every worker's step reads its run: compiled once, each value converted by its type.
+        found = prepared.compiled(conn, "find_run", build, typed=True).fetch(
+            conn, {"p_run": run_id}
+        )
+        if not found:
+            return None
+        fields = found[0]
+        fields["status"] = statuses.RunStatus(fields["status"])
+        return RunRow(**fields)
+    row = conn.execute(prepared.statement("find_run", build), {"p_run": run_id}).one_or_none()
     return None if row is None else _run(row)
 
 
