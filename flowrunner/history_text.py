@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flowrunner import snapshot
 from flowrunner.interpreter import standing
@@ -467,6 +468,68 @@ def _restarted(say: _Say) -> str:
     return f"{said}: {reason}" if reason else said
 
 
+def _job_planned(say: _Say) -> str:
+    said = f"Planned by {say.get('event', 'an event')}"
+    at = say.time("run_at")
+    if at:
+        said += f" for {at}"
+    return f"{said} (key {say.detail['key']})" if say.detail.get("key") else said
+
+
+def _job_zone(say: _Say) -> tzinfo | None:
+    """A job at times' slots are shown on its own wall clock."""
+    name = say.detail.get("timezone")
+    if not isinstance(name, str) or not name:
+        return say.tz
+    try:
+        return UTC if name.upper() == "UTC" else ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return say.tz
+
+
+def _slot(say: _Say, key: str) -> str | None:
+    value = say.detail.get(key)
+    if not value:
+        return None
+    try:
+        return when(str(value), _job_zone(say))
+    except ValueError:
+        return str(value)
+
+
+def _job_scheduled(say: _Say) -> str:
+    every = say.get("every", "its schedule")
+    zone = say.detail.get("timezone")
+    said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
+    first = _slot(say, "first")
+    return f"{said}; first slot {first}" if first else said
+
+
+def _job_ran(say: _Say) -> str:
+    command = say.get("command", "its command")
+    if say.detail.get("by"):
+        return f"{_by(say.detail['by'])} ran {command} by hand"
+    said = f"Ran {command}"
+    slot = _slot(say, "slot")
+    if slot:
+        said += f" for the slot {slot}"
+    attempt = int(say.get("attempt", 1))
+    if attempt > 1:
+        said += f" (attempt {attempt})"
+    missed = _slot(say, "missed_from")
+    return f"{said}; the slots missed from {missed} were skipped" if missed else said
+
+
+def _job_failed(say: _Say) -> str:
+    command = say.get("command", "its command")
+    error = say.get("error", "no reason given")
+    if say.detail.get("by"):
+        return f"{_by(say.detail['by'])} ran {command} by hand: it failed ({error})"
+    slot = _slot(say, "slot")
+    said = f"{command} failed" + (f" for the slot {slot}" if slot else "")
+    return f"{said} ({error}); the job waits for its next slot"
+
+
 _RENDER: dict[str, Callable[[_Say], str]] = {
     "started": _started,
     "set": _set,
@@ -491,6 +554,10 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "cancelled": _cancelled,
     "retried": _retried,
     "restarted": _restarted,
+    "job_planned": _job_planned,
+    "job_scheduled": _job_scheduled,
+    "job_ran": _job_ran,
+    "job_failed": _job_failed,
 }
 
 # Every code a history line may carry; each has its sentence.

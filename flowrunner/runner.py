@@ -30,6 +30,7 @@ from flowrunner import (
     drawing,
     errors,
     history_text,
+    jobs_spec,
     operating,
     operations_room,
     payloads,
@@ -62,6 +63,11 @@ from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
 Authorize = Callable[[str, str], bool]
+# Told of each event ``emit`` stores, in the emitting transaction (jobs plan from it).
+EventHook = Callable[[sa.Connection, jobs_spec.Emitted], None]
+# What a worker does once before its first claim, given the clock's now (a job at times
+# makes sure it has its run).
+Prepare = Callable[[datetime], None]
 
 
 # How many runs' snapshots a runner keeps read (``load_snapshot``); the oldest goes first.
@@ -114,6 +120,12 @@ class FlowRunner:
         # The programs this runner's runs may execute besides flows from rows, by the
         # name a run's snapshot gives (``stepping.program_of``): jobs, code workflows.
         self.programs: dict[str, stepping.Program] = {}
+        # Told of each stored event in its transaction (``emit``), and called once by
+        # each worker before its first claim: the jobs mounted beside the flows use them.
+        self.on_event: list[EventHook] = []
+        self.preparing: list[Prepare] = []
+        # The jobs mounted on this runner (``flowrunner.jobs.Jobs``), if any.
+        self.jobs: Any = None
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
@@ -187,11 +199,13 @@ class FlowRunner:
         self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
         return snap
 
-    def authorize_command(self, command: str) -> None:
-        """Checked on every attempt: a revoked grant refuses the step."""
-        if self.authorize is not None and not self.authorize(self.run_as, command):
+    def authorize_command(self, command: str, principal: str | None = None) -> None:
+        """Checked on every attempt: a revoked grant refuses the step. ``principal``:
+        who runs it (a job's own; the runner's ``run_as`` by default)."""
+        who = self.run_as if principal is None else principal
+        if self.authorize is not None and not self.authorize(who, command):
             raise errors.CommandRefused(
-                f"principal {self.run_as!r} is not allowed to run command {command!r}"
+                f"principal {who!r} is not allowed to run command {command!r}"
             )
 
     # -- editing flows (validated on save) ----------------------------------------------
@@ -484,6 +498,17 @@ class FlowRunner:
                 tenant=tenant,
                 now=now,
             )
+            if self.on_event:
+                stored = jobs_spec.Emitted(
+                    id=event_id,
+                    name=name,
+                    payload=plain,
+                    record_id=str(record_id),
+                    tenant=None if tenant is None else str(tenant),
+                    at=now,
+                )
+                for hook in self.on_event:
+                    hook(conn, stored)
         return event_id
 
     def _load(self, conn: sa.Connection, record_id: Any, tenant: Any) -> dict[str, Any] | None:
