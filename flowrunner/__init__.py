@@ -36,6 +36,8 @@ from flowrunner.errors import (
     SnapshotBroken,
 )
 from flowrunner.interpreter.standing import Awaits, Waiting
+from flowrunner.jobs import Jobs
+from flowrunner.jobs_spec import Emitted, Job, Plan
 from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
@@ -60,6 +62,7 @@ __all__ = [
     "Diagram",
     "Duration",
     "DurationError",
+    "Emitted",
     "EventRejected",
     "FieldError",
     "FlowBinding",
@@ -67,6 +70,8 @@ __all__ = [
     "FlowSnapshot",
     "FlowSpec",
     "FlowrunnerError",
+    "Job",
+    "Jobs",
     "Kind",
     "LaneStatus",
     "LeaseLost",
@@ -74,6 +79,7 @@ __all__ = [
     "NoticeRow",
     "NotifyRule",
     "OperatorError",
+    "Plan",
     "QueryError",
     "RecordRejected",
     "Refusal",

@@ -110,6 +110,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.templates",
             "flowrunner.retry_policy",
             "flowrunner.payloads",
+            "flowrunner.schedules",
         ),
     ),
     ("query language", ("flowrunner.query",)),
@@ -126,6 +127,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.commands",
             "flowrunner.try_script",
             "flowrunner.try_plan",
+            "flowrunner.jobs_spec",
         ),
     ),
     ("interpreter", ("flowrunner.interpreter", "flowrunner.history_text")),
@@ -151,6 +153,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.drawing",
             "flowrunner.trying",
             "flowrunner.try_result",
+            "flowrunner.jobs",
         ),
     ),
     (
