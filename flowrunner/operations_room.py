@@ -422,6 +422,8 @@ def journal_sentence(entry: ops.JournalRow) -> str:
     detail = entry.detail if isinstance(entry.detail, dict) else {}
     if entry.action in EDITS:
         return _edit_sentence(entry, detail)
+    if entry.action == "job_run":
+        return f"{entry.operator} ran job '{detail.get('job', '?')}' now (run {entry.run_id})"
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"
     if entry.action == "start" and detail.get("flow"):
