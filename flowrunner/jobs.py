@@ -353,8 +353,7 @@ class _JobStep(stepping.ClaimedStep):
         timed = "every" in run.snapshot
         if job is None or (job.every is not None) != timed:
             self.stop(
-                f"this run executes job {self.name!r}, which this runner does not have any "
-                "more",
+                f"this run executes job {self.name!r}, which this runner does not have any more",
                 code="program_missing",
             )
             return
@@ -374,9 +373,7 @@ class _JobStep(stepping.ClaimedStep):
         run, snap = self.run, self.run.snapshot
         attempt = int(str(run.state.get("attempt") or 0)) + 1
         command = str(snap["command"])
-        record = records.load_record(
-            self.conn, self.runner.tables, run.record_id, run.tenant
-        )
+        record = records.load_record(self.conn, self.runner.tables, run.record_id, run.tenant)
         inputs = snap.get("input")
         result = self._command(
             job,
@@ -456,8 +453,12 @@ class _JobStep(stepping.ClaimedStep):
         if again is not None and again < following:
             self.log("retry", kind=PROGRAM, title=self.name, detail=_retry(error, attempt, again))
             self.save(
-                state={**state, "retrying": slot.isoformat(), "attempt": attempt,
-                       "next_at": again.isoformat()},
+                state={
+                    **state,
+                    "retrying": slot.isoformat(),
+                    "attempt": attempt,
+                    "next_at": again.isoformat(),
+                },
                 status=WAITING,
                 due_at=again,
             )
@@ -556,7 +557,9 @@ class _ByHand(_JobStep):
         self.save(state=run.state, status=run.status, due_at=self.claim.due_at)
 
 
-def _timed_state(*, last: datetime, next_at: datetime, ran: datetime | None = None) -> dict[str, Any]:
+def _timed_state(
+    *, last: datetime, next_at: datetime, ran: datetime | None = None
+) -> dict[str, Any]:
     """A job at times' state: the slot it last ran (or was scheduled from), when it runs
     next, no attempt under way."""
     return {
@@ -596,4 +599,3 @@ def _moment(value: object) -> datetime | None:
 def _digest(snapshot: Mapping[str, Any]) -> str:
     text = json.dumps(snapshot, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-

@@ -88,8 +88,7 @@ class Job:
             )
         if self.on is not None and not callable(self.schedule):
             raise errors.BindingError(
-                f"the job on {self.on!r} needs a schedule: a function of the event "
-                "answering a Plan"
+                f"the job on {self.on!r} needs a schedule: a function of the event answering a Plan"
             )
         if self.every is not None:
             if self.schedule is not None:

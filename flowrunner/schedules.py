@@ -152,18 +152,18 @@ def parse(every: str, timezone: str = "UTC") -> Schedule:
 
     >>> parse("@weekly", "Europe/Berlin")
     Schedule(every='0 0 * * 0', timezone='Europe/Berlin')
-    >>> parse("0 6 * *")
+    >>> parse("0 6 * *")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    flowrunner.errors.BindingError: the schedule '0 6 * *' is not five cron fields (minute hour day month weekday) or one of @hourly, @daily, @weekly, @monthly
+    flowrunner.errors.BindingError: the schedule '0 6 * *' is not five cron fields (minute ...
     >>> parse("0 25 * * *")
     Traceback (most recent call last):
     ...
     flowrunner.errors.BindingError: the schedule '0 25 * * *' cannot be read: Bad hour
-    >>> parse("@daily", "Mars/Olympus")
+    >>> parse("@daily", "Mars/Olympus")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    flowrunner.errors.BindingError: there is no time zone 'Mars/Olympus': name one such as 'America/New_York' or 'UTC'
+    flowrunner.errors.BindingError: there is no time zone 'Mars/Olympus': name one such as ...
     """
     if not isinstance(every, str) or not every.strip():
         raise errors.BindingError("a job at times needs a schedule: five cron fields or @daily")

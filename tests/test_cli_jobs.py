@@ -50,7 +50,15 @@ def test_the_list_names_each_job_with_when_it_runs(url: str) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["job", "when", "command", "as", "next", "last"]
     assert lines[1].startswith("nightly_close  0 6 * * 1-5 (America/New_York)  close_stale_orders")
-    assert lines[2].split() == ["remind_buyer", "on", "po.decided", "remind_buyer", "clock", "-", "-"]
+    assert lines[2].split() == [
+        "remind_buyer",
+        "on",
+        "po.decided",
+        "remind_buyer",
+        "clock",
+        "-",
+        "-",
+    ]
     found = {job["name"]: job for job in document(url, "list")["jobs"]}
     assert found["nightly_close"]["run"] is not None  # listing made the job's run
     assert found["nightly_close"]["next_at"].endswith(("T10:00:00+00:00", "T11:00:00+00:00"))
@@ -119,8 +127,20 @@ def test_an_app_without_jobs_lists_none(url: str) -> None:
 
 def test_jobs_run_as_a_real_process(url: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "flowrunner", "jobs", "run", "nightly_close", "--app", APP,
-         "--database", url, "--operator", "olga"],
+        [
+            sys.executable,
+            "-m",
+            "flowrunner",
+            "jobs",
+            "run",
+            "nightly_close",
+            "--app",
+            APP,
+            "--database",
+            url,
+            "--operator",
+            "olga",
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

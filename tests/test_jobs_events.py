@@ -7,7 +7,6 @@ and PostgreSQL, through the test driver's clock."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -199,11 +198,22 @@ def test_a_revoked_grant_refuses_the_job_when_it_runs(po_engine: sa.Engine) -> N
             "job 'x' runs command 'nope', but the runner was given no command of that name",
         ),
         (
-            {"x": Job(on="po.lost", command="remind_buyer", run_as="clock", schedule=lambda e: Plan(1))},
+            {
+                "x": Job(
+                    on="po.lost", command="remind_buyer", run_as="clock", schedule=lambda e: Plan(1)
+                )
+            },
             "job 'x' runs on event 'po.lost', which the binding does not have (events: po.decided)",
         ),
         (
-            {"x": Job(on="po.decided", command="remind_buyer", run_as="intern", schedule=lambda e: Plan(1))},
+            {
+                "x": Job(
+                    on="po.decided",
+                    command="remind_buyer",
+                    run_as="intern",
+                    schedule=lambda e: Plan(1),
+                )
+            },
             "principal 'intern' is not allowed to run command 'remind_buyer', which job 'x' runs",
         ),
     ],
@@ -224,9 +234,7 @@ def test_a_job_that_cannot_run_is_refused_when_mounted(
         ({"command": "c", "run_as": "clock", "every": "@daily", "timeout": "soon"}, "timeout"),
     ],
 )
-def test_a_job_declared_wrong_is_refused_with_a_sentence(
-    kwargs: dict[str, Any], says: str
-) -> None:
+def test_a_job_declared_wrong_is_refused_with_a_sentence(kwargs: dict[str, Any], says: str) -> None:
     with pytest.raises(errors.BindingError, match=says.replace("(", r"\(").replace(")", r"\)")):
         Job(**kwargs)
 

@@ -49,13 +49,10 @@ def timed(
     *,
     start: datetime,
     timezone: str = "America/New_York",
-    **options: object,
 ) -> tuple[testing.FlowDriver, Jobs]:
     driver = mount(engine, "tickets", flows="[]", commands={"close": command}, start=start)
-    jobs = Jobs(
-        driver.runner,
-        {"nightly_close": Job(every=every, timezone=timezone, command="close", run_as="clock", **options)},  # type: ignore[arg-type]
-    )
+    job = Job(every=every, timezone=timezone, command="close", run_as="clock")
+    jobs = Jobs(driver.runner, {"nightly_close": job})
     return driver, jobs
 
 
@@ -166,7 +163,10 @@ def test_a_slot_that_falls_due_while_the_last_runs_waits_for_it(pg_engine: sa.En
     assert looked == [0]  # the other worker claimed nothing while the slot ran
     assert close.ran == ["Mon 02 Mar 04:00 EST", "Mon 02 Mar 04:01 EST"]
     said = sentences(driver, jobs)
-    assert said[1:] == ["Ran close for the slot Mon 2 Mar 09:00", "Ran close for the slot Mon 2 Mar 09:01"]
+    assert said[1:] == [
+        "Ran close for the slot Mon 2 Mar 09:00",
+        "Ran close for the slot Mon 2 Mar 09:01",
+    ]
 
 
 def test_a_failing_slot_is_tried_again_then_waits_for_the_next(any_engine: sa.Engine) -> None:
@@ -241,11 +241,13 @@ def test_a_job_run_by_hand_waits_while_a_worker_holds_it(pg_engine: sa.Engine) -
         pg_engine, run_id=run.id, owner="another-worker", now=driver.now, ttl=timedelta(minutes=5)
     )
     assert held is not None
-    with pytest.raises(errors.OperatorError, match="still running on a worker after 0.2 seconds"):
+    with pytest.raises(errors.OperatorError, match=r"still running on a worker after 0\.2 seconds"):
         jobs.run_now("nightly_close", operator="olga", wait=0.2)
 
 
 def test_an_unknown_job_is_refused_with_the_names_there_are(sqlite_engine: sa.Engine) -> None:
     _, jobs = timed(sqlite_engine, "@daily", Slots(), start=datetime(2026, 3, 2, tzinfo=UTC))
-    with pytest.raises(errors.OperatorError, match=r"there is no job 'nightly' \(jobs: nightly_close\)"):
+    with pytest.raises(
+        errors.OperatorError, match=r"there is no job 'nightly' \(jobs: nightly_close\)"
+    ):
         jobs.run_now("nightly", operator="olga")

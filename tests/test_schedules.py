@@ -62,7 +62,9 @@ def test_an_interval_follows_elapsed_time_through_both_changes() -> None:
         "Sun 01 Nov 01:30 EST",
         "Sun 01 Nov 02:00 EST",
     ]
-    forward = s.slots(datetime(2026, 3, 8, 6, 0, tzinfo=UTC), datetime(2026, 3, 8, 7, 0, tzinfo=UTC))
+    forward = s.slots(
+        datetime(2026, 3, 8, 6, 0, tzinfo=UTC), datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
+    )
     assert local(forward) == ["Sun 08 Mar 01:30 EST", "Sun 08 Mar 03:00 EDT"]
 
 

@@ -96,7 +96,9 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
 
 
 @jobs.command("run", epilog=EXIT_STATUSES)

@@ -327,9 +327,7 @@ def claim_run(
         if epoch is None:
             return None
         row = conn.execute(
-            sa.select(table.c.due_at, table.c.wakes, table.c.tenant).where(
-                table.c.run_id == run_id
-            )
+            sa.select(table.c.due_at, table.c.wakes, table.c.tenant).where(table.c.run_id == run_id)
         ).one_or_none()
     if row is None:
         return Claim(run_id, epoch, now)
