@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, errors, snapshot, spelling, starting, statuses
+from flowrunner import binding, errors, snapshot, spelling, starting, statuses, stepping
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
@@ -118,20 +118,25 @@ def cancel(
                 "run_restarted",
             )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
-        current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-        if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
-            current.cancel_requested = why  # the worker ends it, telling the steps
-            due: datetime | None = now
+        due: datetime | None = None
+        if not _of_a_flow(run):
+            # Another program (a job): no steps to tell; it just ends.
+            kept: dict[str, Any] = dict(run.state)
         else:
-            # A run whose rows broke cannot run its kinds' commands: it just ends.
-            current.status = statuses.RunStatus.CANCELLED
-            current.reason = why
-            due = None
+            current = state.RunState.from_dict(run.state) if run.state else state.RunState()
+            if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
+                current.cancel_requested = why  # the worker ends it, telling the steps
+                due = now
+            else:
+                # A run whose rows broke cannot run its kinds' commands: it just ends.
+                current.status = statuses.RunStatus.CANCELLED
+                current.reason = why
+            kept = current.to_dict()
         ops.save_run(
             conn,
             run_id,
             expected_version=run.version,
-            state=current.to_dict(),
+            state=kept,
             status=statuses.RunStatus.CANCELLED,
             now=now,
             reason=why,
@@ -161,6 +166,12 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
+        if not _of_a_flow(run):
+            # Another program (a job): its step is tried once more, from its saved state.
+            new_state: dict[str, object] = dict(run.state)
+            status = statuses.RunStatus.RUNNING
+            _retry_now(conn, run, new_state, status, now, operator, reason)
+            return
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
         if saved is None or saved.status != statuses.RunStatus.FAILED:
@@ -169,25 +180,43 @@ def retry(
             problem = runner.check_snapshot(snap)
             if problem:
                 raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
-            new_state: dict[str, object] = run.state or {}
+            new_state = run.state or {}
             status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
             step = interpret.retry_failed(snap, saved, now, runner.config)
             new_state, status = step.state.to_dict(), step.state.status
-        ops.save_run(
-            conn,
-            run_id,
-            expected_version=run.version,
-            state=new_state,
-            status=status,
-            now=now,
-            reason=None,
-            error=None,
-        )
-        ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
-        said = {"by": operator, **_given(reason)}
-        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
-        _journal(conn, run, operator, "retry", now, _given(reason))
+        _retry_now(conn, run, new_state, status, now, operator, reason)
+
+
+def _retry_now(
+    conn: sa.Connection,
+    run: ops.RunRow,
+    new_state: Mapping[str, object],
+    status: statuses.RunStatus,
+    now: datetime,
+    operator: str,
+    reason: str,
+) -> None:
+    """A retried run saved with its new state, due now, its history and the journal told."""
+    ops.save_run(
+        conn,
+        run.id,
+        expected_version=run.version,
+        state=dict(new_state),
+        status=status,
+        now=now,
+        reason=None,
+        error=None,
+    )
+    ops.set_due(conn, run_id=run.id, due_at=now, tenant=run.tenant)
+    said = {"by": operator, **_given(reason)}
+    ops.append_log(conn, run_id=run.id, at=now, what="retried", detail=said)
+    _journal(conn, run, operator, "retry", now, _given(reason))
+
+
+def _of_a_flow(run: ops.RunRow) -> bool:
+    """Whether the run executes a flow from rows (not another program: a job)."""
+    return stepping.program_of(run.snapshot) == stepping.FLOW
 
 
 def redrive(
@@ -237,6 +266,12 @@ def restart(
                 "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
+        if not _of_a_flow(run):
+            program = stepping.program_of(run.snapshot)
+            raise _refused(
+                f"{cannot}: it runs the {program} {run.flow_name!r}, not a flow; retry it instead",
+                "not_a_flow",
+            )
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
         flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)

@@ -251,3 +251,46 @@ def test_a_schedule_that_answers_no_plan_refuses_the_event_and_writes_nothing(
         # The emit's writes went with its savepoint: the application's transaction goes on.
         conn.execute(sa.select(1))
     assert job_runs(driver, 7) == []
+
+
+def test_an_operator_retries_a_refused_job_once_the_grant_is_back(po_engine: sa.Engine) -> None:
+    granted = {"clock": False}
+
+    def grants(principal: str, command: str) -> bool:
+        return granted.get(principal, principal == "automation")
+
+    driver = driver_with_jobs(po_engine, authorize=lambda who, what: True)
+    driver.runner.authorize = grants
+    driver.create(order(7))
+    decided(driver, 7)
+    driver.advance("2 days")
+    [run] = job_runs(driver, 7)
+    assert run.status == "failed"
+    [restart] = driver.runner.act("restart", [run.id], operator="olga")
+    assert (restart.done, restart.code) == (False, "not_a_flow")
+    assert restart.refusal == (
+        f"run {run.id} cannot be restarted: it runs the job 'remind_buyer', not a flow; "
+        "retry it instead"
+    )
+    granted["clock"] = True
+    driver.runner.retry(run.id, operator="olga", reason="clock may remind again")
+    driver.run_until_idle()
+    assert reminders(po_engine) == [(7, "approved")]
+    [run] = job_runs(driver, 7)
+    assert run.status == "done"
+    assert [line.sentence for line in driver.history(run.id)][-2:] == [
+        "olga retried the run: clock may remind again",
+        "Ran remind_buyer (attempt 2)",
+    ]
+
+
+def test_a_cancelled_job_never_runs(po_engine: sa.Engine) -> None:
+    driver = driver_with_jobs(po_engine)
+    driver.create(order(7))
+    decided(driver, 7)
+    [run] = job_runs(driver, 7)
+    driver.runner.cancel(run.id, operator="olga", reason="order withdrawn")
+    driver.advance("2 days")
+    assert reminders(po_engine) == []
+    [run] = job_runs(driver, 7)
+    assert (run.status, run.reason) == ("cancelled", "cancelled by olga: order withdrawn")

@@ -46,8 +46,11 @@ def _workers(
     script = str(Path(__file__).with_name("timed_worker.py"))
     return [
         subprocess.Popen(
-            [sys.executable, script, name], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            [sys.executable, script, name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for name in ("a", "b")
     ]
@@ -121,8 +124,8 @@ def test_two_workers_run_each_minute_once_and_only_the_latest_after_a_stop(
     _until(pg_engine, SLOTS + 1, time.monotonic() + 60)
     _stop(workers, stop)
     with pg_engine.connect() as conn:
-        later = conn.execute(
-            sa.select(slot_ran.c.slot).where(slot_ran.c.id > SLOTS)
-        ).scalars().all()
+        later = (
+            conn.execute(sa.select(slot_ran.c.slot).where(slot_ran.c.id > SLOTS)).scalars().all()
+        )
     assert [datetime.fromisoformat(s) for s in later] == [end + timedelta(hours=3, minutes=30)]
     print(f"\n{SLOTS} minutely slots in {took:.1f} s; runs per worker: {advanced}")
