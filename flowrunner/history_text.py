@@ -460,6 +460,12 @@ def _retried(say: _Say) -> str:
     return f"{said}: {reason}" if reason else said
 
 
+def _redriven(say: _Say) -> str:
+    said = f"{_by(say.get('by', 'an operator'))} redrove the run: it is due again now"
+    reason = say.detail.get("reason")
+    return f"{said} ({reason})" if reason else said
+
+
 def _restarted(say: _Say) -> str:
     said = f"{_by(say.get('by', 'an operator'))} restarted the run"
     if say.detail.get("restarted_as") is not None:
@@ -553,6 +559,7 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "ended": _ended,
     "cancelled": _cancelled,
     "retried": _retried,
+    "redriven": _redriven,
     "restarted": _restarted,
     "job_planned": _job_planned,
     "job_scheduled": _job_scheduled,

@@ -228,12 +228,15 @@ def redrive(
     tenant: binding.Tenant = None,
     dry_run: bool = False,
 ) -> None:
-    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)."""
+    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)
+    and said in the run's history ("olga redrove the run: worker host lost")."""
     with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
             raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
         ops.expire_lease(conn, name=ops.run_lease(run_id), now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="redriven", detail=said)
         _journal(conn, run, operator, "redrive", now, _given(reason))
 
 

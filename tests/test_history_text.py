@@ -321,6 +321,14 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "olga retried the run: supplier is back",
         ),
     ],
+    "redriven": [
+        (None, {"by": "olga"}, "olga redrove the run: it is due again now"),
+        (
+            None,
+            {"by": "olga", "reason": "worker host lost"},
+            "olga redrove the run: it is due again now (worker host lost)",
+        ),
+    ],
     "restarted": [
         (
             None,
