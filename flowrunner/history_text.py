@@ -24,9 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flowrunner import snapshot
+from flowrunner import errors, schedules, snapshot
 from flowrunner.interpreter import standing
 from flowrunner.query import words
 
@@ -488,8 +487,8 @@ def _job_zone(say: _Say) -> tzinfo | None:
     if not isinstance(name, str) or not name:
         return say.tz
     try:
-        return UTC if name.upper() == "UTC" else ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+        return schedules.zone(name)
+    except errors.BindingError:
         return say.tz
 
 

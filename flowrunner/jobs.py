@@ -25,6 +25,7 @@ UTC); an event job's ``job:NAME:KEY``; a run by hand (``run_now``, ``flowrunner 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -73,6 +74,8 @@ class JobInfo:
     """When a job at times next runs."""
     last_slot: datetime | None = None
     """The last slot it ran (or gave up), if any."""
+    timezone: str | None = None
+    """A job at times' wall clock (its slots are shown on it)."""
 
 
 @dataclass(frozen=True)
@@ -237,14 +240,12 @@ class Jobs:
         shown = []
         for name in sorted(self.jobs):
             job = self.jobs[name]
-            info = JobInfo(name, job.describe(), job.command, job.run_as)
+            zone = None if job.every is None else job.timezone
+            info = JobInfo(name, job.describe(), job.command, job.run_as, timezone=zone)
             run = self.scheduled_run(name) if job.every is not None else None
             if run is not None:
-                info = JobInfo(
-                    name,
-                    info.when,
-                    job.command,
-                    job.run_as,
+                info = dataclasses.replace(
+                    info,
                     run_id=run.id,
                     next_at=_moment(run.state.get("next_at")),
                     last_slot=_moment(run.state.get("ran")),

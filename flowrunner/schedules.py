@@ -66,7 +66,7 @@ class Schedule:
 
     @property
     def zone(self) -> tzinfo:
-        return _zone(self.timezone)
+        return zone(self.timezone)
 
     def next_slot(self, after: datetime) -> datetime:
         """The first slot strictly after ``after`` (an aware moment), as a UTC moment.
@@ -174,7 +174,7 @@ def parse(every: str, timezone: str = "UTC") -> Schedule:
             f"the schedule {every!r} is not five cron fields (minute hour day month weekday) "
             "or one of @hourly, @daily, @weekly, @monthly"
         )
-    _zone(timezone)
+    zone(timezone)
     try:
         cronsim.CronSim(fields, datetime(2026, 1, 1, tzinfo=UTC))
     except cronsim.CronSimError as exc:
@@ -183,7 +183,8 @@ def parse(every: str, timezone: str = "UTC") -> Schedule:
 
 
 @functools.lru_cache(maxsize=64)
-def _zone(name: str) -> tzinfo:
+def zone(name: str) -> tzinfo:
+    """The wall clock named ``name`` (``UTC`` is UTC); ``BindingError`` for none such."""
     if name.upper() == "UTC":
         return UTC
     try:

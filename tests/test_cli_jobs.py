@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,12 +62,15 @@ def test_the_list_names_each_job_with_when_it_runs(url: str) -> None:
     ]
     found = {job["name"]: job for job in document(url, "list")["jobs"]}
     assert found["nightly_close"]["run"] is not None  # listing made the job's run
+    assert found["nightly_close"]["timezone"] == "America/New_York"
+    assert lines[1].split()[-2:] == ["06:00", "-"]  # the next slot on New York's clock
     assert found["nightly_close"]["next_at"].endswith(("T10:00:00+00:00", "T11:00:00+00:00"))
     assert found["remind_buyer"] == {
         "name": "remind_buyer",
         "when": "on po.decided",
         "command": "remind_buyer",
         "run_as": "clock",
+        "timezone": None,
         "run": None,
         "next_at": None,
         "last_slot": None,
@@ -82,6 +86,12 @@ def test_a_job_run_now_is_journaled_and_shows_in_its_runs_history(url: str) -> N
     assert shown.exit_code == 0, shown.output
     sentences = [line["sentence"] for line in json.loads(shown.stdout)["history"]]
     assert sentences[-1] == "olga ran close_stale_orders by hand"
+    listed = CliRunner(env={"COLUMNS": "200"}).invoke(
+        cli, ["runs", "list", "--app", APP, "--database", url]
+    )
+    [row] = [re.split(r"\s{2,}", line.strip()) for line in listed.stdout.splitlines()[1:]]
+    assert row[1:4] == ["nightly_close", "", "waiting"] or row[1:3] == ["nightly_close", "waiting"]
+    assert any(cell.startswith("runs at ") for cell in row), row
     journal = CliRunner().invoke(
         cli, ["runs", "journal", "--app", APP, "--database", url, "--json"]
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import errors, history_text
+from flowrunner import errors, history_text, schedules
 
 if TYPE_CHECKING:
     from flowrunner.jobs import Jobs
@@ -50,8 +50,8 @@ def _jobs(runner: FlowRunner) -> Jobs | None:
 @APP
 @cli_mod.database_option()
 @cli_mod.json_option(
-    'Print {"jobs": [{"name", "when", "command", "run_as", "run", "next_at", "last_slot"}]} '
-    "as one JSON document."
+    'Print {"jobs": [{"name", "when", "command", "run_as", "timezone", "run", "next_at", '
+    '"last_slot"}]} as one JSON document.'
 )
 def list_(app_spec: str, database: str | None, as_json: bool) -> None:
     """Each job: when it runs, its command and principal; a job at times' next and last slot."""
@@ -70,6 +70,7 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
                         "when": job.when,
                         "command": job.command,
                         "run_as": job.run_as,
+                        "timezone": job.timezone,
                         "run": job.run_id,
                         "next_at": job.next_at,
                         "last_slot": job.last_slot,
@@ -84,14 +85,16 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
         return
     rows = [("job", "when", "command", "as", "next", "last")]
     for job in shown:
+        # A job at times' slots are shown on its own wall clock, as its history shows them.
+        zone = None if job.timezone is None else schedules.zone(job.timezone)
         rows.append(
             (
                 job.name,
                 job.when,
                 job.command,
                 job.run_as,
-                "-" if job.next_at is None else history_text.when(job.next_at),
-                "-" if job.last_slot is None else history_text.when(job.last_slot),
+                "-" if job.next_at is None else history_text.when(job.next_at, zone),
+                "-" if job.last_slot is None else history_text.when(job.last_slot, zone),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
