@@ -294,3 +294,23 @@ def test_a_cancelled_job_never_runs(po_engine: sa.Engine) -> None:
     assert reminders(po_engine) == []
     [run] = job_runs(driver, 7)
     assert (run.status, run.reason) == ("cancelled", "cancelled by olga: order withdrawn")
+
+
+def test_the_console_shows_an_orders_reminder_with_its_history_and_no_diagram(
+    po_engine: sa.Engine,
+) -> None:
+    from console import OPERATOR, console, text
+
+    driver = driver_with_jobs(po_engine)
+    driver.create(order(7))
+    decided(driver, 7)
+    driver.advance("2 days")
+    [run] = job_runs(driver, 7)
+    ui = console(driver, OPERATOR)
+    for page in (ui.get("/record/7"), ui.get(f"/run/{run.id}")):
+        assert page.status_code == 200
+        shown = text(page.text)
+        assert f"Run {run.id} · remind_buyer done" in shown
+        assert "Planned by po.decided for Tue 3 Mar 09:00 (key 7)" in shown
+        assert "Ran remind_buyer" in shown
+    assert f'<figure class="frd" data-run="{run.id}"' not in ui.get(f"/run/{run.id}").text
