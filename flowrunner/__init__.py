@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from flowrunner.binding import FlowBinding, Kind, NotifyRule
+from flowrunner.binding import At, FlowBinding, Kind, NotifyRule
 from flowrunner.commands import Command, CommandContext
 from flowrunner.diagrams import Diagram
 from flowrunner.durations import Duration, parse_duration
@@ -51,6 +51,7 @@ from flowrunner.try_script import Answer, Change, Refusal
 
 __all__ = [
     "Answer",
+    "At",
     "Awaits",
     "BindingError",
     "Change",

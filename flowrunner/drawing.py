@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, diagrams, errors, operating, snapshot, spelling, starting
+from flowrunner import (
+    binding,
+    diagrams,
+    errors,
+    operating,
+    snapshot,
+    spelling,
+    starting,
+    stepping,
+)
 from flowrunner.diagrams import progress
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
@@ -34,7 +43,7 @@ def diagram(
     ``tenant`` is as the runner checked it (``FlowRunner._need_tenant``), ``run`` an id.
 
     ``OperatorError`` (404) when there is no such flow, no such run of this runner's
-    resource (and tenant), or the run is another flow's.
+    resource (and tenant), the run is another flow's, or another program's (a timer).
     """
     config = runner.config
     if run is None:
@@ -44,6 +53,13 @@ def diagram(
         snap = starting.stored_snapshot(conn, runner.tables, found["id"])
         return diagrams.flow_diagram(snap, config=config, can_read=can_read)
     row = operating.run_for_operator(runner, conn, run, tenant)
+    program = stepping.program_of(row.snapshot)
+    if program != stepping.FLOW:
+        raise errors.OperatorError(
+            f"run {row.id} runs {program!r}, not a flow: it has no diagram",
+            status_code=404,
+            code="not_a_flow",
+        )
     if not _is_flow_of(row, flow):
         raise errors.OperatorError(
             f"run {row.id} is a run of flow {row.flow_name!r}, not of {flow!r}",

@@ -535,6 +535,42 @@ def _job_failed(say: _Say) -> str:
     return f"{said} ({error}); the job waits for its next slot"
 
 
+def _timer_passed(say: _Say) -> str:
+    column = say.get("column", "its date")
+    instant = say.time("instant")
+    return f"{column} passed ({instant})" if instant else f"{column} passed"
+
+
+def _timer_fired(say: _Say) -> str:
+    command = say.get("command", "its command")
+    if say.detail.get("already"):
+        return f"{_timer_passed(say)}: {command} had run for it already"
+    attempt = int(say.get("attempt", 1))
+    again = f" (attempt {attempt})" if attempt > 1 else ""
+    return f"{_timer_passed(say)}: ran {command}{again}"
+
+
+def _timer_moved(say: _Say) -> str:
+    column = say.get("column", "its date")
+    instant = say.time("instant") or "that time"
+    holds = say.time("holds")
+    now = f"it holds {holds}" if holds else "it is empty"
+    return f"{column} no longer holds {instant} ({now}): nothing to run"
+
+
+def _timer_unmatched(say: _Say) -> str:
+    command = say.get("command", "its command")
+    text = str(say.get("when", ""))
+    otherwise = condition_words(text, negated=True, tz=say.tz) if text else "its condition failed"
+    return f"{_timer_passed(say)} but {otherwise}: {command} did not run"
+
+
+def _timer_gone(say: _Say) -> str:
+    command = say.get("command", "its command")
+    resource = say.get("resource", "record")
+    return f"{_timer_passed(say)} but the {resource} record is gone: {command} did not run"
+
+
 _RENDER: dict[str, Callable[[_Say], str]] = {
     "started": _started,
     "set": _set,
@@ -564,6 +600,10 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "job_scheduled": _job_scheduled,
     "job_ran": _job_ran,
     "job_failed": _job_failed,
+    "timer_fired": _timer_fired,
+    "timer_moved": _timer_moved,
+    "timer_unmatched": _timer_unmatched,
+    "timer_gone": _timer_gone,
 }
 
 # Every code a history line may carry; each has its sentence.

@@ -166,11 +166,12 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
-        if not _of_a_flow(run):
-            # Another program (a job): its step is tried once more, from its saved state.
-            new_state: dict[str, object] = dict(run.state)
-            status = statuses.RunStatus.RUNNING
-            _retry_now(conn, run, new_state, status, now, operator, reason)
+        if stepping.program_of(run.snapshot) != stepping.FLOW:
+            # Another program's run (a timer, a job): its own step goes on from its state.
+            _go_on(conn, run, now, dict(run.state or {}), statuses.RunStatus.RUNNING)
+            said = {"by": operator, **_given(reason)}
+            ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+            _journal(conn, run, operator, "retry", now, _given(reason))
             return
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         saved = state.RunState.from_dict(run.state) if run.state else None
@@ -185,19 +186,20 @@ def retry(
         else:
             step = interpret.retry_failed(snap, saved, now, runner.config)
             new_state, status = step.state.to_dict(), step.state.status
-        _retry_now(conn, run, new_state, status, now, operator, reason)
+        _go_on(conn, run, now, new_state, status)
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+        _journal(conn, run, operator, "retry", now, _given(reason))
 
 
-def _retry_now(
+def _go_on(
     conn: sa.Connection,
     run: ops.RunRow,
+    now: datetime,
     new_state: Mapping[str, object],
     status: statuses.RunStatus,
-    now: datetime,
-    operator: str,
-    reason: str,
 ) -> None:
-    """A retried run saved with its new state, due now, its history and the journal told."""
+    """A retried run's new state, due now, its error cleared."""
     ops.save_run(
         conn,
         run.id,
@@ -209,14 +211,6 @@ def _retry_now(
         error=None,
     )
     ops.set_due(conn, run_id=run.id, due_at=now, tenant=run.tenant)
-    said = {"by": operator, **_given(reason)}
-    ops.append_log(conn, run_id=run.id, at=now, what="retried", detail=said)
-    _journal(conn, run, operator, "retry", now, _given(reason))
-
-
-def _of_a_flow(run: ops.RunRow) -> bool:
-    """Whether the run executes a flow from rows (not another program: a job)."""
-    return stepping.program_of(run.snapshot) == stepping.FLOW
 
 
 def redrive(
@@ -269,11 +263,10 @@ def restart(
                 "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
-        if not _of_a_flow(run):
-            program = stepping.program_of(run.snapshot)
+        program = stepping.program_of(run.snapshot)
+        if program != stepping.FLOW:
             raise _refused(
-                f"{cannot}: it runs the {program} {run.flow_name!r}, not a flow; retry it instead",
-                "not_a_flow",
+                f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
             )
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
@@ -486,3 +479,8 @@ def summary(outcomes: Sequence[Outcome]) -> str:
     dry = any(outcome.dry_run for outcome in outcomes)
     verb = "would be done" if dry else "done"
     return f"{done} {verb}, {len(outcomes) - done} refused"
+
+
+def _of_a_flow(run: ops.RunRow) -> bool:
+    """Whether the run executes a flow from rows (not another program: a job, a timer)."""
+    return stepping.program_of(run.snapshot) == stepping.FLOW

@@ -67,7 +67,6 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
         if line.step_id is None or str(line.step_id) not in hidden
     )
     if stepping.program_of(run.snapshot) != stepping.FLOW:
-        # Another program's run (a job) has no flow to draw: its history says it all.
-        return RunView(run, waits, lines, "")
+        return RunView(run, waits, lines, "")  # a timer's run: its history alone
     drawn = runner.diagram(conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant)
     return RunView(run, waits, lines, drawn.html(document=False))
