@@ -38,6 +38,8 @@ from flowrunner.errors import (
 )
 from flowrunner.inbound import Inbound
 from flowrunner.interpreter.standing import Awaits, Waiting
+from flowrunner.jobs import Jobs
+from flowrunner.jobs_spec import Emitted, Job, Plan
 from flowrunner.query import ColumnType, Condition, parse, parse_value
 from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
@@ -65,6 +67,7 @@ __all__ = [
     "Diagram",
     "Duration",
     "DurationError",
+    "Emitted",
     "EventRejected",
     "FieldError",
     "FlowBinding",
@@ -74,6 +77,8 @@ __all__ = [
     "FlowrunnerError",
     "Hmac",
     "Inbound",
+    "Job",
+    "Jobs",
     "Kind",
     "LaneStatus",
     "LeaseLost",
@@ -81,6 +86,7 @@ __all__ = [
     "NoticeRow",
     "NotifyRule",
     "OperatorError",
+    "Plan",
     "QueryError",
     "RecordRejected",
     "Refusal",

@@ -25,7 +25,7 @@ from datetime import UTC, date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
 
-from flowrunner import snapshot
+from flowrunner import errors, schedules, snapshot
 from flowrunner.interpreter import standing
 from flowrunner.query import words
 
@@ -473,6 +473,68 @@ def _restarted(say: _Say) -> str:
     return f"{said}: {reason}" if reason else said
 
 
+def _job_planned(say: _Say) -> str:
+    said = f"Planned by {say.get('event', 'an event')}"
+    at = say.time("run_at")
+    if at:
+        said += f" for {at}"
+    return f"{said} (key {say.detail['key']})" if say.detail.get("key") else said
+
+
+def _job_zone(say: _Say) -> tzinfo | None:
+    """A job at times' slots are shown on its own wall clock."""
+    name = say.detail.get("timezone")
+    if not isinstance(name, str) or not name:
+        return say.tz
+    try:
+        return schedules.zone(name)
+    except errors.BindingError:
+        return say.tz
+
+
+def _slot(say: _Say, key: str) -> str | None:
+    value = say.detail.get(key)
+    if not value:
+        return None
+    try:
+        return when(str(value), _job_zone(say))
+    except ValueError:
+        return str(value)
+
+
+def _job_scheduled(say: _Say) -> str:
+    every = say.get("every", "its schedule")
+    zone = say.detail.get("timezone")
+    said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
+    first = _slot(say, "first")
+    return f"{said}; first slot {first}" if first else said
+
+
+def _job_ran(say: _Say) -> str:
+    command = say.get("command", "its command")
+    if say.detail.get("by"):
+        return f"{_by(say.detail['by'])} ran {command} by hand"
+    said = f"Ran {command}"
+    slot = _slot(say, "slot")
+    if slot:
+        said += f" for the slot {slot}"
+    attempt = int(say.get("attempt", 1))
+    if attempt > 1:
+        said += f" (attempt {attempt})"
+    missed = _slot(say, "missed_from")
+    return f"{said}; the slots missed from {missed} were skipped" if missed else said
+
+
+def _job_failed(say: _Say) -> str:
+    command = say.get("command", "its command")
+    error = say.get("error", "no reason given")
+    if say.detail.get("by"):
+        return f"{_by(say.detail['by'])} ran {command} by hand: it failed ({error})"
+    slot = _slot(say, "slot")
+    said = f"{command} failed" + (f" for the slot {slot}" if slot else "")
+    return f"{said} ({error}); the job waits for its next slot"
+
+
 def _timer_passed(say: _Say) -> str:
     column = say.get("column", "its date")
     instant = say.time("instant")
@@ -534,6 +596,10 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "retried": _retried,
     "redriven": _redriven,
     "restarted": _restarted,
+    "job_planned": _job_planned,
+    "job_scheduled": _job_scheduled,
+    "job_ran": _job_ran,
+    "job_failed": _job_failed,
     "timer_fired": _timer_fired,
     "timer_moved": _timer_moved,
     "timer_unmatched": _timer_unmatched,

@@ -118,20 +118,25 @@ def cancel(
                 "run_restarted",
             )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
-        current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-        if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
-            current.cancel_requested = why  # the worker ends it, telling the steps
-            due: datetime | None = now
+        due: datetime | None = None
+        if not _of_a_flow(run):
+            # Another program (a job): no steps to tell; it just ends.
+            kept: dict[str, Any] = dict(run.state)
         else:
-            # A run whose rows broke cannot run its kinds' commands: it just ends.
-            current.status = statuses.RunStatus.CANCELLED
-            current.reason = why
-            due = None
+            current = state.RunState.from_dict(run.state) if run.state else state.RunState()
+            if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
+                current.cancel_requested = why  # the worker ends it, telling the steps
+                due = now
+            else:
+                # A run whose rows broke cannot run its kinds' commands: it just ends.
+                current.status = statuses.RunStatus.CANCELLED
+                current.reason = why
+            kept = current.to_dict()
         ops.save_run(
             conn,
             run_id,
             expected_version=run.version,
-            state=current.to_dict(),
+            state=kept,
             status=statuses.RunStatus.CANCELLED,
             now=now,
             reason=why,
@@ -176,7 +181,7 @@ def retry(
             problem = runner.check_snapshot(snap)
             if problem:
                 raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
-            new_state: dict[str, object] = run.state or {}
+            new_state = run.state or {}
             status = saved.status if saved is not None else statuses.RunStatus.RUNNING
         else:
             step = interpret.retry_failed(snap, saved, now, runner.config)
@@ -474,3 +479,8 @@ def summary(outcomes: Sequence[Outcome]) -> str:
     dry = any(outcome.dry_run for outcome in outcomes)
     verb = "would be done" if dry else "done"
     return f"{done} {verb}, {len(outcomes) - done} refused"
+
+
+def _of_a_flow(run: ops.RunRow) -> bool:
+    """Whether the run executes a flow from rows (not another program: a job, a timer)."""
+    return stepping.program_of(run.snapshot) == stepping.FLOW

@@ -422,6 +422,8 @@ def journal_sentence(entry: ops.JournalRow) -> str:
     detail = entry.detail if isinstance(entry.detail, dict) else {}
     if entry.action in EDITS:
         return _edit_sentence(entry, detail)
+    if entry.action == "job_run":
+        return f"{entry.operator} ran job '{detail.get('job', '?')}' now (run {entry.run_id})"
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"
     if entry.action == "start" and detail.get("flow"):
@@ -451,6 +453,10 @@ def where_it_stands(run: ops.RunRow, tz: tzinfo | None = None) -> str:
         return f"restarted as run {run.restarted_as}"
     if run.status == "running":
         return "due to start" if not run.state else "running"
+    next_at = run.state.get("next_at") if run.status == "waiting" else None
+    if isinstance(next_at, str) and next_at:
+        # A program's run that keeps when it runs next (a job's, a job at times' slot).
+        return f"runs at {history_text.when(next_at, tz)}"
     return run.reason or ""
 
 

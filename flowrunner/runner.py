@@ -31,6 +31,7 @@ from flowrunner import (
     errors,
     history_text,
     inbound_app,
+    jobs_spec,
     operating,
     operations_room,
     payloads,
@@ -68,6 +69,11 @@ from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
 Authorize = Callable[[str, str], bool]
+# Told of each event ``emit`` stores, in the emitting transaction (jobs plan from it).
+EventHook = Callable[[sa.Connection, jobs_spec.Emitted], None]
+# What a worker does once before its first claim, given the clock's now (a job at times
+# makes sure it has its run).
+Prepare = Callable[[datetime], None]
 
 
 # How many runs' snapshots a runner keeps read (``load_snapshot``); the oldest goes first.
@@ -126,6 +132,12 @@ class FlowRunner:
         self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
         # The programs this runner's runs may execute besides flows from rows, by the
         # name a run's snapshot gives (``stepping.program_of``): jobs, code workflows.
+        # Told of each stored event in its transaction (``emit``), and called once by
+        # each worker before its first claim: the jobs mounted beside the flows use them.
+        self.on_event: list[EventHook] = []
+        self.preparing: list[Prepare] = []
+        # The jobs mounted on this runner (``flowrunner.jobs.Jobs``), if any.
+        self.jobs: Any = None
         self.programs: dict[str, stepping.Program] = {at_timers.PROGRAM: timers.program}
         # The binding's timers on date columns (``at``), or None when it has none: then
         # a record's change costs nothing more for them.
@@ -203,10 +215,11 @@ class FlowRunner:
         self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
         return snap
 
-    def authorize_command(self, command: str, *, principal: str | None = None) -> None:
+    def authorize_command(self, command: str, principal: str | None = None) -> None:
         """Checked on every attempt: a revoked grant refuses the step (or the callback).
 
-        ``principal`` is who runs it: the runner's ``run_as`` unless an inbound's.
+        ``principal`` is who runs it: the runner's ``run_as`` unless a job's or an
+        inbound's own.
         """
         principal = self.run_as if principal is None else principal
         if self.authorize is not None and not self.authorize(principal, command):
@@ -530,6 +543,17 @@ class FlowRunner:
                 tenant=tenant,
                 now=now,
             )
+            if self.on_event:
+                stored = jobs_spec.Emitted(
+                    id=event_id,
+                    name=name,
+                    payload=plain,
+                    record_id=str(record_id),
+                    tenant=None if tenant is None else str(tenant),
+                    at=now,
+                )
+                for hook in self.on_event:
+                    hook(conn, stored)
         return event_id
 
     def check_event(self, name: str, payload: Mapping[str, Any]) -> None:

@@ -28,6 +28,9 @@ class FlowDriver:
 
     The driver replaces the runner's clock; time moves only through ``advance`` and
     ``advance_to``. ``run_until_idle`` runs the real worker until nothing is due now.
+    Jobs mounted on the runner (``flowrunner.Jobs``) run on the same clock: an event's
+    planned jobs and a job at times' slots fall due as it moves (``run=False`` stands
+    for a stop: only the latest missed slot runs after it).
     """
 
     def __init__(

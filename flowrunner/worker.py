@@ -135,6 +135,7 @@ class Worker:
         self.claim = self.batch if claim is None else max(1, claim)
         self.stats = WorkerStats()
         self._point: Hook = _pass if crash_at is None else crash_at
+        self._prepared = 0  # how many of the runner's ``preparing`` this worker did
 
     def run_due(self, limit: int | None = None) -> int:
         """Claim up to ``limit`` due runs (default: ``claim``) and advance them; how many
@@ -147,6 +148,10 @@ class Worker:
         """
         began, before = time.monotonic(), dataclasses.replace(self.stats)
         now = self.runner.clock()
+        while self._prepared < len(self.runner.preparing):
+            # Once per worker, before its first claim (a job at times has its run).
+            self.runner.preparing[self._prepared](now)
+            self._prepared += 1
         claims = ops.claim_due(
             self.runner.engine,
             now=now,

@@ -111,6 +111,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.retry_policy",
             "flowrunner.payloads",
             "flowrunner.signing",
+            "flowrunner.schedules",
         ),
     ),
     ("query language", ("flowrunner.query",)),
@@ -127,6 +128,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.commands",
             "flowrunner.try_script",
             "flowrunner.try_plan",
+            "flowrunner.jobs_spec",
             "flowrunner.at_timers",
             "flowrunner.inbound",
         ),
@@ -157,6 +159,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.try_result",
             "flowrunner.receiving",
             "flowrunner.inbound_app",
+            "flowrunner.jobs",
         ),
     ),
     (

@@ -65,6 +65,8 @@ def test_every_command_that_prints_data_takes_json() -> None:
         "flows import",
         "flows start",
         "flows validate",
+        "jobs list",
+        "jobs run",
         "migrate status",
         "migrate up",
         "prune",

@@ -339,6 +339,57 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "olga restarted the run as run 9: released",
         )
     ],
+    "job_planned": [
+        (
+            "job",
+            {"event": "po.decided", "run_at": "2026-03-03T09:00:00+00:00", "key": "7"},
+            "Planned by po.decided for Tue 3 Mar 09:00 (key 7)",
+        )
+    ],
+    "job_scheduled": [
+        (
+            "job",
+            {
+                "every": "0 6 * * 1-5",
+                "timezone": "America/New_York",
+                "first": "2026-03-09T10:00:00+00:00",
+            },
+            "Scheduled 0 6 * * 1-5 (America/New_York); first slot Mon 9 Mar 06:00",
+        )
+    ],
+    "job_ran": [
+        (
+            "job",
+            {
+                "command": "close_stale_orders",
+                "slot": "2026-03-10T10:00:00+00:00",
+                "timezone": "America/New_York",
+                "missed_from": "2026-03-03T11:00:00+00:00",
+            },
+            "Ran close_stale_orders for the slot Tue 10 Mar 06:00; the slots missed from "
+            "Tue 3 Mar 06:00 were skipped",
+        ),
+        ("job", {"command": "remind_buyer", "attempt": 3}, "Ran remind_buyer (attempt 3)"),
+        ("job", {"command": "close", "by": "olga"}, "olga ran close by hand"),
+    ],
+    "job_failed": [
+        (
+            "job",
+            {
+                "command": "close_stale_orders",
+                "slot": "2026-03-02T11:00:00+00:00",
+                "timezone": "America/New_York",
+                "error": "quotes down",
+            },
+            "close_stale_orders failed for the slot Mon 2 Mar 06:00 (quotes down); the job "
+            "waits for its next slot",
+        ),
+        (
+            "job",
+            {"command": "close", "by": "olga", "error": "quotes down"},
+            "olga ran close by hand: it failed (quotes down)",
+        ),
+    ],
     "timer_fired": [
         (None, {**TIMER, "attempt": 1}, "warn_at passed (Tue 3 Mar 09:00): ran warn_sla"),
         (
@@ -440,6 +491,7 @@ WRITERS = [
     *sorted((PACKAGE / "interpreter").glob("*.py")),
     PACKAGE / "operating.py",
     PACKAGE / "worker.py",
+    PACKAGE / "jobs.py",
     PACKAGE / "timers.py",
 ]
 # Codes a sentence is ready for that this tree does not write yet, each with its reason.

@@ -40,6 +40,7 @@ SUBCOMMANDS = {
     "console": "flowrunner.cli.console_cmd:console",
     "diagram": "flowrunner.cli.diagram_cmd:diagram",
     "runs": "flowrunner.cli.runs_cmd:runs",
+    "jobs": "flowrunner.cli.jobs_cmd:jobs",
 }
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"

@@ -222,7 +222,10 @@ def show(
     click.echo("History:")
     for line in lines:
         step = line.title or line.kind
-        where = f"{step} (position {line.position})" if step else "run"
+        if step and line.position is not None:
+            where = f"{step} (position {line.position})"
+        else:
+            where = step or "run"  # a line about the whole run, or a job's (no position)
         click.echo(f"  {history_text.when(line.at, tz)}  {where}: {line.sentence}")
 
 

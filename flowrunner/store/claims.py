@@ -333,3 +333,27 @@ def hand_back(engine: sa.Engine, *, owner: str, claims: Sequence[Claim]) -> int:
                 continue  # its lease row is locked: it waits for its lease instead
             back += moved.rowcount
     return back
+
+
+def claim_run(
+    engine: sa.Engine, *, run_id: int, owner: str, now: datetime, ttl: leases.Ttl
+) -> Claim | None:
+    """Claim one named run for ``owner`` whether or not it is due (an operator's "now"),
+    under its lease ``run:<id>``; None while another owner holds that lease.
+
+    The claim carries the run's due row as it is (its time and wake count), so the step's
+    save (``saves.save_step``) puts it back or moves it on as it would for a due claim.
+    """
+    table = engine_tables.due
+    with dialects.begin(engine) as conn:
+        epoch = leases.acquire_lease(
+            conn, name=leases.run_lease(run_id), owner=owner, now=now, ttl=ttl
+        )
+        if epoch is None:
+            return None
+        row = conn.execute(
+            sa.select(table.c.due_at, table.c.wakes, table.c.tenant).where(table.c.run_id == run_id)
+        ).one_or_none()
+    if row is None:
+        return Claim(run_id, epoch, now)
+    return Claim(run_id, epoch, row.due_at, int(row.wakes), row.tenant)

@@ -13,7 +13,7 @@ a time) is in ``listing``.
 
 from __future__ import annotations
 
-from flowrunner.store.claims import claim_due, hand_back
+from flowrunner.store.claims import claim_due, claim_run, hand_back
 from flowrunner.store.due import (
     Claim,
     due_count,
@@ -80,6 +80,7 @@ from flowrunner.store.runs import (
     append_log,
     append_logs,
     find_run,
+    find_started,
     insert_run,
     list_runs,
     load_run,
@@ -116,6 +117,7 @@ __all__ = [
     "begin_idempotent",
     "check_lease",
     "claim_due",
+    "claim_run",
     "complete_idempotent",
     "count_runs",
     "due_count",
@@ -124,6 +126,7 @@ __all__ = [
     "find_idempotent",
     "find_run",
     "find_runs",
+    "find_started",
     "finish_lease",
     "forget_lease",
     "hand_back",

@@ -269,6 +269,21 @@ def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     return None if row is None else _run(row)
 
 
+def find_started(
+    conn: sa.Connection, *, resource: str, flow_id: str, start_key: str
+) -> RunRow | None:
+    """The run ``start_key`` started of ``flow_id`` on ``resource``, or None."""
+    table = engine_tables.runs
+    row = conn.execute(
+        sa.select(table).where(
+            table.c.resource == resource,
+            table.c.flow_id == flow_id,
+            table.c.start_key == start_key,
+        )
+    ).one_or_none()
+    return None if row is None else _run(row)
+
+
 def load_run(conn: sa.Connection, run_id: int) -> RunRow:
     """The run; ``errors.OperatorError`` when there is none with this id."""
     run = find_run(conn, run_id)
