@@ -467,6 +467,52 @@ def _restarted(say: _Say) -> str:
     return f"{said}: {reason}" if reason else said
 
 
+# -- a code workflow's steps (flowrunner.workflows) ---------------------------------------
+
+
+def _step_name(say: _Say) -> str:
+    return f" ({say.get('name', say.line.kind or 'step')})"
+
+
+def _workflow_step(say: _Say) -> str:
+    kind, target = say.line.kind, say.get("target", "")
+    named = _step_name(say)
+    refused = say.detail.get("refused")
+    if kind == "run":
+        return f"{target} refused{named}: {refused}" if refused else f"Ran {target}{named}"
+    if kind == "call":
+        if refused:
+            return f"{target} refused the call{named}: {refused}"
+        return f"Called {target}: {say.get('request', 'a request')}{named}"
+    at = say.time("at")
+    if kind == "wait_for":
+        if say.detail.get("arrived"):
+            return f"{target} arrived{named}"
+        return f"No {target} came by {at}{named}" if at else f"No {target} came{named}"
+    if kind == "sleep":
+        return f"Slept until {at}{named}"
+    if kind == "until":
+        return f"Waited until {at}{named}"
+    if kind == "now":
+        return f"Took the time: {at}{named}"
+    return f"Done{named}"
+
+
+def _workflow_waiting(say: _Say) -> str:
+    until = say.time("until")
+    named = _step_name(say)
+    if say.line.kind == "wait_for":
+        event = say.get("target", "an event")
+        return (
+            f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
+        )
+    return f"Sleeping until {until}{named}" if until else f"Waiting{named}"
+
+
+def _diverged(say: _Say) -> str:
+    return f"Diverged: {say.get('message', 'the code asked for another step')}"
+
+
 _RENDER: dict[str, Callable[[_Say], str]] = {
     "started": _started,
     "set": _set,
@@ -491,6 +537,9 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "cancelled": _cancelled,
     "retried": _retried,
     "restarted": _restarted,
+    "workflow_step": _workflow_step,
+    "workflow_waiting": _workflow_waiting,
+    "diverged": _diverged,
 }
 
 # Every code a history line may carry; each has its sentence.

@@ -59,6 +59,10 @@ from flowrunner.store import (
     retention,
 )
 from flowrunner.store import operations as ops
+from flowrunner.workflows import advancing
+from flowrunner.workflows import defining as workflows_mod
+from flowrunner.workflows import launching as workflow_launching
+from flowrunner.workflows import seeing as workflow_seeing
 
 Clock = Callable[[], datetime]
 Authorize = Callable[[str, str], bool]
@@ -94,6 +98,7 @@ class FlowRunner:
         retry: retry_policy.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
         check_schema: bool | None = None,
+        workflows: workflows_mod.Workflows | None = None,
     ) -> None:
         self.binding = binding
         self.engine = dialects.prepare_engine(engine)
@@ -114,6 +119,10 @@ class FlowRunner:
         # The programs this runner's runs may execute besides flows from rows, by the
         # name a run's snapshot gives (``stepping.program_of``): jobs, code workflows.
         self.programs: dict[str, stepping.Program] = {}
+        # The code workflows this runner starts and runs (``flowrunner.workflows``).
+        self.workflows: workflows_mod.Workflows | None = None
+        if workflows is not None:
+            self.mount_workflows(workflows)
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
@@ -145,6 +154,53 @@ class FlowRunner:
             max_moves=max_moves,
             retry=retry or retry_policy.RetryPolicy(),
             timezone=timezone,
+        )
+
+    def mount_workflows(self, workflows: workflows_mod.Workflows) -> None:
+        """Run ``workflows`` (``flowrunner.workflows.Workflows``) on this runner: their
+        event starts in ``emit``, their runs in this runner's workers. ``BindingError``
+        when a workflow starts on an event the binding does not declare."""
+        unknown = sorted(workflows.events() - set(self.binding.events))
+        if unknown:
+            known = ", ".join(sorted(self.binding.events)) or "none"
+            raise errors.BindingError(
+                f"a workflow starts on event {unknown[0]!r}, which the binding of "
+                f"{self.binding.resource!r} does not declare (events: {known})"
+            )
+        self.workflows = workflows
+        self.programs[advancing.PROGRAM] = advancing.program
+
+    def start_workflow(
+        self,
+        name: str,
+        start: Mapping[str, Any] | None = None,
+        *,
+        operator: str,
+        record: binding_mod.RecordId | None = None,
+        key: str | None = None,
+        tenant: binding_mod.Tenant = None,
+    ) -> int:
+        """Start the manual workflow ``name`` with ``start`` (its body's second argument);
+        the new run's id. Journaled with ``operator``.
+
+        ``record``: the record the run is on (its ``wait_for`` steps count that record's
+        events). ``key``: the start happens once; a second start with the same key is
+        refused. ``OperatorError`` for an unknown workflow, one that starts on an event,
+        an unknown record.
+        """
+        if self.workflows is None:
+            raise errors.OperatorError(
+                f"the runner of {self.binding.resource!r} has no workflows", code="workflow_unknown"
+            )
+        return workflow_launching.start_manual(
+            self,
+            self.workflows,
+            name,
+            start,
+            operator=operator,
+            record=record,
+            key=key,
+            tenant=tenant,
         )
 
     def _check_commands(self) -> None:
@@ -187,11 +243,13 @@ class FlowRunner:
         self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
         return snap
 
-    def authorize_command(self, command: str) -> None:
-        """Checked on every attempt: a revoked grant refuses the step."""
-        if self.authorize is not None and not self.authorize(self.run_as, command):
+    def authorize_command(self, command: str, principal: str | None = None) -> None:
+        """Checked on every attempt: a revoked grant refuses the step. ``principal``: who
+        runs it (default: the runner's ``run_as``; a code workflow's own ``run_as``)."""
+        who = self.run_as if principal is None else principal
+        if self.authorize is not None and not self.authorize(who, command):
             raise errors.CommandRefused(
-                f"principal {self.run_as!r} is not allowed to run command {command!r}"
+                f"principal {who!r} is not allowed to run command {command!r}"
             )
 
     # -- editing flows (validated on save) ----------------------------------------------
@@ -484,6 +542,17 @@ class FlowRunner:
                 tenant=tenant,
                 now=now,
             )
+            if self.workflows is not None:
+                workflow_launching.start_on_event(
+                    self,
+                    conn,
+                    self.workflows,
+                    name,
+                    plain,
+                    record_id=str(record_id),
+                    tenant=tenant,
+                    now=now,
+                )
         return event_id
 
     def _load(self, conn: sa.Connection, record_id: Any, tenant: Any) -> dict[str, Any] | None:
@@ -604,6 +673,8 @@ class FlowRunner:
     def _standing(self, run: ops.RunRow) -> ops.RunRow:
         if run.status in statuses.ENDED or not run.state:
             return run
+        if stepping.program_of(run.snapshot) == advancing.PROGRAM:
+            return dataclasses.replace(run, waiting=workflow_seeing.where(run.state))
         snap = _snapshot_of(run)
         if snap is None:
             return run

@@ -259,7 +259,7 @@ class ClaimedStep:
         wrote = True
         try:
             with beat, dialects.statement_time_limited(conn, timeout):
-                runner.authorize_command(command)
+                runner.authorize_command(command, context.principal)
                 function = runner.commands[command]
                 mark = dialects.write_mark(conn)
                 answer = function(context)
