@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, errors, snapshot, spelling, starting, statuses
+from flowrunner import binding, errors, snapshot, spelling, starting, statuses, stepping
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
+from flowrunner.workflows import steering as workflow_steering
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -118,6 +119,23 @@ def cancel(
                 "run_restarted",
             )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
+        if stepping.program_of(run.snapshot) != stepping.FLOW:
+            # Another program (a code workflow): it ends here, its state kept as it was.
+            ops.save_run(
+                conn,
+                run_id,
+                expected_version=run.version,
+                state=run.state,
+                status=statuses.RunStatus.CANCELLED,
+                now=now,
+                reason=why,
+                error=run.error,
+            )
+            ops.set_due(conn, run_id=run_id, due_at=None, tenant=run.tenant)
+            detail = {"by": operator, "reason": reason}
+            ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=detail)
+            _journal(conn, run, operator, "cancel", now, {"reason": reason})
+            return
         current = state.RunState.from_dict(run.state) if run.state else state.RunState()
         if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
             current.cancel_requested = why  # the worker ends it, telling the steps
@@ -161,19 +179,7 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
-        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-        saved = state.RunState.from_dict(run.state) if run.state else None
-        if saved is None or saved.status != statuses.RunStatus.FAILED:
-            # It failed before its first step, or outside its steps (a row that broke
-            # after it started, an engine error): it goes on from its saved state.
-            problem = runner.check_snapshot(snap)
-            if problem:
-                raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
-            new_state: dict[str, object] = run.state or {}
-            status = saved.status if saved is not None else statuses.RunStatus.RUNNING
-        else:
-            step = interpret.retry_failed(snap, saved, now, runner.config)
-            new_state, status = step.state.to_dict(), step.state.status
+        new_state, status = _retried(runner, run, now)
         ops.save_run(
             conn,
             run_id,
@@ -188,6 +194,31 @@ def retry(
         said = {"by": operator, **_given(reason)}
         ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
         _journal(conn, run, operator, "retry", now, _given(reason))
+
+
+def _retried(
+    runner: FlowRunner, run: ops.RunRow, now: datetime
+) -> tuple[dict[str, object], statuses.RunStatus]:
+    """The state and status a failed run is retried with, by the program it executes."""
+    program = stepping.program_of(run.snapshot)
+    if program == workflow_steering.PROGRAM:
+        # Its recorded steps replay, and the failed one is tried again with all its attempts.
+        return workflow_steering.retried(run.state), statuses.RunStatus.RUNNING
+    if program != stepping.FLOW:
+        return dict(run.state), statuses.RunStatus.RUNNING
+    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+    saved = state.RunState.from_dict(run.state) if run.state else None
+    if saved is None or saved.status != statuses.RunStatus.FAILED:
+        # It failed before its first step, or outside its steps (a row that broke
+        # after it started, an engine error): it goes on from its saved state.
+        problem = runner.check_snapshot(snap)
+        if problem:
+            raise _refused(f"run {run.id} cannot be retried: {problem}", "flow_broken")
+        return dict(
+            run.state or {}
+        ), saved.status if saved is not None else statuses.RunStatus.RUNNING
+    step = interpret.retry_failed(snap, saved, now, runner.config)
+    return step.state.to_dict(), step.state.status
 
 
 def redrive(
@@ -237,6 +268,30 @@ def restart(
                 "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
+        if stepping.program_of(run.snapshot) != stepping.FLOW:
+            new_id = workflow_steering.restart(runner, conn, run, operator, now)
+            if new_id is None:
+                raise _refused(
+                    f"{cannot}: its workflow {run.flow_name!r} is not defined any more",
+                    "workflow_missing",
+                )
+            if not ops.mark_restarted(
+                conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
+            ):
+                raise _refused(
+                    f"run {run_id} changed while it was being restarted; look at it again",
+                    "run_changed",
+                )
+            said = {"by": operator, "restarted_as": new_id, "reason": reason}
+            ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
+            detail = {
+                "run": run.id,
+                "restarted_as": new_id,
+                "flow": run.flow_name,
+                "reason": reason,
+            }
+            _journal(conn, run, operator, "restart", now, detail)
+            return new_id
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
         flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)
