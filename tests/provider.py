@@ -37,6 +37,8 @@ class Provider:
     """Per path: the statuses to answer before answering 200."""
     answer: Answer = lambda body, n: {"id": f"chk-{n}", **body}
     answered: dict[str, Any] = field(default_factory=dict)
+    slow: dict[str, float] = field(default_factory=dict)
+    """Per path: seconds to wait before answering (a service slower than its caller)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keys(self, path: str | None = None) -> list[str | None]:
@@ -66,6 +68,9 @@ def serving() -> Iterator[Provider]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
+            pause = provider.slow.get(self.path.split("?")[0])
+            if pause:
+                threading.Event().wait(pause)
             status, sent = provider.handle(
                 self.command, self.path.split("?")[0], self.headers.get("Idempotency-Key"), body
             )
