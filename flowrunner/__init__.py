@@ -10,6 +10,8 @@ The public API::
 
 Conditions: ``flowrunner.parse("status = open and amount > 1000")``; durations:
 ``flowrunner.parse_duration("1 day 4 hours")``; tests: ``flowrunner.testing.FlowDriver``.
+Code workflows beside flows: ``Workflows``, ``OnEvent``, ``Manual``, ``Connection``
+(``flowrunner.workflows``, docs/workflows.md).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from flowrunner.errors import (
     RowInvalid,
     SchemaOutdated,
     SnapshotBroken,
+    StepRefused,
 )
 from flowrunner.interpreter.standing import Awaits, Waiting
 from flowrunner.query import ColumnType, Condition, parse, parse_value
@@ -46,6 +49,7 @@ from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
 from flowrunner.try_result import TryCommand, TryEnd, TryLine, TryNotice, TryResult, TrySet
 from flowrunner.try_script import Answer, Change, Refusal
+from flowrunner.workflows import Connection, Manual, OnEvent, Workflows
 
 __all__ = [
     "Answer",
@@ -57,6 +61,7 @@ __all__ = [
     "CommandContext",
     "CommandRefused",
     "Condition",
+    "Connection",
     "Diagram",
     "Duration",
     "DurationError",
@@ -71,8 +76,10 @@ __all__ = [
     "LaneStatus",
     "LeaseLost",
     "LogRow",
+    "Manual",
     "NoticeRow",
     "NotifyRule",
+    "OnEvent",
     "OperatorError",
     "QueryError",
     "RecordRejected",
@@ -83,6 +90,7 @@ __all__ = [
     "RunStatus",
     "SchemaOutdated",
     "SnapshotBroken",
+    "StepRefused",
     "StepSpec",
     "TryCommand",
     "TryEnd",
@@ -92,6 +100,7 @@ __all__ = [
     "TrySet",
     "UTCDateTime",
     "Waiting",
+    "Workflows",
     "flow_runner",
     "parse",
     "parse_duration",

@@ -489,11 +489,9 @@ def _workflow_step(say: _Say) -> str:
         if say.detail.get("arrived"):
             return f"{target} arrived{named}"
         return f"No {target} came by {at}{named}" if at else f"No {target} came{named}"
-    if kind == "sleep":
-        return f"Slept until {at}{named}"
-    if kind == "until":
-        return f"Waited until {at}{named}"
-    if kind == "now":
+    if kind in ("sleep", "until") and at:
+        return f"{'Slept' if kind == 'sleep' else 'Waited'} until {at}{named}"
+    if kind == "now" and at:
         return f"Took the time: {at}{named}"
     return f"Done{named}"
 

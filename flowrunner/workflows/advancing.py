@@ -388,7 +388,10 @@ class WorkflowStep(stepping.ClaimedStep):
 
     def _fail(self, failed: _Fail, *, diverged: bool = False) -> None:
         reason = f"diverged: {failed.reason}" if diverged else failed.reason
-        self.log("diverged" if diverged else "failed", detail={"message": failed.reason})
+        if diverged:
+            self.log("diverged", detail={"message": failed.reason})
+        else:
+            self.log("failed", detail={"message": failed.reason})
         self._save(
             FAILED,
             due=None,
