@@ -41,7 +41,7 @@ class Provider:
     """Per path: seconds to wait before answering (a service slower than its caller)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def keys(self, path: str | None = None) -> list[str | None]:
+    def sent_keys(self, path: str | None = None) -> list[str | None]:
         return [r.key for r in self.received if path is None or r.path == path]
 
     def handle(self, method: str, path: str, key: str | None, body: Any) -> tuple[int, Any]:

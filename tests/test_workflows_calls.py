@@ -78,7 +78,7 @@ def test_a_busy_or_broken_service_is_called_again_with_backoff_and_the_same_key(
     driver.advance("2 minutes")  # 30 s, then 60 s
     run = driver.runs(1)[0]
     assert (run.status, run.state["result"]) == ("done", {"id": "chk-1", "ticket": 1})
-    assert provider.keys() == [f"run-{run.id}/request-check"] * 3
+    assert provider.sent_keys() == [f"run-{run.id}/request-check"] * 3
     said = [line.sentence for line in driver.history(run.id)]
     assert said[1] == (
         f"Attempt 1 failed (POST /checks answered {status}); trying again at Mon 2 Mar 09:00"
@@ -134,7 +134,7 @@ def test_a_call_that_fails_on_every_attempt_fails_the_run_and_a_retry_calls_agai
     driver.run_until_idle()  # the third 503, then its backoff
     driver.advance("1 minute")
     assert driver.runs(1)[0].status == "done"
-    assert provider.keys() == [f"run-{run.id}/request-check"] * 4
+    assert provider.sent_keys() == [f"run-{run.id}/request-check"] * 4
 
 
 def test_a_call_to_a_connection_nobody_declared_is_refused(any_engine: sa.Engine) -> None:

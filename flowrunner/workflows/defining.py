@@ -33,7 +33,8 @@ Key = Callable[[Mapping[str, Any]], object]
 class OnEvent:
     """Start a run when ``event`` (one of the binding's events) is emitted, once per
     ``key(payload)`` (default: once per record the event names): a re-sent event
-    starts nothing new. The run is on the event's record, and is given its payload."""
+    starts nothing new, nor does one whose key is None. The run is on the event's
+    record, and is given its payload."""
 
     event: str
     key: Key | None = None

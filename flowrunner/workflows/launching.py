@@ -102,6 +102,8 @@ def start_on_event(
     for definition in workflows.started_by(event):
         assert isinstance(definition.start, defining.OnEvent)
         key = record_id if definition.start.key is None else _key(definition, event, payload)
+        if key is None:
+            continue  # the key said: this event starts no run of this workflow
         run_id = insert(
             runner,
             conn,
@@ -118,7 +120,7 @@ def start_on_event(
     return started
 
 
-def _key(definition: defining.Definition, event: str, payload: Mapping[str, Any]) -> str:
+def _key(definition: defining.Definition, event: str, payload: Mapping[str, Any]) -> str | None:
     assert isinstance(definition.start, defining.OnEvent) and definition.start.key is not None
     try:
         key = definition.start.key(payload)
@@ -127,7 +129,9 @@ def _key(definition: defining.Definition, event: str, payload: Mapping[str, Any]
             f"event {event!r}: workflow {definition.name!r} could not read its key "
             f"({type(exc).__name__}: {exc})"
         ) from None
-    if key is None or isinstance(key, bool) or not isinstance(key, str | int):
+    if key is None:
+        return None
+    if isinstance(key, bool) or not isinstance(key, str | int):
         raise errors.EventRejected(
             f"event {event!r}: workflow {definition.name!r}'s key is {payloads.quote(key)}; "
             "a key is a text or a whole number"
