@@ -504,7 +504,9 @@ def _workflow_waiting(say: _Say) -> str:
         return (
             f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
         )
-    return f"Sleeping until {until}{named}" if until else f"Waiting{named}"
+    if until and say.line.kind == "sleep":
+        return f"Sleeping until {until}{named}"
+    return f"Waiting until {until}{named}" if until else f"Waiting{named}"
 
 
 def _diverged(say: _Say) -> str:
