@@ -41,8 +41,9 @@ class Provider:
     """Per path: seconds to wait before answering (a service slower than its caller)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def sent_keys(self, path: str | None = None) -> list[str | None]:
-        return [r.key for r in self.received if path is None or r.path == path]
+    def sent_keys(self, path: str | None = None) -> list[str]:
+        """The Idempotency-Key of each request received (of ``path``), ``""`` for none."""
+        return [r.key or "" for r in self.received if path is None or r.path == path]
 
     def handle(self, method: str, path: str, key: str | None, body: Any) -> tuple[int, Any]:
         with self.lock:
