@@ -11,10 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, diagrams, errors, operating, snapshot, spelling, starting
+from flowrunner import (
+    binding,
+    diagrams,
+    errors,
+    operating,
+    snapshot,
+    spelling,
+    starting,
+    stepping,
+)
 from flowrunner.diagrams import progress
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
+from flowrunner.workflows import advancing
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -49,6 +59,18 @@ def diagram(
             f"run {row.id} is a run of flow {row.flow_name!r}, not of {flow!r}",
             status_code=404,
             code="run_unknown",
+        )
+    if stepping.program_of(row.snapshot) == advancing.PROGRAM:
+        # A code workflow: no rows to draw ahead of it, its recorded steps so far.
+        return diagrams.workflow_diagram(
+            row.flow_name,
+            row.snapshot.get("version"),
+            row.state,
+            run_id=row.id,
+            status=str(row.status),
+            reason=row.reason,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
         )
     given = progress.run_input(
         row.id,
