@@ -298,3 +298,20 @@ def test_definitions_are_checked_when_defined() -> None:
         workflows.define(version=2, name="twice")(twice)
     with pytest.raises(errors.BindingError, match="a version is a whole number"):
         workflows.define(version=0)(twice)
+
+
+def test_a_moment_already_past_goes_on_at_once_and_the_next_timer_counts_from_then(
+    any_engine: sa.Engine,
+) -> None:
+    workflows = Workflows()
+
+    @workflows.define()
+    async def late(w: Any, start: Any) -> None:
+        await w.until("long ago", "2020-01-01T00:00:00")
+        await w.sleep("nap", "1 hour")
+
+    driver, _ = desk(any_engine, workflows)
+    run_id = driver.runner.start_workflow("late", operator="olga")
+    driver.run_until_idle()
+    (waiting,) = driver.runner.get_run(run_id).waiting
+    assert (waiting.title, waiting.until) == ("nap", T0 + timedelta(hours=1))

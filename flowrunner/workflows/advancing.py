@@ -176,7 +176,8 @@ class WorkflowStep(stepping.ClaimedStep):
             else:
                 until = replay.moment(str(asked.options["when"]))
             if self.now >= until:
-                return _Done(None, until)
+                # A moment already past when the step is reached ends it then, not before.
+                return _Done(None, max(until, replay.moment(since)))
             return _Wait(
                 replay.Pending(asked.name, asked.kind, None, since, until.isoformat()), until
             )
