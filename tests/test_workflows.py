@@ -311,7 +311,6 @@ def test_a_moment_already_past_goes_on_at_once_and_the_next_timer_counts_from_th
         await w.sleep("nap", "1 hour")
 
     driver, _ = desk(any_engine, workflows)
-    run_id = driver.runner.start_workflow("late", operator="olga")
-    driver.run_until_idle()
+    run_id = driver.start_workflow("late")
     (waiting,) = driver.runner.get_run(run_id).waiting
     assert (waiting.title, waiting.until) == ("nap", T0 + timedelta(hours=1))
