@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from flowrunner.binding import FlowBinding, Kind, NotifyRule
+from flowrunner.binding import At, FlowBinding, Kind, NotifyRule
 from flowrunner.commands import Command, CommandContext
 from flowrunner.diagrams import Diagram
 from flowrunner.durations import Duration, parse_duration
@@ -53,6 +53,7 @@ from flowrunner.workflows import Connection, Manual, OnEvent, Workflows
 
 __all__ = [
     "Answer",
+    "At",
     "Awaits",
     "BindingError",
     "Change",

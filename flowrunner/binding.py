@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import pydantic
 import sqlalchemy as sa
 
-from flowrunner import column_facts, durations, errors, retry_policy, templates
+from flowrunner import column_facts, durations, errors, query, retry_policy, templates
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -136,7 +136,7 @@ class Kind(_Model):
     @classmethod
     def _timeout(cls, value: str | None) -> str | None:
         if value is not None:
-            _as_timeout(value)
+            durations.parse_timeout(value)
         return value
 
     @pydantic.model_validator(mode="after")
@@ -162,20 +162,7 @@ class Kind(_Model):
     @property
     def timeout_delta(self) -> timedelta | None:
         """``timeout`` as elapsed time, or None when the kind has none."""
-        return None if self.timeout is None else _as_timeout(self.timeout)
-
-
-def _as_timeout(text: str) -> timedelta:
-    """A kind's timeout as elapsed time: positive, in days at most (a month has no length)."""
-    try:
-        length = durations.parse_duration(text)
-    except errors.DurationError as exc:
-        raise ValueError(exc.message) from None
-    if length.months:
-        raise ValueError(f"{text!r} must be given in days or less, not months or years")
-    if length.is_zero:
-        raise ValueError(f"{text!r} must be longer than zero")
-    return timedelta(days=length.days, seconds=length.seconds)
+        return None if self.timeout is None else durations.parse_timeout(self.timeout)
 
 
 class NotifyRule(_Model):
@@ -209,6 +196,89 @@ class NotifyRule(_Model):
         return templates.placeholders(self.title)
 
 
+class At(_Model):
+    """A timer on a date or timestamp column of the resource (``FlowBinding.at``).
+
+    ``command`` runs once the record's ``column`` instant has passed, on the record as it
+    is then, if it matches ``when`` (the query language over the resource's columns;
+    none: always) — once for each instant the column holds (``flowrunner.timers``).
+    ``retry`` replaces the runner's policy for the command; ``timeout`` (``"30
+    seconds"``) is how long one attempt may take.
+
+    >>> At(column="warn_at", command="warn_sla", when="status = open").when
+    'status = open'
+    """
+
+    column: str
+    command: str
+    when: str | None = None
+    retry: retry_policy.RetryPolicy | None = None
+    timeout: str | None = None
+
+    @pydantic.field_validator("column")
+    @classmethod
+    def _column(cls, value: str) -> str:
+        return _name(value, "column")
+
+    @pydantic.field_validator("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a command name cannot be empty")
+        return value
+
+    @pydantic.field_validator("when")
+    @classmethod
+    def _when(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        try:
+            query.parse(value)
+        except errors.QueryError as exc:
+            raise ValueError(f"when {value!r} is not a condition: {exc}") from None
+        return value
+
+    @pydantic.field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        if value is not None:
+            durations.parse_timeout(value)
+        return value
+
+    @property
+    def timeout_delta(self) -> timedelta | None:
+        return None if self.timeout is None else durations.parse_timeout(self.timeout)
+
+    def condition(self, columns: Mapping[str, query.ColumnType]) -> query.Condition | None:
+        """``when`` read against the resource's columns (None: the timer always runs);
+        ``BindingError`` when it does not read."""
+        if self.when is None:
+            return None
+        try:
+            return query.parse(self.when, columns)
+        except errors.QueryError as exc:
+            raise errors.BindingError(
+                f"the timer at {self.column!r}: when {self.when!r} does not fit the "
+                f"resource's columns: {exc}"
+            ) from None
+
+    def check(self, columns: Mapping[str, query.ColumnType], resource: str) -> None:
+        """``BindingError`` unless ``column`` is a date or timestamp column of the resource
+        and ``when`` reads against its columns."""
+        kind = columns.get(self.column)
+        if kind is None:
+            raise errors.BindingError(
+                f"the resource table {resource!r} has no column {self.column!r}, "
+                f"which the timer at {self.column!r} waits for"
+            )
+        if kind not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):
+            raise errors.BindingError(
+                f"the timer at {self.column!r} needs a date or timestamp column, but "
+                f"{resource}.{self.column} holds {kind.noun}"
+            )
+        self.condition(columns)
+
+
 @dataclass(frozen=True)
 class Schema:
     """What ``FlowBinding.check`` learned from the database, kept by the runner."""
@@ -231,6 +301,7 @@ class FlowBinding(_Model):
     notify: Sequence[NotifyRule] = ()
     tenant: str | None = None
     key: str = "id"
+    at: Sequence[At] = ()
 
     @pydantic.field_validator("resource", "flows_table", "steps_table", "key")
     @classmethod
@@ -263,6 +334,15 @@ class FlowBinding(_Model):
     @pydantic.field_validator("notify")
     @classmethod
     def _notify(cls, value: Sequence[NotifyRule]) -> tuple[NotifyRule, ...]:
+        return tuple(value)
+
+    @pydantic.field_validator("at")
+    @classmethod
+    def _at(cls, value: Sequence[At]) -> tuple[At, ...]:
+        columns = [timer.column for timer in value]
+        for column in columns:
+            if columns.count(column) > 1:
+                raise ValueError(f"column {column!r} has more than one timer (at)")
         return tuple(value)
 
     @pydantic.model_validator(mode="after")
@@ -308,6 +388,10 @@ class FlowBinding(_Model):
     @property
     def audiences(self) -> tuple[str, ...]:
         return tuple(rule.audience for rule in self.notify)
+
+    def timer_at(self, column: str) -> At | None:
+        """The timer waiting for ``column``, or None."""
+        return next((timer for timer in self.at if timer.column == column), None)
 
     def rule_for(self, audience: str) -> NotifyRule:
         for rule in self.notify:
@@ -369,6 +453,9 @@ class FlowBinding(_Model):
                     _need(
                         resource, name, where, f"which notify rule {rule.audience!r}'s title uses"
                     )
+        resource_columns = column_facts.ResourceColumns.of_table(bind.tables[self.resource])
+        for timer in self.at:
+            timer.check(resource_columns, self.resource)
         if self.tenant is not None:
             for table, cols, what in (
                 (self.resource, resource, "resource"),
@@ -377,7 +464,7 @@ class FlowBinding(_Model):
             ):
                 _need(cols, self.tenant, f"the {what} table {table!r}", "the tenant column")
         return Schema(
-            resource_columns=column_facts.ResourceColumns.of_table(bind.tables[self.resource]),
+            resource_columns=resource_columns,
             flows_columns=frozenset(flows),
             steps_columns=frozenset(steps),
         )

@@ -44,7 +44,7 @@ def diagram(
     ``tenant`` is as the runner checked it (``FlowRunner._need_tenant``), ``run`` an id.
 
     ``OperatorError`` (404) when there is no such flow, no such run of this runner's
-    resource (and tenant), or the run is another flow's.
+    resource (and tenant), the run is another flow's, or another program's (a timer).
     """
     config = runner.config
     if run is None:
@@ -54,13 +54,20 @@ def diagram(
         snap = starting.stored_snapshot(conn, runner.tables, found["id"])
         return diagrams.flow_diagram(snap, config=config, can_read=can_read)
     row = operating.run_for_operator(runner, conn, run, tenant)
+    program = stepping.program_of(row.snapshot)
+    if program not in (stepping.FLOW, advancing.PROGRAM):
+        raise errors.OperatorError(
+            f"run {row.id} runs {program!r}, not a flow: it has no diagram",
+            status_code=404,
+            code="not_a_flow",
+        )
     if not _is_flow_of(row, flow):
         raise errors.OperatorError(
             f"run {row.id} is a run of flow {row.flow_name!r}, not of {flow!r}",
             status_code=404,
             code="run_unknown",
         )
-    if stepping.program_of(row.snapshot) == advancing.PROGRAM:
+    if program == advancing.PROGRAM:
         # A code workflow: no rows to draw ahead of it, its recorded steps so far.
         return diagrams.workflow_diagram(
             row.flow_name,

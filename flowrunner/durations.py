@@ -210,6 +210,24 @@ def parse_duration(text: str, *, allow_sign: bool = False) -> Duration:
     return _parse_words(text, body, offset, sign)
 
 
+def parse_timeout(text: str) -> timedelta:
+    """How long one attempt of a command may take: positive elapsed time, in days at most
+    (a month has no length); ``ValueError`` with a sentence otherwise.
+
+    >>> parse_timeout("90 seconds")
+    datetime.timedelta(seconds=90)
+    """
+    try:
+        length = parse_duration(text)
+    except errors.DurationError as exc:
+        raise ValueError(exc.message) from None
+    if length.months:
+        raise ValueError(f"{text!r} must be given in days or less, not months or years")
+    if length.is_zero:
+        raise ValueError(f"{text!r} must be longer than zero")
+    return timedelta(days=length.days, seconds=length.seconds)
+
+
 def _parse_iso(text: str, body: str, offset: int, sign: int) -> Duration:
     match = _ISO.fullmatch(body)
     if match is None or not any(match.groupdict().values()):

@@ -459,6 +459,12 @@ def _retried(say: _Say) -> str:
     return f"{said}: {reason}" if reason else said
 
 
+def _redriven(say: _Say) -> str:
+    said = f"{_by(say.get('by', 'an operator'))} redrove the run: it is due again now"
+    reason = say.detail.get("reason")
+    return f"{said} ({reason})" if reason else said
+
+
 def _restarted(say: _Say) -> str:
     said = f"{_by(say.get('by', 'an operator'))} restarted the run"
     if say.detail.get("restarted_as") is not None:
@@ -513,6 +519,42 @@ def _diverged(say: _Say) -> str:
     return f"Diverged: {say.get('message', 'the code asked for another step')}"
 
 
+def _timer_passed(say: _Say) -> str:
+    column = say.get("column", "its date")
+    instant = say.time("instant")
+    return f"{column} passed ({instant})" if instant else f"{column} passed"
+
+
+def _timer_fired(say: _Say) -> str:
+    command = say.get("command", "its command")
+    if say.detail.get("already"):
+        return f"{_timer_passed(say)}: {command} had run for it already"
+    attempt = int(say.get("attempt", 1))
+    again = f" (attempt {attempt})" if attempt > 1 else ""
+    return f"{_timer_passed(say)}: ran {command}{again}"
+
+
+def _timer_moved(say: _Say) -> str:
+    column = say.get("column", "its date")
+    instant = say.time("instant") or "that time"
+    holds = say.time("holds")
+    now = f"it holds {holds}" if holds else "it is empty"
+    return f"{column} no longer holds {instant} ({now}): nothing to run"
+
+
+def _timer_unmatched(say: _Say) -> str:
+    command = say.get("command", "its command")
+    text = str(say.get("when", ""))
+    otherwise = condition_words(text, negated=True, tz=say.tz) if text else "its condition failed"
+    return f"{_timer_passed(say)} but {otherwise}: {command} did not run"
+
+
+def _timer_gone(say: _Say) -> str:
+    command = say.get("command", "its command")
+    resource = say.get("resource", "record")
+    return f"{_timer_passed(say)} but the {resource} record is gone: {command} did not run"
+
+
 _RENDER: dict[str, Callable[[_Say], str]] = {
     "started": _started,
     "set": _set,
@@ -536,10 +578,15 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "ended": _ended,
     "cancelled": _cancelled,
     "retried": _retried,
+    "redriven": _redriven,
     "restarted": _restarted,
     "workflow_step": _workflow_step,
     "workflow_waiting": _workflow_waiting,
     "diverged": _diverged,
+    "timer_fired": _timer_fired,
+    "timer_moved": _timer_moved,
+    "timer_unmatched": _timer_unmatched,
+    "timer_gone": _timer_gone,
 }
 
 # Every code a history line may carry; each has its sentence.

@@ -179,46 +179,59 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
-        new_state, status = _retried(runner, run, now)
-        ops.save_run(
-            conn,
-            run_id,
-            expected_version=run.version,
-            state=new_state,
-            status=status,
-            now=now,
-            reason=None,
-            error=None,
-        )
-        ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+        program = stepping.program_of(run.snapshot)
+        if program != stepping.FLOW:
+            # Another program's run (a timer, a job, a code workflow): its own step goes
+            # on from its state; a workflow's failed step is tried again with all its
+            # attempts, its finished steps replayed.
+            again = (
+                workflow_steering.retried(run.state)
+                if program == workflow_steering.PROGRAM
+                else dict(run.state or {})
+            )
+            _go_on(conn, run, now, again, statuses.RunStatus.RUNNING)
+            said = {"by": operator, **_given(reason)}
+            ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+            _journal(conn, run, operator, "retry", now, _given(reason))
+            return
+        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        saved = state.RunState.from_dict(run.state) if run.state else None
+        if saved is None or saved.status != statuses.RunStatus.FAILED:
+            # It failed before its first step, or outside its steps (a row that broke
+            # after it started, an engine error): it goes on from its saved state.
+            problem = runner.check_snapshot(snap)
+            if problem:
+                raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
+            new_state: dict[str, object] = run.state or {}
+            status = saved.status if saved is not None else statuses.RunStatus.RUNNING
+        else:
+            step = interpret.retry_failed(snap, saved, now, runner.config)
+            new_state, status = step.state.to_dict(), step.state.status
+        _go_on(conn, run, now, new_state, status)
         said = {"by": operator, **_given(reason)}
         ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
         _journal(conn, run, operator, "retry", now, _given(reason))
 
 
-def _retried(
-    runner: FlowRunner, run: ops.RunRow, now: datetime
-) -> tuple[dict[str, object], statuses.RunStatus]:
-    """The state and status a failed run is retried with, by the program it executes."""
-    program = stepping.program_of(run.snapshot)
-    if program == workflow_steering.PROGRAM:
-        # Its recorded steps replay, and the failed one is tried again with all its attempts.
-        return workflow_steering.retried(run.state), statuses.RunStatus.RUNNING
-    if program != stepping.FLOW:
-        return dict(run.state), statuses.RunStatus.RUNNING
-    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-    saved = state.RunState.from_dict(run.state) if run.state else None
-    if saved is None or saved.status != statuses.RunStatus.FAILED:
-        # It failed before its first step, or outside its steps (a row that broke
-        # after it started, an engine error): it goes on from its saved state.
-        problem = runner.check_snapshot(snap)
-        if problem:
-            raise _refused(f"run {run.id} cannot be retried: {problem}", "flow_broken")
-        return dict(
-            run.state or {}
-        ), saved.status if saved is not None else statuses.RunStatus.RUNNING
-    step = interpret.retry_failed(snap, saved, now, runner.config)
-    return step.state.to_dict(), step.state.status
+def _go_on(
+    conn: sa.Connection,
+    run: ops.RunRow,
+    now: datetime,
+    new_state: Mapping[str, object],
+    status: statuses.RunStatus,
+) -> None:
+    """A retried run's new state, due now, its error cleared."""
+    ops.save_run(
+        conn,
+        run.id,
+        expected_version=run.version,
+        state=dict(new_state),
+        status=status,
+        now=now,
+        reason=None,
+        error=None,
+    )
+    ops.set_due(conn, run_id=run.id, due_at=now, tenant=run.tenant)
 
 
 def redrive(
@@ -230,12 +243,15 @@ def redrive(
     tenant: binding.Tenant = None,
     dry_run: bool = False,
 ) -> None:
-    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)."""
+    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)
+    and said in the run's history ("olga redrove the run: worker host lost")."""
     with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
             raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
         ops.expire_lease(conn, name=ops.run_lease(run_id), now=now)
         ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="redriven", detail=said)
         _journal(conn, run, operator, "redrive", now, _given(reason))
 
 
@@ -268,7 +284,12 @@ def restart(
                 "run_not_failed",
             )
         cannot = f"run {run_id} cannot be restarted"
-        if stepping.program_of(run.snapshot) != stepping.FLOW:
+        program = stepping.program_of(run.snapshot)
+        if program not in (stepping.FLOW, workflow_steering.PROGRAM):
+            raise _refused(
+                f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
+            )
+        if program == workflow_steering.PROGRAM:
             new_id = workflow_steering.restart(runner, conn, run, operator, now)
             if new_id is None:
                 raise _refused(

@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flowrunner import app as app_mod
-from flowrunner import binding as binding_mod
 from flowrunner import (
+    at_timers,
     column_facts,
     diagrams,
     drawing,
@@ -40,10 +40,12 @@ from flowrunner import (
     starting,
     statuses,
     stepping,
+    timers,
     try_result,
     try_script,
     validate,
 )
+from flowrunner import binding as binding_mod
 from flowrunner import commands as commands_mod
 from flowrunner import durations as durations_mod
 from flowrunner.interpreter import config as config_mod
@@ -118,7 +120,10 @@ class FlowRunner:
         self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
         # The programs this runner's runs may execute besides flows from rows, by the
         # name a run's snapshot gives (``stepping.program_of``): jobs, code workflows.
-        self.programs: dict[str, stepping.Program] = {}
+        self.programs: dict[str, stepping.Program] = {at_timers.PROGRAM: timers.program}
+        # The binding's timers on date columns (``at``), or None when it has none: then
+        # a record's change costs nothing more for them.
+        self.timers: timers.Timers | None = timers.Timers(self) if binding.at else None
         # The code workflows this runner starts and runs (``flowrunner.workflows``).
         self.workflows: workflows_mod.Workflows | None = None
         if workflows is not None:
@@ -443,7 +448,9 @@ class FlowRunner:
     def record_created(self, conn: sa.Connection, record: Mapping[str, Any]) -> list[int]:
         """Start every active ``created`` flow whose condition holds, in ``conn``'s transaction.
 
-        Starting twice for the same record starts nothing new. A record without its key
+        Starting twice for the same record starts nothing new. The binding's timers
+        (``at``) whose column the record gives an instant are armed (not in the list).
+        A record without its key
         (or, on a tenant binding, its tenant), or with a key its column cannot hold, is
         refused with ``RecordRejected`` before anything is written; what is written goes
         in a savepoint, so an error leaves ``conn``'s transaction usable.
@@ -451,7 +458,12 @@ class FlowRunner:
         record_id, _ = self._identify(record, "record_created")
         now = self.clock()
         with dialects.Savepoint(conn, "flowrunner_start"):
-            return starting.start_flows(self, conn, "created", record, f"created:{record_id}", now)
+            started = starting.start_flows(
+                self, conn, "created", record, f"created:{record_id}", now
+            )
+            if self.timers is not None:
+                self.timers.arm(conn, record, now)
+            return started
 
     def record_updated(
         self, conn: sa.Connection, before: Mapping[str, Any], after: Mapping[str, Any]
@@ -462,7 +474,8 @@ class FlowRunner:
         explicit call, or twice) starts nothing new; the same change in a later
         transaction is a new change (see ``starting.change_of``). A flow with ``changes``
         starts only when that column changed. Runs of the record that wait are woken, so
-        an ``until`` step follows a changed date. Refused as ``record_created`` is, before
+        an ``until`` step follows a changed date; a timer (``at``) whose column changed to
+        an instant is armed for it. Refused as ``record_created`` is, before
         anything is written, and written in a savepoint.
         """
         if not isinstance(before, Mapping):
@@ -480,6 +493,8 @@ class FlowRunner:
             ops.wake_record(
                 conn, resource=self.binding.resource, record_id=record_id, tenant=tenant, now=now
             )
+            if self.timers is not None:
+                self.timers.arm(conn, after, now, changed=change.columns)
         return started
 
     def start(self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None) -> int:
@@ -501,6 +516,22 @@ class FlowRunner:
         with (done, total). Returns the number of runs started.
         """
         return starting.start_existing(self, where, flow=flow, tenant=tenant, progress=progress)
+
+    def arm_timers(
+        self,
+        where: str | None = None,
+        *,
+        tenant: Any = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Arm the binding's timers (``at``) for records that existed before them: each
+        chosen record's instants, as though the record had just been created. Running it
+        again arms nothing new. ``progress`` is called with (done, total). Returns how
+        many timers it armed (none on a binding without ``at``).
+        """
+        if self.timers is None:
+            return 0
+        return self.timers.arm_existing(where, tenant=tenant, progress=progress)
 
     # -- events ---------------------------------------------------------------------------
 

@@ -39,6 +39,11 @@ _MAX_ITEMS = 100
 # A run of digit groups joined by single spaces or dashes: "4111 1111-1111 1111".
 _DIGIT_RUN = re.compile(r"(?<!\d)\d+(?:[ -]\d+)*")
 _GROUP = re.compile(r"\d+")
+# A UUID is an id, not a card: its digit groups (``…-8b64-158311678543``) are never masked.
+_UUID = re.compile(
+    r"(?<![0-9A-Fa-f-])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
+    r"[0-9A-Fa-f]{12}(?![0-9A-Fa-f-])"
+)
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
 
 # Key names that say their value is a secret: anywhere in the key ("db_password",
@@ -246,8 +251,26 @@ def _mask(text: str) -> str:
     text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{REDACTED}{m.group('tail')}", text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group('scheme')} {REDACTED}", text)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
-    text = _DIGIT_RUN.sub(_mask_run, text)
+    text = _masked_cards(text)
     return _SSN.sub("***-**-****", text)
+
+
+def _masked_cards(text: str) -> str:
+    """Mask card numbers everywhere but inside UUIDs.
+
+    >>> _masked_cards("run 164a5efc-2291-4a4a-ab64-158311678543 card 4111-1111-1111-1111")
+    'run 164a5efc-2291-4a4a-ab64-158311678543 card [card ****1111]'
+    """
+    if "-" not in text or not _UUID.search(text):
+        return _DIGIT_RUN.sub(_mask_run, text)
+    pieces: list[str] = []
+    cursor = 0
+    for found in _UUID.finditer(text):
+        pieces.append(_DIGIT_RUN.sub(_mask_run, text[cursor : found.start()]))
+        pieces.append(found.group(0))
+        cursor = found.end()
+    pieces.append(_DIGIT_RUN.sub(_mask_run, text[cursor:]))
+    return "".join(pieces)
 
 
 def _as_text(value: object) -> str:

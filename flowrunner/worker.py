@@ -626,6 +626,16 @@ class _Advance(stepping.ClaimedStep):
             records.write_fields(
                 self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
             )
+            timers = self.runner.timers
+            if timers is not None:  # a set step that writes a timer's column arms it
+                timers.arm(
+                    self.conn,
+                    self.sets,
+                    self.now,
+                    changed=self.sets,
+                    record_id=run.record_id,
+                    tenant=run.tenant,
+                )
             self.sets = {}
             self.wrote_record = self.stale = True
             self.point("after-set")

@@ -138,6 +138,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.commands",
             "flowrunner.try_script",
             "flowrunner.try_plan",
+            "flowrunner.at_timers",
         ),
     ),
     (
@@ -165,6 +166,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.operations_room",
             "flowrunner.worker",
             "flowrunner.stepping",
+            "flowrunner.timers",
             "flowrunner.runner",
             "flowrunner.testing",
             "flowrunner.app",

@@ -59,13 +59,17 @@ def test_a_new_database_from_migrate_to_worker(tmp_path: Path) -> None:
                     "requester_id": "ann",
                     "status": "open" if n <= 3 else "resolved",
                     "due_at": due,
+                    # The SLA timer (``at``) of ticket 2 is armed too, for tomorrow.
+                    "warn_at": due + timedelta(days=1) if n == 2 else None,
                 }
                 for n in range(1, 6)
             ],
         )
     args = ["flows", "start", "ticket", "--app", APP, "--database", url]
-    assert "started 3 run(s)" in run(*args, "--where", "status = open").stdout
-    assert "started 0 run(s)" in run(*args, "--where", "status = open").stdout
+    first = run(*args, "--where", "status = open").stdout
+    assert "started 3 run(s)" in first and "armed 1 timer(s)" in first
+    again = run(*args, "--where", "status = open").stdout
+    assert "started 0 run(s)" in again and "armed 0 timer(s)" in again
     bad = run(*args, "--where", "stauts = open", check=False)
     assert bad.returncode == 2 and "unknown column 'stauts'" in bad.stderr
 
@@ -74,7 +78,7 @@ def test_a_new_database_from_migrate_to_worker(tmp_path: Path) -> None:
     with engine.connect() as conn:
         statuses = conn.execute(sa.text("select status from flowrunner_runs")).scalars().all()
         priorities = conn.execute(sa.text("select priority from ticket where id <= 3")).all()
-    assert statuses == ["done"] * 3
+    assert sorted(statuses) == ["done"] * 3 + ["waiting"]  # the timer waits for tomorrow
     assert {p for (p,) in priorities} == {"high"}
     engine.dispose()
 

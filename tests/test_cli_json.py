@@ -164,7 +164,7 @@ def test_flows_start_and_worker_once(url: str) -> None:
     app = ["--app", APP, "--database", url]
     document("flows", "import", FLOWS, *app, "--json")
     started = document("flows", "start", "ticket", *app, "--where", "status = open", "--json")
-    assert started == {"started": 2}
+    assert started == {"started": 2, "armed": 0}
     served = document("worker", *app, "--once", "--json", "--log-level", "error")
     assert served.pop("seconds") >= 0
     assert served == {

@@ -44,6 +44,9 @@ SNAP = snapshot.FlowSnapshot.build(
 
 # One line of each code as the engine writes it, and its sentence: the documented table
 # (docs/engine.md shows these).
+# A timer's line (``flowrunner.timers``): its column, instant and command.
+TIMER = {"column": "warn_at", "instant": "2026-03-03T09:00:00+00:00", "command": "warn_sla"}
+
 SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
     "started": [("approval", {}, "Started")],
     "set": [
@@ -321,11 +324,58 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "olga retried the run: supplier is back",
         ),
     ],
+    "redriven": [
+        (None, {"by": "olga"}, "olga redrove the run: it is due again now"),
+        (
+            None,
+            {"by": "olga", "reason": "worker host lost"},
+            "olga redrove the run: it is due again now (worker host lost)",
+        ),
+    ],
     "restarted": [
         (
             None,
             {"by": "olga", "restarted_as": 9, "reason": "released"},
             "olga restarted the run as run 9: released",
+        )
+    ],
+    "timer_fired": [
+        (None, {**TIMER, "attempt": 1}, "warn_at passed (Tue 3 Mar 09:00): ran warn_sla"),
+        (
+            None,
+            {**TIMER, "attempt": 3},
+            "warn_at passed (Tue 3 Mar 09:00): ran warn_sla (attempt 3)",
+        ),
+        (
+            None,
+            {**TIMER, "already": True},
+            "warn_at passed (Tue 3 Mar 09:00): warn_sla had run for it already",
+        ),
+    ],
+    "timer_moved": [
+        (
+            None,
+            {**TIMER, "holds": "2026-03-04T09:00:00+00:00"},
+            "warn_at no longer holds Tue 3 Mar 09:00 (it holds Wed 4 Mar 09:00): nothing to run",
+        ),
+        (
+            None,
+            {**TIMER, "holds": None},
+            "warn_at no longer holds Tue 3 Mar 09:00 (it is empty): nothing to run",
+        ),
+    ],
+    "timer_unmatched": [
+        (
+            None,
+            {**TIMER, "when": "status = open"},
+            "warn_at passed (Tue 3 Mar 09:00) but status is not open: warn_sla did not run",
+        )
+    ],
+    "timer_gone": [
+        (
+            None,
+            {**TIMER, "resource": "tickets"},
+            "warn_at passed (Tue 3 Mar 09:00) but the tickets record is gone: warn_sla did not run",
         )
     ],
 }
@@ -444,6 +494,7 @@ WRITERS = [
     PACKAGE / "operating.py",
     PACKAGE / "worker.py",
     PACKAGE / "workflows" / "advancing.py",
+    PACKAGE / "timers.py",
 ]
 # Codes a sentence is ready for that this tree does not write yet, each with its reason.
 NOT_WRITTEN_HERE: dict[str, str] = {}

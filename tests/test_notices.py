@@ -155,7 +155,7 @@ def test_a_message_naming_a_column_tickets_do_not_have_is_refused(any_engine: sa
             "message",
             "message_unknown_column",
             f"{{{name}}} is not a column of ticket — use one of: id, title, requester_id, "
-            "priority, status, assignee, due_at, created_at",
+            "priority, status, assignee, due_at, created_at, warn_at",
         )
         for name in ("number", "due")
     ]
@@ -193,7 +193,8 @@ def test_a_run_whose_message_names_a_dropped_column_stops_naming_its_step(
     assert run.status == "failed"
     assert run.reason == (
         "flow 'Later', step 'Tell' (notify, position 2): {created_at} is not a column of "
-        "ticket — use one of: id, title, requester_id, priority, status, assignee, due_at"
+        "ticket — use one of: id, title, requester_id, priority, status, assignee, due_at, "
+        "warn_at"
     )
     assert later.notices(run.id) == []
 

@@ -103,6 +103,9 @@ def test_a_run_no_worker_took_for_a_quarter_of_an_hour_is_stuck_and_a_redrive_fr
 
     runner.redrive(1, operator="olga", reason="no worker was serving")
     assert ids(runner.list_runs(status="stuck")) == []
+    assert runner.history(1)[-1].sentence == (
+        "olga redrove the run: it is due again now (no worker was serving)"
+    )
     driver.run_until_idle()
     assert [run.status for run in runner.list_runs()] == ["waiting"]
 

@@ -216,7 +216,7 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
 )
 @click.option("--flow", default=None, help="Start only this flow (name or id).")
 @click.option("--tenant", default=None, help="The tenant whose records to start (tenant bindings).")
-@cli_mod.json_option('Print {"started": N} as one JSON document.')
+@cli_mod.json_option('Print {"started": N, "armed": M} as one JSON document.')
 def start(
     resource: str,
     app_spec: str,
@@ -226,9 +226,10 @@ def start(
     tenant: str | None,
     as_json: bool,
 ) -> None:
-    """Start flows on records that existed before them, as though each were just created.
+    """Start flows on records that existed before them, as though each were just created,
+    and arm the binding's timers on their dates (not with --flow).
 
-    Running it again starts nothing new.
+    Running it again starts and arms nothing new.
     """
     from rich.console import Console
     from rich.progress import Progress
@@ -254,9 +255,15 @@ def start(
 
         try:
             started = runner.start_existing(where, flow=flow, tenant=tenant, progress=report)
+            armed = 0
+            if flow is None and runner.timers is not None:
+                progress.update(task, description="arming timers", completed=0, total=None)
+                armed = runner.arm_timers(where, tenant=tenant, progress=report)
         except errors.QueryError as exc:
             raise cli_mod.InputError(f"--where: {exc}") from exc
     if as_json:
-        cli_mod.echo_json({"started": started})
+        cli_mod.echo_json({"started": started, "armed": armed})
     else:
         click.echo(f"started {started} run(s)")
+        if runner.timers is not None:
+            click.echo(f"armed {armed} timer(s)")

@@ -106,6 +106,38 @@ def record_ids(
         yield [row[0] for row in chunk]
 
 
+def records_with(
+    conn: sa.Connection,
+    tables: app_tables.AppTables,
+    columns: Sequence[str],
+    where: sa.ColumnElement[bool] | None,
+    tenant: Any = None,
+    *,
+    after: Any = None,
+    batch: int = 1000,
+) -> list[dict[str, Any]]:
+    """The next ``batch`` records (after key ``after``, in key order) matching ``where``
+    with a value in any of ``columns``: their key, tenant and those columns."""
+    resource = tables.resource
+    key = resource.c[tables.key]
+    picked = [key, *(resource.c[name] for name in columns if name != tables.key)]
+    if tables.tenant is not None:
+        picked.append(resource.c[tables.tenant])
+    query = (
+        sa.select(*picked)
+        .where(sa.or_(*(resource.c[name].is_not(None) for name in columns)))
+        .order_by(key)
+        .limit(batch)
+    )
+    if where is not None:
+        query = query.where(where)
+    if tables.tenant is not None:
+        query = query.where(resource.c[tables.tenant] == tenant)
+    if after is not None:
+        query = query.where(key > after)
+    return [dict(row._mapping) for row in conn.execute(query)]
+
+
 def count_records(
     conn: sa.Connection,
     tables: app_tables.AppTables,
