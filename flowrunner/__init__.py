@@ -10,6 +10,8 @@ The public API::
 
 Conditions: ``flowrunner.parse("status = open and amount > 1000")``; durations:
 ``flowrunner.parse_duration("1 day 4 hours")``; tests: ``flowrunner.testing.FlowDriver``.
+Code workflows beside flows: ``Workflows``, ``OnEvent``, ``Manual``, ``Connection``
+(``flowrunner.workflows``, docs/workflows.md).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from flowrunner.errors import (
     RowInvalid,
     SchemaOutdated,
     SnapshotBroken,
+    StepRefused,
 )
 from flowrunner.inbound import Inbound
 from flowrunner.interpreter.standing import Awaits, Waiting
@@ -51,6 +54,7 @@ from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
 from flowrunner.try_result import TryCommand, TryEnd, TryLine, TryNotice, TryResult, TrySet
 from flowrunner.try_script import Answer, Change, Refusal
+from flowrunner.workflows import Connection, Manual, OnEvent, Workflows
 
 __all__ = [
     "Answer",
@@ -64,6 +68,7 @@ __all__ = [
     "CommandContext",
     "CommandRefused",
     "Condition",
+    "Connection",
     "Diagram",
     "Duration",
     "DurationError",
@@ -83,8 +88,10 @@ __all__ = [
     "LaneStatus",
     "LeaseLost",
     "LogRow",
+    "Manual",
     "NoticeRow",
     "NotifyRule",
+    "OnEvent",
     "OperatorError",
     "Plan",
     "QueryError",
@@ -96,6 +103,7 @@ __all__ = [
     "RunStatus",
     "SchemaOutdated",
     "SnapshotBroken",
+    "StepRefused",
     "StepSpec",
     "TryCommand",
     "TryEnd",
@@ -105,6 +113,7 @@ __all__ = [
     "TrySet",
     "UTCDateTime",
     "Waiting",
+    "Workflows",
     "flow_runner",
     "parse",
     "parse_duration",

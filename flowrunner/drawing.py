@@ -24,6 +24,7 @@ from flowrunner import (
 from flowrunner.diagrams import progress
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
+from flowrunner.workflows import advancing
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -54,7 +55,7 @@ def diagram(
         return diagrams.flow_diagram(snap, config=config, can_read=can_read)
     row = operating.run_for_operator(runner, conn, run, tenant)
     program = stepping.program_of(row.snapshot)
-    if program != stepping.FLOW:
+    if program not in (stepping.FLOW, advancing.PROGRAM):
         raise errors.OperatorError(
             f"run {row.id} runs {program!r}, not a flow: it has no diagram",
             status_code=404,
@@ -65,6 +66,18 @@ def diagram(
             f"run {row.id} is a run of flow {row.flow_name!r}, not of {flow!r}",
             status_code=404,
             code="run_unknown",
+        )
+    if program == advancing.PROGRAM:
+        # A code workflow: no rows to draw ahead of it, its recorded steps so far.
+        return diagrams.workflow_diagram(
+            row.flow_name,
+            row.snapshot.get("version"),
+            row.state,
+            run_id=row.id,
+            status=str(row.status),
+            reason=row.reason,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
         )
     given = progress.run_input(
         row.id,

@@ -14,10 +14,12 @@
     ├── OperatorError                    409  an operator action that cannot be done;
     │                                    404  one naming no run, flow or step (of the tenant)
     ├── CommandRefused                   409  raised by an application command to refuse for good
-    └── CallbackRejected                 400  a signed callback's body that cannot be used;
-                                         401  a bad signature or time; 404 an unknown
-                                         inbound; 409 its key reused for another body;
-                                         413 a body past 256 KB
+    ├── CallbackRejected                 400  a signed callback's body that cannot be used;
+    │                                    401  a bad signature or time; 404 an unknown
+    │                                    inbound; 409 its key reused for another body;
+    │                                    413 a body past 256 KB
+    └── StepRefused                      409  a code workflow's step refused (a 4xx, a refusal);
+                                              raised into the workflow, which may catch it
 
 ``error.status_code`` is the status and ``error.code`` a stable word for programs;
 ``error.to_dict()`` is the body a web handler answers with: ``{"detail": sentence,
@@ -239,3 +241,21 @@ class CallbackRejected(FlowrunnerError):
 
     status_code = 400
     code = "callback_unreadable"
+
+
+class StepRefused(FlowrunnerError):
+    """A code workflow's step was refused for good: a command refused, or a connection
+    answered 4xx. Raised into the workflow at its ``await``; the workflow may catch it
+    (``except StepRefused as refused: refused.step, refused.status``). Uncaught, it fails
+    the run with its sentence.
+    """
+
+    status_code = 409
+    code = "step_refused"
+
+    def __init__(self, message: str, *, step: str = "", status: int | None = None) -> None:
+        self.step = step
+        """The refused step's name."""
+        self.status = status
+        """The HTTP status of a refused call (``404``), or None for a command's refusal."""
+        super().__init__(message)

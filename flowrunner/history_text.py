@@ -535,6 +535,52 @@ def _job_failed(say: _Say) -> str:
     return f"{said} ({error}); the job waits for its next slot"
 
 
+# -- a code workflow's steps (flowrunner.workflows) ---------------------------------------
+
+
+def _step_name(say: _Say) -> str:
+    return f" ({say.get('name', say.line.kind or 'step')})"
+
+
+def _workflow_step(say: _Say) -> str:
+    kind, target = say.line.kind, say.get("target", "")
+    named = _step_name(say)
+    refused = say.detail.get("refused")
+    if kind == "run":
+        return f"{target} refused{named}: {refused}" if refused else f"Ran {target}{named}"
+    if kind == "call":
+        if refused:
+            return f"{target} refused the call{named}: {refused}"
+        return f"Called {target}: {say.get('request', 'a request')}{named}"
+    at = say.time("at")
+    if kind == "wait_for":
+        if say.detail.get("arrived"):
+            return f"{target} arrived{named}"
+        return f"No {target} came by {at}{named}" if at else f"No {target} came{named}"
+    if kind in ("sleep", "until") and at:
+        return f"{'Slept' if kind == 'sleep' else 'Waited'} until {at}{named}"
+    if kind == "now" and at:
+        return f"Took the time: {at}{named}"
+    return f"Done{named}"
+
+
+def _workflow_waiting(say: _Say) -> str:
+    until = say.time("until")
+    named = _step_name(say)
+    if say.line.kind == "wait_for":
+        event = say.get("target", "an event")
+        return (
+            f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
+        )
+    if until and say.line.kind == "sleep":
+        return f"Sleeping until {until}{named}"
+    return f"Waiting until {until}{named}" if until else f"Waiting{named}"
+
+
+def _diverged(say: _Say) -> str:
+    return f"Diverged: {say.get('message', 'the code asked for another step')}"
+
+
 def _timer_passed(say: _Say) -> str:
     column = say.get("column", "its date")
     instant = say.time("instant")
@@ -600,6 +646,9 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "job_scheduled": _job_scheduled,
     "job_ran": _job_ran,
     "job_failed": _job_failed,
+    "workflow_step": _workflow_step,
+    "workflow_waiting": _workflow_waiting,
+    "diverged": _diverged,
     "timer_fired": _timer_fired,
     "timer_moved": _timer_moved,
     "timer_unmatched": _timer_unmatched,

@@ -27,6 +27,7 @@ from flowrunner import binding, errors, snapshot, spelling, starting, statuses, 
 from flowrunner.interpreter import interpret, state
 from flowrunner.store import dialects, flow_rows, records
 from flowrunner.store import operations as ops
+from flowrunner.workflows import steering as workflow_steering
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -166,9 +167,17 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
-        if stepping.program_of(run.snapshot) != stepping.FLOW:
-            # Another program's run (a timer, a job): its own step goes on from its state.
-            _go_on(conn, run, now, dict(run.state or {}), statuses.RunStatus.RUNNING)
+        program = stepping.program_of(run.snapshot)
+        if program != stepping.FLOW:
+            # Another program's run (a timer, a job, a code workflow): its own step goes
+            # on from its state; a workflow's failed step is tried again with all its
+            # attempts, its finished steps replayed.
+            again = (
+                workflow_steering.retried(run.state)
+                if program == workflow_steering.PROGRAM
+                else dict(run.state or {})
+            )
+            _go_on(conn, run, now, again, statuses.RunStatus.RUNNING)
             said = {"by": operator, **_given(reason)}
             ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
             _journal(conn, run, operator, "retry", now, _given(reason))
@@ -264,10 +273,34 @@ def restart(
             )
         cannot = f"run {run_id} cannot be restarted"
         program = stepping.program_of(run.snapshot)
-        if program != stepping.FLOW:
+        if program not in (stepping.FLOW, workflow_steering.PROGRAM):
             raise _refused(
                 f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
             )
+        if program == workflow_steering.PROGRAM:
+            new_id = workflow_steering.restart(runner, conn, run, operator, now)
+            if new_id is None:
+                raise _refused(
+                    f"{cannot}: its workflow {run.flow_name!r} is not defined any more",
+                    "workflow_missing",
+                )
+            if not ops.mark_restarted(
+                conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
+            ):
+                raise _refused(
+                    f"run {run_id} changed while it was being restarted; look at it again",
+                    "run_changed",
+                )
+            said = {"by": operator, "restarted_as": new_id, "reason": reason}
+            ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
+            detail = {
+                "run": run.id,
+                "restarted_as": new_id,
+                "flow": run.flow_name,
+                "reason": reason,
+            }
+            _journal(conn, run, operator, "restart", now, detail)
+            return new_id
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
         flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)

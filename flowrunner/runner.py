@@ -66,6 +66,10 @@ from flowrunner.store import (
     retention,
 )
 from flowrunner.store import operations as ops
+from flowrunner.workflows import advancing
+from flowrunner.workflows import defining as workflows_mod
+from flowrunner.workflows import launching as workflow_launching
+from flowrunner.workflows import seeing as workflow_seeing
 
 Clock = Callable[[], datetime]
 Authorize = Callable[[str, str], bool]
@@ -109,6 +113,7 @@ class FlowRunner:
         timezone: tzinfo | None = None,
         check_schema: bool | None = None,
         inbound: Iterable[inbound_mod.Inbound] = (),
+        workflows: workflows_mod.Workflows | None = None,
     ) -> None:
         self.binding = binding
         self.engine = dialects.prepare_engine(engine)
@@ -142,6 +147,10 @@ class FlowRunner:
         # The binding's timers on date columns (``at``), or None when it has none: then
         # a record's change costs nothing more for them.
         self.timers: timers.Timers | None = timers.Timers(self) if binding.at else None
+        # The code workflows this runner starts and runs (``flowrunner.workflows``).
+        self.workflows: workflows_mod.Workflows | None = None
+        if workflows is not None:
+            self.mount_workflows(workflows)
         if check_schema is None:
             check_schema = app_mod.check_schema_on_mount.get()
         if check_schema:
@@ -173,6 +182,53 @@ class FlowRunner:
             max_moves=max_moves,
             retry=retry or retry_policy.RetryPolicy(),
             timezone=timezone,
+        )
+
+    def mount_workflows(self, workflows: workflows_mod.Workflows) -> None:
+        """Run ``workflows`` (``flowrunner.workflows.Workflows``) on this runner: their
+        event starts in ``emit``, their runs in this runner's workers. ``BindingError``
+        when a workflow starts on an event the binding does not declare."""
+        unknown = sorted(workflows.events() - set(self.binding.events))
+        if unknown:
+            known = ", ".join(sorted(self.binding.events)) or "none"
+            raise errors.BindingError(
+                f"a workflow starts on event {unknown[0]!r}, which the binding of "
+                f"{self.binding.resource!r} does not declare (events: {known})"
+            )
+        self.workflows = workflows
+        self.programs[advancing.PROGRAM] = advancing.program
+
+    def start_workflow(
+        self,
+        name: str,
+        start: Mapping[str, Any] | None = None,
+        *,
+        operator: str,
+        record: binding_mod.RecordId | None = None,
+        key: str | None = None,
+        tenant: binding_mod.Tenant = None,
+    ) -> int:
+        """Start the manual workflow ``name`` with ``start`` (its body's second argument);
+        the new run's id. Journaled with ``operator``.
+
+        ``record``: the record the run is on (its ``wait_for`` steps count that record's
+        events). ``key``: the start happens once; a second start with the same key is
+        refused. ``OperatorError`` for an unknown workflow, one that starts on an event,
+        an unknown record.
+        """
+        if self.workflows is None:
+            raise errors.OperatorError(
+                f"the runner of {self.binding.resource!r} has no workflows", code="workflow_unknown"
+            )
+        return workflow_launching.start_manual(
+            self,
+            self.workflows,
+            name,
+            start,
+            operator=operator,
+            record=record,
+            key=key,
+            tenant=tenant,
         )
 
     def _check_commands(self) -> None:
@@ -554,6 +610,17 @@ class FlowRunner:
                 )
                 for hook in self.on_event:
                     hook(conn, stored)
+            if self.workflows is not None:
+                workflow_launching.start_on_event(
+                    self,
+                    conn,
+                    self.workflows,
+                    name,
+                    plain,
+                    record_id=str(record_id),
+                    tenant=tenant,
+                    now=now,
+                )
         return event_id
 
     def check_event(self, name: str, payload: Mapping[str, Any]) -> None:
@@ -682,6 +749,8 @@ class FlowRunner:
     def _standing(self, run: ops.RunRow) -> ops.RunRow:
         if run.status in statuses.ENDED or not run.state:
             return run
+        if stepping.program_of(run.snapshot) == advancing.PROGRAM:
+            return dataclasses.replace(run, waiting=workflow_seeing.where(run.state))
         snap = _snapshot_of(run)
         if snap is None:
             return run

@@ -149,6 +149,22 @@ class FlowDriver:
             self.run_until_idle()
         return event_id
 
+    def start_workflow(
+        self,
+        name: str,
+        start: Mapping[str, Any] | None = None,
+        *,
+        operator: str = "test",
+        run: bool = True,
+        **options: Any,
+    ) -> int:
+        """Start the manual code workflow ``name`` (``FlowRunner.start_workflow``: ``record``,
+        ``key``, ``tenant``), then run what it made due; the run's id."""
+        run_id = self.runner.start_workflow(name, start, operator=operator, **options)
+        if run:
+            self.run_until_idle()
+        return run_id
+
     def _read(self, conn: sa.Connection, record: Mapping[str, Any]) -> dict[str, Any]:
         tenant = record.get(self.runner.binding.tenant) if self.runner.binding.tenant else None
         stored = records.load_record(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -126,6 +126,41 @@ def po_engine(any_engine: sa.Engine) -> sa.Engine:
 def po_tables(po_engine: sa.Engine) -> tables.AppTables:
     """The purchase-order app's flow tables, reflected from ``po_engine``."""
     return tables.reflect(po_engine, po.binding)
+
+
+@pytest.fixture
+def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], sa.Engine]]:
+    """Makes fresh, empty databases of the parametrized dialect."""
+    made: list[tuple[sa.Engine, str | None]] = []
+    dialect = request.param
+    admin = None
+    if dialect == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        admin = sa.create_engine(url)
+
+    def make() -> sa.Engine:
+        if dialect == "sqlite":
+            engine = sa.create_engine(f"sqlite:///{tmp_path / uuid.uuid4().hex}.db")
+            made.append((engine, None))
+            return engine
+        assert admin is not None
+        schema = f"c_{uuid.uuid4().hex[:12]}"
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        options = f"-csearch_path={schema}"
+        engine = sa.create_engine(admin.url, connect_args={"options": options})
+        engine.info_schema = schema  # type: ignore[attr-defined]
+        made.append((engine, schema))
+        return engine
+
+    yield make
+    for engine, schema in made:
+        engine.dispose()
+        if schema is not None and admin is not None:
+            with admin.begin() as conn:
+                conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+    if admin is not None:
+        admin.dispose()
 
 
 _pg_skipped = 0

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import workflow_desk
 from running import app
 
 from flowrunner import worker
@@ -30,8 +31,18 @@ def main() -> None:
     engine = sa.create_engine(
         os.environ["CRASH_DB"], connect_args={"options": options} if options else {}
     )
-    module = app(name)
-    runner = flow_runner(module.binding, engine, commands=module.COMMANDS, clock=lambda: now)
+    if name == "workflows":  # the desk's code workflow (tests/test_workflows_crash.py)
+        module = app("tickets")
+        runner = flow_runner(
+            module.binding,
+            engine,
+            commands={**module.COMMANDS, **workflow_desk.COMMANDS},
+            clock=lambda: now,
+            workflows=workflow_desk.workflows(os.environ["CRASH_CHECKS"]),
+        )
+    else:
+        module = app(name)
+        runner = flow_runner(module.binding, engine, commands=module.COMMANDS, clock=lambda: now)
 
     def hook(reached: str) -> None:
         if reached == point:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -194,41 +193,6 @@ def recovery(driver: testing.FlowDriver) -> Callable[[], None]:
         driver.now = driver.now + LEASE + timedelta(seconds=1)
 
     return recover
-
-
-@pytest.fixture
-def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], sa.Engine]]:
-    """Makes fresh, empty databases of the parametrized dialect."""
-    made: list[tuple[sa.Engine, str | None]] = []
-    dialect = request.param
-    admin = None
-    if dialect == "postgresql":
-        url = request.getfixturevalue("pg_url")
-        admin = sa.create_engine(url)
-
-    def make() -> sa.Engine:
-        if dialect == "sqlite":
-            engine = sa.create_engine(f"sqlite:///{tmp_path / uuid.uuid4().hex}.db")
-            made.append((engine, None))
-            return engine
-        assert admin is not None
-        schema = f"c_{uuid.uuid4().hex[:12]}"
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        options = f"-csearch_path={schema}"
-        engine = sa.create_engine(admin.url, connect_args={"options": options})
-        engine.info_schema = schema  # type: ignore[attr-defined]
-        made.append((engine, schema))
-        return engine
-
-    yield make
-    for engine, schema in made:
-        engine.dispose()
-        if schema is not None and admin is not None:
-            with admin.begin() as conn:
-                conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-    if admin is not None:
-        admin.dispose()
 
 
 def reference(make: Callable[[], sa.Engine], name: str) -> tuple[dict[str, Any], list[str]]:

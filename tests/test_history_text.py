@@ -431,6 +431,59 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
     ],
 }
 
+# A code workflow's steps (flowrunner.workflows): one line per finished step.
+T = "2026-03-03T09:00:00+00:00"
+SENTENCES["workflow_step"] = [
+    ("run", {"name": "assess", "target": "assess_late_fees"}, "Ran assess_late_fees (assess)"),
+    (
+        "run",
+        {"name": "assess", "target": "assess_late_fees", "refused": "period closed"},
+        "assess_late_fees refused (assess): period closed",
+    ),
+    (
+        "call",
+        {"name": "request-check", "target": "credit", "request": "POST /checks"},
+        "Called credit: POST /checks (request-check)",
+    ),
+    (
+        "call",
+        {"name": "request-check", "target": "credit", "refused": "POST /checks answered 422"},
+        "credit refused the call (request-check): POST /checks answered 422",
+    ),
+    (
+        "wait_for",
+        {"name": "result", "target": "credit.reported", "arrived": True, "at": T},
+        "credit.reported arrived (result)",
+    ),
+    (
+        "wait_for",
+        {"name": "result", "target": "credit.reported", "arrived": False, "at": T},
+        "No credit.reported came by Tue 3 Mar 09:00 (result)",
+    ),
+    ("sleep", {"name": "grace", "at": T}, "Slept until Tue 3 Mar 09:00 (grace)"),
+    ("until", {"name": "grace", "at": T}, "Waited until Tue 3 Mar 09:00 (grace)"),
+    ("now", {"name": "checked", "at": T}, "Took the time: Tue 3 Mar 09:00 (checked)"),
+]
+SENTENCES["workflow_waiting"] = [
+    (
+        "wait_for",
+        {"name": "credit-result", "target": "credit.reported", "until": "2026-03-04T09:00:00Z"},
+        "Waiting for credit.reported until Wed 4 Mar 09:00 (credit-result)",
+    ),
+    ("sleep", {"name": "grace", "until": T}, "Sleeping until Tue 3 Mar 09:00 (grace)"),
+]
+SENTENCES["diverged"] = [
+    (
+        None,
+        {
+            "message": "step 2 asked for run 'assess' (command assess_fees), but this run "
+            "recorded sleep 'grace' there at version 1"
+        },
+        "Diverged: step 2 asked for run 'assess' (command assess_fees), but this run recorded "
+        "sleep 'grace' there at version 1",
+    )
+]
+
 CASES = [(code, *case) for code, cases in SENTENCES.items() for case in cases]
 
 
@@ -492,6 +545,7 @@ WRITERS = [
     PACKAGE / "operating.py",
     PACKAGE / "worker.py",
     PACKAGE / "jobs.py",
+    PACKAGE / "workflows" / "advancing.py",
     PACKAGE / "timers.py",
 ]
 # Codes a sentence is ready for that this tree does not write yet, each with its reason.

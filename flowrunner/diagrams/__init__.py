@@ -19,8 +19,12 @@ flowchart LR
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
 from flowrunner import snapshot
-from flowrunner.diagrams import html, mermaid, model, progress, svg
+from flowrunner.diagrams import html, mermaid, model, progress, recorded, svg
 from flowrunner.interpreter import config as config_mod
 
 CanRead = model.CanRead
@@ -84,3 +88,29 @@ def flow_diagram(
 
 
 __all__ = ["FORMATS", "CanRead", "Diagram", "RunInput", "flow_diagram"]
+
+
+def workflow_diagram(
+    name: str,
+    version: object,
+    state: Mapping[str, Any],
+    *,
+    run_id: int,
+    status: str,
+    reason: str | None = None,
+    started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+) -> Diagram:
+    """A code workflow's run drawn as its recorded steps so far (``recorded.picture``)."""
+    return Diagram(
+        recorded.picture(
+            name,
+            version,
+            state,
+            run_id=run_id,
+            status=status,
+            reason=reason,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+    )

@@ -14,6 +14,7 @@ from flowrunner import history_text, snapshot, stepping
 from flowrunner.diagrams import model
 from flowrunner.store import operations as ops
 from flowrunner.web.console.page import Page
+from flowrunner.workflows import launching
 
 Reads = Callable[[Mapping[str, Any]], bool]
 
@@ -66,7 +67,7 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
         for line in runner.history(run.id, tenant=page.tenant)
         if line.step_id is None or str(line.step_id) not in hidden
     )
-    if stepping.program_of(run.snapshot) != stepping.FLOW:
+    if stepping.program_of(run.snapshot) not in (stepping.FLOW, launching.PROGRAM):
         return RunView(run, waits, lines, "")  # a timer's run: its history alone
     drawn = runner.diagram(conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant)
     return RunView(run, waits, lines, drawn.html(document=False))

@@ -1,0 +1,17 @@
+"""Code workflows: an ``async def`` whose named steps are durable, on the flows' engine.
+
+A run of a code workflow is a run like a flow's — the same table, due-work index,
+leases, history and operators' actions — whose stored snapshot names the program
+``workflow``. ``defining`` is what an application declares, ``context`` the ``w`` a
+body awaits, ``replay`` the recorded steps and the rule that replays them (all pure);
+``launching`` starts runs, ``advancing`` is the worker's step, ``calling`` the HTTP
+call of a ``call`` step, ``steering`` the operators' actions on such runs. See
+docs/workflows.md.
+"""
+
+from __future__ import annotations
+
+from flowrunner.workflows.context import Context
+from flowrunner.workflows.defining import Connection, Definition, Manual, OnEvent, Workflows
+
+__all__ = ["Connection", "Context", "Definition", "Manual", "OnEvent", "Workflows"]

@@ -1,0 +1,137 @@
+"""Code workflows as an application declares them: the body, its start, principal, version.
+
+::
+
+    workflows = Workflows(connections={"credit-provider": Connection("https://...")})
+
+    @workflows.define(start=OnEvent("rent.posted", key=lambda e: e["period"]),
+                      run_as="rent-poster")
+    async def late_fees(w, start):
+        await w.until("grace", start["grace_ends"])
+        await w.run("assess", "assess_late_fees", input={"period": start["period"]})
+
+A runner mounts the registry (``flow_runner(..., workflows=workflows)``). Several
+versions of one workflow may be registered side by side: a run keeps the version it
+started on, a new start takes the highest.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowrunner import errors
+from flowrunner.workflows import context
+
+Body = Callable[[context.Context, Any], Coroutine[Any, Any, Any]]
+Key = Callable[[Mapping[str, Any]], object]
+
+
+@dataclass(frozen=True)
+class OnEvent:
+    """Start a run when ``event`` (one of the binding's events) is emitted, once per
+    ``key(payload)`` (default: once per record the event names): a re-sent event
+    starts nothing new, nor does one whose key is None. The run is on the event's
+    record, and is given its payload."""
+
+    event: str
+    key: Key | None = None
+
+
+@dataclass(frozen=True)
+class Manual:
+    """Start a run only when asked: ``runner.start_workflow(name, input, operator=...)``."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """An HTTP service ``w.call`` reaches: its base URL, headers sent on every request
+    (an API key read from your settings), and how long one attempt may take."""
+
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One version of one workflow."""
+
+    name: str
+    version: int
+    start: OnEvent | Manual
+    run_as: str | None
+    """The principal its ``run`` steps run as (None: the runner's)."""
+    body: Body
+
+
+class Workflows:
+    """The code workflows an application defines, by name and version."""
+
+    def __init__(self, *, connections: Mapping[str, Connection] | None = None) -> None:
+        self.connections: dict[str, Connection] = dict(connections or {})
+        self._defined: dict[tuple[str, int], Definition] = {}
+
+    def define(
+        self,
+        *,
+        start: OnEvent | Manual | None = None,
+        run_as: str | None = None,
+        version: int = 1,
+        name: str | None = None,
+    ) -> Callable[[Body], Body]:
+        """Register an ``async def body(w, start)`` (named after the function unless
+        ``name`` says) as ``version`` of its workflow. ``BindingError`` for a body that
+        is not ``async def``, a version below 1, or a name and version defined twice."""
+
+        def register(body: Body) -> Body:
+            if not inspect.iscoroutinefunction(body):
+                raise errors.BindingError(
+                    f"workflow {getattr(body, '__name__', body)!r} must be an async def "
+                    "taking (w, start)"
+                )
+            called = name or body.__name__
+            if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+                raise errors.BindingError(f"workflow {called!r}: a version is a whole number >= 1")
+            if (called, version) in self._defined:
+                raise errors.BindingError(f"workflow {called!r} version {version} is defined twice")
+            chosen = start if start is not None else Manual()
+            if not isinstance(chosen, OnEvent | Manual):
+                raise errors.BindingError(
+                    f"workflow {called!r}: start is OnEvent(...) or Manual(), not {chosen!r}"
+                )
+            self._defined[(called, version)] = Definition(called, version, chosen, run_as, body)
+            return body
+
+        return register
+
+    def find(self, name: str, version: int) -> Definition | None:
+        """The definition a run of ``name`` at ``version`` executes, if registered."""
+        return self._defined.get((name, version))
+
+    def latest(self, name: str) -> Definition | None:
+        """The highest registered version of ``name`` (what a new start takes)."""
+        versions = [d for (n, _), d in self._defined.items() if n == name]
+        return max(versions, key=lambda d: d.version) if versions else None
+
+    def names(self) -> list[str]:
+        return sorted({name for name, _ in self._defined})
+
+    def started_by(self, event: str) -> list[Definition]:
+        """The latest version of each workflow that ``event`` starts."""
+        found = []
+        for name in self.names():
+            latest = self.latest(name)
+            if (
+                latest is not None
+                and isinstance(latest.start, OnEvent)
+                and latest.start.event == event
+            ):
+                found.append(latest)
+        return found
+
+    def events(self) -> set[str]:
+        """Every event some workflow starts on (checked against the binding at mount)."""
+        return {d.start.event for d in self._defined.values() if isinstance(d.start, OnEvent)}

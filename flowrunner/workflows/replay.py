@@ -1,0 +1,273 @@
+"""A code workflow's run as recorded, and the rule that replays it.
+
+A run of a code workflow is the list of steps it finished, in order — each with its
+name, kind, target and stored result (``Recorded``) — and the step it waits at, if any
+(``Pending``: a timer's moment, a wait's start, a retry's attempt). When the worker
+runs the workflow's body again, each step the body asks for (``Ask``) is judged by
+``replay``: a step finished at that place hands back its stored result (``Replayed``);
+the first one not finished yet is done now (``Fresh``); one whose name, kind or target
+is not what the run recorded there stops the run (``Diverged``, with a sentence).
+
+Pure: no SQL, no clock, no I/O. The state is plain JSON (``Recording.to_dict``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# The kinds of step a workflow may ask for, as ``Ask.kind`` and history lines name them.
+RUN = "run"
+CALL = "call"
+WAIT_FOR = "wait_for"
+SLEEP = "sleep"
+UNTIL = "until"
+NOW = "now"
+KINDS = (RUN, CALL, WAIT_FOR, SLEEP, UNTIL, NOW)
+
+# How each kind reads in a sentence ("asked for run 'assess' (command assessLateFees)").
+_TARGET_WORDS = {RUN: "command", CALL: "connection", WAIT_FOR: "event"}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the body asks for at one ``await``: a step, by name, kind and target.
+
+    ``target`` is what the step acts on and must stay the same for a run to replay: a
+    ``run`` step's command, a ``call`` step's connection, a ``wait_for`` step's event
+    (None for timers and ``now``). ``options`` holds the rest, read when the step is
+    done: a command's input and record, a request, a match, a timeout, a moment.
+    """
+
+    name: str
+    kind: str
+    target: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def words(self) -> str:
+        """``run 'assess' (command assessLateFees)``, ``sleep 'grace'``."""
+        return describe(self.kind, self.name, self.target)
+
+
+def describe(kind: str, name: str, target: str | None) -> str:
+    said = f"{kind} {name!r}"
+    if target is not None:
+        said += f" ({_TARGET_WORDS.get(kind, 'target')} {target})"
+    return said
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A finished step as the run keeps it: its result, or the refusal it met."""
+
+    name: str
+    kind: str
+    target: str | None
+    result: Any = None
+    """The step's result as JSON: a command's answer, a call's answer body, the event's
+    payload (None when a wait timed out), the time (``now``, in ISO 8601)."""
+    refused: dict[str, Any] | None = None
+    """``{"message": ..., "status": 404}`` when the step was refused (``StepRefused``)."""
+    at: str | None = None
+    """When it finished on the run's own clock (ISO 8601): the next timer counts from it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"name": self.name, "kind": self.kind, "target": self.target}
+        found["result"] = self.result
+        if self.refused is not None:
+            found["refused"] = self.refused
+        if self.at is not None:
+            found["at"] = self.at
+        return found
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Recorded:
+        return cls(
+            name=str(data["name"]),
+            kind=str(data["kind"]),
+            target=None if data.get("target") is None else str(data["target"]),
+            result=data.get("result"),
+            refused=data.get("refused"),
+            at=data.get("at"),
+        )
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The step a run waits at: a timer, an event, or a command's or call's next attempt."""
+
+    name: str
+    kind: str
+    target: str | None
+    since: str
+    """When the step was reached on the run's own clock (a wait's timeout counts from it)."""
+    until: str | None = None
+    """When it is due again: a timer's moment, a wait's give-up, a retry's attempt."""
+    attempt: int = 0
+    """Attempts that failed so far (a ``run`` or ``call`` step retried with backoff)."""
+    error: str | None = None
+    """Why the last attempt failed, in a line."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "target": self.target,
+            "since": self.since,
+            "until": self.until,
+            "attempt": self.attempt,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Pending:
+        return cls(
+            name=str(data["name"]),
+            kind=str(data["kind"]),
+            target=None if data.get("target") is None else str(data["target"]),
+            since=str(data["since"]),
+            until=data.get("until"),
+            attempt=int(data.get("attempt") or 0),
+            error=data.get("error"),
+        )
+
+
+@dataclass
+class Recording:
+    """A code workflow's run: its finished steps in order, where it waits, its result."""
+
+    steps: list[Recorded] = field(default_factory=list)
+    pending: Pending | None = None
+    clock: str | None = None
+    """When the last finished step finished, on the run's own clock (ISO 8601)."""
+    result: Any = None
+    """What the workflow returned, once it has."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": [step.to_dict() for step in self.steps],
+            "pending": None if self.pending is None else self.pending.to_dict(),
+            "clock": self.clock,
+            "result": self.result,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Recording:
+        if not data:
+            return cls()
+        pending = data.get("pending")
+        return cls(
+            steps=[Recorded.from_dict(step) for step in data.get("steps") or []],
+            pending=None if not pending else Pending.from_dict(pending),
+            clock=data.get("clock"),
+            result=data.get("result"),
+        )
+
+    def finish(self, ask: Ask, result: Any, at: datetime, refused: dict[str, Any] | None) -> None:
+        """Record ``ask`` as finished at ``at`` with ``result`` (or its refusal)."""
+        moment = at.isoformat()
+        self.steps.append(Recorded(ask.name, ask.kind, ask.target, result, refused, moment))
+        self.pending = None
+        self.clock = moment
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A step finished before: its stored result (or refusal) goes back to the body."""
+
+    step: Recorded
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """The first step not finished yet: done now (``pending``: where it stood, if it
+    waited or failed before)."""
+
+    pending: Pending | None
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """The body asked, at a recorded place, for another step than the run recorded there."""
+
+    sentence: str
+    code: str = "workflow_diverged"
+
+
+def replay(recording: Recording, index: int, ask: Ask, version: int) -> Replayed | Fresh | Diverged:
+    """Judge the body's ``index``-th step (0-based) against what the run recorded.
+
+    >>> rec = Recording([Recorded("grace", UNTIL, None, at="2026-03-02T09:00:00+00:00")])
+    >>> replay(rec, 0, Ask("grace", UNTIL), 1).step.name
+    'grace'
+    >>> replay(rec, 1, Ask("assess", RUN, "assess_fees"), 1)
+    Fresh(pending=None)
+    >>> print(replay(rec, 0, Ask("assess", RUN, "assess_fees"), 1).sentence)
+    step 1 asked for run 'assess' (command assess_fees), but this run recorded until 'grace' ...
+    """
+    earlier = [step.name for step in recording.steps[: min(index, len(recording.steps))]]
+    if ask.name in earlier:
+        return Diverged(
+            f"step {index + 1} is named {ask.name!r} like step {earlier.index(ask.name) + 1}: "
+            "give each step of a run its own name (a loop's steps take its index)",
+            code="step_name_repeated",
+        )
+    if index < len(recording.steps):
+        step = recording.steps[index]
+        if (step.name, step.kind, step.target) != (ask.name, ask.kind, ask.target):
+            return Diverged(_diverged(index, ask, step.kind, step.name, step.target, version))
+        return Replayed(step)
+    pending = recording.pending
+    if index == len(recording.steps) and pending is not None:
+        if (pending.name, pending.kind, pending.target) != (ask.name, ask.kind, ask.target):
+            return Diverged(
+                _diverged(index, ask, pending.kind, pending.name, pending.target, version)
+            )
+        return Fresh(pending)
+    return Fresh(None)
+
+
+def ended_early(recording: Recording, index: int, version: int) -> Diverged | None:
+    """A body that returned after ``index`` steps while the run recorded more: diverged."""
+    left = recording.steps[index:] if index < len(recording.steps) else []
+    if left:
+        step = left[0]
+        return Diverged(
+            f"the workflow returned before step {index + 1}, "
+            f"{describe(step.kind, step.name, step.target)}, which this run recorded at "
+            f"version {version}"
+        )
+    if index == len(recording.steps) and recording.pending is not None:
+        pending = recording.pending
+        return Diverged(
+            f"the workflow returned before step {index + 1}, "
+            f"{describe(pending.kind, pending.name, pending.target)}, which this run waits at "
+            f"(version {version})"
+        )
+    return None
+
+
+def _diverged(index: int, ask: Ask, kind: str, name: str, target: str | None, version: int) -> str:
+    return (
+        f"step {index + 1} asked for {ask.words()}, but this run recorded "
+        f"{describe(kind, name, target)} there at version {version}"
+    )
+
+
+def delivered(step: Recorded, refuse: Callable[[Recorded], BaseException]) -> Any:
+    """What the body's ``await`` gives for a finished step: its result (a ``now`` step's
+    time as an aware ``datetime``), or raises ``refuse(step)`` for a refused one."""
+    if step.refused is not None:
+        raise refuse(step)
+    if step.kind == NOW and isinstance(step.result, str):
+        moment = datetime.fromisoformat(step.result)
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return step.result
+
+
+def moment(text: str) -> datetime:
+    """An ISO 8601 time the state keeps, as an aware ``datetime`` (naive: UTC)."""
+    found = datetime.fromisoformat(text)
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
