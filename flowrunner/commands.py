@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from flowrunner import errors
+
 
 @dataclass(frozen=True)
 class CommandContext:
@@ -62,3 +64,36 @@ class CommandContext:
 # UUID, enum or pydantic model is welcome and kept as FastAPI would answer it; one that
 # cannot be kept (a NaN, an arbitrary object) refuses the step with a sentence.
 Command = Callable[[CommandContext], Mapping[str, object] | None]
+
+
+# Whether a principal may run a command (the application's ``authorize`` hook).
+Authorize = Callable[[str, str], bool]
+
+
+def check_mounted(
+    command: str,
+    *,
+    principal: str,
+    commands: Mapping[str, object],
+    authorize: Authorize | None,
+    needed_by: str,
+) -> None:
+    """At mount: ``command`` is one the runner was given, and ``principal`` may run it;
+    else a ``BindingError`` naming what needs it (``"kind 'approval'"``, ``"job 'nightly'"``).
+
+    >>> check_mounted("send", principal="bot", commands={"send": print},
+    ...               authorize=lambda who, command: who != "bot", needed_by="kind 'send'")
+    Traceback (most recent call last):
+    flowrunner.errors.BindingError: principal 'bot' is not allowed to run command 'send', ...
+    """
+    if command not in commands:
+        given = ", ".join(sorted(commands)) or "none"
+        raise errors.BindingError(
+            f"{needed_by} runs command {command!r}, but the runner was given no command of "
+            f"that name (commands: {given})"
+        )
+    if authorize is not None and not authorize(principal, command):
+        raise errors.BindingError(
+            f"principal {principal!r} is not allowed to run command {command!r}, "
+            f"which {needed_by} needs"
+        )

@@ -138,16 +138,13 @@ def check(
         if inbound.name in found:
             raise errors.BindingError(f"{where} is declared twice")
         command = inbound.command
-        if command is not None and command not in commands:
-            given = ", ".join(sorted(commands)) or "none"
-            raise errors.BindingError(
-                f"{where} runs command {command!r}, but the runner was given no command of "
-                f"that name (commands: {given})"
-            )
-        if command is not None and authorize is not None and not authorize(inbound.run_as, command):
-            raise errors.BindingError(
-                f"principal {inbound.run_as!r} is not allowed to run command {command!r}, "
-                f"which {where} needs"
+        if command is not None:
+            commands_mod.check_mounted(
+                command,
+                principal=inbound.run_as,
+                commands=commands,
+                authorize=authorize,
+                needed_by=where,
             )
         if inbound.emit is not None and inbound.emit not in binding.events:
             known = ", ".join(sorted(binding.events)) or "none"

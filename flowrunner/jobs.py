@@ -109,17 +109,7 @@ class Jobs:
             raise errors.BindingError(f"a job's name is a word such as 'nightly_close': {name!r}")
         if not isinstance(job, jobs_spec.Job):
             raise errors.BindingError(f"job {name!r} is a {type(job).__name__}, not a Job")
-        if job.command not in runner.commands:
-            given = ", ".join(sorted(runner.commands)) or "none"
-            raise errors.BindingError(
-                f"job {name!r} runs command {job.command!r}, but the runner was given no "
-                f"command of that name (commands: {given})"
-            )
-        if runner.authorize is not None and not runner.authorize(job.run_as, job.command):
-            raise errors.BindingError(
-                f"principal {job.run_as!r} is not allowed to run command {job.command!r}, "
-                f"which job {name!r} runs"
-            )
+        runner.check_command(job.command, principal=job.run_as, needed_by=f"job {name!r}")
         if job.on is not None and job.on not in runner.binding.events:
             known = ", ".join(sorted(runner.binding.events)) or "none"
             raise errors.BindingError(

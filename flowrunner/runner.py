@@ -72,7 +72,7 @@ from flowrunner.workflows import launching as workflow_launching
 from flowrunner.workflows import seeing as workflow_seeing
 
 Clock = Callable[[], datetime]
-Authorize = Callable[[str, str], bool]
+Authorize = commands_mod.Authorize
 # Told of each event ``emit`` stores, in the emitting transaction (jobs plan from it).
 EventHook = Callable[[sa.Connection, jobs_spec.Emitted], None]
 # What a worker does once before its first claim, given the clock's now (a job at times
@@ -234,17 +234,18 @@ class FlowRunner:
     def _check_commands(self) -> None:
         for name, kind in self.binding.kinds.items():
             for command in filter(None, (kind.command, kind.remind, kind.cancel)):
-                if command not in self.commands:
-                    given = ", ".join(sorted(self.commands)) or "none"
-                    raise errors.BindingError(
-                        f"kind {name!r} runs command {command!r}, but the runner was given no "
-                        f"command of that name (commands: {given})"
-                    )
-                if self.authorize is not None and not self.authorize(self.run_as, command):
-                    raise errors.BindingError(
-                        f"principal {self.run_as!r} is not allowed to run command {command!r}, "
-                        f"which kind {name!r} needs"
-                    )
+                self.check_command(command, principal=self.run_as, needed_by=f"kind {name!r}")
+
+    def check_command(self, command: str, *, principal: str, needed_by: str) -> None:
+        """At mount: a command the runner was given, which ``principal`` may run
+        (``BindingError`` naming what needs it otherwise)."""
+        commands_mod.check_mounted(
+            command,
+            principal=principal,
+            commands=self.commands,
+            authorize=self.authorize,
+            needed_by=needed_by,
+        )
 
     def check_snapshot(self, snap: snapshot.FlowSnapshot) -> str | None:
         """The load check of a run's snapshot against this binding (a sentence, or None).

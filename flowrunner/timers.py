@@ -46,17 +46,8 @@ class Timers:
             timer.column: timer.condition(runner.columns) for timer in self.timers
         }
         for timer in self.timers:
-            if timer.command not in runner.commands:
-                given = ", ".join(sorted(runner.commands)) or "none"
-                raise errors.BindingError(
-                    f"the timer at {timer.column!r} runs command {timer.command!r}, but the "
-                    f"runner was given no command of that name (commands: {given})"
-                )
-            if runner.authorize is not None and not runner.authorize(runner.run_as, timer.command):
-                raise errors.BindingError(
-                    f"principal {runner.run_as!r} is not allowed to run command "
-                    f"{timer.command!r}, which the timer at {timer.column!r} needs"
-                )
+            needed_by = f"the timer at {timer.column!r}"
+            runner.check_command(timer.command, principal=runner.run_as, needed_by=needed_by)
 
     # -- arming ------------------------------------------------------------------------
 

@@ -214,7 +214,7 @@ def test_a_revoked_grant_refuses_the_job_when_it_runs(po_engine: sa.Engine) -> N
                     schedule=lambda e: Plan(1),
                 )
             },
-            "principal 'intern' is not allowed to run command 'remind_buyer', which job 'x' runs",
+            "principal 'intern' is not allowed to run command 'remind_buyer', which job 'x' needs",
         ),
     ],
 )
