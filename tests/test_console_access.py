@@ -133,8 +133,9 @@ def test_a_form_not_sent_from_the_consoles_own_page_is_refused(
     assert ui.client.post("/flows", data={**made, "csrf": other.token}).status_code == 403
     # A cookie whose nonce was changed fails its signature.
     nonce, _, signature = ui.client.cookies["flowrunner_csrf"].partition(".")
-    ui.client.cookies.set("flowrunner_csrf", f"x{nonce[1:]}.{signature}")
-    assert ui.client.post("/flows", data={**made, "csrf": f"x{nonce[1:]}"}).status_code == 403
+    changed = ("y" if nonce[0] == "x" else "x") + nonce[1:]  # never the nonce it was
+    ui.client.cookies.set("flowrunner_csrf", f"{changed}.{signature}")
+    assert ui.client.post("/flows", data={**made, "csrf": changed}).status_code == 403
     with driver.runner.engine.connect() as conn:
         names = [f["name"] for f in flow_rows.all_flows(conn, driver.runner.tables)]
     assert "Forged" not in names
