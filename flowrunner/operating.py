@@ -172,33 +172,35 @@ def retry(
             # Another program's run (a timer, a job, a code workflow): its own step goes
             # on from its state; a workflow's failed step is tried again with all its
             # attempts, its finished steps replayed.
-            again = (
+            new_state: Mapping[str, object] = (
                 workflow_steering.retried(run.state)
                 if program == workflow_steering.PROGRAM
                 else dict(run.state or {})
             )
-            _go_on(conn, run, now, again, statuses.RunStatus.RUNNING)
-            said = {"by": operator, **_given(reason)}
-            ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
-            _journal(conn, run, operator, "retry", now, _given(reason))
-            return
-        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-        saved = state.RunState.from_dict(run.state) if run.state else None
-        if saved is None or saved.status != statuses.RunStatus.FAILED:
-            # It failed before its first step, or outside its steps (a row that broke
-            # after it started, an engine error): it goes on from its saved state.
-            problem = runner.check_snapshot(snap)
-            if problem:
-                raise _refused(f"run {run_id} cannot be retried: {problem}", "flow_broken")
-            new_state = run.state or {}
-            status = saved.status if saved is not None else statuses.RunStatus.RUNNING
+            status = statuses.RunStatus.RUNNING
         else:
-            step = interpret.retry_failed(snap, saved, now, runner.config)
-            new_state, status = step.state.to_dict(), step.state.status
+            new_state, status = _retried_flow(runner, run, now)
         _go_on(conn, run, now, new_state, status)
         said = {"by": operator, **_given(reason)}
         ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
         _journal(conn, run, operator, "retry", now, _given(reason))
+
+
+def _retried_flow(
+    runner: FlowRunner, run: ops.RunRow, now: datetime
+) -> tuple[Mapping[str, object], statuses.RunStatus]:
+    """A failed flow run's state and status once its failed step is to run again."""
+    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+    saved = state.RunState.from_dict(run.state) if run.state else None
+    if saved is None or saved.status != statuses.RunStatus.FAILED:
+        # It failed before its first step, or outside its steps (a row that broke
+        # after it started, an engine error): it goes on from its saved state.
+        problem = runner.check_snapshot(snap)
+        if problem:
+            raise _refused(f"run {run.id} cannot be retried: {problem}", "flow_broken")
+        return run.state or {}, saved.status if saved is not None else statuses.RunStatus.RUNNING
+    step = interpret.retry_failed(snap, saved, now, runner.config)
+    return step.state.to_dict(), step.state.status
 
 
 def _go_on(
