@@ -11,6 +11,32 @@ import sqlalchemy as sa
 from flowrunner import errors
 
 
+class _Connection:
+    """``CommandContext.conn``: the step's connection, told to the step the first time
+    the command reads it (``on_first_use``).
+
+    A command that never reads it cannot have written through the step's transaction,
+    so the step needs no savepoint for it: the step opens one only when the command
+    asks for the connection, before the command gets it.
+    """
+
+    def __get__(self, context: object, owner: type | None = None) -> sa.Connection:
+        if context is None:
+            raise AttributeError("conn")  # on the class: a field without a default
+        values = context.__dict__
+        first_use = values.pop(_FIRST_USE, None)
+        if first_use is not None:
+            first_use()
+        connection: sa.Connection = values["_conn"]
+        return connection
+
+    def __set__(self, context: object, connection: sa.Connection) -> None:
+        context.__dict__["_conn"] = connection
+
+
+_FIRST_USE = "_first_use"
+
+
 @dataclass(frozen=True)
 class CommandContext:
     """The context an application command runs with.
@@ -57,6 +83,17 @@ class CommandContext:
         if self.deadline is None:
             return None
         return max(0.0, (self.deadline - self.clock()).total_seconds())
+
+
+# Put on the class once ``dataclass`` has made it (so ``conn`` stays a required field):
+# the generated ``__init__`` sets it through ``_Connection.__set__``.
+setattr(CommandContext, "conn", _Connection())  # noqa: B010
+
+
+def on_first_use(context: CommandContext, call: Callable[[], None]) -> None:
+    """Have ``call`` called once, the first time the command reads ``context.conn``
+    (the step opens its savepoint then: a command that never reads it wrote nothing)."""
+    context.__dict__[_FIRST_USE] = call
 
 
 # A command answers nothing, or a mapping such as {"asked": 3}. The answer is kept as JSON

@@ -10,8 +10,9 @@ for that run, asked to ``advance()``, dropped after it.
 ``ClaimedStep`` is what such a step builds on, one rule in one place:
 
 - ``command(...)`` runs an application command in a savepoint of the step's
-  transaction under a heartbeat, authorized again on every attempt, with the kind's
-  deadline, its answer kept as JSON; its writes commit with the step or not at all;
+  transaction (taken when the command first reads its connection) under a heartbeat,
+  authorized again on every attempt, with the kind's deadline, its answer kept as
+  JSON; its writes commit with the step or not at all;
 - ``log(...)`` gathers history lines and ``save(...)`` writes them, the commands'
   idempotency records and the run's new state, status and due time — fenced by the
   claim's lease epoch, the lease given up in the same statement — so a worker that
@@ -230,6 +231,9 @@ class ClaimedStep:
         """Run ``command`` with ``context`` in a savepoint of the step's transaction,
         under a heartbeat; its result (keyed ``result_key``) and whether it wrote.
 
+        The savepoint is taken when the command first reads ``context.conn`` (or up
+        front under a ``timeout``): one that never reads it wrote nothing here to undo.
+
         With a ``timeout`` the attempt has a deadline (``context.deadline``): the command
         sees it (``ctx.time_left()``), PostgreSQL cancels its statements that run past it,
         the heartbeat keeps the lease only until it, and an attempt that ends after it —
@@ -253,7 +257,11 @@ class ClaimedStep:
             until=deadline,
             point=self.point,
         )
-        savepoint = dialects.Savepoint(conn, "flowrunner_command")
+        savepoint = _OnFirstWrite(conn, "flowrunner_command")
+        if timeout is not None:
+            savepoint.open()  # PostgreSQL's statement limit is set inside it
+        else:
+            commands.on_first_use(context, savepoint.open)
         failed: happened.CommandResult | None = None
         answer: Mapping[str, object] | None = None
         wrote = True
@@ -263,7 +271,7 @@ class ClaimedStep:
                 function = runner.commands[command]
                 mark = dialects.write_mark(conn)
                 answer = function(context)
-                wrote = dialects.wrote_since(conn, mark)
+                wrote = savepoint.opened and dialects.wrote_since(conn, mark)
             if answer is not None and not isinstance(answer, Mapping):
                 raise TypeError(f"command {command!r} answered {type(answer).__name__}")
         except errors.CommandRefused as refused:
@@ -328,6 +336,34 @@ class ClaimedStep:
             ops.Completed(context.idempotency_key, run.tenant, dict(answer or {}))
         )
         return happened.CommandResult(key=result_key, ok=True, answer=dict(answer or {})), wrote
+
+
+class _OnFirstWrite:
+    """A command's savepoint, taken only once the command may write (``open``): when it
+    reads its connection. Releasing or rolling back one never taken does nothing — the
+    command wrote nothing through the step's transaction — and saves the two statements
+    a savepoint costs per command."""
+
+    def __init__(self, conn: sa.Connection, name: str) -> None:
+        self.conn = conn
+        self.name = name
+        self.savepoint: dialects.Savepoint | None = None
+
+    @property
+    def opened(self) -> bool:
+        return self.savepoint is not None
+
+    def open(self) -> None:
+        if self.savepoint is None:
+            self.savepoint = dialects.Savepoint(self.conn, self.name)
+
+    def release(self) -> None:
+        if self.savepoint is not None:
+            self.savepoint.release()
+
+    def rollback(self) -> None:
+        if self.savepoint is not None:
+            self.savepoint.rollback()
 
 
 def words(length: timedelta) -> str:

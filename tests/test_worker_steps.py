@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from running import MARK_AND_TELL, app, mount, ticket
 
 import flowrunner
-from flowrunner import FlowBinding, Kind, commands, testing, worker
+from flowrunner import FlowBinding, Kind, commands, errors, testing, worker
 from flowrunner.store import engine_tables
 
 TICKETS = app("tickets")
@@ -121,3 +121,63 @@ def test_the_record_is_read_again_only_after_something_wrote_it(any_engine: sa.E
     # ticket is read again.
     looks = 2 if any_engine.dialect.name == "sqlite" else 4
     assert len(reads) == 2 + looks, reads
+
+
+# A ticket looked at by a command that answers from what it is given, then renamed by
+# one that writes through the step's connection and is then refused.
+LOOK_THEN_RENAME = """
+- name: Look, then rename
+  start: created
+  steps:
+    - {position: 1, kind: glance, title: Glance}
+    - {position: 2, kind: rename, title: Rename}
+"""
+
+
+def glance(ctx: commands.CommandContext) -> dict[str, object]:
+    """A command that answers from the record it was given and never reads ``ctx.conn``."""
+    return {"title": ctx.record["title"]}
+
+
+def rename_then_refuse(ctx: commands.CommandContext) -> dict[str, object]:
+    """A command that renames the ticket, then refuses: its write must not stay."""
+    table = TICKETS.ticket
+    ctx.conn.execute(sa.update(table).where(table.c.id == ctx.record["id"]).values(title="gone"))
+    raise errors.CommandRefused("the ticket is frozen")
+
+
+def test_a_command_gets_a_savepoint_only_once_it_reads_its_connection(
+    any_engine: sa.Engine,
+) -> None:
+    kinds = {
+        **TICKETS.binding.kinds,
+        "glance": Kind(command="glance"),
+        "rename": Kind(command="rename"),
+    }
+    binding = FlowBinding(**{**TICKETS.binding.model_dump(exclude={"kinds"}), "kinds": kinds})
+    driver = mount(
+        any_engine,
+        "tickets",
+        flows=LOOK_THEN_RENAME,
+        binding=binding,
+        commands={"glance": glance, "rename": rename_then_refuse},
+    )
+    driver.create(ticket(1), run=False)
+    savepoints: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("SAVEPOINT flowrunner_command"):
+            savepoints.append(statement)
+
+    sa.event.listen(any_engine, "before_cursor_execute", note)
+    try:
+        driver.run_until_idle()
+    finally:
+        sa.event.remove(any_engine, "before_cursor_execute", note)
+    # The glance wrote nothing it could have to undo; the rename's write was undone.
+    assert savepoints == ["SAVEPOINT flowrunner_command"]
+    [run] = driver.runs(1)
+    assert run.status == "failed"
+    with any_engine.connect() as conn:
+        title = conn.execute(sa.select(TICKETS.ticket.c.title)).scalar_one()
+    assert title == "T1"
