@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from storing import T0, at_once, explain, new_run
+from storing import T0, at_once, new_run
 
-from flowrunner.store import claims, dialects, due, engine_tables, leases, migrate
+from flowrunner.store import dialects, due, engine_tables, leases, migrate
 from flowrunner.store import operations as ops
 
 TTL = timedelta(minutes=5)
@@ -203,23 +203,6 @@ def test_a_claimer_passes_by_a_run_whose_worker_is_mid_transaction(pg_engine: sa
         assert due_at(pg_engine, run_id) == T0  # the wake is kept for the next claim
     finally:
         claimer.dispose()
-
-
-def test_finding_due_work_searches_the_due_at_index(engine: sa.Engine) -> None:
-    """What is due is found by a range search, so its cost follows the due, not the waiting."""
-    with dialects.begin(engine) as conn:
-        for i in range(3000):  # waiting far ahead
-            ops.set_due(
-                conn, run_id=i, due_at=T0 + timedelta(days=30, seconds=i), tenant=f"t{i % 5}"
-            )
-        for i in range(3000, 3003):
-            ops.set_due(conn, run_id=i, due_at=T0, tenant="t0")
-        conn.execute(sa.text("ANALYZE"))
-    query = claims.fair_candidates_query(now=T0, limit=10, tenant=None)
-    with engine.connect() as conn:
-        plan = explain(conn, query)
-    assert "ix_flowrunner_due_due_at" in plan, plan
-    assert "SCAN flowrunner_due" not in plan and "Seq Scan on flowrunner_due" not in plan, plan
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)

@@ -35,10 +35,10 @@ def fair_candidates_query(
     another's; a tenant alone gets all of them.
 
     The due rows are first found by a range search on ``due_at`` in a subquery of
-    their own: with the window directly over the table, SQLite prefers walking the
-    whole ``(tenant, due_at)`` index, which costs every waiting run, not just the due.
-    With a ``resource`` the search is on the ``(resource, due_at)`` index: the fairness
-    is among one resource's tenants.
+    their own: with the window directly over the table, SQLite prefers walking a whole
+    index, which costs every waiting run, not just the due. With a ``resource`` (a
+    worker's claim) the search is on the ``(resource, due_at)`` index: the fairness is
+    among one resource's tenants.
     """
     ranked = _ranked(now=now, tenant=tenant, resource=resource).subquery("ranked")
     return (
