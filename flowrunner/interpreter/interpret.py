@@ -328,7 +328,10 @@ def _finish(turn: Turn) -> Step:
 def _driven(run: state_mod.RunState) -> bool:
     """Whether the driver moves the run on at once: a lane is ready to start, or awaits
     a command's or a reminder's answer."""
-    return any(lane.status in _DRIVEN or lane.reminding is not None for lane in run.lanes)
+    for lane in run.lanes:  # noqa: SIM110 (as in Turn.busy)
+        if lane.status in _DRIVEN or lane.reminding is not None:
+            return True
+    return False
 
 
 _DRIVEN = (statuses.LaneStatus.READY, statuses.LaneStatus.COMMANDING)

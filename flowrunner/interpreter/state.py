@@ -155,7 +155,7 @@ class LaneState(_Guarded):
 
     @property
     def active(self) -> bool:
-        return self.status not in (statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED)
+        return self.status not in _FINISHED
 
     def restart(self) -> None:
         """Back to ``ready`` with nothing remembered but which step and pass it is."""
@@ -200,6 +200,9 @@ class LaneState(_Guarded):
 
 
 LaneState.status = _Status()  # type: ignore[assignment]
+
+# The statuses of a lane that is no longer active.
+_FINISHED = frozenset({statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED})
 
 # Each field of a lane by its name, and by its name as stored (in the same order).
 _LANE_NAMES = tuple(f.name for f in fields(LaneState))
