@@ -32,7 +32,7 @@ def sweep(turn: Turn) -> None:
         return
     failed = turn.run.status == statuses.RunStatus.FAILED
     why = "the run failed" if failed else (turn.run.reason or "the run ended")
-    for step, lane in list(turn.pairs()):
+    for step, lane in turn.pairs():
         if lane.status != statuses.LaneStatus.WAITING:
             continue
         if turn.cancel_command(step, lane, why) and failed:

@@ -71,6 +71,35 @@ class RunCommand:
     reminder: int | None = None
     cancel: bool = False
 
+    @classmethod
+    def made(
+        cls,
+        key: str,
+        step_id: Any,
+        pass_: int,
+        kind: str,
+        command: str,
+        inputs: Mapping[str, Any],
+        attempt: int,
+        reminder: int | None,
+        cancel: bool,
+    ) -> RunCommand:
+        """``RunCommand(...)`` with every field given, made without the frozen class's
+        ``object.__setattr__`` for each (an advance asks for many commands)."""
+        command_ = object.__new__(cls)
+        command_.__dict__.update(
+            key=key,
+            step_id=step_id,
+            pass_=pass_,
+            kind=kind,
+            command=command,
+            inputs=inputs,
+            attempt=attempt,
+            reminder=reminder,
+            cancel=cancel,
+        )
+        return command_
+
 
 @dataclass(frozen=True)
 class Log:
@@ -91,6 +120,33 @@ class Log:
     what: str
     detail: Detail = ""
     at: datetime | None = None
+
+    @classmethod
+    def made(
+        cls,
+        position: int | None,
+        step_id: Any,
+        title: str | None,
+        kind: str | None,
+        pass_: int | None,
+        what: str,
+        detail: Detail,
+        at: datetime | None,
+    ) -> Log:
+        """``Log(...)`` with every field given, made without the frozen class's
+        ``object.__setattr__`` for each (an advance writes many lines)."""
+        line = object.__new__(cls)
+        line.__dict__.update(
+            position=position,
+            step_id=step_id,
+            title=title,
+            kind=kind,
+            pass_=pass_,
+            what=what,
+            detail=detail,
+            at=at,
+        )
+        return line
 
 
 @dataclass(frozen=True)

@@ -180,8 +180,8 @@ def _advance(turn: Turn) -> None:
     # Answers are facts (the commands ran and their writes commit with this advance):
     # every lane takes its answer, even once another lane has failed the run.
     for result in turn.seen.results:
-        for step, lane in list(turn.pairs()):
-            move = functools.partial(lanes.on_result, turn, result=result)
+        move = functools.partial(lanes.on_result, turn, result=result)
+        for step, lane in turn.pairs():
             _guarded(turn, step, lane, move, even_if_failed=True)
     if run.status == statuses.RunStatus.FAILED:
         return  # events stay unread until an operator retries (or cancels) the run
@@ -218,8 +218,9 @@ def _catch_up(turn: Turn) -> None:
 
 
 def _read(turn: Turn, event: happened.EventIn) -> None:
-    for step, lane in list(turn.pairs()):
-        _guarded(turn, step, lane, functools.partial(lanes.on_event, turn, event=event))
+    move = functools.partial(lanes.on_event, turn, event=event)
+    for step, lane in turn.pairs():
+        _guarded(turn, step, lane, move)
 
 
 def _next_due(turn: Turn) -> datetime | None:
@@ -258,11 +259,12 @@ def _guarded(
 
 def _settle(turn: Turn) -> None:
     """Tick every lane; whenever all are done, go on to the next position, and repeat."""
+    tick = functools.partial(lanes.tick, turn)
     while turn.live:
-        for step, lane in list(turn.pairs()):
+        for step, lane in turn.pairs():
             if lane.active:
-                _guarded(turn, step, lane, functools.partial(lanes.tick, turn))
-        if not turn.live or any(lane.active for lane in turn.run.lanes):
+                _guarded(turn, step, lane, tick)
+        if not (turn.live and turn.joined):
             return
         _leave(turn)
 
@@ -283,7 +285,7 @@ def _leave(turn: Turn) -> None:
                 statuses.RunStatus.DONE, f"branch '{step.title or step.kind}' did not hold"
             )
             return
-    following = turn.snap.next_position(position)
+    following = turn.known.next_position(position)
     if following is None:
         turn.end_run(statuses.RunStatus.DONE, "the flow ended after its last step")
     else:
@@ -313,18 +315,26 @@ def _finish(turn: Turn) -> Step:
     if run.status in statuses.FINAL:
         run.unread = []
     if turn.live:
-        for step, lane in list(turn.pairs()):
-            _guarded(turn, step, lane, functools.partial(lanes.reissue, turn))
+        reissue = functools.partial(lanes.reissue, turn)
+        for step, lane in turn.pairs():
+            _guarded(turn, step, lane, reissue)
     if turn.live:
-        busy = any(
-            lane.status in (statuses.LaneStatus.READY, statuses.LaneStatus.COMMANDING)
-            or lane.reminding is not None
-            for lane in run.lanes
-        )
-        run.status = statuses.RunStatus.RUNNING if busy else statuses.RunStatus.WAITING
+        run.status = statuses.RunStatus.RUNNING if _driven(run) else statuses.RunStatus.WAITING
     run.clock = turn.now
     turn.effects.append(effects_mod.Wake(_wake(turn)))
     return Step(run, tuple(turn.effects))
+
+
+def _driven(run: state_mod.RunState) -> bool:
+    """Whether the driver moves the run on at once: a lane is ready to start, or awaits
+    a command's or a reminder's answer."""
+    for lane in run.lanes:  # noqa: SIM110 (as in Turn.busy)
+        if lane.status in _DRIVEN or lane.reminding is not None:
+            return True
+    return False
+
+
+_DRIVEN = (statuses.LaneStatus.READY, statuses.LaneStatus.COMMANDING)
 
 
 def _wake(turn: Turn) -> datetime | None:

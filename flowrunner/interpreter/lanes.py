@@ -57,7 +57,7 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
             lane.deadline = length.add_to(turn.now, turn.cfg.timezone)
         _start_waiting(turn, step, lane, {"event": name, "until": _iso(lane.deadline)})
     else:
-        kind = reading.kind(step, turn.cfg)
+        kind = turn.known.kind(step)
         if kind.wait_for is not None:
             # Read every waiting column now, so a broken one fails before anything runs.
             reading.mode(step)
@@ -148,7 +148,7 @@ def on_event(
         return
     if step.kind in BUILTIN:
         return
-    kind = reading.kind(step, turn.cfg)
+    kind = turn.known.kind(step)
     if kind.wait_for is None or event.name != kind.wait_for:
         return
     # Events count from the step's start, also while its command is still retried.
@@ -234,7 +234,7 @@ def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
 
 
 def _command(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
-    kind = reading.kind(step, turn.cfg)
+    kind = turn.known.kind(step)
     lane.pending = turn.key(step, lane)
     lane.status = statuses.LaneStatus.COMMANDING
     turn.log("command", {"command": kind.command, "attempt": lane.attempts}, step, lane)
@@ -244,7 +244,7 @@ def _command(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None
 def _answered(
     turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
 ) -> None:
-    kind = reading.kind(step, turn.cfg)
+    kind = turn.known.kind(step)
     answers.read_asked(lane, result.answer or {}, kind.by)
     if kind.wait_for is None:
         turn.finish(step, lane, "done")
@@ -349,7 +349,7 @@ def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     nobody, and each number is still sent at most once.
     """
     every = _remind_every(step)
-    kind = reading.kind(step, turn.cfg)
+    kind = turn.known.kind(step)
     if every is None:
         return
     first = lane.reminders_sent + 1
@@ -387,6 +387,6 @@ def reissue(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         and lane.pending
         and lane.pending not in turn.emitted
     ):
-        turn.command(step, lane, reading.kind(step, turn.cfg))
+        turn.command(step, lane, turn.known.kind(step))
     if lane.reminding is not None and _remind_key(step, lane, lane.reminding) not in turn.emitted:
-        turn.command(step, lane, reading.kind(step, turn.cfg), reminder=lane.reminding)
+        turn.command(step, lane, turn.known.kind(step), reminder=lane.reminding)

@@ -66,18 +66,20 @@ class _Guarded:
 
 class _Status:
     """The ``status`` of a ``_Guarded`` state: kept in the instance's ``__dict__``, each
-    value assigned made its enum and, after the first, checked against ``TRANSITIONS``."""
+    value assigned made its enum and, after the first, checked against ``TRANSITIONS``.
 
-    def __get__(self, instance: _Guarded | None, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        return instance.__dict__["status"]
+    It has no ``__get__`` on purpose: a descriptor with only ``__set__`` leaves reading
+    to the instance's ``__dict__``, so ``lane.status`` costs what any attribute costs
+    (the engine reads statuses far more often than it changes them).
+    """
 
     def __set__(self, instance: _Guarded, value: Any) -> None:
-        value = instance._statuses(value)
+        if type(value) is not instance._statuses:
+            value = instance._statuses(value)
         held = instance.__dict__
-        if "status" in held:
-            check_move(instance._what, held["status"], value)
+        current = held.get("status")
+        if current is not None and current is not value:
+            check_move(instance._what, current, value)
         held["status"] = value
 
 
@@ -153,7 +155,7 @@ class LaneState(_Guarded):
 
     @property
     def active(self) -> bool:
-        return self.status not in (statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED)
+        return self.status not in _FINISHED
 
     def restart(self) -> None:
         """Back to ``ready`` with nothing remembered but which step and pass it is."""
@@ -175,11 +177,9 @@ class LaneState(_Guarded):
         return lane
 
     def to_dict(self) -> dict[str, Any]:
-        held = self.__dict__
-        data = {
-            stored: _when(held[name]) if moment else held[name]
-            for name, stored, moment in _LANE_FIELDS
-        }
+        data = dict(zip(_LANE_STORED, map(self.__dict__.__getitem__, _LANE_NAMES), strict=True))
+        for name in _MOMENTS:
+            data[name] = _when(data[name])
         data["status"] = self.status.value  # the plain word, as stored
         return data
 
@@ -201,10 +201,12 @@ class LaneState(_Guarded):
 
 LaneState.status = _Status()  # type: ignore[assignment]
 
-# Each field of a lane: its name, its name as stored, and whether it is a moment.
-_LANE_FIELDS = tuple(
-    (f.name, "pass" if f.name == "pass_" else f.name, f.name in _MOMENTS) for f in fields(LaneState)
-)
+# The statuses of a lane that is no longer active.
+_FINISHED = frozenset({statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED})
+
+# Each field of a lane by its name, and by its name as stored (in the same order).
+_LANE_NAMES = tuple(f.name for f in fields(LaneState))
+_LANE_STORED = tuple("pass" if name == "pass_" else name for name in _LANE_NAMES)
 
 # A new lane's fields but its step, kind and pass (and its lists, made anew each time).
 _FRESH_LANE = {
@@ -306,16 +308,18 @@ class RunState(_Guarded):
         run = object.__new__(RunState)
         values = dict(self.__dict__)
         values["passes"] = dict(self.passes)
-        values["lanes"] = [lane.copy() for lane in self.lanes]
+        values["lanes"] = list(map(LaneState.copy, self.lanes))
         values["error"] = None if self.error is None else dict(self.error)
-        values["unread"] = [
-            happened.EventIn(e.id, e.name, dict(e.payload), e.at) for e in self.unread
-        ]
+        values["unread"] = list(map(_event_copy, self.unread))
         run.__dict__.update(values)
         return run
 
 
 RunState.status = _Status()  # type: ignore[assignment]
+
+
+def _event_copy(event: happened.EventIn) -> happened.EventIn:
+    return happened.EventIn(event.id, event.name, dict(event.payload), event.at)
 
 
 def cancel_pending(data: Mapping[str, Any] | None) -> bool:

@@ -8,13 +8,13 @@ the run).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from flowrunner import sanitize, snapshot, statuses
 from flowrunner.interpreter import config as config_mod
-from flowrunner.interpreter import effects, happened, reading, state
+from flowrunner.interpreter import effects, happened, known, reading, state
 
 # Why a waiting step stopped, by the outcome it finished with (for the cancel's line).
 _STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
@@ -38,6 +38,8 @@ class Turn:
         cfg: config_mod.InterpreterConfig,
     ) -> None:
         self.snap = snap
+        # What was read of this flow before, by this or another run's advance.
+        self.known = known.of(snap, cfg)
         self.run = run.copy()
         self.seen = seen
         clock = self.run.clock or _latest_moment(self.run) or now
@@ -51,11 +53,13 @@ class Turn:
 
     # -- where we are ---------------------------------------------------------------
 
-    def pairs(self) -> Iterator[tuple[snapshot.StepSpec, state.LaneState]]:
-        """Each step at the current position with its lane (lanes follow step order)."""
+    def pairs(self) -> list[tuple[snapshot.StepSpec, state.LaneState]]:
+        """Each step at the current position with its lane (lanes follow step order),
+        taken as they are now: a move may change the run's lanes while they are walked."""
         if self.run.position is None:
-            return iter(())
-        return zip(self.snap.steps_at(self.run.position), self.run.lanes, strict=False)
+            return []
+        # Not strict, and without the keyword (it costs as much as the pairing).
+        return list(zip(self.snap.steps_at(self.run.position), self.run.lanes))  # noqa: B905
 
     @property
     def live(self) -> bool:
@@ -64,10 +68,18 @@ class Turn:
     @property
     def busy(self) -> bool:
         """Whether a lane awaits a command's or a reminder's answer (the clock waits too)."""
-        return any(
-            lane.status == statuses.LaneStatus.COMMANDING or lane.reminding is not None
-            for lane in self.run.lanes
-        )
+        for lane in self.run.lanes:  # a loop: a generator costs more than the question
+            if lane.status == statuses.LaneStatus.COMMANDING or lane.reminding is not None:
+                return True
+        return False
+
+    @property
+    def joined(self) -> bool:
+        """Whether every lane at this position is done or failed (the join)."""
+        for lane in self.run.lanes:  # noqa: SIM110 (as in busy)
+            if lane.active:
+                return False
+        return True
 
     @property
     def caught_up(self) -> bool:
@@ -80,6 +92,8 @@ class Turn:
         moves past every event taken, so passing the same events again changes nothing.
         """
         run = self.run
+        if not self.seen.events:
+            return
         fresh = [e for e in self.seen.events if e.id > run.last_event_id]
         if not fresh:
             return
@@ -121,15 +135,12 @@ class Turn:
         renders it): a mapping of plain values, times as ISO text; a string is kept for
         the lines that have nothing more to say.
         """
-        return effects.Log(
-            position=step.position if step is not None else self.run.position,
-            step_id=step.id if step is not None else None,
-            title=step.title if step is not None else None,
-            kind=step.kind if step is not None else None,
-            pass_=pass_,
-            what=what,
-            detail=_sanitized(detail),
-            at=at,
+        if step is None:
+            return effects.Log.made(
+                self.run.position, None, None, None, pass_, what, _sanitized(detail), at
+            )
+        return effects.Log.made(
+            step.position, step.id, step.title, step.kind, pass_, what, _sanitized(detail), at
         )
 
     @staticmethod
@@ -202,16 +213,16 @@ class Turn:
         """Ask the driver to run one of the kind's commands for this pass, under ``key``."""
         self.emitted.add(key)
         self.effects.append(
-            effects.RunCommand(
-                key=key,
-                step_id=step.id,
-                pass_=lane.pass_,
-                kind=kind.name,
-                command=command,
-                inputs=reading.inputs(step, kind),
-                attempt=attempt,
-                reminder=reminder,
-                cancel=cancel,
+            effects.RunCommand.made(
+                key,
+                step.id,
+                lane.pass_,
+                kind.name,
+                command,
+                reading.inputs(step, kind),
+                attempt,
+                reminder,
+                cancel,
             )
         )
 
@@ -274,7 +285,42 @@ def _latest_moment(run: state.RunState) -> datetime | None:
 
 
 def _sanitized(detail: effects.Detail) -> str | dict[str, Any]:
-    """A history line's detail made safe to show: one line of text, or sanitized fields."""
+    """A history line's detail made safe to show: one line of text, or sanitized fields.
+
+    Most details repeat (``{"outcome": "done"}``, the same command's first attempt): one
+    of text keys and plain values sanitized before is looked up rather than sanitized
+    again. The sanitizer is a pure function, so the answer is the same.
+    """
     if isinstance(detail, str):
         return sanitize.sanitize_text(detail)
-    return sanitize.sanitize_fields(detail)
+    # The values' types belong to the key: True equals 1, yet each is written as it is.
+    kinds = tuple(map(type, detail.values()))
+    if not _PLAIN.issuperset(kinds):
+        return sanitize.sanitize_fields(detail)
+    key = (tuple(detail.items()), kinds)
+    done = _SAFE.get(key)
+    if done is None:
+        done = sanitize.sanitize_fields(detail)
+        if _plain(detail):
+            if len(_SAFE) >= _SAFE_COUNT:
+                _SAFE.clear()
+            _SAFE[key] = done
+    return dict(done)  # each line its own dict, as the sanitizer gives
+
+
+# Details sanitized before, by their items and their values' types: up to
+# ``_SAFE_COUNT`` of them (then it starts again), none holding a long text.
+_SAFE: dict[tuple[Any, ...], dict[str, Any]] = {}
+_SAFE_COUNT = 4096
+_SAFE_LENGTH = 300
+# The types of the values a detail looked up may hold, exactly (not a float: -0.0
+# equals 0.0, yet each is written as it is).
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _plain(detail: Mapping[str, Any]) -> bool:
+    """Whether a detail of plain values may be remembered: text keys, and no long text."""
+    return all(
+        type(k) is str and len(k) <= _SAFE_LENGTH and (type(v) is not str or len(v) <= _SAFE_LENGTH)
+        for k, v in detail.items()
+    )
