@@ -177,10 +177,21 @@ class LaneState(_Guarded):
         return lane
 
     def to_dict(self) -> dict[str, Any]:
-        data = dict(zip(_LANE_STORED, map(self.__dict__.__getitem__, _LANE_NAMES), strict=True))
-        for name in _MOMENTS:
-            data[name] = _when(data[name])
-        data["status"] = self.status.value  # the plain word, as stored
+        """The lane as stored: its step, kind, pass and status, and each other field that
+        differs from a fresh lane's (``from_dict`` gives the rest their defaults). A lane
+        holds a score of fields and most stay as they began: left out, the run's row keeps
+        to its page when its state is saved."""
+        held = self.__dict__
+        data = {
+            "step_id": held["step_id"],
+            "kind": held["kind"],
+            "pass": held["pass_"],
+            "status": self.status.value,  # the plain word, as stored
+        }
+        for name, default in _LANE_DEFAULTS:
+            value = held[name]
+            if value != default or type(value) is not type(default):
+                data[name] = _when(value) if name in _MOMENTS else value
         return data
 
     @classmethod
@@ -204,16 +215,20 @@ LaneState.status = _Status()  # type: ignore[assignment]
 # The statuses of a lane that is no longer active.
 _FINISHED = frozenset({statuses.LaneStatus.DONE, statuses.LaneStatus.FAILED})
 
-# Each field of a lane by its name, and by its name as stored (in the same order).
-_LANE_NAMES = tuple(f.name for f in fields(LaneState))
-_LANE_STORED = tuple("pass" if name == "pass_" else name for name in _LANE_NAMES)
-
 # A new lane's fields but its step, kind and pass (and its lists, made anew each time).
 _FRESH_LANE = {
     k: v
     for k, v in LaneState(step_id=None, kind="", pass_=0).__dict__.items()
     if k not in ("step_id", "kind", "pass_", "answerers", "asked_names")
 }
+
+# The fields a stored lane leaves out while they hold a fresh lane's value (all but its
+# step, kind, pass and status), in their order, with that value.
+_LANE_DEFAULTS = tuple(
+    (name, value)
+    for name, value in LaneState(step_id=None, kind="", pass_=0).__dict__.items()
+    if name not in ("step_id", "kind", "pass_", "status")
+)
 
 
 @dataclass
@@ -257,24 +272,28 @@ class RunState(_Guarded):
         return self.status in statuses.ENDED
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The state as stored; what is not there (no error, no reason, no unread
+        events) is left out, as a lane's fresh fields are."""
+        data: dict[str, Any] = {
             "status": self.status.value,
             "position": self.position,
             "moves": self.moves,
             "passes": {str(p): n for p, n in sorted(self.passes.items())},
             "lanes": [lane.to_dict() for lane in self.lanes],
             "last_event_id": self.last_event_id,
-            "error": self.error,
-            "reason": self.reason,
-            "last_goto": self.last_goto,
-            "cancel_requested": self.cancel_requested,
-            "clock": _when(self.clock),
-            "entered_at": _when(self.entered_at),
-            "unread": [
+        }
+        for name in ("error", "reason", "last_goto", "cancel_requested"):
+            value = self.__dict__[name]
+            if value is not None:
+                data[name] = value
+        data["clock"] = _when(self.clock)
+        data["entered_at"] = _when(self.entered_at)
+        if self.unread:
+            data["unread"] = [
                 {"id": e.id, "name": e.name, "payload": dict(e.payload), "at": e.at.isoformat()}
                 for e in self.unread
-            ],
-        }
+            ]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunState:
