@@ -141,6 +141,11 @@ _SENSITIVE_PARTS = (
 _SENSITIVE_WORDS = frozenset(
     {"ssn", "card", "pan", "pin", "cvv", "cvc", "cvv2", "pwd", "auth", "otp", "jwt", "iban"}
 )
+# How many digits a card number has; a whole number of fewer than the least, the
+# smallest of which is ``_SHORTEST_CARD``, holds nothing ``mask_secrets`` would mask.
+_CARD_MIN_DIGITS = 13
+_CARD_MAX_DIGITS = 19
+_SHORTEST_CARD = 10 ** (_CARD_MIN_DIGITS - 1)
 _CODE_CHARS = re.compile(r"[^A-Za-z0-9_.:-]+")
 _SPACES = re.compile(" {2,}")
 
@@ -171,9 +176,9 @@ def _mask_run(match: re.Match[str]) -> str:
         for last in range(first, len(groups)):
             start, end = groups[last]
             digits += run[start:end]
-            if len(digits) > 19:
+            if len(digits) > _CARD_MAX_DIGITS:
                 break
-            if len(digits) >= 13 and _luhn_ok(digits):
+            if len(digits) >= _CARD_MIN_DIGITS and _luhn_ok(digits):
                 for index in range(first, last + 1):
                     masked[index] = True
     if not any(masked):
@@ -362,8 +367,19 @@ def _card_field(name: str) -> bool:
 
 def sanitize_value(value: Any, *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 0) -> Any:
     """A JSON-safe copy of ``value`` with every string sanitized and nesting bounded."""
-    if value is None or isinstance(value, bool):
+    kind = type(value)
+    # The kinds a history line's detail holds, told by their exact type first (a
+    # subclass, a str enum say, takes the checks below): the same outcome, sooner. A
+    # text sanitized before is looked up in ``sanitize_text``'s memo without calling it.
+    if kind is str:
+        done = _SANITIZED.get((value, max_len))
+        return sanitize_text(value, max_len) if done is None else done
+    if value is None or kind is bool:
         return value
+    if kind is int and -_SHORTEST_CARD < value < _SHORTEST_CARD:
+        return value  # too few digits for a card number, and digits are all it has
+    if kind is dict and _depth < _MAX_DEPTH:
+        return sanitize_fields(value, max_len=max_len, _depth=_depth + 1)
     if isinstance(value, int):
         if value.bit_length() > 64:
             return sanitize_text(value, max_len)
@@ -405,7 +421,9 @@ def sanitize_fields(
         if count >= _MAX_ITEMS:
             result["…"] = f"{len(fields) - _MAX_ITEMS} more fields"
             break
-        key = sanitize_text(raw_key, 100)
+        key = (type(raw_key) is str and _SANITIZED.get((raw_key, 100))) or sanitize_text(
+            raw_key, 100
+        )
         if value is not None and is_sensitive_field(key):
             digits = "".join(ch for ch in str(value) if ch.isdigit())
             if _card_field(key) and len(digits) >= 8 and not isinstance(value, Mapping):

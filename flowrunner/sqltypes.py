@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+
+# A moment whose text tells SQLAlchemy's format for SQLite apart from any other.
+_SAMPLE = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
+
+
+def _sqlite_text(value: datetime) -> str:
+    """What SQLite keeps of ``value`` (naive: taken as UTC): its UTC time as text, to the
+    microsecond, as SQLAlchemy writes a DATETIME there (``2026-03-01 09:00:00.000000``)."""
+    if value.tzinfo is not None and value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    # The offset, if any, follows the 26 characters of the date and time.
+    return value.isoformat(" ", "microseconds")[:26]
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -30,6 +43,19 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if dialect.name == "sqlite":
             return moment.replace(tzinfo=None)
         return moment
+
+    def bind_processor(self, dialect: sa.Dialect) -> Callable[[Any], Any] | None:
+        """``process_bind_param`` then the column type's own conversion; on SQLite, an
+        aware or naive datetime goes to its UTC text in one step (``_sqlite_text``)."""
+        generic = super().bind_processor(dialect)
+        if generic is None or dialect.name != "sqlite" or generic(_SAMPLE) != _sqlite_text(_SAMPLE):
+            # Another format than SQLAlchemy's default for SQLite: its own conversion.
+            return generic
+
+        def process(value: Any) -> Any:
+            return _sqlite_text(value) if type(value) is datetime else generic(value)
+
+        return process
 
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
         if value is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import unicodedata
@@ -132,7 +133,33 @@ def test_sensitive_fields_are_redacted_and_values_cleaned() -> None:
 
 def test_a_card_number_as_an_integer_is_masked() -> None:
     assert sanitize.sanitize_value(int(VISA)) == "[card ****1111]"
+    assert sanitize.sanitize_value(-int(VISA)) == "-[card ****1111]"
     assert sanitize.sanitize_value(42) == 42
+    assert sanitize.sanitize_value(10**12 - 1) == 10**12 - 1
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1) | card_numbers().map(int))
+def test_a_whole_number_is_masked_as_its_digits_are(value: int) -> None:
+    text = str(value)
+    masked = sanitize.mask_secrets(text)
+    assert sanitize.sanitize_value(value) == (value if masked == text else masked)
+
+
+def test_a_subclass_of_text_is_sanitized_as_the_text_it_holds() -> None:
+    """Exact types are told first; a str enum, as a value or a field's name, is still
+    taken as the text it holds, whether that text was seen before or not."""
+
+    class Shade(enum.StrEnum):
+        DARK = "password=hunter2"
+        LIGHT = "token=abc"
+
+    assert sanitize.sanitize_text("password=hunter2") == "password=[redacted]"  # remembered
+    assert sanitize.sanitize_value(Shade.DARK) == "password=[redacted]"
+    assert sanitize.sanitize_value(Shade.LIGHT) == "token=[redacted]"
+    assert sanitize.sanitize_fields({Shade.DARK: 1, Shade.LIGHT: [2]}) == {
+        "password=[redacted]": "[redacted]",
+        "token=[redacted]": "[redacted]",
+    }
 
 
 def test_error_envelope_shape() -> None:

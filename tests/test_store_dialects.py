@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from flowrunner.store import dialects, engine_tables, migrate
+from flowrunner.store import dialects, engine_tables, migrate, prepared
 from flowrunner.store import operations as ops
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -178,3 +178,41 @@ def test_lock_ids_are_stable() -> None:
     assert dialects.lock_id("event:po:42") == dialects.lock_id("event:po:42")
     assert dialects.lock_id("event:po:42") != dialects.lock_id("event:po:43")
     assert -(2**63) <= dialects.lock_id("x") < 2**63
+
+
+def test_a_listener_on_one_connection_or_on_every_engine_sees_what_is_sent(
+    any_engine: sa.Engine,
+) -> None:
+    """Statements and savepoints sent to SQLite's driver directly are told to whoever
+    listens: on the connection itself, or on every engine, as well as on the engine."""
+    dialects.prepare_engine(any_engine)
+    with any_engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE t (x INTEGER)"))
+    by_connection: list[str] = []
+    by_class: list[str] = []
+
+    def on_class(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        by_class.append(statement)
+
+    event.listen(sa.Engine, "before_cursor_execute", on_class)
+    try:
+        with dialects.begin(any_engine) as conn:
+            dialects.Savepoint(conn, "seen").release()
+    finally:
+        event.remove(sa.Engine, "before_cursor_execute", on_class)
+    assert "SAVEPOINT seen" in by_class and "RELEASE SAVEPOINT seen" in by_class
+    with dialects.begin(any_engine) as conn:
+        event.listen(
+            conn, "after_cursor_execute", lambda _c, _k, sql, *_: by_connection.append(sql)
+        )
+        dialects.Savepoint(conn, "mine").release()
+        table = sa.table("t", sa.column("x", sa.Integer))
+        insert = prepared.compiled(
+            conn, ("test", "t"), lambda: sa.insert(table).values(x=sa.bindparam("x"))
+        )
+        insert.execute(conn, {"x": 7})
+    assert by_connection[:2] == ["SAVEPOINT mine", "RELEASE SAVEPOINT mine"]
+    assert by_connection[2].startswith("INSERT INTO t")
+    with dialects.begin(any_engine) as conn:  # another connection: no one listens
+        dialects.Savepoint(conn, "unseen").release()
+    assert not any("unseen" in sql for sql in by_connection + by_class)

@@ -3,11 +3,14 @@ constants kept, many rows at once, and what they cannot take refused when compil
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flowrunner import sqltypes
 from flowrunner.store import dialects, prepared
@@ -31,6 +34,11 @@ def insert() -> sa.Insert:
     )
 
 
+def by_column(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """``rows`` as ``execute_many`` takes them: each name's values, one per row."""
+    return {name: [row[name] for row in rows] for name in rows[0]}
+
+
 def test_rows_go_in_with_their_values_converted(any_engine: sa.Engine) -> None:
     metadata.create_all(any_engine)
     paris = timezone(timedelta(hours=1))
@@ -41,7 +49,9 @@ def test_rows_go_in_with_their_values_converted(any_engine: sa.Engine) -> None:
         {"id": 4, "at": T0 + timedelta(hours=1), "data": "done"},
     ]
     with dialects.begin(any_engine) as conn:
-        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(conn, rows)
+        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(
+            conn, by_column(rows)
+        )
         found = conn.execute(sa.select(thing.c.id, thing.c.at, thing.c.data).order_by("id")).all()
     assert [tuple(row) for row in found] == [
         (1, T0, {"n": 1}),
@@ -64,7 +74,7 @@ def test_a_statement_keeps_its_own_constants_and_counts_its_rows(any_engine: sa.
 
     with dialects.begin(any_engine) as conn:
         prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(
-            conn, [{"id": 1, "at": None, "data": None}]
+            conn, {"id": [1], "at": [None], "data": [None]}
         )
         update = prepared.compiled(conn, ("test", "bump"), bump)
         assert update.execute(conn, {"p_id": 1, "p_at": T0}).rowcount == 1
@@ -90,7 +100,9 @@ def test_a_typed_query_gives_what_sqlalchemy_rows_hold(any_engine: sa.Engine) ->
         {"id": 2, "at": None, "data": None},
     ]
     with dialects.begin(any_engine) as conn:
-        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(conn, rows)
+        prepared.compiled(conn, ("test", "insert"), insert, many=True).execute_many(
+            conn, by_column(rows)
+        )
         query = prepared.compiled(conn, ("test", "by id"), select_by_id, typed=True)
         for row in rows:
             expected = conn.execute(select_by_id(), {"p_id": row["id"]}).mappings().one()
@@ -116,9 +128,9 @@ def test_a_statement_sent_past_sqlalchemy_is_still_seen_and_its_errors_are_sqlal
     try:
         with dialects.begin(any_engine) as conn:
             add = prepared.compiled(conn, ("test", "insert"), insert, many=True)
-            add.execute_many(conn, [{"id": 1, "at": None, "data": None}])
+            add.execute_many(conn, {"id": [1], "at": [None], "data": [None]})
             with pytest.raises(sa.exc.IntegrityError), dialects.Savepoint(conn, "again"):
-                add.execute_many(conn, [{"id": 1, "at": None, "data": None}])
+                add.execute_many(conn, {"id": [1], "at": [None], "data": [None]})
             found = prepared.compiled(conn, ("test", "by id"), select_by_id, typed=True)
             assert [row["id"] for row in found.fetch(conn, {"p_id": 1})] == [1]
     finally:
@@ -134,8 +146,127 @@ def test_a_statement_outside_a_transaction_is_in_the_one_sqlalchemy_begins(
     metadata.create_all(any_engine)
     with dialects.connected(any_engine) as conn:
         add = prepared.compiled(conn, ("test", "insert"), insert, many=True)
-        add.execute_many(conn, [{"id": 5, "at": None, "data": None}])
+        add.execute_many(conn, {"id": [5], "at": [None], "data": [None]})
         assert conn.in_transaction()
         conn.rollback()
     with any_engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(thing)).scalar_one() == 0
+
+
+# What the driver is sent is what SQLAlchemy would send: the same text of every JSON
+# value and every moment, converted once or per row, on each database.
+MOMENTS = [
+    T0,
+    T0.replace(microsecond=123456),
+    T0.astimezone(timezone(timedelta(hours=5, minutes=30))),
+    T0.astimezone(timezone(-timedelta(hours=11))).replace(microsecond=1),
+    datetime(1, 1, 1, tzinfo=UTC),
+    datetime(2026, 3, 1, 9, 0),  # naive: taken as UTC
+]
+DATA: list[Any] = [
+    {"n": 1, "say": "héllo\n", "list": [1.5, None, True, {"deep": "x"}]},
+    "done",
+    "",
+    [],
+    {},
+    3,
+    2.5,
+    None,
+]
+
+
+def stored_text(conn: sa.Connection) -> list[tuple[Any, ...]]:
+    """Each row's moment and JSON value as the database holds them, as text."""
+    rows = conn.execute(
+        sa.select(
+            thing.c.id, sa.cast(thing.c.at, sa.Text), sa.cast(thing.c.data, sa.Text)
+        ).order_by(thing.c.id)
+    ).all()
+    return [tuple(row) for row in rows]
+
+
+def test_the_stored_text_is_what_sqlalchemy_stores(any_engine: sa.Engine) -> None:
+    metadata.create_all(any_engine)
+    rows = [
+        {"id": n, "at": MOMENTS[n % len(MOMENTS)], "data": DATA[n % len(DATA)]}
+        for n in range(len(MOMENTS) * len(DATA))
+    ]
+    with dialects.begin(any_engine) as conn:
+        conn.execute(sa.insert(thing), rows)
+        expected = stored_text(conn)
+        if dialects.is_sqlite(conn):  # the moment as SQLite has always been given it
+            assert expected[2][1] == "2026-03-01 09:00:00.000000"
+            assert expected[5][1] == "2026-03-01 09:00:00.000000"
+        conn.execute(sa.delete(thing))
+        add = prepared.compiled(conn, ("test", "insert"), insert, many=True)
+        add.execute_many(conn, by_column(rows))
+        assert stored_text(conn) == expected
+        conn.execute(sa.delete(thing))
+        for row in rows:  # one by one, and all rows sharing one moment and one value
+            prepared.compiled(conn, ("test", "insert one"), insert).execute(conn, row)
+        assert stored_text(conn) == expected
+        conn.execute(sa.delete(thing))
+        shared = {"at": MOMENTS[2], "data": DATA[0]}
+        add.execute_many(conn, {"id": [row["id"] for row in rows]}, shared=shared)
+        alike = stored_text(conn)
+        conn.execute(sa.delete(thing))
+        conn.execute(sa.insert(thing), [{**row, **shared} for row in rows])
+        assert alike == stored_text(conn)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.text(max_size=10) | st.integers() | st.floats() | st.booleans() | st.none(),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@given(json_values)
+def test_json_text_is_json_dumps(value: Any) -> None:
+    assert prepared.json_text(value) == json.dumps(value)
+
+
+def test_json_text_refuses_what_json_dumps_refuses() -> None:
+    itself: list[Any] = []
+    itself.append(itself)
+    for value, error in (
+        (itself, ValueError),
+        ({"x": object()}, TypeError),
+        ({(1, 2): "tuple key"}, TypeError),
+    ):
+        with pytest.raises(error) as dumped:
+            json.dumps(value)
+        with pytest.raises(error) as ours:
+            prepared.json_text(value)
+        assert str(ours.value) == str(dumped.value)
+
+
+# Moments in UTC, naive, or at any whole-minute offset, on any day SQLite's text holds.
+moments = st.datetimes(
+    min_value=datetime(2, 1, 1),
+    max_value=datetime(9998, 12, 31),
+    timezones=st.sampled_from([None, UTC])  # type: ignore[arg-type]
+    | st.integers(min_value=-23 * 60, max_value=23 * 60).map(
+        lambda minutes: timezone(timedelta(minutes=minutes))
+    ),
+)
+
+
+@given(moments)
+def test_a_moment_becomes_the_text_sqlalchemy_gives_sqlite(moment: datetime) -> None:
+    """UTCDateTime's one step on SQLite against SQLAlchemy's own two (the moment made
+    UTC, then written as SQLite's DATETIME text)."""
+    dialect = sa.create_engine("sqlite://").dialect
+    ours = sqltypes.UTCDateTime().dialect_impl(dialect)
+    assert isinstance(ours, sqltypes.UTCDateTime)
+    generic = sa.types.TypeDecorator.bind_processor(ours, dialect)
+    fast = ours.bind_processor(dialect)
+    assert fast is not None and generic is not None
+    assert fast(moment) == generic(moment)

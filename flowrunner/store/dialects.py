@@ -16,7 +16,7 @@ import hashlib
 import math
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -210,30 +210,15 @@ def _control(conn: sa.Connection, sql: str) -> None:
     """Send a statement without parameters or rows (a savepoint's) on ``conn``.
 
     SQLite runs it in the process in well under a microsecond, a fifth of what
-    ``exec_driver_sql`` spends around it; there it goes to the driver's cursor directly,
-    with the connection's ``before_cursor_execute``/``after_cursor_execute`` listeners
-    called as SQLAlchemy calls them (without an execution context, which they may be
-    given as None) and the driver's errors raised as SQLAlchemy's. Elsewhere the round
-    trip is the cost, and ``exec_driver_sql`` sends it.
+    ``exec_driver_sql`` spends around it; there it goes to the driver directly
+    (``_sqlite_send``). Elsewhere the round trip is the cost, and ``exec_driver_sql``
+    sends it.
     """
     raw = conn.connection.dbapi_connection
     if not isinstance(raw, sqlite3.Connection):
         conn.exec_driver_sql(sql)
         return
-    cursor = raw.cursor()
-    try:
-        params: Any = ()
-        for listener in conn.dispatch.before_cursor_execute:
-            sql, params = listener(conn, cursor, sql, params, None, False)
-        cursor.execute(sql)
-        for listener in conn.dispatch.after_cursor_execute:
-            listener(conn, cursor, sql, params, None, False)
-    except sqlite3.Error as error:
-        raise sa.exc.DBAPIError.instance(
-            sql, None, error, sqlite3.Error, dialect=conn.dialect
-        ) from error
-    finally:
-        cursor.close()
+    _sqlite_send(conn, raw, sql, None, many=False)
 
 
 def driver_execute(
@@ -241,17 +226,59 @@ def driver_execute(
 ) -> tuple[list[Any], int] | None:
     """Send ``sql`` with its driver-ready ``params`` (``many``: a list of them) on SQLite.
 
-    What ``exec_driver_sql`` does there — the connection's ``before_cursor_execute`` and
-    ``after_cursor_execute`` listeners called as SQLAlchemy calls them (without an
-    execution context, which they may be given as None), the driver's errors raised as
-    SQLAlchemy's — in a tenth of its time: the rows (all of them, as the driver gives
-    them) and the row count. None where it does not apply, and the caller sends it
-    with ``exec_driver_sql``: another driver (a round trip costs far more than SQLAlchemy
-    around it), or a connection whose transaction has not begun (SQLAlchemy begins it).
+    What ``exec_driver_sql`` does there (``_sqlite_send``) in a tenth of its time: the
+    rows (all of them, as the driver gives them) and the row count. None where it does
+    not apply, and the caller sends it with ``exec_driver_sql``: another driver (a round
+    trip costs far more than SQLAlchemy around it), or a connection whose transaction
+    has not begun (SQLAlchemy begins it).
     """
     raw = conn.connection.dbapi_connection
     if not isinstance(raw, sqlite3.Connection) or not conn.in_transaction():
         return None
+    return _sqlite_send(conn, raw, sql, params, many=many)
+
+
+def _sqlite_send(
+    conn: sa.Connection, raw: sqlite3.Connection, sql: str, params: Any, *, many: bool
+) -> tuple[list[Any], int]:
+    """Send ``sql`` (``params``: None for none) to SQLite's driver as SQLAlchemy would.
+
+    The connection's ``before_cursor_execute`` and ``after_cursor_execute`` listeners are
+    called as SQLAlchemy calls them (without an execution context, which they may be
+    given as None); when it has none, as on the worker's path, the statement goes
+    straight to the driver. The driver's errors are raised as SQLAlchemy's.
+    """
+    try:
+        if not _listened(conn):
+            if params is None:
+                sent = raw.execute(sql)
+            elif many:
+                sent = raw.executemany(sql, params)
+            else:
+                sent = raw.execute(sql, params)
+            return (sent.fetchall() if sent.description is not None else []), sent.rowcount
+        return _sqlite_send_told(conn, raw, sql, () if params is None else params, many)
+    except sqlite3.Error as error:
+        raise sa.exc.DBAPIError.instance(
+            sql, params, error, sqlite3.Error, dialect=conn.dialect
+        ) from error
+
+
+def _listened(conn: sa.Connection) -> bool:
+    """Whether anyone listens to ``conn``'s statements (on it, its engine or all engines).
+
+    A listener on the connection itself marks it (``_has_events``, which SQLAlchemy reads
+    at each of its own event points); else its engine's listeners are all there are, and
+    asking the engine is a third of the cost of asking the connection, which joins both.
+    """
+    dispatch = conn.dispatch if conn._has_events else conn.engine.dispatch
+    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+
+def _sqlite_send_told(
+    conn: sa.Connection, raw: sqlite3.Connection, sql: str, params: Any, many: bool
+) -> tuple[list[Any], int]:
+    """``_sqlite_send`` with the connection's listeners told before and after."""
     cursor = raw.cursor()
     try:
         for listener in conn.dispatch.before_cursor_execute:
@@ -264,10 +291,6 @@ def driver_execute(
         for listener in conn.dispatch.after_cursor_execute:
             listener(conn, cursor, sql, params, None, many)
         return rows, cursor.rowcount
-    except sqlite3.Error as error:
-        raise sa.exc.DBAPIError.instance(
-            sql, params, error, sqlite3.Error, dialect=conn.dialect
-        ) from error
     finally:
         cursor.close()
 
@@ -398,18 +421,26 @@ def epoch_start() -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@contextmanager
-def statement_time_limited(conn: sa.Connection, limit: timedelta | None) -> Iterator[None]:
+def statement_time_limited(
+    conn: sa.Connection, limit: timedelta | None
+) -> AbstractContextManager[None]:
     """Inside the block, PostgreSQL cancels any statement on ``conn`` running past ``limit``.
 
     ``statement_timeout`` is set local to the transaction and put back when the block
     ends normally; a block left by an exception must roll back to a savepoint taken
     before it, which puts it back too. SQLite cannot cut a statement this way: there the
-    block changes nothing.
+    block changes nothing (and, taken around every command, costs nothing to enter).
     """
     if limit is None or conn.dialect.name != "postgresql":
-        yield
-        return
+        return _UNLIMITED
+    return _time_limited(conn, limit)
+
+
+_UNLIMITED = nullcontext()
+
+
+@contextmanager
+def _time_limited(conn: sa.Connection, limit: timedelta) -> Iterator[None]:
     setting = sa.func.current_setting("statement_timeout")
     before = conn.execute(sa.select(setting)).scalar_one()
     _set_local(conn, "statement_timeout", limit)

@@ -134,17 +134,12 @@ def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: dat
 
     prepared.compiled(conn, "record_completed", build, many=True).execute_many(
         conn,
-        [
-            {
-                "key": one.key,
-                "tenant": one.tenant,
-                "status": COMPLETED,
-                "result": _result(one.result),
-                "created_at": now,
-                "updated_at": now,
-            }
-            for one in done
-        ],
+        {
+            "key": [one.key for one in done],
+            "tenant": [one.tenant for one in done],
+            "result": [_result(one.result) for one in done],
+        },
+        shared={"status": COMPLETED, "created_at": now, "updated_at": now},
     )
 
 

@@ -565,22 +565,20 @@ def append_logs(
     )
     insert.execute_many(
         conn,
-        [
-            {
-                "run_id": run_id,
-                "tenant": tenant,
-                "at": at,
-                "position": line.position,
-                "step_id": line.step_id,
-                "title": line.title,
-                "kind": line.kind,
-                "what": line.what,
-                "detail": None if line.detail is None else sanitize.sanitize_value(line.detail),
-                "pass": line.pass_,
-                "due_at": line.due_at,
-            }
-            for line in lines
-        ],
+        {
+            "position": [line.position for line in lines],
+            "step_id": [line.step_id for line in lines],
+            "title": [line.title for line in lines],
+            "kind": [line.kind for line in lines],
+            "what": [line.what for line in lines],
+            "detail": [
+                None if line.detail is None else sanitize.sanitize_value(line.detail)
+                for line in lines
+            ],
+            "pass": [line.pass_ for line in lines],
+            "due_at": [line.due_at for line in lines],
+        },
+        shared={"run_id": run_id, "tenant": tenant, "at": at},
     )
 
 
