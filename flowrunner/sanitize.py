@@ -365,9 +365,19 @@ def _card_field(name: str) -> bool:
     return any(part in joined for part in ("card", "pan")) and "pin" not in joined
 
 
+class Sanitized(dict[str, Any]):
+    """Fields ``sanitize_fields`` made safe at the default length: ``sanitize_value``
+    hands them back as they are. A history line's detail the interpreter made safe is
+    written without being made safe a second time (nobody changes it in between)."""
+
+    __slots__ = ()
+
+
 def sanitize_value(value: Any, *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 0) -> Any:
     """A JSON-safe copy of ``value`` with every string sanitized and nesting bounded."""
     kind = type(value)
+    if kind is Sanitized and max_len == DEFAULT_MAX_LEN and _depth == 0:
+        return value
     # The kinds a history line's detail holds, told by their exact type first (a
     # subclass, a str enum say, takes the checks below): the same outcome, sooner. A
     # text sanitized before is looked up in ``sanitize_text``'s memo without calling it.
@@ -416,7 +426,7 @@ def sanitize_fields(
     ``{"password": "hunter2", "card_number": "4111111111111111", "note": "hi\\n"}``
     becomes ``{"password": "[redacted]", "card_number": "****1111", "note": "hi"}``.
     """
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = Sanitized() if max_len == DEFAULT_MAX_LEN and _depth == 0 else {}
     for count, (raw_key, value) in enumerate(fields.items()):
         if count >= _MAX_ITEMS:
             result["…"] = f"{len(fields) - _MAX_ITEMS} more fields"

@@ -239,6 +239,24 @@ def test_sanitizing_twice_changes_nothing(text: str) -> None:
     assert sanitize.sanitize_text(once) == once
 
 
+@given(st.dictionaries(st.text(max_size=20), json_values, max_size=8))
+def test_fields_made_safe_are_kept_as_they_are_and_are_what_sanitizing_again_gives(
+    fields: dict[str, Any],
+) -> None:
+    safe = sanitize.sanitize_fields(fields)
+    assert sanitize.sanitize_value(safe) is safe
+    # Handing them back is what sanitizing them again would give: nothing changes.
+    assert sanitize.sanitize_fields(dict(safe)) == safe
+    assert json.dumps(safe) == json.dumps(dict(safe))
+
+
+def test_fields_made_safe_at_another_length_are_made_safe_again() -> None:
+    short = sanitize.sanitize_fields({"note": "x" * 50}, max_len=20)
+    assert type(short) is dict
+    safe = sanitize.sanitize_fields({"note": "x" * 50})
+    assert sanitize.sanitize_value(safe, max_len=20) == {"note": "x" * 19 + "…"}
+
+
 @given(st.text(max_size=30), st.text(max_size=2000), json_values)
 def test_envelopes_are_json_safe_and_bounded(code: str, message: str, details: Any) -> None:
     envelope = sanitize.error_envelope(

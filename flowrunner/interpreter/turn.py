@@ -305,7 +305,7 @@ def _sanitized(detail: effects.Detail) -> str | dict[str, Any]:
             if len(_SAFE) >= _SAFE_COUNT:
                 _SAFE.clear()
             _SAFE[key] = done
-    return dict(done)  # each line its own dict, as the sanitizer gives
+    return sanitize.Sanitized(done)  # each line its own, as the sanitizer gives
 
 
 # Details sanitized before, by their items and their values' types: up to
