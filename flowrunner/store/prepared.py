@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from flowrunner import sanitize
 from flowrunner.store import dialects
 
 S = TypeVar("S")
@@ -291,8 +292,7 @@ def converter(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Convert |
     generic = convert
 
     def to_json(value: Any) -> Any:
-        kind = type(value)
-        if kind is dict or kind is list or kind is str:
+        if type(value) in _JSON_PLAIN:
             return json_text(value)
         return generic(value)  # None, SQL NULL, and what json.dumps is to judge
 
@@ -315,6 +315,10 @@ _JSON_SAMPLE = {"é": [1, 2.5, None, True, "a\n"]}
 
 
 _encode_text = json.encoder.encode_basestring_ascii
+
+# What ``json_text`` writes as ``json.dumps`` would, by exact type: text, a list, a dict
+# (and the sanitizer's dict of fields made safe, a history line's detail).
+_JSON_PLAIN = frozenset({str, list, dict, sanitize.Sanitized})
 
 
 def _json_encoder() -> Callable[[Any, int], Any] | None:
