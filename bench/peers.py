@@ -6,7 +6,9 @@ Each variant starts N workflows of five steps and drives every one to its end in
 one process, its state on a fresh SQLite file with the same durability (WAL,
 ``synchronous=FULL``; DBOS is also measured as shipped). Each measurement runs in a
 fresh child process, and the variants take turns (A B C …, A B C …), so the machine's
-noise falls on all of them alike. The script prints steps per second per variant
+noise falls on all of them alike. Before its clock starts, every variant runs the
+same few workflows to their end and collects its set-up's garbage
+(``peer_jobs.WARMUP``, ``peer_jobs.settle``). The script prints steps per second per variant
 (median of the repetitions) and flowrunner's speed over each peer's (median of the
 repetitions' side-by-side ratios), then the statements flowrunner sends per run and
 where a run's time goes (``bench/statements.py``).
