@@ -20,12 +20,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from test_interpreter_driver import Sim, config
+from test_interpreter_listening import LISTENING
 from test_interpreter_properties import any_rows, flows, moves
 from test_interpreter_stateful import app_flows
 
 from flowrunner import snapshot
 from flowrunner.interpreter import effects, happened, interpret, known, state, turn
-from flowrunner.interpreter.config import KindConfig
 from flowrunner.interpreter.happened import CommandResult
 
 
@@ -102,16 +102,7 @@ def test_a_run_with_everything_remembered_gives_what_a_cold_run_gives(
 ) -> None:
     cfg = config(max_moves=30)
     if kinds == "listening":
-        approval = KindConfig(
-            name="approval",
-            command="request_approval",
-            inputs=("approver",),
-            wait_for="po.decided",
-            remind="remind_approver",
-            by="approver",
-            cancel="close_approval",
-        )
-        cfg = config(max_moves=30, kinds={**cfg.kinds, "approval": approval})
+        cfg = config(max_moves=30, kinds={**cfg.kinds, "approval": LISTENING})
     outputs = []
     for made in (Sim, ColdSim):
         sim = made(rows, record={"id": 42, "status": "open", "due_at": None}, cfg=cfg)

@@ -6,6 +6,8 @@ exported from ``flowrunner``. Run through the real worker on SQLite and PostgreS
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -101,20 +103,27 @@ def test_a_commands_write_is_what_the_next_step_of_the_same_advance_reads(
         assert [a for a in answers if a] == [{"title": "T1", "assignee": "bo"}] * 2
 
 
+@contextmanager
+def statements_sent(engine: sa.Engine) -> Iterator[list[str]]:
+    """The statements ``engine`` sends while the block runs, in order."""
+    sent: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        sent.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", note)
+
+
 def test_the_record_is_read_again_only_after_something_wrote_it(any_engine: sa.Engine) -> None:
     driver = hand_over(any_engine)
     driver.create(ticket(1), run=False)
-    reads: list[str] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "FROM ticket" in statement:
-            reads.append(statement)
-
-    sa.event.listen(any_engine, "before_cursor_execute", note)
-    try:
+    with statements_sent(any_engine) as sent:
         driver.run_until_idle()
-    finally:
-        sa.event.remove(any_engine, "before_cursor_execute", note)
+    reads = [s for s in sent if s.lstrip().upper().startswith("SELECT") and "FROM ticket" in s]
     # Once when the advance begins, once after the hand-over wrote it, and each look's
     # own read. SQLite tells that a look changed no row, so nothing more is read; on
     # PostgreSQL any statement a command sends may have written, so after each look the
@@ -163,17 +172,9 @@ def test_a_command_gets_a_savepoint_only_once_it_reads_its_connection(
         commands={"glance": glance, "rename": rename_then_refuse},
     )
     driver.create(ticket(1), run=False)
-    savepoints: list[str] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.startswith("SAVEPOINT flowrunner_command"):
-            savepoints.append(statement)
-
-    sa.event.listen(any_engine, "before_cursor_execute", note)
-    try:
+    with statements_sent(any_engine) as sent:
         driver.run_until_idle()
-    finally:
-        sa.event.remove(any_engine, "before_cursor_execute", note)
+    savepoints = [s for s in sent if s.startswith("SAVEPOINT flowrunner_command")]
     # The glance wrote nothing it could have to undo; the rename's write was undone.
     assert savepoints == ["SAVEPOINT flowrunner_command"]
     [run] = driver.runs(1)
