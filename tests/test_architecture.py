@@ -170,6 +170,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.operations_room",
             "flowrunner.worker",
             "flowrunner.stepping",
+            "flowrunner.flow_step",
             "flowrunner.timers",
             "flowrunner.runner",
             "flowrunner.testing",
