@@ -20,39 +20,35 @@ their code's words followed by that text. ``runner.history()`` fills
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, date, datetime, tzinfo
-from decimal import Decimal
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from datetime import tzinfo
+from typing import Any
 
-from flowrunner import errors, schedules, snapshot
+from flowrunner import history_programs, snapshot
+from flowrunner.history_words import (
+    Line,
+    Say,
+    condition_words,
+    listed,
+    ordinal,
+    when,
+    who_did,
+)
 from flowrunner.interpreter import standing
-from flowrunner.query import words
 
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-# How many names a sentence lists before it counts the rest.
-_NAMES_SHOWN = 6
-_ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+# What callers read here; the words (moments, names, conditions) are made in history_words.
+__all__ = [
+    "CODES",
+    "Line",
+    "condition_words",
+    "listed",
+    "ordinal",
+    "sentence",
+    "waiting_sentence",
+    "when",
+]
+
 _VERB = re.compile(r"^[A-Za-z]+ed$")
-_SUFFIXES = {1: "st", 2: "nd", 3: "rd"}
-
-
-class Line(Protocol):
-    """What a sentence is made from: a history line (``LogRow``, or the interpreter's
-    ``Log`` effect)."""
-
-    @property
-    def what(self) -> str: ...
-
-    @property
-    def detail(self) -> object: ...
-
-    @property
-    def kind(self) -> str | None: ...
-
-    @property
-    def position(self) -> int | None: ...
 
 
 def sentence(
@@ -83,7 +79,7 @@ def sentence(
         return _legacy(line.what, detail)
     if not isinstance(detail, Mapping):
         return _legacy(line.what, detail)
-    return render(_Say(line, detail, snap, tz, tried))
+    return render(Say(line, detail, snap, tz, tried))
 
 
 def waiting_sentence(waiting: standing.Waiting, tz: tzinfo | None = None) -> str:
@@ -117,93 +113,14 @@ def waiting_sentence(waiting: standing.Waiting, tz: tzinfo | None = None) -> str
     return f"{at}: it starts next"
 
 
-def when(moment: datetime | str, tz: tzinfo | None = None) -> str:
-    """A moment as a history shows it, on the wall clock ``tz``: ``Tue 3 Mar 09:00``.
-
-    >>> when("2026-03-03T09:00:00+00:00")
-    'Tue 3 Mar 09:00'
-    """
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    local = moment.astimezone(tz or UTC)
-    return f"{_DAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} {local:%H:%M}"
+# -- the sentences of a flow's lines, code by code ----------------------------------------
 
 
-def listed(names: Sequence[object]) -> str:
-    """``ann``, ``ann and bob``, ``ann, bob and cara`` (a long list ends ``and 4 more``)."""
-    words = [str(n) for n in names]
-    if len(words) > _NAMES_SHOWN:
-        rest = len(words) - (_NAMES_SHOWN - 1)
-        words = [*words[: _NAMES_SHOWN - 1], f"{rest} more"]
-    if len(words) <= 1:
-        return "".join(words)
-    return f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def ordinal(number: int) -> str:
-    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``22nd``."""
-    suffix = "th" if 10 <= number % 100 <= 20 else _SUFFIXES.get(number % 10, "th")
-    return f"{number}{suffix}"
-
-
-def condition_words(text: str, *, negated: bool = False, tz: tzinfo | None = None) -> str:
-    """A condition as a sentence reads it, or (``negated``) what holds when it does not
-    (``flowrunner.query.words``), its times on the wall clock ``tz``.
-
-    >>> condition_words("status not in (rejected, withdrawn)", negated=True)
-    'status is rejected or withdrawn'
-    """
-    return words.describe(text, negated=negated, value=lambda v: _value(v, tz))
-
-
-# -- the sentences, code by code ---------------------------------------------------------
-
-
-class _Say:
-    """One line being put into words: its detail, step, snapshot and wall clock."""
-
-    def __init__(
-        self,
-        line: Line,
-        detail: Mapping[str, Any],
-        snap: snapshot.FlowSnapshot | None,
-        tz: tzinfo | None,
-        tried: bool = False,
-    ) -> None:
-        self.line = line
-        self.detail = detail
-        self.snap = snap
-        self.tz = tz
-        self.tried = tried
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self.detail.get(key)
-        return default if value is None else value
-
-    def time(self, key: str) -> str | None:
-        value = self.detail.get(key)
-        if not value:
-            return None
-        try:
-            return when(str(value), self.tz)
-        except ValueError:
-            return str(value)
-
-    def value(self, value: Any) -> str:
-        return _value(value, self.tz)
-
-    @property
-    def kind(self) -> str:
-        return self.line.kind or "step"
-
-
-def _started(say: _Say) -> str:
+def _started(say: Say) -> str:
     return "Started"
 
 
-def _set(say: _Say) -> str:
+def _set(say: Say) -> str:
     field = say.get("field", "a field")
     value = say.detail.get("value")
     if value is None or value == "":
@@ -211,7 +128,7 @@ def _set(say: _Say) -> str:
     return f"Set {field} to {say.value(value)}"
 
 
-def _notice(say: _Say) -> str:
+def _notice(say: Say) -> str:
     audience = say.get("audience", "someone")
     recipient = say.detail.get("recipient")
     message = say.detail.get("message")
@@ -220,7 +137,7 @@ def _notice(say: _Say) -> str:
     return f"{told} {who}: {message}" if message else f"{told} {who}"
 
 
-def _undeliverable(say: _Say) -> str:
+def _undeliverable(say: Say) -> str:
     audience = say.get("audience", "someone")
     column = say.detail.get("to") or say.detail.get("column")
     why = say.detail.get("why") or say.detail.get("reason")
@@ -230,7 +147,7 @@ def _undeliverable(say: _Say) -> str:
     return f"Could not tell the {audience}: {why}"
 
 
-def _condition(say: _Say) -> str:
+def _condition(say: Say) -> str:
     text = str(say.get("condition", ""))
     if "held" not in say.detail:
         # A wait whose condition held (an app kind's ``condition``): it stopped waiting,
@@ -248,7 +165,7 @@ def _condition(say: _Say) -> str:
     return f"Took the other way: {otherwise} → {_position(say, target)}"
 
 
-def _position(say: _Say, target: Any) -> str:
+def _position(say: Say, target: Any) -> str:
     try:
         number = int(target)
     except (TypeError, ValueError):
@@ -257,7 +174,7 @@ def _position(say: _Say, target: Any) -> str:
     return f"position {number} ({listed(titles)})" if titles else f"position {number}"
 
 
-def _waiting(say: _Say) -> str:
+def _waiting(say: Say) -> str:
     kind = say.line.kind
     until = say.time("until")
     if kind == "wait":
@@ -275,7 +192,7 @@ def _waiting(say: _Say) -> str:
     return f"Waiting for {event} until {until}" if until else f"Waiting for {event}"
 
 
-def _asked(say: _Say, until: str | None) -> str:
+def _asked(say: Say, until: str | None) -> str:
     names = list(say.get("names", []))
     asked = int(say.get("asked", len(names)))
     needed = int(say.get("needed", asked))
@@ -301,16 +218,16 @@ def _offset(field: str, offset: Any) -> str:
     return f"{field} + {text.removeprefix('+').strip()}"
 
 
-def _command(say: _Say) -> str:
+def _command(say: Say) -> str:
     command = say.get("command", "its command")
     attempt = int(say.get("attempt", 1))
     ran = "Would run" if say.tried else "Ran"
     return f"{ran} {command}" if attempt <= 1 else f"{ran} {command} again (attempt {attempt})"
 
 
-def _retry(say: _Say) -> str:
+def _retry(say: Say) -> str:
     if say.detail.get("by"):
-        return f"Will run again: {_by(say.detail['by'])} retried the step"
+        return f"Will run again: {who_did(say.detail['by'])} retried the step"
     attempt = say.get("attempt", "an")
     error = say.detail.get("error")
     again = say.time("again_at")
@@ -318,33 +235,29 @@ def _retry(say: _Say) -> str:
     return f"{failed}; trying again at {again}" if again else failed
 
 
-def _by(who: object) -> str:
-    return "an operator" if who == "operator" else str(who)
-
-
-def _whom(say: _Say) -> str:
+def _whom(say: Say) -> str:
     names = list(say.get("to", []))
     return listed(names) if names else "those who have not answered"
 
 
-def _reminder(say: _Say) -> str:
+def _reminder(say: Say) -> str:
     number = int(say.get("reminder", 1))
     return f"Sending the {ordinal(number)} reminder to {_whom(say)}"
 
 
-def _reminded(say: _Say) -> str:
+def _reminded(say: Say) -> str:
     number = int(say.get("reminder", 1))
     reminded = "Would remind" if say.tried else "Reminded"
     return f"{reminded} {_whom(say)} ({ordinal(number)} reminder)"
 
 
-def _reminder_failed(say: _Say) -> str:
+def _reminder_failed(say: Say) -> str:
     number = int(say.get("reminder", 1))
     error = say.get("error", "no reason given")
     return f"Could not remind {_whom(say)} ({ordinal(number)} reminder): {error}"
 
 
-def _progress(say: _Say) -> str:
+def _progress(say: Say) -> str:
     received = say.detail.get("received")
     needed = say.detail.get("needed")
     if received is None:
@@ -358,7 +271,7 @@ def _progress(say: _Say) -> str:
     return f" ({text})"
 
 
-def _answered(say: _Say) -> str:
+def _answered(say: Say) -> str:
     who = say.get("who", "someone")
     answer = {k: v for k, v in dict(say.get("answer", {})).items() if v not in (None, "")}
     if len(answer) == 1 and _VERB.match(str(next(iter(answer.values())))):
@@ -374,14 +287,14 @@ def _answered(say: _Say) -> str:
     return said + _progress(say)
 
 
-def _arrived(say: _Say) -> str:
+def _arrived(say: Say) -> str:
     event = say.get("event", "an event")
     if say.detail.get("counted") is False:
         return f"A {event} event named no {say.get('by', 'answerer')}: not counted"
     return f"{event} arrived{_progress(say)}"
 
 
-def _timed_out(say: _Say) -> str:
+def _timed_out(say: Say) -> str:
     length = say.detail.get("duration")
     after = f" after {length}" if length else ""
     if "received" in say.detail:
@@ -394,7 +307,7 @@ def _timed_out(say: _Say) -> str:
     return f"Gave up{after}: no {event} came"
 
 
-def _done(say: _Say) -> str:
+def _done(say: Say) -> str:
     outcome = say.detail.get("outcome")
     kind = say.line.kind
     until = say.time("until")
@@ -411,7 +324,7 @@ def _done(say: _Say) -> str:
     return "Done"
 
 
-def _cancel(say: _Say) -> str:
+def _cancel(say: Say) -> str:
     why = say.get("why", "it stopped waiting")
     command = say.detail.get("command")
     running = "would run" if say.tried else "running"
@@ -419,26 +332,26 @@ def _cancel(say: _Say) -> str:
     return f"Stopped waiting ({why}){ran}"
 
 
-def _cancel_done(say: _Say) -> str:
+def _cancel_done(say: Say) -> str:
     command = say.detail.get("command")
     if say.tried:
         return f"Would run {command}" if command else "Would tell the application"
     return f"Ran {command}" if command else "Told the application the step stopped waiting"
 
 
-def _cancel_failed(say: _Say) -> str:
+def _cancel_failed(say: Say) -> str:
     command = say.get("command", "the cancel command")
     return f"{command} failed: {say.get('error', 'no reason given')}"
 
 
-def _failed(say: _Say) -> str:
+def _failed(say: Say) -> str:
     return f"Failed: {say.get('message', 'no reason given')}"
 
 
 _ENDED = {"done": "Run done", "failed": "Run failed", "cancelled": "Run cancelled"}
 
 
-def _ended(say: _Say) -> str:
+def _ended(say: Say) -> str:
     status = str(say.detail.get("status"))
     head = _ENDED.get(status, "Run ended")
     reason = str(say.get("reason", ""))
@@ -447,177 +360,33 @@ def _ended(say: _Say) -> str:
     return f"{head}: {reason}" if reason else head
 
 
-def _cancelled(say: _Say) -> str:
+def _cancelled(say: Say) -> str:
     reason = say.detail.get("reason")
-    said = f"{_by(say.get('by', 'an operator'))} cancelled the run"
+    said = f"{who_did(say.get('by', 'an operator'))} cancelled the run"
     return f"{said}: {reason}" if reason else said
 
 
-def _retried(say: _Say) -> str:
-    said = f"{_by(say.get('by', 'an operator'))} retried the run"
+def _retried(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} retried the run"
     reason = say.detail.get("reason")
     return f"{said}: {reason}" if reason else said
 
 
-def _redriven(say: _Say) -> str:
-    said = f"{_by(say.get('by', 'an operator'))} redrove the run: it is due again now"
+def _redriven(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} redrove the run: it is due again now"
     reason = say.detail.get("reason")
     return f"{said} ({reason})" if reason else said
 
 
-def _restarted(say: _Say) -> str:
-    said = f"{_by(say.get('by', 'an operator'))} restarted the run"
+def _restarted(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} restarted the run"
     if say.detail.get("restarted_as") is not None:
         said += f" as run {say.detail['restarted_as']}"
     reason = say.detail.get("reason")
     return f"{said}: {reason}" if reason else said
 
 
-def _job_planned(say: _Say) -> str:
-    said = f"Planned by {say.get('event', 'an event')}"
-    at = say.time("run_at")
-    if at:
-        said += f" for {at}"
-    return f"{said} (key {say.detail['key']})" if say.detail.get("key") else said
-
-
-def _job_zone(say: _Say) -> tzinfo | None:
-    """A job at times' slots are shown on its own wall clock."""
-    name = say.detail.get("timezone")
-    if not isinstance(name, str) or not name:
-        return say.tz
-    try:
-        return schedules.zone(name)
-    except errors.BindingError:
-        return say.tz
-
-
-def _slot(say: _Say, key: str) -> str | None:
-    value = say.detail.get(key)
-    if not value:
-        return None
-    try:
-        return when(str(value), _job_zone(say))
-    except ValueError:
-        return str(value)
-
-
-def _job_scheduled(say: _Say) -> str:
-    every = say.get("every", "its schedule")
-    zone = say.detail.get("timezone")
-    said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
-    first = _slot(say, "first")
-    return f"{said}; first slot {first}" if first else said
-
-
-def _job_ran(say: _Say) -> str:
-    command = say.get("command", "its command")
-    if say.detail.get("by"):
-        return f"{_by(say.detail['by'])} ran {command} by hand"
-    said = f"Ran {command}"
-    slot = _slot(say, "slot")
-    if slot:
-        said += f" for the slot {slot}"
-    attempt = int(say.get("attempt", 1))
-    if attempt > 1:
-        said += f" (attempt {attempt})"
-    missed = _slot(say, "missed_from")
-    return f"{said}; the slots missed from {missed} were skipped" if missed else said
-
-
-def _job_failed(say: _Say) -> str:
-    command = say.get("command", "its command")
-    error = say.get("error", "no reason given")
-    if say.detail.get("by"):
-        return f"{_by(say.detail['by'])} ran {command} by hand: it failed ({error})"
-    slot = _slot(say, "slot")
-    said = f"{command} failed" + (f" for the slot {slot}" if slot else "")
-    return f"{said} ({error}); the job waits for its next slot"
-
-
-# -- a code workflow's steps (flowrunner.workflows) ---------------------------------------
-
-
-def _step_name(say: _Say) -> str:
-    return f" ({say.get('name', say.line.kind or 'step')})"
-
-
-def _workflow_step(say: _Say) -> str:
-    kind, target = say.line.kind, say.get("target", "")
-    named = _step_name(say)
-    refused = say.detail.get("refused")
-    if kind == "run":
-        return f"{target} refused{named}: {refused}" if refused else f"Ran {target}{named}"
-    if kind == "call":
-        if refused:
-            return f"{target} refused the call{named}: {refused}"
-        return f"Called {target}: {say.get('request', 'a request')}{named}"
-    at = say.time("at")
-    if kind == "wait_for":
-        if say.detail.get("arrived"):
-            return f"{target} arrived{named}"
-        return f"No {target} came by {at}{named}" if at else f"No {target} came{named}"
-    if kind in ("sleep", "until") and at:
-        return f"{'Slept' if kind == 'sleep' else 'Waited'} until {at}{named}"
-    if kind == "now" and at:
-        return f"Took the time: {at}{named}"
-    return f"Done{named}"
-
-
-def _workflow_waiting(say: _Say) -> str:
-    until = say.time("until")
-    named = _step_name(say)
-    if say.line.kind == "wait_for":
-        event = say.get("target", "an event")
-        return (
-            f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
-        )
-    if until and say.line.kind == "sleep":
-        return f"Sleeping until {until}{named}"
-    return f"Waiting until {until}{named}" if until else f"Waiting{named}"
-
-
-def _diverged(say: _Say) -> str:
-    return f"Diverged: {say.get('message', 'the code asked for another step')}"
-
-
-def _timer_passed(say: _Say) -> str:
-    column = say.get("column", "its date")
-    instant = say.time("instant")
-    return f"{column} passed ({instant})" if instant else f"{column} passed"
-
-
-def _timer_fired(say: _Say) -> str:
-    command = say.get("command", "its command")
-    if say.detail.get("already"):
-        return f"{_timer_passed(say)}: {command} had run for it already"
-    attempt = int(say.get("attempt", 1))
-    again = f" (attempt {attempt})" if attempt > 1 else ""
-    return f"{_timer_passed(say)}: ran {command}{again}"
-
-
-def _timer_moved(say: _Say) -> str:
-    column = say.get("column", "its date")
-    instant = say.time("instant") or "that time"
-    holds = say.time("holds")
-    now = f"it holds {holds}" if holds else "it is empty"
-    return f"{column} no longer holds {instant} ({now}): nothing to run"
-
-
-def _timer_unmatched(say: _Say) -> str:
-    command = say.get("command", "its command")
-    text = str(say.get("when", ""))
-    otherwise = condition_words(text, negated=True, tz=say.tz) if text else "its condition failed"
-    return f"{_timer_passed(say)} but {otherwise}: {command} did not run"
-
-
-def _timer_gone(say: _Say) -> str:
-    command = say.get("command", "its command")
-    resource = say.get("resource", "record")
-    return f"{_timer_passed(say)} but the {resource} record is gone: {command} did not run"
-
-
-_RENDER: dict[str, Callable[[_Say], str]] = {
+_RENDER: dict[str, Callable[[Say], str]] = {
     "started": _started,
     "set": _set,
     "notice": _notice,
@@ -642,17 +411,7 @@ _RENDER: dict[str, Callable[[_Say], str]] = {
     "retried": _retried,
     "redriven": _redriven,
     "restarted": _restarted,
-    "job_planned": _job_planned,
-    "job_scheduled": _job_scheduled,
-    "job_ran": _job_ran,
-    "job_failed": _job_failed,
-    "workflow_step": _workflow_step,
-    "workflow_waiting": _workflow_waiting,
-    "diverged": _diverged,
-    "timer_fired": _timer_fired,
-    "timer_moved": _timer_moved,
-    "timer_unmatched": _timer_unmatched,
-    "timer_gone": _timer_gone,
+    **history_programs.RENDER,
 }
 
 # Every code a history line may carry; each has its sentence.
@@ -697,25 +456,3 @@ def _legacy(what: str, detail: object) -> str:
     if head is None:
         head = what.replace("_", " ").capitalize() if what else "Something happened"
     return f"{head}: {text}" if text else head
-
-
-# -- values in words ---------------------------------------------------------------------
-
-
-def _value(value: Any, tz: tzinfo | None) -> str:
-    if value is None:
-        return "empty"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, datetime):
-        return when(value, tz)
-    if isinstance(value, date):
-        return f"{_DAYS[value.weekday()]} {value.day} {_MONTHS[value.month - 1]} {value.year}"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, str) and _ISO_MOMENT.match(value):
-        try:
-            return when(value, tz)
-        except ValueError:
-            return value
-    return str(value)

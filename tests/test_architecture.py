@@ -49,6 +49,20 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "flowrunner.worker",
         "time",
     ),
+    "flowrunner.history_words": (
+        "sqlalchemy",
+        "flowrunner.store",
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "time",
+    ),
+    "flowrunner.history_programs": (
+        "sqlalchemy",
+        "flowrunner.store",
+        "flowrunner.runner",
+        "flowrunner.worker",
+        "time",
+    ),
     # Diagrams are pure: drawn from a snapshot and a run's state and history, read by others.
     "flowrunner.diagrams": (
         "sqlalchemy",
@@ -150,6 +164,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "flowrunner.interpreter",
             "flowrunner.history_text",
+            "flowrunner.history_words",
+            "flowrunner.history_programs",
             # A code workflow's pure parts (its declaration, the ``w`` its body awaits,
             # the recorded steps and the replay rule, where an open run stands); the
             # parts that run it are the runner's, named below.
