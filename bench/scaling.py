@@ -41,6 +41,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -176,6 +177,9 @@ def engine_drain(
             line = proc.stderr.readline().decode()
             if "serving" not in line:
                 raise SystemExit(f"a worker did not start: {line}{proc.stderr.read().decode()}")
+            # Its log (a line per claim) is read and dropped: a pipe nobody reads fills up
+            # and stops the worker at its next line.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
         release(url)
         engine = sa.create_engine(url)
         runs_t = engine_tables.runs
