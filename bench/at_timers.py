@@ -45,20 +45,13 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowrunner import (
-    At,
-    FlowBinding,
-    Kind,
-    at_timers,
-    commands,
-    flowfiles,
-    starting,
-    tables,
-    worker,
-)
+from flowrunner import At, FlowBinding, Kind, tables
+from flowrunner.engine import commands, worker
+from flowrunner.flows import files, starts
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.store import engine_tables, migrate
 from flowrunner.store import operations as ops
+from flowrunner.timers import rules
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 CHUNK = 20_000
@@ -158,7 +151,7 @@ def fill_timers(engine: sa.Engine, records: int, due: int) -> FlowRunner:
     fill(engine, table, lambda n: {"id": n, "status": "open", "warn_at": instant(n, due)}, records)
 
     def run(n: int) -> dict[str, Any]:
-        arming = at_timers.Arming(timer, instant(n, due))
+        arming = rules.Arming(timer, instant(n, due))
         return {
             "id": n,
             "tenant": None,
@@ -168,7 +161,7 @@ def fill_timers(engine: sa.Engine, records: int, due: int) -> FlowRunner:
             "flow_name": arming.flow_name,
             "start_key": arming.start_key(str(n), None),
             "snapshot": arming.snapshot(),
-            "digest": at_timers.PROGRAM,
+            "digest": rules.PROGRAM,
             "status": "waiting",
             "state": {},
             "version": 1,
@@ -189,12 +182,12 @@ def fill_timers(engine: sa.Engine, records: int, due: int) -> FlowRunner:
 def fill_runs(engine: sa.Engine, records: int, due: int) -> FlowRunner:
     runner, table = mount(engine, RUNS)
     with engine.begin() as conn:
-        flowfiles.import_flows(
-            conn, RUNS, runner.tables, flowfiles.loads_yaml(FLOW), columns=runner.columns
+        files.import_flows(
+            conn, RUNS, runner.tables, files.loads_yaml(FLOW), columns=runner.columns
         )
     fill(engine, table, lambda n: {"id": n, "status": "open", "warn_at": None}, records)
     with engine.begin() as conn:
-        snap = starting.stored_snapshot(conn, runner.tables, 1)
+        snap = starts.stored_snapshot(conn, runner.tables, 1)
     stored = snap.to_dict()
 
     def run(n: int) -> dict[str, Any]:

@@ -33,7 +33,9 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowrunner import FlowBinding, NotifyRule, flow_runner, flowfiles, tables, worker
+from flowrunner import FlowBinding, NotifyRule, flow_runner, tables
+from flowrunner.engine import worker
+from flowrunner.flows import files
 from flowrunner.store import dialects, engine_tables, migrate
 from flowrunner.store import operations as ops
 
@@ -105,8 +107,8 @@ def engine_runs(engine: sa.Engine, runs: int, batch: int) -> float:
     migrate.upgrade(engine)
     runner = flow_runner(BINDING, engine, clock=lambda: NOW)
     with engine.begin() as conn:
-        flowfiles.import_flows(
-            conn, BINDING, runner.tables, flowfiles.loads_yaml(FLOW), columns=runner.columns
+        files.import_flows(
+            conn, BINDING, runner.tables, files.loads_yaml(FLOW), columns=runner.columns
         )
         for start in range(0, runs, 500):
             rows = [

@@ -26,9 +26,9 @@ from typing import Any
 import peer_jobs
 import sqlalchemy as sa
 
-from flowrunner import snapshot
-from flowrunner.interpreter import config as config_mod
-from flowrunner.interpreter import effects, happened, interpret
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.flows.interpreter import effects, happened, interpret
 from flowrunner.store import engine_tables
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -24,7 +24,9 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowrunner import FlowBinding, Kind, NotifyRule, flow_runner, flowfiles, tables, worker
+from flowrunner import FlowBinding, Kind, NotifyRule, flow_runner, tables
+from flowrunner.engine import worker
+from flowrunner.flows import files
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, engine_tables, migrate
 
@@ -140,8 +142,8 @@ def mount(engine: sa.Engine, flow: str) -> tuple[FlowRunner, sa.Table]:
     migrate.upgrade(engine)
     runner = flow_runner(BINDING, engine, commands={"add_one": add_one})
     with engine.begin() as conn:
-        flowfiles.import_flows(
-            conn, BINDING, runner.tables, flowfiles.loads_yaml(FLOWS[flow]), columns=runner.columns
+        files.import_flows(
+            conn, BINDING, runner.tables, files.loads_yaml(FLOWS[flow]), columns=runner.columns
         )
     return runner, item
 

@@ -35,7 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import BINDING, FLOW, NOW, app_tables, database  # bench/engine.py
 
-from flowrunner import flow_runner, flowfiles, sqltypes, tables, worker
+from flowrunner import flow_runner, tables
+from flowrunner.engine import worker
+from flowrunner.flows import files
+from flowrunner.foundations import sqltypes
 from flowrunner.store import dialects, engine_tables, migrate
 from flowrunner.store import operations as ops
 
@@ -57,11 +60,11 @@ class Desk:
         self.engine = engine
         self.runner = flow_runner(EVENTS, engine, clock=lambda: NOW)
         with engine.begin() as conn:
-            flowfiles.import_flows(
+            files.import_flows(
                 conn,
                 EVENTS,
                 self.runner.tables,
-                flowfiles.loads_yaml(FLOW),
+                files.loads_yaml(FLOW),
                 columns=self.runner.columns,
             )
         self.next_record = 1

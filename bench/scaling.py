@@ -56,7 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import BINDING, FLOW, app_tables  # bench/engine.py
 
-from flowrunner import flow_runner, flowfiles, tables
+from flowrunner import flow_runner, tables
+from flowrunner.flows import files
 from flowrunner.runner import FlowRunner
 from flowrunner.store import engine_tables, migrate
 
@@ -97,8 +98,8 @@ def held_runs(url: str, runs: int) -> None:
     migrate.upgrade(engine)
     starter = flow_runner(BINDING, engine)
     with engine.begin() as conn:
-        flowfiles.import_flows(
-            conn, BINDING, starter.tables, flowfiles.loads_yaml(FLOW), columns=starter.columns
+        files.import_flows(
+            conn, BINDING, starter.tables, files.loads_yaml(FLOW), columns=starter.columns
         )
     for start in range(0, runs, CHUNK):
         with engine.begin() as conn:

@@ -35,7 +35,7 @@ from typing import Any
 import peer_jobs
 import sqlalchemy as sa
 
-from flowrunner import worker
+from flowrunner.engine import worker
 
 # A statement's shape, for the listing: its verb and its table.
 _CONTROL = re.compile(

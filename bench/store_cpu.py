@@ -104,7 +104,7 @@ def job(tree: Path, runs: int, profiled: bool) -> dict[str, Any]:
     import sqlalchemy as sa
 
     import flowrunner
-    from flowrunner import worker
+    from flowrunner.engine import worker
 
     assert Path(peer_jobs.__file__).resolve().parent == (tree / "bench").resolve()
     assert Path(flowrunner.__file__).resolve().parent == (tree / "flowrunner").resolve()

@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import BINDING, app_tables  # bench/engine.py
 from scaling import schema  # bench/scaling.py: a scratch schema, dropped afterwards
 
-from flowrunner import flow_runner, flowfiles, tables, worker
+from flowrunner import flow_runner, tables
+from flowrunner.engine import worker
+from flowrunner.flows import files
 from flowrunner.runner import FlowRunner, utc_now
 from flowrunner.store import engine_tables, migrate
 
@@ -70,8 +72,8 @@ def waiting_runs(url: str, count: int) -> FlowRunner:
     started = runner(url)
     engine = started.engine
     with engine.begin() as conn:
-        flowfiles.import_flows(
-            conn, EVENTS, started.tables, flowfiles.loads_yaml(FLOW), columns=started.columns
+        files.import_flows(
+            conn, EVENTS, started.tables, files.loads_yaml(FLOW), columns=started.columns
         )
         rows = [
             {"id": n, "status": "new", "priority": "low", "owner": f"u{n}"}

@@ -37,7 +37,8 @@ import peer_jobs
 import peers
 import sqlalchemy as sa
 
-from flowrunner import FlowBinding, OnEvent, Workflows, flow_runner, tables, worker
+from flowrunner import FlowBinding, OnEvent, Workflows, flow_runner, tables
+from flowrunner.engine import worker
 from flowrunner.store import dialects, engine_tables, migrate
 
 STEPS = peer_jobs.STEPS

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from flowrunner import moved
 from flowrunner.binding import At, FlowBinding, Kind, NotifyRule
-from flowrunner.commands import Command, CommandContext
 from flowrunner.diagrams import Diagram
-from flowrunner.durations import Duration, parse_duration
+from flowrunner.engine.commands import Command, CommandContext
 from flowrunner.errors import (
     BindingError,
     CallbackRejected,
@@ -39,22 +39,25 @@ from flowrunner.errors import (
     SnapshotBroken,
     StepRefused,
 )
-from flowrunner.inbound import Inbound
-from flowrunner.interpreter.standing import Awaits, Waiting
-from flowrunner.jobs import Jobs
-from flowrunner.jobs_spec import Emitted, Job, Plan
+from flowrunner.flows.interpreter.waits import Awaits, Waiting
+from flowrunner.flows.snapshot import FlowSnapshot, FlowSpec, StepSpec
+from flowrunner.flows.trial.result import TryCommand, TryEnd, TryLine, TryNotice, TryResult, TrySet
+from flowrunner.flows.trial.script import Answer, Change, Refusal
+from flowrunner.foundations.durations import Duration, parse_duration
+from flowrunner.foundations.retry_policy import RetryPolicy
+from flowrunner.foundations.sqltypes import UTCDateTime
+from flowrunner.foundations.statuses import LaneStatus, RunStatus
+from flowrunner.inbound.endpoints import Inbound
+from flowrunner.inbound.signing import Hmac
+from flowrunner.jobs.program import Jobs
+from flowrunner.jobs.spec import Emitted, Job, Plan
 from flowrunner.query import ColumnType, Condition, parse, parse_value
-from flowrunner.retry_policy import RetryPolicy
 from flowrunner.runner import FlowRunner, flow_runner
-from flowrunner.signing import Hmac
-from flowrunner.snapshot import FlowSnapshot, FlowSpec, StepSpec
-from flowrunner.sqltypes import UTCDateTime
-from flowrunner.statuses import LaneStatus, RunStatus
 from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
-from flowrunner.try_result import TryCommand, TryEnd, TryLine, TryNotice, TryResult, TrySet
-from flowrunner.try_script import Answer, Change, Refusal
 from flowrunner.workflows import Connection, Manual, OnEvent, Workflows
+
+moved.install()
 
 __all__ = [
     "Answer",

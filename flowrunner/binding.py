@@ -16,7 +16,9 @@ from typing import Any, TypeAlias
 import pydantic
 import sqlalchemy as sa
 
-from flowrunner import column_facts, durations, errors, query, retry_policy, templates
+from flowrunner import errors, query
+from flowrunner.flows import column_facts
+from flowrunner.foundations import durations, retry_policy, templates
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -186,7 +188,7 @@ class NotifyRule(_Model):
     @pydantic.field_validator("title")
     @classmethod
     def _title(cls, value: str) -> str:
-        # The same safe templates as a notify step's message (``flowrunner.templates``).
+        # The same safe templates as a notify step's message (``flowrunner.foundations.templates``).
         wrong = templates.mistake(value)
         if wrong is not None:
             raise ValueError(f"title {value!r} is not a valid template: {wrong}")

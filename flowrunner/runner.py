@@ -22,39 +22,22 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flowrunner import app as app_mod
-from flowrunner import (
-    at_timers,
-    column_facts,
-    diagrams,
-    drawing,
-    errors,
-    history_text,
-    inbound_app,
-    jobs_spec,
-    operating,
-    operations_room,
-    payloads,
-    receiving,
-    retry_policy,
-    rows,
-    saving,
-    signing,
-    snapshot,
-    starting,
-    statuses,
-    stepping,
-    timers,
-    try_result,
-    try_script,
-    validate,
-)
 from flowrunner import binding as binding_mod
-from flowrunner import commands as commands_mod
-from flowrunner import durations as durations_mod
-from flowrunner import inbound as inbound_mod
-from flowrunner.interpreter import config as config_mod
-from flowrunner.interpreter import standing
+from flowrunner import diagrams, errors
+from flowrunner.engine import actions, claimed, drawings, operations_room
+from flowrunner.engine import app_loader as app_mod
+from flowrunner.engine import commands as commands_mod
+from flowrunner.flows import column_facts, edits, rows, snapshot, starts, validation
+from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.flows.interpreter import waits
+from flowrunner.flows.trial import result, script
+from flowrunner.foundations import durations as durations_mod
+from flowrunner.foundations import payloads, retry_policy, statuses
+from flowrunner.history import flows
+from flowrunner.inbound import asgi as inbound_app
+from flowrunner.inbound import endpoints as inbound_mod
+from flowrunner.inbound import receipt, signing
+from flowrunner.jobs import spec
 from flowrunner.store import (
     app_tables,
     dialects,
@@ -66,15 +49,16 @@ from flowrunner.store import (
     retention,
 )
 from flowrunner.store import operations as ops
-from flowrunner.workflows import advancing
-from flowrunner.workflows import defining as workflows_mod
-from flowrunner.workflows import launching as workflow_launching
-from flowrunner.workflows import seeing as workflow_seeing
+from flowrunner.timers import program, rules
+from flowrunner.workflows import definitions as workflows_mod
+from flowrunner.workflows import program as advancing
+from flowrunner.workflows import starts as workflow_launching
+from flowrunner.workflows import waits as workflow_seeing
 
 Clock = Callable[[], datetime]
 Authorize = commands_mod.Authorize
 # Told of each event ``emit`` stores, in the emitting transaction (jobs plan from it).
-EventHook = Callable[[sa.Connection, jobs_spec.Emitted], None]
+EventHook = Callable[[sa.Connection, spec.Emitted], None]
 # What a worker does once before its first claim, given the clock's now (a job at times
 # makes sure it has its run).
 Prepare = Callable[[datetime], None]
@@ -130,11 +114,11 @@ class FlowRunner:
         self.inbound = inbound_mod.check(
             inbound, binding=binding, commands=self.commands, authorize=authorize
         )
-        receiving.warn_unset(self.inbound)
+        receipt.warn_unset(self.inbound)
         self._checked: dict[str, str | None] = {}
         self._loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = {}
         # The active flows records start, with a digest of their rows (starting.startable).
-        self._startable: dict[Any, tuple[Any, list[starting.Startable]]] = {}
+        self._startable: dict[Any, tuple[Any, list[starts.Startable]]] = {}
         # The programs this runner's runs may execute besides flows from rows, by the
         # name a run's snapshot gives (``stepping.program_of``): jobs, code workflows.
         # Told of each stored event in its transaction (``emit``), and called once by
@@ -143,10 +127,10 @@ class FlowRunner:
         self.preparing: list[Prepare] = []
         # The jobs mounted on this runner (``flowrunner.jobs.Jobs``), if any.
         self.jobs: Any = None
-        self.programs: dict[str, stepping.Program] = {at_timers.PROGRAM: timers.program}
+        self.programs: dict[str, claimed.Program] = {rules.PROGRAM: program.program}
         # The binding's timers on date columns (``at``), or None when it has none: then
         # a record's change costs nothing more for them.
-        self.timers: timers.Timers | None = timers.Timers(self) if binding.at else None
+        self.timers: program.Timers | None = program.Timers(self) if binding.at else None
         # The code workflows this runner starts and runs (``flowrunner.workflows``).
         self.workflows: workflows_mod.Workflows | None = None
         if workflows is not None:
@@ -253,7 +237,7 @@ class FlowRunner:
         Remembered per snapshot digest: the binding does not change while a runner lives.
         """
         if snap.digest not in self._checked:
-            self._checked[snap.digest] = validate.check(snap, self.binding, self.columns)
+            self._checked[snap.digest] = validation.check(snap, self.binding, self.columns)
         return self._checked[snap.digest]
 
     def load_snapshot(self, stored: Mapping[str, Any]) -> snapshot.FlowSnapshot:
@@ -268,7 +252,7 @@ class FlowRunner:
             return kept[1]
         snap = snapshot.FlowSnapshot.from_dict(stored)
         if len(self._loaded) >= KEPT_SNAPSHOTS:
-            starting.forget_oldest(self._loaded)
+            starts.forget_oldest(self._loaded)
         self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
         return snap
 
@@ -334,7 +318,7 @@ class FlowRunner:
         """
         row = self._owned(row, tenant, "flow")
         with conn.begin_nested():
-            return saving.save_flow(conn, self.binding, self.tables, row, columns=self.columns)
+            return edits.save_flow(conn, self.binding, self.tables, row, columns=self.columns)
 
     def save_step(self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Any = None) -> Any:
         """Insert or update a step row after validating it; raises ``RowInvalid``.
@@ -346,7 +330,7 @@ class FlowRunner:
         if row.get("id") is not None:
             row = {**row, "id": _step_id(row["id"])}
         with conn.begin_nested():
-            return saving.save_step(conn, self.binding, self.tables, row, columns=self.columns)
+            return edits.save_step(conn, self.binding, self.tables, row, columns=self.columns)
 
     def delete_step(self, conn: sa.Connection, step_id: Any, *, tenant: Any = None) -> None:
         """Delete a step, unless a goto still needs it; raises ``RowInvalid``.
@@ -356,7 +340,7 @@ class FlowRunner:
         step_id = _step_id(step_id)
         with conn.begin_nested():
             self._step_of_tenant(conn, step_id, tenant)
-            saving.delete_step(conn, self.binding, self.tables, step_id)
+            edits.delete_step(conn, self.binding, self.tables, step_id)
 
     def move_step(
         self, conn: sa.Connection, step_id: Any, by: int, *, tenant: Any = None
@@ -373,7 +357,7 @@ class FlowRunner:
         step_id = _step_id(step_id)
         with conn.begin_nested():
             self._step_of_tenant(conn, step_id, tenant)
-            return saving.move_step(
+            return edits.move_step(
                 conn, self.binding, self.tables, step_id, by, columns=self.columns
             )
 
@@ -384,7 +368,7 @@ class FlowRunner:
         refused with ``OperatorError`` (404). Written in a savepoint of ``conn``'s
         transaction.
         """
-        key = saving.read_id(flow_id, self.tables.flows.c.id)
+        key = edits.read_id(flow_id, self.tables.flows.c.id)
         column = self.binding.tenant
         owner = None if column is None else self._need_tenant(tenant)
         with conn.begin_nested():
@@ -393,14 +377,14 @@ class FlowRunner:
                 raise errors.OperatorError(
                     f"there is no flow {flow_id!r}", status_code=404, code="flow_unknown"
                 )
-            saving.delete_flow(conn, self.binding, self.tables, key)
+            edits.delete_flow(conn, self.binding, self.tables, key)
 
     def snapshot(
         self, conn: sa.Connection, flow_id: Any, *, tenant: Any = None
     ) -> snapshot.FlowSnapshot:
         """The flow and its steps as a run would keep them."""
         self._flow_of_tenant(conn, flow_id, tenant)
-        return starting.stored_snapshot(conn, self.tables, flow_id)
+        return starts.stored_snapshot(conn, self.tables, flow_id)
 
     def try_flow(
         self,
@@ -408,27 +392,27 @@ class FlowRunner:
         steps: Sequence[Mapping[str, Any]] | None,
         record_id: binding_mod.RecordId,
         *,
-        answers: str | Sequence[try_script.Item | str | None] = (),
+        answers: str | Sequence[script.Item | str | None] = (),
         until: str | timedelta = "30 days",
         tenant: binding_mod.Tenant = None,
         start: datetime | None = None,
-    ) -> try_result.TryResult:
+    ) -> result.TryResult:
         """Try a flow on a record: what it would do, with nothing leaving the try.
 
         ``flow`` is the flow row as edited, with ``steps`` its step rows (unsaved; judged
         as a save would judge them first, ``RowInvalid`` with every problem), or a saved
         flow's name or id with ``steps`` None. ``answers`` is what happens meanwhile —
         ``Answer``, ``Change`` and ``Refusal`` items, or lines such as ``"bob approves
-        after 2 days"`` (``flowrunner.try_script``). The run starts at ``start`` (default:
+        after 2 days"`` (``flowrunner.flows.trial.script``). The run starts at ``start`` (default:
         now) and goes on until it ends or ``until`` has passed.
 
         The real interpreter runs it in a transaction that always rolls back: its set
         steps and the script's changes write the record there; no command runs (each is
         shown and taken to succeed); notices are shown, not written. The result is the
         path with its sentences, the values set, the notices, the commands and where it
-        ends (``TryResult``). See ``flowrunner.trying``.
+        ends (``TryResult``). See ``flowrunner.flows.trial.dry_run``.
         """
-        from flowrunner import trying
+        from flowrunner.flows.trial import dry_run as trying
 
         return trying.try_flow(
             self,
@@ -448,7 +432,7 @@ class FlowRunner:
 
         ``RecordRejected`` when a tenant binding's record does not name its tenant.
         """
-        tenant = starting.record_tenant(self.binding, record)
+        tenant = starts.record_tenant(self.binding, record)
         return None if tenant is None else self.tables.tenant_value(tenant)
 
     def _record_id(self, record: Mapping[str, Any]) -> str:
@@ -485,9 +469,7 @@ class FlowRunner:
         record_id, _ = self._identify(record, "record_created")
         now = self.clock()
         with dialects.Savepoint(conn, "flowrunner_start"):
-            started = starting.start_flows(
-                self, conn, "created", record, f"created:{record_id}", now
-            )
+            started = starts.start_flows(self, conn, "created", record, f"created:{record_id}", now)
             if self.timers is not None:
                 self.timers.arm(conn, record, now)
             return started
@@ -513,8 +495,8 @@ class FlowRunner:
         record_id, tenant = self._identify(after, "record_updated")
         now = self.clock()
         with conn.begin_nested():
-            change = starting.change_of(conn, before, after, record_id=record_id, tenant=tenant)
-            started = starting.start_flows(
+            change = starts.change_of(conn, before, after, record_id=record_id, tenant=tenant)
+            started = starts.start_flows(
                 self, conn, "updated", after, change.key, now, changed=change.columns
             )
             ops.wake_record(
@@ -526,7 +508,7 @@ class FlowRunner:
 
     def start(self, flow: Any, record_id: Any, *, operator: str, tenant: Any = None) -> int:
         """An operator starts a manual flow (by name or id) for a record; journaled."""
-        return starting.start_manual(self, flow, record_id, operator=operator, tenant=tenant)
+        return starts.start_manual(self, flow, record_id, operator=operator, tenant=tenant)
 
     def start_existing(
         self,
@@ -542,7 +524,7 @@ class FlowRunner:
         (``flow`` names one). Running it again starts nothing new. ``progress`` is called
         with (done, total). Returns the number of runs started.
         """
-        return starting.start_existing(self, where, flow=flow, tenant=tenant, progress=progress)
+        return starts.start_existing(self, where, flow=flow, tenant=tenant, progress=progress)
 
     def arm_timers(
         self,
@@ -568,7 +550,7 @@ class FlowRunner:
         The binding's ``events`` names the payload field that identifies the record; its
         value follows the key rule (``store.app_tables.key_of``: ``7`` or ``"7"`` for an
         integer key, never ``"007"``), and the event is stored under the key as the
-        record's runs hold it. The payload must be plain data (``flowrunner.payloads``).
+        record's runs hold it. The payload must be plain data (``flowrunner.foundations.payloads``).
         An unknown event, a payload that is not plain, does not name its record (or, on
         a tenant binding, its tenant) as a key, or names no record is refused with
         ``EventRejected`` before anything is written; the writes go in a savepoint, so a
@@ -601,7 +583,7 @@ class FlowRunner:
                 now=now,
             )
             if self.on_event:
-                stored = jobs_spec.Emitted(
+                stored = spec.Emitted(
                     id=event_id,
                     name=name,
                     payload=plain,
@@ -699,7 +681,7 @@ class FlowRunner:
 
     def run_due(self, limit: int = 100, *, batch: int = 1) -> int:
         """Advance up to ``limit`` due runs in this process; returns how many were claimed."""
-        from flowrunner import worker
+        from flowrunner.engine import worker
 
         return worker.Worker(self, batch=batch).run_due(limit)
 
@@ -750,12 +732,12 @@ class FlowRunner:
     def _standing(self, run: ops.RunRow) -> ops.RunRow:
         if run.status in statuses.ENDED or not run.state:
             return run
-        if stepping.program_of(run.snapshot) == advancing.PROGRAM:
+        if claimed.program_of(run.snapshot) == advancing.PROGRAM:
             return dataclasses.replace(run, waiting=workflow_seeing.where(run.state))
         snap = _snapshot_of(run)
         if snap is None:
             return run
-        return dataclasses.replace(run, waiting=standing.where(snap, run.state, self.config))
+        return dataclasses.replace(run, waiting=waits.where(snap, run.state, self.config))
 
     def history(self, run_id: int, *, tenant: binding_mod.Tenant = None) -> list[ops.LogRow]:
         """What happened in the run, step by step, in order; each line with its
@@ -765,13 +747,12 @@ class FlowRunner:
         """
         run_id = self._run_id(run_id)
         with self.engine.connect() as conn:
-            run = operating.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
+            run = actions.run_for_operator(self, conn, run_id, self._need_tenant(tenant))
             lines = ops.run_history(conn, run_id)
         snap = _snapshot_of(run)
         tz = self.config.timezone
         return [
-            dataclasses.replace(line, sentence=history_text.sentence(line, snap, tz))
-            for line in lines
+            dataclasses.replace(line, sentence=flows.sentence(line, snap, tz)) for line in lines
         ]
 
     def notices(
@@ -826,19 +807,15 @@ class FlowRunner:
 
     def cancel(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
         """Cancel a run that has not ended; journaled with the operator's name."""
-        operating.cancel(
-            self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
-        )
+        actions.cancel(self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant)
 
     def retry(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
         """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
-        operating.retry(self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant)
+        actions.retry(self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant)
 
     def redrive(self, run_id: int, *, operator: str, reason: str = "", tenant: Any = None) -> None:
         """Make a stuck run due now and free its lease; journaled (with ``reason``)."""
-        operating.redrive(
-            self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
-        )
+        actions.redrive(self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant)
 
     def prune(
         self,
@@ -890,7 +867,7 @@ class FlowRunner:
                 page = runner.diagram(conn, "Big orders", run=7).html()
         """
         run_id = None if run is None else self._run_id(run)
-        return drawing.diagram(
+        return drawings.diagram(
             self, conn, flow, run=run_id, can_read=can_read, tenant=self._need_tenant(tenant)
         )
 
@@ -902,7 +879,7 @@ class FlowRunner:
         name. Refused (``OperatorError``, a sentence) for a run that has not failed, one
         already restarted, and a flow deleted, inactive or broken.
         """
-        return operating.restart(
+        return actions.restart(
             self, self._run_id(run_id), operator=operator, reason=reason, tenant=tenant
         )
 
@@ -1037,11 +1014,11 @@ class FlowRunner:
         reason: str = "",
         tenant: binding_mod.Tenant = None,
         dry_run: bool = False,
-    ) -> list[operating.Outcome]:
+    ) -> list[actions.Outcome]:
         """``cancel``, ``retry``, ``redrive`` or ``restart`` each run, each in its own
         transaction; one ``Outcome`` per run: done, or refused with the reason (the others
         go on). ``dry_run``: what would be done, nothing kept."""
-        return operating.act(
+        return actions.act(
             self,
             action,
             run_ids,
@@ -1053,14 +1030,14 @@ class FlowRunner:
 
     # -- signed callbacks -----------------------------------------------------------------------
 
-    def receive(self, name: str, headers: signing.Headers, body: bytes) -> receiving.Received:
+    def receive(self, name: str, headers: signing.Headers, body: bytes) -> receipt.Received:
         """Handle one signed callback to inbound ``name``: its answer (``status``, and the
-        ``reason`` for logs). Never raises; the whole rule is ``flowrunner.receiving``.
+        ``reason`` for logs). Never raises; the whole rule is ``flowrunner.inbound.receipt``.
 
         For a web framework of your own: ``runner.receive(name, request.headers,
         request.body).status`` is the status to answer with, and nothing else.
         """
-        return receiving.receive(self, name, headers, body)
+        return receipt.receive(self, name, headers, body)
 
     def inbound_app(self) -> inbound_app.InboundApp:
         """The inbound endpoints as an ASGI application answering ``POST /NAME``:

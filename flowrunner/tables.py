@@ -2,7 +2,7 @@
 
 An application may instead bring tables it already has; ``FlowBinding.check`` reads
 them by reflection and names any fixed column they lack. ``reflect`` reads the three
-tables once, for ``flowrunner.saving`` and ``flowrunner.orm_hook.check_session``.
+tables once, for ``flowrunner.flows.edits`` and ``flowrunner.flows.orm_hook.check_session``.
 Declaring them::
 
     metadata = sa.MetaData()

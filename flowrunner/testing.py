@@ -17,7 +17,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import binding, durations, errors, starting, worker
+from flowrunner import binding, errors
+from flowrunner.engine import worker
+from flowrunner.flows import starts
+from flowrunner.foundations import durations
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -112,7 +115,7 @@ class FlowDriver:
 
     def create(self, record: Mapping[str, Any], *, run: bool = True) -> list[int]:
         """Insert a record and start its flows, in one transaction, as an application would."""
-        starting.record_tenant(self.runner.binding, record)
+        starts.record_tenant(self.runner.binding, record)
         with dialects.begin(self.runner.engine) as conn:
             records.insert_record(conn, self.runner.tables, record)
             started = self.runner.record_created(conn, self._read(conn, record))

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import workflow_desk
 from running import app
 
-from flowrunner import worker
+from flowrunner.engine import worker
 from flowrunner.runner import flow_runner
 
 

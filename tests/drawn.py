@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 from running import app, decide, mount
 
-from flowrunner import diagrams, flowfiles, snapshot, testing
-from flowrunner.interpreter.config import InterpreterConfig, KindConfig
+from flowrunner import diagrams, testing
+from flowrunner.flows import files, snapshot
+from flowrunner.flows.interpreter.config import InterpreterConfig, KindConfig
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -22,7 +23,7 @@ def fixture_snapshots(name: str) -> dict[str, snapshot.FlowSnapshot]:
     module = app(name)
     found = {}
     step_id = 0
-    for flow_id, doc in enumerate(flowfiles.read_file(module.FLOWS_FILE), start=1):
+    for flow_id, doc in enumerate(files.read_file(module.FLOWS_FILE), start=1):
         rows = []
         for step in doc.steps:
             step_id += 1

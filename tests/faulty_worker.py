@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from running import app
 
-from flowrunner import commands, worker
+from flowrunner.engine import commands, worker
 from flowrunner.runner import flow_runner
 
 PO = app("purchase_orders")

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from hypothesis import strategies as st
 
-from flowrunner import durations, sqltypes
+from flowrunner.foundations import durations, sqltypes
 from flowrunner.query import ast
 from flowrunner.query.types import ColumnType as T
 

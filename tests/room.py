@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from running import T0, mount
 
-from flowrunner import commands, errors, testing
+from flowrunner import errors, testing
+from flowrunner.engine import commands
 
 # Each ticket's status chooses its flow: open is told and done at once, listen tells the
 # requester and waits for a reply, handover warns an assignee nobody is and hands the

@@ -13,7 +13,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import demo, flowfiles, testing
+from flowrunner import testing
+from flowrunner.cli import demo
+from flowrunner.flows import files
 from flowrunner.runner import flow_runner
 from flowrunner.store import dialects, engine_tables, migrate
 
@@ -142,11 +144,9 @@ def mount(
         commands={**module.COMMANDS, **(commands or {})},
         **options,
     )
-    docs = (
-        flowfiles.loads_yaml(flows) if flows is not None else flowfiles.read_file(module.FLOWS_FILE)
-    )
+    docs = files.loads_yaml(flows) if flows is not None else files.read_file(module.FLOWS_FILE)
     with runner.engine.begin() as conn:
-        flowfiles.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
+        files.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
     return testing.FlowDriver(runner, start=start)
 
 

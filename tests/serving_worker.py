@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from running import app
 
-from flowrunner import worker
+from flowrunner.engine import worker
 from flowrunner.runner import flow_runner
 from flowrunner.store import engine_tables
 from flowrunner.store import operations as ops

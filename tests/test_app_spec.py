@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flowrunner import app, errors
+from flowrunner import errors
+from flowrunner.engine import app_loader
 
 
 @pytest.fixture
@@ -32,10 +33,10 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 )
 def test_a_bad_spec_is_one_sentence(here: Path, spec: str, message: str) -> None:
     with pytest.raises(errors.BindingError) as caught:
-        app.load_app(spec)
+        app_loader.load_app(spec)
     assert message in str(caught.value)
 
 
 def test_an_error_inside_the_module_is_not_hidden(here: Path) -> None:
     with pytest.raises(AttributeError, match="no_such_thing"):
-        app.load_app("spec_broken:runner")
+        app_loader.load_app("spec_broken:runner")

@@ -19,48 +19,56 @@ PACKAGE = Path(flowrunner.__file__).parent
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "flowrunner.query": (
         "flowrunner.binding",
-        "flowrunner.rows",
-        "flowrunner.validate",
-        "flowrunner.interpreter",
+        "flowrunner.flows.rows",
+        "flowrunner.flows.validation",
+        "flowrunner.flows.interpreter",
         "flowrunner.store",
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "flowrunner.cli",
     ),
-    "flowrunner.durations": ("flowrunner.query", "flowrunner.interpreter", "flowrunner.store"),
-    "flowrunner.snapshot": ("flowrunner.interpreter", "flowrunner.store", "flowrunner.runner"),
+    "flowrunner.foundations.durations": (
+        "flowrunner.query",
+        "flowrunner.flows.interpreter",
+        "flowrunner.store",
+    ),
+    "flowrunner.flows.snapshot": (
+        "flowrunner.flows.interpreter",
+        "flowrunner.store",
+        "flowrunner.runner",
+    ),
     # The interpreter is pure: no SQL, no storage, no clock-owning modules.
-    "flowrunner.interpreter": (
+    "flowrunner.flows.interpreter": (
         "sqlalchemy",
         "flowrunner.store",
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "flowrunner.cli",
-        "flowrunner.saving",
-        "flowrunner.orm_hook",
+        "flowrunner.flows.edits",
+        "flowrunner.flows.orm_hook",
         "time",
         "threading",
     ),
     # Sentences are made from what the history holds: nothing stored, no clock.
-    "flowrunner.history_text": (
+    "flowrunner.history.flows": (
         "sqlalchemy",
         "flowrunner.store",
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "time",
     ),
-    "flowrunner.history_words": (
+    "flowrunner.history.words": (
         "sqlalchemy",
         "flowrunner.store",
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "time",
     ),
-    "flowrunner.history_programs": (
+    "flowrunner.history.programs": (
         "sqlalchemy",
         "flowrunner.store",
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "time",
     ),
     # Diagrams are pure: drawn from a snapshot and a run's state and history, read by others.
@@ -68,18 +76,18 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "sqlalchemy",
         "flowrunner.store",
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "flowrunner.cli",
         "time",
         "threading",
     ),
     "flowrunner.store": (
         "flowrunner.runner",
-        "flowrunner.worker",
+        "flowrunner.engine.worker",
         "flowrunner.cli",
-        "flowrunner.saving",
-        "flowrunner.orm_hook",
-        "flowrunner.flowfiles",
+        "flowrunner.flows.edits",
+        "flowrunner.flows.orm_hook",
+        "flowrunner.flows.files",
     ),
     # A code workflow's declaration, context and replay are pure, as the interpreter is.
     **{
@@ -87,14 +95,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
             "sqlalchemy",
             "flowrunner.store",
             "flowrunner.runner",
-            "flowrunner.worker",
+            "flowrunner.engine.worker",
             "time",
             "threading",
         )
         for pure in ("defining", "context", "replay", "seeing")
     },
-    "flowrunner.sanitize": ("flowrunner.store", "sqlalchemy"),
-    "flowrunner.templates": ("flowrunner.store", "sqlalchemy"),
+    "flowrunner.foundations.sanitize": ("flowrunner.store", "sqlalchemy"),
+    "flowrunner.foundations.templates": ("flowrunner.store", "sqlalchemy"),
 }
 
 
@@ -112,9 +120,24 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            # ``from package import module`` imports the module (and runs the package's
+            # ``__init__``, which the package's own layer answers for); ``from module
+            # import name`` imports the module.
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            modules = [name for name in names if _is_module(name)]
+            found.update(modules)
+            if len(modules) < len(names) or not node.module.startswith("flowrunner"):
+                found.add(node.module)
+            found.update(names)
     return found
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package of flowrunner."""
+    if not dotted.startswith("flowrunner."):
+        return False
+    path = PACKAGE.joinpath(*dotted.split(".")[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
@@ -127,17 +150,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "foundations",
         (
             "flowrunner.errors",
-            "flowrunner.sanitize",
-            "flowrunner.logs",
-            "flowrunner.sqltypes",
-            "flowrunner.durations",
-            "flowrunner.statuses",
-            "flowrunner.modes",
-            "flowrunner.templates",
-            "flowrunner.retry_policy",
-            "flowrunner.payloads",
-            "flowrunner.signing",
-            "flowrunner.schedules",
+            "flowrunner.moved",
+            "flowrunner.foundations",
+            "flowrunner.foundations.sanitize",
+            "flowrunner.foundations.logs",
+            "flowrunner.foundations.sqltypes",
+            "flowrunner.foundations.durations",
+            "flowrunner.foundations.statuses",
+            "flowrunner.foundations.modes",
+            "flowrunner.foundations.templates",
+            "flowrunner.foundations.retry_policy",
+            "flowrunner.foundations.payloads",
+            "flowrunner.inbound.signing",
+            "flowrunner.jobs.schedules",
         ),
     ),
     ("query language", ("flowrunner.query",)),
@@ -145,27 +170,29 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "rows and validation",
         (
             "flowrunner.binding",
-            "flowrunner.column_facts",
-            "flowrunner.spelling",
-            "flowrunner.rows",
-            "flowrunner.loops",
-            "flowrunner.validate",
-            "flowrunner.snapshot",
-            "flowrunner.commands",
-            "flowrunner.try_script",
-            "flowrunner.try_plan",
-            "flowrunner.jobs_spec",
-            "flowrunner.at_timers",
+            "flowrunner.flows",
+            "flowrunner.flows.column_facts",
+            "flowrunner.flows.spelling",
+            "flowrunner.flows.rows",
+            "flowrunner.flows.loops",
+            "flowrunner.flows.validation",
+            "flowrunner.flows.snapshot",
+            "flowrunner.engine.commands",
+            "flowrunner.flows.trial.script",
+            "flowrunner.flows.trial.plan",
+            "flowrunner.jobs.spec",
+            "flowrunner.timers.rules",
             "flowrunner.inbound",
         ),
     ),
     (
         "interpreter",
         (
-            "flowrunner.interpreter",
-            "flowrunner.history_text",
-            "flowrunner.history_words",
-            "flowrunner.history_programs",
+            "flowrunner.flows.interpreter",
+            "flowrunner.history",
+            "flowrunner.history.flows",
+            "flowrunner.history.words",
+            "flowrunner.history.programs",
             # A code workflow's pure parts (its declaration, the ``w`` its body awaits,
             # the recorded steps and the replay rule, where an open run stands); the
             # parts that run it are the runner's, named below.
@@ -178,36 +205,38 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "runner",
         (
             "flowrunner.tables",
-            "flowrunner.saving",
-            "flowrunner.orm_hook",
-            "flowrunner.flowfiles",
-            "flowrunner.starting",
-            "flowrunner.operating",
-            "flowrunner.operations_room",
-            "flowrunner.worker",
-            "flowrunner.stepping",
-            "flowrunner.flow_step",
+            "flowrunner.engine",
+            "flowrunner.flows.trial",
+            "flowrunner.flows.edits",
+            "flowrunner.flows.orm_hook",
+            "flowrunner.flows.files",
+            "flowrunner.flows.starts",
+            "flowrunner.engine.actions",
+            "flowrunner.engine.operations_room",
+            "flowrunner.engine.worker",
+            "flowrunner.engine.claimed",
+            "flowrunner.flows.step",
             "flowrunner.timers",
             "flowrunner.runner",
             "flowrunner.testing",
-            "flowrunner.app",
-            "flowrunner.heartbeat",
-            "flowrunner.async_apps",
-            "flowrunner.drawing",
-            "flowrunner.trying",
-            "flowrunner.try_result",
-            "flowrunner.receiving",
-            "flowrunner.inbound_app",
+            "flowrunner.engine.app_loader",
+            "flowrunner.engine.heartbeat",
+            "flowrunner.engine.async_engines",
+            "flowrunner.engine.drawings",
+            "flowrunner.flows.trial.dry_run",
+            "flowrunner.flows.trial.result",
+            "flowrunner.inbound.receipt",
+            "flowrunner.inbound.asgi",
             "flowrunner.jobs",
-            "flowrunner.workflows.advancing",
-            "flowrunner.workflows.calling",
-            "flowrunner.workflows.launching",
-            "flowrunner.workflows.steering",
+            "flowrunner.workflows.program",
+            "flowrunner.workflows.http_call",
+            "flowrunner.workflows.starts",
+            "flowrunner.workflows.actions",
         ),
     ),
     (
         "surfaces",
-        ("flowrunner.cli", "flowrunner.demo", "flowrunner.__main__", "flowrunner.web"),
+        ("flowrunner.cli", "flowrunner.cli.demo", "flowrunner.__main__", "flowrunner.web"),
     ),
 )
 
@@ -281,7 +310,7 @@ WEB_ONLY = ("fastapi", "starlette", "httpx")
 
 # A workflow's ``call`` step is an HTTP client: httpx, imported when the first call is
 # made (an extra too, ``flowrunner[workflows]``).
-HTTPX_ALLOWED = {"flowrunner.workflows.calling"}
+HTTPX_ALLOWED = {"flowrunner.workflows.http_call"}
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))

@@ -13,11 +13,14 @@ import sqlalchemy as sa
 from running import T0, app, mount, stored
 from sqlalchemy import orm
 
-from flowrunner import RetryPolicy, at_timers, commands, errors, query, statuses, tables, testing
+from flowrunner import RetryPolicy, errors, query, tables, testing
 from flowrunner.binding import At, FlowBinding
+from flowrunner.engine import commands
+from flowrunner.foundations import statuses
 from flowrunner.runner import flow_runner
 from flowrunner.store import dialects, migrate, records
 from flowrunner.store import operations as ops
+from flowrunner.timers import rules
 
 NO_FLOWS = "[]"
 
@@ -182,7 +185,7 @@ def test_a_flow_that_sets_warn_at_arms_the_timer(any_engine: sa.Engine) -> None:
     )
     driver = mount(any_engine, "tickets", flows=SET_WARNING, binding=bound)
     driver.create(ticket(1))
-    written = at_timers.instant_of(stored(driver, 1)["warn_at"], query.ColumnType.TIMESTAMP, None)
+    written = rules.instant_of(stored(driver, 1)["warn_at"], query.ColumnType.TIMESTAMP, None)
     assert written == T0 + timedelta(hours=1)
     assert stored(driver, 1)["priority"] == "normal"
     driver.advance("1 hour")

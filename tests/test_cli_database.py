@@ -19,14 +19,15 @@ from click.testing import CliRunner
 from running import MARK_AND_TELL, mount, ticket
 
 from fixtures.tickets import app as tickets
-from flowrunner import app, flowfiles
 from flowrunner.cli import cli
+from flowrunner.engine import app_loader
+from flowrunner.flows import files
 from flowrunner.store import engine_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTORY = "fixtures.tickets.app:runner"  # a function taking url
 FLOWS = str(tickets.FLOWS_FILE)
-IMPORTED = sorted(["Tell", *(doc.flow["name"] for doc in flowfiles.read_file(FLOWS))])
+IMPORTED = sorted(["Tell", *(doc.flow["name"] for doc in files.read_file(FLOWS))])
 
 # An application whose runner is bound to one database, three ways.
 BOUND_APP = """\
@@ -189,8 +190,8 @@ def test_a_password_in_either_url_is_never_shown(desks: tuple[str, str], bound: 
     ],
 )
 def test_which_urls_name_one_database(left: str, right: str, same: bool) -> None:
-    assert app.same_database(left, right) is same
-    assert app.same_database(right, left) is same
+    assert app_loader.same_database(left, right) is same
+    assert app_loader.same_database(right, left) is same
 
 
 # -- as real processes --------------------------------------------------------------------------

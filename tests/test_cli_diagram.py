@@ -10,8 +10,9 @@ from click.testing import CliRunner
 from running import T0
 
 from fixtures.purchase_orders import app as po
-from flowrunner import flowfiles, testing
+from flowrunner import testing
 from flowrunner.cli import cli
+from flowrunner.flows import files
 from flowrunner.store import migrate
 
 APP = "fixtures.purchase_orders.app:runner"
@@ -30,8 +31,8 @@ def driver(url: str) -> testing.FlowDriver:
     migrate.upgrade(engine)
     runner = po.runner(url)
     with runner.engine.begin() as conn:
-        docs = flowfiles.read_file(po.FLOWS_FILE)
-        flowfiles.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
+        docs = files.read_file(po.FLOWS_FILE)
+        files.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
     found = testing.FlowDriver(runner, start=T0)
     found.create({"id": 1, "number": "PO-1", "requester_id": "ann", "amount": 25000})
     return found

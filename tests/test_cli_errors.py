@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from flowrunner import cli as cli_mod
-from flowrunner import flowfiles
 from flowrunner.cli import cli
+from flowrunner.flows import files
 from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +162,7 @@ def test_an_unexpected_error_is_one_line_and_exit_1(
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("division by zero\nsecond line")
 
-    monkeypatch.setattr(flowfiles, "export_flows", broken)
+    monkeypatch.setattr(files, "export_flows", broken)
     code, err = invoke("flows", "export", "--app", APP, "--database", url)
     assert code == 1
     assert one_line(err) == (

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from fixtures.purchase_orders import app as po
-from flowrunner import flowfiles
 from flowrunner.cli import cli
+from flowrunner.flows import files
 from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def test_import_export_and_import_again(url: str, tmp_path: Path) -> None:
     assert "  flow 'Big orders': name: there is already a flow named 'Big orders'" in err
     code, out, _ = flows("export", "--app", APP, "--database", url)
     assert code == 0
-    assert [d.flow["name"] for d in flowfiles.loads_yaml(out)] == [
+    assert [d.flow["name"] for d in files.loads_yaml(out)] == [
         "Big orders",
         "Small orders",
         "Priority raised",

@@ -100,16 +100,17 @@ def test_up_through_the_applications_runner(
     tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The app's runner refuses to serve before `migrate up`, yet `migrate up` can load it."""
-    from flowrunner import app, errors
+    from flowrunner import errors
+    from flowrunner.engine import app_loader
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     spec = "fixtures.purchase_orders.app:runner"
     with pytest.raises(errors.SchemaOutdated, match="flowrunner migrate up"):
-        app.load_app(spec, database_url=url)
+        app_loader.load_app(spec, database_url=url)
     code, out, _ = invoke("up", "--app", spec, "--database", url)
     assert code == 0, out
     assert out.startswith("migrated from nothing to")
-    runner = app.load_app(spec, database_url=url)
+    runner = app_loader.load_app(spec, database_url=url)
     try:
         assert migrate.ensure_current(runner.engine).is_current
     finally:

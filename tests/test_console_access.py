@@ -30,7 +30,8 @@ from fastapi import FastAPI
 from running import decide, mount, order
 from starlette.testclient import TestClient
 
-from flowrunner import BindingError, operations_room, testing
+from flowrunner import BindingError, testing
+from flowrunner.engine import operations_room
 from flowrunner.store import flow_rows
 from flowrunner.web.console import Principal
 

@@ -26,7 +26,8 @@ from console import (
 )
 from running import mount, order
 
-from flowrunner import operations_room, testing
+from flowrunner import testing
+from flowrunner.engine import operations_room
 from flowrunner.store import flow_rows
 
 

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from console import BOTH, console, errors_beside, text
 from running import mount, order
 
-from flowrunner import commands, testing
+from flowrunner import testing
+from flowrunner.engine import commands
 from flowrunner.store import flow_rows
 
 

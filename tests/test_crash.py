@@ -24,7 +24,8 @@ import pytest
 import sqlalchemy as sa
 from running import T0, app, decide, mount
 
-from flowrunner import testing, worker
+from flowrunner import testing
+from flowrunner.engine import worker
 from flowrunner.store import operations as ops
 
 LEASE = timedelta(seconds=1)

@@ -27,8 +27,9 @@ from drawn import config, drawn_run, fixture_snapshots
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowrunner import diagrams, snapshot
+from flowrunner import diagrams
 from flowrunner.diagrams import svg
+from flowrunner.flows import snapshot
 
 need_browser()
 

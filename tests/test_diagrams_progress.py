@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 
 from running import T0
 
-from flowrunner import diagrams, snapshot
-from flowrunner.interpreter import state as state_mod
+from flowrunner import diagrams
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import state as state_mod
 
 
 @dataclass(frozen=True)

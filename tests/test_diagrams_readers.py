@@ -29,7 +29,8 @@ from drawn import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import diagrams, snapshot
+from flowrunner import diagrams
+from flowrunner.flows import snapshot
 
 ORDERS = fixture_snapshots("purchase_orders")
 PO = config("purchase_orders")

@@ -27,8 +27,9 @@ from drawn import (
     titles,
 )
 
-from flowrunner import diagrams, snapshot
+from flowrunner import diagrams
 from flowrunner.diagrams import marks, model
+from flowrunner.flows import snapshot
 
 ORDERS = fixture_snapshots("purchase_orders")
 TICKETS = fixture_snapshots("tickets")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import receiving
+from flowrunner.inbound import receipt
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "inbound.md"
 
@@ -55,5 +55,5 @@ def test_the_inbound_guide_runs_and_prints_what_it_says(
 def test_the_guide_lists_every_status_a_callback_is_answered_with() -> None:
     text = DOC.read_text(encoding="utf-8").split("## The answers")[1].split("## Reference")[0]
     listed = {int(status) for status in re.findall(r"^\| (\d{3}) \|", text, re.M)}
-    assert listed == set(receiving.STATUSES) - {500}
+    assert listed == set(receipt.STATUSES) - {500}
     assert "A 500 answers only a fault of flowrunner's own" in text

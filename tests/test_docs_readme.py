@@ -7,7 +7,8 @@ from pathlib import Path
 
 from running import app
 
-from flowrunner import flowfiles, query
+from flowrunner import query
+from flowrunner.flows import files
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -15,10 +16,10 @@ README = ROOT / "README.md"
 
 def test_the_readme_flow_is_valid_for_the_purchase_order_app() -> None:
     [text] = re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
-    docs = flowfiles.loads_yaml(text)
+    docs = files.loads_yaml(text)
     module = app("purchase_orders")
     columns = query.column_types(module.purchase_order)
-    assert flowfiles.problems(module.binding, docs, columns) == []
+    assert files.problems(module.binding, docs, columns) == []
     assert [d.flow["name"] for d in docs] == ["Big orders"]
 
 

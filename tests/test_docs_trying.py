@@ -32,8 +32,8 @@ def test_trying_guide_examples_run_and_print_what_the_guide_says() -> None:
 
 
 def test_every_code_a_script_can_have_is_in_the_guide() -> None:
-    from flowrunner import try_script
+    from flowrunner.flows.trial import script
 
     text = DOC.read_text(encoding="utf-8").split("## Every problem a script can have")[1]
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.M))
-    assert documented == set(try_script.CODES)
+    assert documented == set(script.CODES)

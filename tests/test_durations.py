@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flowrunner import errors
-from flowrunner.durations import Duration, parse_duration
+from flowrunner.foundations.durations import Duration, parse_duration
 
 NEW_YORK = ZoneInfo("America/New_York")
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -13,7 +13,9 @@ import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tk
-from flowrunner import commands, flowfiles, query, tables
+from flowrunner import query, tables
+from flowrunner.engine import commands
+from flowrunner.flows import files
 from flowrunner.runner import FlowRunner
 from flowrunner.store import migrate
 from flowrunner.testing import FlowDriver
@@ -32,10 +34,10 @@ def test_the_binding_fits_the_app_tables(app: ModuleType, any_engine: sa.Engine)
 
 @pytest.mark.parametrize("app", APPS)
 def test_the_flows_file_is_valid(app: ModuleType) -> None:
-    docs = flowfiles.read_file(app.FLOWS_FILE)
+    docs = files.read_file(app.FLOWS_FILE)
     assert len(docs) >= 3
     columns = query.column_types(RESOURCES[app])
-    assert flowfiles.problems(app.binding, docs, columns) == []
+    assert files.problems(app.binding, docs, columns) == []
 
 
 @pytest.mark.parametrize("app", APPS)
@@ -104,7 +106,7 @@ def test_a_big_order_runs_its_flow(tmp_path: Path) -> None:
     migrate.upgrade(engine)
     po_tables = tables.reflect(engine, po.binding)
     with engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, po_tables, flowfiles.read_file(po.FLOWS_FILE))
+        files.import_flows(conn, po.binding, po_tables, files.read_file(po.FLOWS_FILE))
     engine.dispose()
     driver = FlowDriver(po.runner(url), start=datetime(2026, 3, 2, 9, tzinfo=UTC))
     driver.create({"id": 1, "number": "PO-1", "requester_id": "ann", "amount": Decimal("25000.00")})

@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tk
-from flowrunner import flowfiles, query, tables, validate
+from flowrunner import query, tables
+from flowrunner.flows import files, validation
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = """
@@ -42,10 +43,10 @@ def counts(engine: sa.Engine, app: object = po) -> tuple[int, int]:
 
 def test_an_import_is_all_or_nothing(any_engine: sa.Engine) -> None:
     po.metadata.create_all(any_engine)
-    docs = flowfiles.loads_yaml(BAD)
+    docs = files.loads_yaml(BAD)
     po_tables = tables.reflect(any_engine, po.binding)
-    with pytest.raises(validate.RowsInvalid) as caught, any_engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, po_tables, docs)
+    with pytest.raises(validation.RowsInvalid) as caught, any_engine.begin() as conn:
+        files.import_flows(conn, po.binding, po_tables, docs)
     labels = [label for label, _ in caught.value.rows]
     assert labels == [
         "flow 'Bad one'",
@@ -61,56 +62,54 @@ def test_an_import_is_all_or_nothing(any_engine: sa.Engine) -> None:
 def test_export_then_import_round_trips(any_engine: sa.Engine, app: object, tmp_path: Path) -> None:
     app.metadata.create_all(any_engine)  # type: ignore[attr-defined]
     binding = app.binding  # type: ignore[attr-defined]
-    docs = flowfiles.read_file(app.FLOWS_FILE)  # type: ignore[attr-defined]
+    docs = files.read_file(app.FLOWS_FILE)  # type: ignore[attr-defined]
     app_tables = tables.reflect(any_engine, binding)
     with any_engine.begin() as conn:
-        result = flowfiles.import_flows(conn, binding, app_tables, docs)
+        result = files.import_flows(conn, binding, app_tables, docs)
     assert result.created == [d.flow["name"] for d in docs] and not result.replaced
     with any_engine.connect() as conn:
-        exported = flowfiles.export_flows(conn, binding, app_tables)
+        exported = files.export_flows(conn, binding, app_tables)
     assert [(d.flow["name"], len(d.steps)) for d in exported] == [
         (d.flow["name"], len(d.steps)) for d in docs
     ]
-    text = flowfiles.dumps_yaml(exported)
-    csv_text = flowfiles.dumps_csv(exported, binding)
+    text = files.dumps_yaml(exported)
+    csv_text = files.dumps_csv(exported, binding)
     # Into a second database, from YAML and from CSV alike.
     other = sa.create_engine(f"sqlite:///{tmp_path / 'other.db'}")
     app.metadata.create_all(other)  # type: ignore[attr-defined]
     other_tables = tables.reflect(other, binding)
     with other.begin() as conn:
-        flowfiles.import_flows(conn, binding, other_tables, flowfiles.loads_yaml(text))
+        files.import_flows(conn, binding, other_tables, files.loads_yaml(text))
     with other.connect() as conn:
-        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding, other_tables)) == text
+        assert files.dumps_yaml(files.export_flows(conn, binding, other_tables)) == text
     # Again from the CSV text, replacing flows by name: the same rows come back.
     with any_engine.begin() as conn:
-        again = flowfiles.import_flows(
-            conn, binding, app_tables, flowfiles.loads_csv(csv_text), replace=True
+        again = files.import_flows(
+            conn, binding, app_tables, files.loads_csv(csv_text), replace=True
         )
     assert again.replaced == result.created and not again.created
     with any_engine.connect() as conn:
-        assert flowfiles.dumps_yaml(flowfiles.export_flows(conn, binding, app_tables)) == text
+        assert files.dumps_yaml(files.export_flows(conn, binding, app_tables)) == text
     other.dispose()
 
 
 def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) -> None:
     po.metadata.create_all(sqlite_engine)
-    docs = flowfiles.read_file(po.FLOWS_FILE)
+    docs = files.read_file(po.FLOWS_FILE)
     po_tables = tables.reflect(sqlite_engine, po.binding)
     with sqlite_engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, po_tables, docs)
-    with pytest.raises(validate.RowsInvalid) as caught, sqlite_engine.begin() as conn:
-        flowfiles.import_flows(conn, po.binding, po_tables, docs[:1])
+        files.import_flows(conn, po.binding, po_tables, docs)
+    with pytest.raises(validation.RowsInvalid) as caught, sqlite_engine.begin() as conn:
+        files.import_flows(conn, po.binding, po_tables, docs[:1])
     assert (
         str(caught.value) == "flow 'Big orders': name: there is already a flow named 'Big orders'"
     )
-    twice = flowfiles.loads_yaml(
-        "- {name: Twice, start: manual}\n- {name: Twice, start: created}\n"
-    )
+    twice = files.loads_yaml("- {name: Twice, start: manual}\n- {name: Twice, start: created}\n")
     with (
-        pytest.raises(validate.RowsInvalid, match="already a flow named 'Twice'"),
+        pytest.raises(validation.RowsInvalid, match="already a flow named 'Twice'"),
         sqlite_engine.begin() as conn,
     ):
-        flowfiles.import_flows(conn, po.binding, po_tables, twice)
+        files.import_flows(conn, po.binding, po_tables, twice)
 
 
 @pytest.mark.parametrize(
@@ -123,8 +122,8 @@ def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) ->
     ],
 )
 def test_unreadable_files(text: str, message: str) -> None:
-    with pytest.raises(flowfiles.FileInvalid, match=message):
-        flowfiles.loads_yaml(text)
+    with pytest.raises(files.FileInvalid, match=message):
+        files.loads_yaml(text)
 
 
 # -- the business user's guide -----------------------------------------------------
@@ -148,20 +147,20 @@ def test_every_yaml_example_in_the_guide_is_valid(number: int) -> None:
     # An example names its application on its first line, e.g. "# tickets".
     first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
     app, resource = APPS.get(first, APPS["purchase_orders"])
-    docs = flowfiles.loads_yaml(text)
+    docs = files.loads_yaml(text)
     assert docs
     columns = query.column_types(resource)
-    assert flowfiles.problems(app.binding, docs, columns) == []
+    assert files.problems(app.binding, docs, columns) == []
 
 
 def test_every_code_is_in_the_guide() -> None:
     text = GUIDE.read_text(encoding="utf-8").split("## Every problem a row can have")[1]
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.M))
-    assert documented == set(validate.CODES)
+    assert documented == set(validation.CODES)
     sources = "".join(
-        (ROOT / "flowrunner" / name).read_text(encoding="utf-8")
-        for name in ("rows.py", "column_facts.py", "validate.py", "saving.py", "orm_hook.py")
+        (ROOT / "flowrunner" / "flows" / name).read_text(encoding="utf-8")
+        for name in ("rows.py", "column_facts.py", "validation.py", "edits.py", "orm_hook.py")
     )
     # Each code the checks use is listed (a typo in a code would show here).
     used = set(re.findall(r'"([a-z]+_[a-z_]+)"[,)]', sources)) - {"flow_id", "before_flush"}
-    assert used - set(validate.CODES) == set()
+    assert used - set(validation.CODES) == set()

@@ -28,8 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
-from flowrunner import durations, errors, query, saving, sqltypes, tables
+from flowrunner import errors, query, tables
 from flowrunner.cli import cli
+from flowrunner.flows import edits
+from flowrunner.foundations import durations, sqltypes
 from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -430,10 +432,10 @@ def po_store(any_engine: sa.Engine) -> Iterator[tuple[sa.Engine, tables.AppTable
     po.metadata.create_all(any_engine)
     po_tables = tables.reflect(any_engine, po.binding)
     with any_engine.begin() as conn:
-        flow_id = saving.save_flow(
+        flow_id = edits.save_flow(
             conn, po.binding, po_tables, {"name": "Stored", "start": "created"}
         )
-        saving.save_step(
+        edits.save_step(
             conn,
             po.binding,
             po_tables,
@@ -462,7 +464,7 @@ def test_step_saves(
     engine, po_tables, flow_id = po_store
     if known_flow != "random":
         row["flow_id"] = flow_id if known_flow == "int" else str(flow_id)
-    _save(engine, lambda conn: saving.save_step(conn, po.binding, po_tables, row))
+    _save(engine, lambda conn: edits.save_step(conn, po.binding, po_tables, row))
 
 
 @fuzz(0.5)
@@ -475,11 +477,9 @@ def test_flow_saves(
 ) -> None:
     engine, po_tables, flow_id = po_store
     if update:
-        _save(
-            engine, lambda conn: saving.update_flow(conn, po.binding, po_tables, flow_id, changes)
-        )
+        _save(engine, lambda conn: edits.update_flow(conn, po.binding, po_tables, flow_id, changes))
     else:
-        _save(engine, lambda conn: saving.save_flow(conn, po.binding, po_tables, row))
+        _save(engine, lambda conn: edits.save_flow(conn, po.binding, po_tables, row))
 
 
 # -- the command line ---------------------------------------------------------------------

@@ -20,7 +20,8 @@ import pytest
 import sqlalchemy as sa
 from running import T0, decide, mount
 
-from flowrunner import history_text, testing
+from flowrunner import testing
+from flowrunner.history import flows
 
 HISTORIES = Path(__file__).with_name("histories")
 WRITE = os.environ.get("FLOWRUNNER_WRITE_HISTORIES") == "1"
@@ -34,14 +35,14 @@ def text(driver: testing.FlowDriver, records: dict[Any, str]) -> str:
         for run in driver.runs(record_id):
             out.append(f"## {label} — run {run.id}, {run.flow_name}: {run.status}")
             for line in driver.history(run.id):
-                moment = history_text.when(line.due_at or line.at, zone)
+                moment = flows.when(line.due_at or line.at, zone)
                 position = "" if line.position is None else str(line.position)
                 title = line.title or ("" if line.step_id is None else line.kind or "")
                 out.append(
                     f"{moment:<16} {position:>3}  {title:<34} {line.what:<15} {line.sentence}"
                 )
             for waiting in run.waiting:
-                out.append(f"   {history_text.waiting_sentence(waiting, zone)}")
+                out.append(f"   {flows.waiting_sentence(waiting, zone)}")
             if run.reason:
                 out.append(f"   Why it ended: {run.reason}")
             out.append("")

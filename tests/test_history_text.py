@@ -1,7 +1,7 @@
 """History lines as sentences: every code the engine writes has one, in the flow's words.
 
 Pure: each line here is what the interpreter, the worker or an operator writes, put into
-words by ``flowrunner.history_text``. The whole histories of the sample apps are in
+words by ``flowrunner.history.flows``. The whole histories of the sample apps are in
 test_histories.py.
 """
 
@@ -20,7 +20,8 @@ from hypothesis import given
 from query_strategies import conditions
 
 import flowrunner
-from flowrunner import history_text, snapshot
+from flowrunner.flows import snapshot
+from flowrunner.history import flows
 from flowrunner.query import ast
 
 PACKAGE = Path(flowrunner.__file__).parent
@@ -491,18 +492,18 @@ CASES = [(code, *case) for code, cases in SENTENCES.items() for case in cases]
 def test_each_line_reads_as_a_sentence(
     code: str, kind: str | None, detail: dict[str, Any], expected: str
 ) -> None:
-    assert history_text.sentence(Line(code, detail, kind, 10), SNAP) == expected
+    assert flows.sentence(Line(code, detail, kind, 10), SNAP) == expected
 
 
 def test_every_code_has_its_sentences_here() -> None:
-    assert set(SENTENCES) == history_text.CODES
+    assert set(SENTENCES) == flows.CODES
 
 
 def test_the_engine_guide_shows_each_code_with_a_sentence_it_really_writes() -> None:
     guide = (PACKAGE.parent / "docs" / "engine.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+?) \|$", guide, re.M))
     rows.pop("what")  # the table's heading
-    assert set(rows) == history_text.CODES
+    assert set(rows) == flows.CODES
     for code, sentence in rows.items():
         assert sentence in [expected for _, _, expected in SENTENCES[code]], code
 
@@ -541,12 +542,12 @@ def _codes_written(path: Path) -> set[str]:
 
 
 WRITERS = [
-    *sorted((PACKAGE / "interpreter").glob("*.py")),
-    PACKAGE / "operating.py",
-    PACKAGE / "worker.py",
-    PACKAGE / "jobs.py",
-    PACKAGE / "workflows" / "advancing.py",
-    PACKAGE / "timers.py",
+    *sorted((PACKAGE / "flows" / "interpreter").glob("*.py")),
+    PACKAGE / "engine" / "actions.py",
+    PACKAGE / "engine" / "worker.py",
+    PACKAGE / "jobs" / "program.py",
+    PACKAGE / "workflows" / "program.py",
+    PACKAGE / "timers" / "program.py",
 ]
 # Codes a sentence is ready for that this tree does not write yet, each with its reason.
 NOT_WRITTEN_HERE: dict[str, str] = {}
@@ -555,19 +556,17 @@ NOT_WRITTEN_HERE: dict[str, str] = {}
 def test_every_code_the_engine_writes_has_a_sentence() -> None:
     written = set().union(*(_codes_written(path) for path in WRITERS))
     assert written, "the scan found no history codes: it no longer reads the writers"
-    assert written <= history_text.CODES, (
-        f"codes without a sentence: {written - history_text.CODES}"
-    )
-    assert history_text.CODES - written <= set(NOT_WRITTEN_HERE)
+    assert written <= flows.CODES, f"codes without a sentence: {written - flows.CODES}"
+    assert flows.CODES - written <= set(NOT_WRITTEN_HERE)
 
 
 @pytest.mark.parametrize(("code", "kind", "detail", "expected"), CASES)
 def test_no_sentence_shows_its_code(
     code: str, kind: str | None, detail: dict[str, Any], expected: str
 ) -> None:
-    said = history_text.sentence(Line(code, detail, kind, 10), SNAP)
+    said = flows.sentence(Line(code, detail, kind, 10), SNAP)
     assert "_" not in code or code not in said
-    assert said != history_text.sentence(Line(code, "", kind, 10), SNAP) or said in (
+    assert said != flows.sentence(Line(code, "", kind, 10), SNAP) or said in (
         "Started",
         "Done",
     ), "a line with its details reads like one without"
@@ -594,23 +593,23 @@ def test_no_sentence_shows_its_code(
     ],
 )
 def test_older_text_details_still_read(code: str, detail: object, expected: str) -> None:
-    assert history_text.sentence(Line(code, detail)) == expected
+    assert flows.sentence(Line(code, detail)) == expected
 
 
 def test_missing_fields_never_break_a_sentence() -> None:
-    for code in history_text.CODES:
+    for code in flows.CODES:
         for kind in (None, "approval", "wait", "until", "waitFor", "branch", "notify"):
-            said = history_text.sentence(Line(code, {}, kind, 1))
+            said = flows.sentence(Line(code, {}, kind, 1))
             assert said and "\n" not in said and "None" not in said, (code, kind, said)
 
 
 def test_times_are_shown_on_the_bindings_wall_clock() -> None:
     line = Line("waiting", {"until": "2026-03-29T08:00:00+00:00", "duration": "1 day"}, "wait")
-    assert history_text.sentence(line) == "Waiting 1 day, until Sun 29 Mar 08:00"
+    assert flows.sentence(line) == "Waiting 1 day, until Sun 29 Mar 08:00"
     berlin = ZoneInfo("Europe/Berlin")  # summer time starts that night: UTC+2
-    assert history_text.sentence(line, tz=berlin) == "Waiting 1 day, until Sun 29 Mar 10:00"
-    assert history_text.when(datetime(2026, 3, 28, 8, tzinfo=UTC), berlin) == "Sat 28 Mar 09:00"
-    assert history_text.when(datetime(2026, 12, 31, 23, 30)) == "Thu 31 Dec 23:30"  # naive: UTC
+    assert flows.sentence(line, tz=berlin) == "Waiting 1 day, until Sun 29 Mar 10:00"
+    assert flows.when(datetime(2026, 3, 28, 8, tzinfo=UTC), berlin) == "Sat 28 Mar 09:00"
+    assert flows.when(datetime(2026, 12, 31, 23, 30)) == "Thu 31 Dec 23:30"  # naive: UTC
 
 
 @pytest.mark.parametrize(
@@ -624,7 +623,7 @@ def test_times_are_shown_on_the_bindings_wall_clock() -> None:
     ],
 )
 def test_names_are_listed_as_people_write_them(names: list[str], expected: str) -> None:
-    assert history_text.listed(names) == expected
+    assert flows.listed(names) == expected
 
 
 @pytest.mark.parametrize(
@@ -644,7 +643,7 @@ def test_names_are_listed_as_people_write_them(names: list[str], expected: str) 
     ],
 )
 def test_reminders_are_counted_in_ordinals(number: int, expected: str) -> None:
-    assert history_text.ordinal(number) == expected
+    assert flows.ordinal(number) == expected
 
 
 # -- conditions in words ----------------------------------------------------------------------
@@ -691,20 +690,20 @@ def test_reminders_are_counted_in_ordinals(number: int, expected: str) -> None:
     ],
 )
 def test_a_condition_reads_in_words_either_way(condition: str, held: str, otherwise: str) -> None:
-    assert history_text.condition_words(condition) == held
-    assert history_text.condition_words(condition, negated=True) == otherwise
+    assert flows.condition_words(condition) == held
+    assert flows.condition_words(condition, negated=True) == otherwise
 
 
 @given(conditions)
 def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
     text = str(node)
-    held = history_text.condition_words(text)
-    otherwise = history_text.condition_words(text, negated=True)
+    held = flows.condition_words(text)
+    otherwise = flows.condition_words(text, negated=True)
     for words in (held, otherwise):
         assert words and "\n" not in words and not words.startswith("not (")
     # Saying "not" of a condition reads as the condition said the other way.
-    assert history_text.condition_words(str(ast.Not(node)), negated=True) == held
-    assert history_text.condition_words(str(ast.Not(node))) == otherwise
+    assert flows.condition_words(str(ast.Not(node)), negated=True) == held
+    assert flows.condition_words(str(ast.Not(node))) == otherwise
 
 
 @pytest.mark.parametrize(
@@ -742,6 +741,6 @@ def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
 def test_in_a_try_what_would_leave_the_system_reads_would(
     line: Line, ran: str, tried: str | None
 ) -> None:
-    assert history_text.sentence(line) == ran
+    assert flows.sentence(line) == ran
     # A try runs no command and sends no notice; the rest reads the same.
-    assert history_text.sentence(line, tried=True) == (tried or ran)
+    assert flows.sentence(line, tried=True) == (tried or ran)

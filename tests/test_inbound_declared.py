@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from paying import BINDING, COMMANDS, PAYMENT_SETTLED, SECRET, SECRET_ENV, VERIFY, mount
 
 from flowrunner import BindingError, Inbound, flow_runner
-from flowrunner.inbound import read
+from flowrunner.inbound.endpoints import read
 
 
 def key(body: Any) -> Any:

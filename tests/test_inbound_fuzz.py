@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from paying import SECRET, SECRET_ENV, SIGNATURE, TIMESTAMP, VERIFY, Shop
 
-from flowrunner.receiving import STATUSES
+from flowrunner.inbound.receipt import STATUSES
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 # What a sender may be answered; 500 and 503 never (no fault here, no failing command).

@@ -12,9 +12,9 @@ from test_interpreter_driver import T0, Sim, config, failing, ok
 from test_modes import QUORUMS
 
 from flowrunner import errors
-from flowrunner.interpreter import effects, interpret
-from flowrunner.interpreter.happened import CommandResult
-from flowrunner.retry_policy import RetryPolicy
+from flowrunner.flows.interpreter import effects, interpret
+from flowrunner.flows.interpreter.happened import CommandResult
+from flowrunner.foundations.retry_policy import RetryPolicy
 
 
 def approval(position: int = 1, **extra: Any) -> dict[str, Any]:
@@ -416,7 +416,7 @@ def test_reminders_number_from_one_per_pass() -> None:
 def test_a_run_saved_and_restored_between_passes_does_exactly_the_same() -> None:
     import json
 
-    from flowrunner.interpreter import state
+    from flowrunner.flows.interpreter import state
 
     rows = [
         approval(mode="2", remind="1 day", duration="5 days", condition="event.decision = no"),

@@ -13,8 +13,8 @@ from typing import Any
 
 from test_interpreter_driver import T0, Sim, failing, ok
 
-from flowrunner.interpreter import effects, interpret, state
-from flowrunner.interpreter.happened import EventIn, Happened
+from flowrunner.flows.interpreter import effects, interpret, state
+from flowrunner.flows.interpreter.happened import EventIn, Happened
 
 
 def monday(hour: int, minute: int = 0) -> datetime:

@@ -23,10 +23,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_interpreter_driver import T0, build, config
 
-from flowrunner import snapshot
-from flowrunner.interpreter import effects, interpret, state
-from flowrunner.interpreter.config import InterpreterConfig
-from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import effects, interpret, state
+from flowrunner.flows.interpreter.config import InterpreterConfig
+from flowrunner.flows.interpreter.happened import CommandResult, EventIn, Happened
 
 EVENTS = ["po.shipped", "po.decided"]
 END = T0 + timedelta(days=30)

@@ -16,11 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flowrunner import history_text, query, snapshot
-from flowrunner.interpreter import effects, interpret, state
-from flowrunner.interpreter.config import InterpreterConfig, KindConfig, NotifyConfig
-from flowrunner.interpreter.happened import CommandResult, EventIn, Happened
-from flowrunner.retry_policy import RetryPolicy
+from flowrunner import query
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import effects, interpret, state
+from flowrunner.flows.interpreter.config import InterpreterConfig, KindConfig, NotifyConfig
+from flowrunner.flows.interpreter.happened import CommandResult, EventIn, Happened
+from flowrunner.foundations.retry_policy import RetryPolicy
+from flowrunner.history import flows
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -223,7 +225,7 @@ class Sim:
 
     def sentences(self, what: str | None = None) -> list[str]:
         """The history lines (of one code) as the sentences a business user reads."""
-        return [history_text.sentence(log, self.snap, self.cfg.timezone) for log in self.logs(what)]
+        return [flows.sentence(log, self.snap, self.cfg.timezone) for log in self.logs(what)]
 
     def history(self) -> list[tuple[datetime | None, str, int | None, Any]]:
         """The history as (flow time, what, position, step id) lines."""

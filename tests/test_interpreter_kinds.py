@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from test_interpreter_driver import T0, Sim, config
 
-from flowrunner.interpreter import effects
+from flowrunner.flows.interpreter import effects
 
 
 def notify(position: int, message: str = "done", **extra: object) -> dict[str, object]:

@@ -15,9 +15,9 @@ import pytest
 from test_interpreter_driver import KINDS, T0, Sim, approval, config, failing, ok
 
 from flowrunner import query
-from flowrunner.interpreter import effects, interpret, state, watching
-from flowrunner.interpreter.config import KindConfig
-from flowrunner.interpreter.happened import CommandResult
+from flowrunner.flows.interpreter import effects, interpret, state, watching
+from flowrunner.flows.interpreter.config import KindConfig
+from flowrunner.flows.interpreter.happened import CommandResult
 
 LISTENING = KindConfig(
     name="approval",

@@ -24,9 +24,9 @@ from test_interpreter_listening import LISTENING
 from test_interpreter_properties import any_rows, flows, moves
 from test_interpreter_stateful import app_flows
 
-from flowrunner import snapshot
-from flowrunner.interpreter import effects, happened, interpret, known, state, turn
-from flowrunner.interpreter.happened import CommandResult
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import effects, happened, interpret, known, state, turn
+from flowrunner.flows.interpreter.happened import CommandResult
 
 
 class ColdSim(Sim):

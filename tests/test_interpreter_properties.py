@@ -11,8 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_interpreter_driver import T0, Sim, config
 
-from flowrunner import binding, snapshot, statuses
-from flowrunner.interpreter import effects
+from flowrunner import binding
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import effects
+from flowrunner.foundations import statuses
 
 WORDS = ["open", "closed", "high", "low"]
 

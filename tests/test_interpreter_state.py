@@ -8,10 +8,10 @@ from typing import cast
 
 import pytest
 
-from flowrunner import statuses
-from flowrunner.interpreter import interpret, retry, state
-from flowrunner.interpreter.happened import EventIn
-from flowrunner.retry_policy import RetryPolicy
+from flowrunner.flows.interpreter import interpret, retry, state
+from flowrunner.flows.interpreter.happened import EventIn
+from flowrunner.foundations import statuses
+from flowrunner.foundations.retry_policy import RetryPolicy
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
@@ -184,7 +184,7 @@ def test_advance_fails_a_run_whose_stored_state_is_corrupt_instead_of_raising() 
 
 
 def test_the_engine_exports_what_its_all_names() -> None:
-    import flowrunner.interpreter as engine
+    import flowrunner.flows.interpreter as engine
 
     for name in engine.__all__:
         assert hasattr(engine, name), name
@@ -195,10 +195,10 @@ def test_the_engine_is_pure_no_sql_clock_threads_or_io() -> None:
     import ast
     import pathlib
 
-    import flowrunner.interpreter as engine
+    import flowrunner.flows.interpreter as engine
 
     forbidden = {"sqlalchemy", "threading", "time", "random", "os", "socket", "subprocess"}
-    forbidden_from = {"flowrunner.store", "flowrunner.worker", "flowrunner.runner"}
+    forbidden_from = {"flowrunner.store", "flowrunner.engine.worker", "flowrunner.runner"}
     for path in pathlib.Path(engine.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

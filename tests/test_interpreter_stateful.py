@@ -21,9 +21,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from test_interpreter_driver import Sim, config
 from test_interpreter_properties import builtin_step, waits_on_something_real
 
-from flowrunner import snapshot
-from flowrunner.interpreter import effects, interpret, reading, state
-from flowrunner.interpreter.happened import CommandResult
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import effects, interpret, reading, state
+from flowrunner.flows.interpreter.happened import CommandResult
 
 
 def app_step(position: int) -> st.SearchStrategy[dict[str, Any]]:

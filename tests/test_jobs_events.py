@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from running import count, mount, order
 
 from fixtures.purchase_orders import scheduled
-from flowrunner import Job, Jobs, Plan, commands, errors, testing
+from flowrunner import Job, Jobs, Plan, errors, testing
+from flowrunner.engine import commands
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 

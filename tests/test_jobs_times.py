@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 from running import mount
 
-from flowrunner import Job, Jobs, commands, errors, testing, worker
+from flowrunner import Job, Jobs, errors, testing
+from flowrunner.engine import commands, worker
 from flowrunner.store import operations as ops
 
 NY = ZoneInfo("America/New_York")

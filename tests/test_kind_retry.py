@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from running import T0, app, count, mount
 from test_interpreter_driver import KINDS, Sim, config, failing
 
-from flowrunner import BindingError, FlowBinding, Kind, RetryPolicy, commands, testing
-from flowrunner.interpreter.config import KindConfig
+from flowrunner import BindingError, FlowBinding, Kind, RetryPolicy, testing
+from flowrunner.engine import commands
+from flowrunner.flows.interpreter.config import KindConfig
 
 PO = app("purchase_orders")
 POLICY = RetryPolicy(max_attempts=3, base=timedelta(seconds=5))

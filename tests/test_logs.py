@@ -18,7 +18,9 @@ import sqlalchemy as sa
 from running import T0, app, mount
 
 import flowrunner
-from flowrunner import FlowBinding, Kind, RetryPolicy, commands, logs, worker
+from flowrunner import FlowBinding, Kind, RetryPolicy
+from flowrunner.engine import commands, worker
+from flowrunner.foundations import logs
 
 URL = "postgresql://app:S3cr3tPw/x@q@db.internal:5432/orders"
 BEARER = "b3ar3rT0kenQZ81"
@@ -229,7 +231,9 @@ def test_an_engine_error_is_one_line_and_where_it_happened_is_logged_at_debug(
     )
     [where] = [line for line in written if "raised at" in line]
     assert where.startswith("DEBUG ")
-    assert re.search(r"flowrunner\.worker:\d+ in _one > .* > test_logs:\d+ in broken$", where)
+    assert re.search(
+        r"flowrunner\.engine\.worker:\d+ in _one > .* > test_logs:\d+ in broken$", where
+    )
     for line in written:
         assert "\n" not in line
         assert_clean(line)

@@ -15,7 +15,8 @@ from sqlalchemy import orm
 from test_saving import Flow, Step
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, flowfiles, loops, orm_hook, query, saving, tables, validate
+from flowrunner import errors, query, tables
+from flowrunner.flows import edits, files, loops, orm_hook, validation
 from flowrunner.store import operations as ops
 
 BINDING = po.binding
@@ -43,7 +44,7 @@ def branch(position: int, goto: int | None, title: str = "Closed yet?") -> dict[
 def judged(steps: list[dict[str, Any]]) -> list[str]:
     """The loop problems of a flow of ``steps``, as ``label: field: message`` lines."""
     flow = {"name": "Loops", "start": "created"}
-    found = validate.errors_for_flow(BINDING, flow, steps, COLUMNS)
+    found = validation.errors_for_flow(BINDING, flow, steps, COLUMNS)
     assert all(e.code == "loop_without_wait" for _, errs in found for e in errs), found
     return [f"{label}: {e.field}: {e.message}" for label, errs in found for e in errs]
 
@@ -125,7 +126,7 @@ def test_positions_are_named_as_the_flow_numbers_them() -> None:
 def test_a_kind_the_binding_does_not_know_is_not_blamed_twice() -> None:
     flow = {"name": "Loops", "start": "created"}
     steps = [at(1, {"kind": "fax"}), branch(2, 1)]
-    found = validate.errors_for_flow(BINDING, flow, steps, COLUMNS)
+    found = validation.errors_for_flow(BINDING, flow, steps, COLUMNS)
     assert [e.code for _, errs in found for e in errs] == ["kind_unknown"]
 
 
@@ -157,9 +158,9 @@ def follow_up(engine: sa.Engine, po_tables: tables.AppTables) -> tuple[int, dict
     """Tell the requester (1), wait a day (2), still open? go back to 1 (3)."""
     ids: dict[str, int] = {}
     with engine.begin() as conn:
-        flow_id = saving.save_flow(conn, BINDING, po_tables, {"name": "Chase", "start": "created"})
+        flow_id = edits.save_flow(conn, BINDING, po_tables, {"name": "Chase", "start": "created"})
         for name, row in (("tell", at(1, TELL)), ("wait", at(2, WAIT)), ("branch", branch(3, 1))):
-            ids[name] = saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **row})
+            ids[name] = edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **row})
     return flow_id, ids
 
 
@@ -178,15 +179,15 @@ def test_saving_the_goto_that_closes_a_loop_without_a_wait_is_refused(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
     with engine.begin() as conn:
-        flow_id = saving.save_flow(conn, BINDING, po_tables, {"name": "Nag", "start": "created"})
-        saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(1, TELL)})
+        flow_id = edits.save_flow(conn, BINDING, po_tables, {"name": "Nag", "start": "created"})
+        edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(1, TELL)})
     row = {"flow_id": flow_id, **branch(2, 1)}
-    assert refused(engine, lambda c: saving.save_step(c, BINDING, po_tables, row)) == [
+    assert refused(engine, lambda c: edits.save_step(c, BINDING, po_tables, row)) == [
         ("goto", "loop_without_wait", LOOP_1_2)
     ]
     self_loop = {"flow_id": flow_id, **branch(2, 2)}
     ((field, code, message),) = refused(
-        engine, lambda c: saving.save_step(c, BINDING, po_tables, self_loop)
+        engine, lambda c: edits.save_step(c, BINDING, po_tables, self_loop)
     )
     assert (field, code) == ("goto", "loop_without_wait")
     assert message.startswith("position 2 goes to itself with nothing that waits")
@@ -198,7 +199,7 @@ def test_turning_the_wait_into_something_that_does_not_wait_is_refused(
     _, ids = follow_up(engine, po_tables)
     change = {"kind": "send", "duration": None, "title": "Send"}
     assert refused(
-        engine, lambda c: saving.update_step(c, BINDING, po_tables, ids["wait"], change)
+        engine, lambda c: edits.update_step(c, BINDING, po_tables, ids["wait"], change)
     ) == [
         (
             "kind",
@@ -209,7 +210,7 @@ def test_turning_the_wait_into_something_that_does_not_wait_is_refused(
     # An approval waits for its answers: the loop still pauses.
     with engine.begin() as conn:
         approval = {"kind": "approval", "approver": "ann", "duration": None}
-        saving.update_step(conn, BINDING, po_tables, ids["wait"], approval)
+        edits.update_step(conn, BINDING, po_tables, ids["wait"], approval)
 
 
 def test_deleting_or_moving_away_the_wait_of_a_loop_is_refused(
@@ -221,17 +222,17 @@ def test_deleting_or_moving_away_the_wait_of_a_loop_is_refused(
         "keep a wait inside the loop"
     )
     wait = ids["wait"]
-    assert refused(engine, lambda c: saving.delete_step(c, BINDING, po_tables, wait)) == [
+    assert refused(engine, lambda c: edits.delete_step(c, BINDING, po_tables, wait)) == [
         ("position", "loop_without_wait", without)
     ]
     moved = {"position": 4}
-    assert refused(engine, lambda c: saving.update_step(c, BINDING, po_tables, wait, moved)) == [
+    assert refused(engine, lambda c: edits.update_step(c, BINDING, po_tables, wait, moved)) == [
         ("position", "loop_without_wait", without)
     ]
     # A second waiting step at position 2 keeps the loop pausing; then the first may go.
     with engine.begin() as conn:
-        saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(2, WAIT_FOR)})
-        saving.delete_step(conn, BINDING, po_tables, wait)
+        edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(2, WAIT_FOR)})
+        edits.delete_step(conn, BINDING, po_tables, wait)
     assert sorted(s["kind"] for s in stored(engine)) == ["branch", "notify", "waitFor"]
 
 
@@ -245,11 +246,11 @@ def test_a_flow_that_loops_already_is_refused_only_an_edit_of_its_loop(
         conn.execute(sa.update(steps).where(steps.c.id == ids["wait"]).values(kind="send"))
         conn.execute(sa.update(steps).where(steps.c.id == ids["wait"]).values(duration=None))
         # An edit outside the loop is not held up by it ...
-        saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(4, SET)})
+        edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(4, SET)})
     # ... one inside it is, and says what to do.
     change = {"message": "Still open, still"}
     assert refused(
-        engine, lambda c: saving.update_step(c, BINDING, po_tables, ids["tell"], change)
+        engine, lambda c: edits.update_step(c, BINDING, po_tables, ids["tell"], change)
     ) == [
         (
             "kind",
@@ -259,8 +260,8 @@ def test_a_flow_that_loops_already_is_refused_only_an_edit_of_its_loop(
     ]
     # Adding a wait inside the loop mends it.
     with engine.begin() as conn:
-        saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(2, WAIT)})
-        saving.update_step(conn, BINDING, po_tables, ids["tell"], change)
+        edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **at(2, WAIT)})
+        edits.update_step(conn, BINDING, po_tables, ids["tell"], change)
 
 
 # -- the ORM flush, on SQLite and PostgreSQL -------------------------------------------
@@ -328,8 +329,8 @@ NAG = """
 def test_an_import_with_a_loop_that_never_waits_is_refused_whole(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
-    with pytest.raises(validate.RowsInvalid) as caught, engine.begin() as conn:
-        flowfiles.import_flows(conn, BINDING, po_tables, flowfiles.loads_yaml(NAG))
+    with pytest.raises(validation.RowsInvalid) as caught, engine.begin() as conn:
+        files.import_flows(conn, BINDING, po_tables, files.loads_yaml(NAG))
     assert str(caught.value) == (
         "flow 'Nag', step 'Closed yet?' (branch, position 2): goto: " + LOOP_1_2
     )

@@ -22,9 +22,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_interpreter_driver import T0, Sim, config, ok
 
-from flowrunner import query, statuses, validate
+from flowrunner import query
 from flowrunner.binding import FlowBinding, Kind, NotifyRule
-from flowrunner.interpreter.config import NotifyConfig
+from flowrunner.flows import validation
+from flowrunner.flows.interpreter.config import NotifyConfig
+from flowrunner.foundations import statuses
 
 BRANCHES = 4
 SWITCHES = tuple(f"b{i}" for i in range(BRANCHES))
@@ -168,11 +170,11 @@ def test_the_rule_refuses_exactly_the_flows_that_can_go_round_without_pausing(
     rows: list[dict[str, Any]],
 ) -> None:
     flow = {"name": "Random", "start": "created"}
-    found = validate.errors_for_flow(BINDING, flow, rows, COLUMNS)
+    found = validation.errors_for_flow(BINDING, flow, rows, COLUMNS)
     codes = {e.code for _, errs in found for e in errs}
     assert codes <= {"loop_without_wait"}, found  # the flows are sound in every other way
     rounds = [r for r in map(round_without_waiting, plays(rows)) if r is not None]
     assert bool(codes) == bool(rounds), (rows, found)
-    named = [set(loop.positions) for loop in validate.flow_loops(BINDING, rows)]
+    named = [set(loop.positions) for loop in validation.flow_loops(BINDING, rows)]
     for went_round in rounds:
         assert any(went_round <= loop for loop in named), (rows, went_round, named)

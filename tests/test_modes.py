@@ -10,8 +10,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
-from flowrunner import modes, query, rows, snapshot
-from flowrunner.interpreter import reading
+from flowrunner import query
+from flowrunner.flows import rows, snapshot
+from flowrunner.flows.interpreter import reading
+from flowrunner.foundations import modes
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import saving
+from flowrunner.flows import edits
 
 Step = dict[str, Any]
 
@@ -52,7 +52,7 @@ def test_a_step_moves_one_place_and_every_goto_follows_its_steps(
     steps: list[Step], data: st.DataObject, by: int
 ) -> None:
     step = data.draw(st.sampled_from(steps))
-    after = applied(steps, saving.moved(steps, step["id"], by))
+    after = applied(steps, edits.moved(steps, step["id"], by))
     before_groups, after_groups = groups(steps), groups(after)
     home = next(g for g in before_groups if step["id"] in g)
     at = before_groups.index(home)
@@ -87,7 +87,7 @@ def test_a_step_alone_moved_up_then_down_is_where_it_was(
     if not alone:
         return
     step = data.draw(st.sampled_from(alone))
-    up = applied(steps, saving.moved(steps, step["id"], -1))
-    back = applied(up, saving.moved(up, step["id"], 1))
+    up = applied(steps, edits.moved(steps, step["id"], -1))
+    back = applied(up, edits.moved(up, step["id"], 1))
     if up != steps:  # it was not first already
         assert back == steps

@@ -15,8 +15,9 @@ from sqlalchemy import orm
 from test_saving import Flow, Step, tenant_app
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, flowfiles, orm_hook, query, rows, saving, spelling, tables, validate
+from flowrunner import errors, query, tables
 from flowrunner.binding import FlowBinding, Kind
+from flowrunner.flows import edits, files, orm_hook, rows, spelling, validation
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)
@@ -84,9 +85,9 @@ STORED_KINDS = [
 
 def core_save(engine: sa.Engine, po_tables: tables.AppTables) -> Any:
     with engine.begin() as conn:
-        flow_id = saving.save_flow(conn, BINDING, po_tables, TYPED_FLOW)
+        flow_id = edits.save_flow(conn, BINDING, po_tables, TYPED_FLOW)
         for step in TYPED_STEPS:
-            saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **step})
+            edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **step})
     return flow_id
 
 
@@ -117,7 +118,7 @@ def test_the_orm_stores_exactly_what_the_core_path_stores(
 ) -> None:
     core = core_save(engine, po_tables)
     with engine.begin() as conn:  # the same name again would be taken
-        saving.update_flow(conn, BINDING, po_tables, core, {"name": "Core chase"})
+        edits.update_flow(conn, BINDING, po_tables, core, {"name": "Core chase"})
     through_orm = orm_save(maker)
     assert stored_flow(engine, through_orm) == STORED_FLOW
     assert stored_steps(engine, through_orm) == stored_steps(engine, core)
@@ -273,9 +274,9 @@ def test_a_flow_name_in_another_case_is_taken_on_a_core_save(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
     with engine.begin() as conn:
-        big = saving.save_flow(conn, BINDING, po_tables, {"name": "Big orders", "start": "manual"})
+        big = edits.save_flow(conn, BINDING, po_tables, {"name": "Big orders", "start": "manual"})
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_flow(conn, BINDING, po_tables, {"name": " BIG Orders ", "start": "manual"})
+        edits.save_flow(conn, BINDING, po_tables, {"name": " BIG Orders ", "start": "manual"})
     assert [(e.field, e.code, e.message) for e in caught.value.errors] == [
         (
             "name",
@@ -285,7 +286,7 @@ def test_a_flow_name_in_another_case_is_taken_on_a_core_save(
     ]
     # The flow itself may change the case of its own name.
     with engine.begin() as conn:
-        saving.update_flow(conn, BINDING, po_tables, big, {"name": "BIG ORDERS"})
+        edits.update_flow(conn, BINDING, po_tables, big, {"name": "BIG ORDERS"})
     assert stored_flow(engine, big)["name"] == "BIG ORDERS"
 
 
@@ -309,18 +310,18 @@ def test_a_flow_name_in_another_case_is_taken_on_an_orm_flush(
 def test_a_flow_name_in_another_case_is_taken_on_import(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
-    docs = flowfiles.loads_yaml("- {name: Nudge, start: manual}\n- {name: NUDGE, start: manual}\n")
+    docs = files.loads_yaml("- {name: Nudge, start: manual}\n- {name: NUDGE, start: manual}\n")
     with (
-        pytest.raises(validate.RowsInvalid, match="already a flow named 'Nudge'"),
+        pytest.raises(validation.RowsInvalid, match="already a flow named 'Nudge'"),
         engine.begin() as conn,
     ):
-        flowfiles.import_flows(conn, BINDING, po_tables, docs)
+        files.import_flows(conn, BINDING, po_tables, docs)
     # --replace takes the stored flow of the same name, whatever its case.
     with engine.begin() as conn:
-        flowfiles.import_flows(conn, BINDING, po_tables, docs[:1])
+        files.import_flows(conn, BINDING, po_tables, docs[:1])
     with engine.begin() as conn:
-        again = flowfiles.loads_yaml("- {name: nudge, start: created}\n")
-        result = flowfiles.import_flows(conn, BINDING, po_tables, again, replace=True)
+        again = files.loads_yaml("- {name: nudge, start: created}\n")
+        result = files.import_flows(conn, BINDING, po_tables, again, replace=True)
     assert result.replaced == ["nudge"]
     with engine.connect() as conn:
         names = conn.scalars(sa.select(po.po_flow.c.name)).all()
@@ -331,10 +332,10 @@ def test_each_tenant_has_its_own_names_whatever_their_case(any_engine: sa.Engine
     binding = tenant_app(any_engine)
     app = tables.reflect(any_engine, binding)
     with any_engine.begin() as conn:
-        saving.save_flow(conn, binding, app, {"name": "Close", "start": "manual", "tenant_id": "a"})
-        saving.save_flow(conn, binding, app, {"name": "CLOSE", "start": "manual", "tenant_id": "b"})
+        edits.save_flow(conn, binding, app, {"name": "Close", "start": "manual", "tenant_id": "a"})
+        edits.save_flow(conn, binding, app, {"name": "CLOSE", "start": "manual", "tenant_id": "b"})
     with pytest.raises(errors.RowInvalid) as caught, any_engine.begin() as conn:
-        saving.save_flow(conn, binding, app, {"name": "close", "start": "manual", "tenant_id": "b"})
+        edits.save_flow(conn, binding, app, {"name": "close", "start": "manual", "tenant_id": "b"})
     assert caught.value.errors[0].message == (
         "there is already a flow named 'CLOSE' (names are the same whatever their case)"
     )
@@ -347,7 +348,7 @@ def test_deleting_a_step_that_does_not_exist_is_refused(
     engine: sa.Engine, po_tables: tables.AppTables
 ) -> None:
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.delete_step(conn, BINDING, po_tables, 4242)
+        edits.delete_step(conn, BINDING, po_tables, 4242)
     assert [(e.field, e.code, e.message) for e in caught.value.errors] == [
         ("id", "step_unknown", "there is no step with id 4242")
     ]

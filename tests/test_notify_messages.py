@@ -12,9 +12,10 @@ import pytest
 from test_interpreter_driver import Sim, columns
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, query, snapshot, validate
+from flowrunner import errors, query
 from flowrunner.binding import NotifyRule
-from flowrunner.interpreter import effects
+from flowrunner.flows import snapshot, validation
+from flowrunner.flows.interpreter import effects
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)
@@ -23,7 +24,7 @@ GUIDE = Path(__file__).resolve().parent.parent / "docs" / "flows.md"
 
 def refused(message: str, binding_columns: dict[str, Any] = COLUMNS) -> list[tuple[str, str]]:
     row = {"flow_id": 1, "position": 1, "kind": "notify", "audience": "requester"}
-    found = validate.errors_for_step_row(BINDING, {**row, "message": message}, binding_columns)
+    found = validation.errors_for_step_row(BINDING, {**row, "message": message}, binding_columns)
     return [(e.code, e.message) for e in found if e.field == "message"]
 
 
@@ -150,9 +151,9 @@ def test_a_message_whose_column_was_dropped_is_named_at_load() -> None:
             },
         ],
     )
-    assert validate.check(snap, BINDING, COLUMNS) is None
+    assert validation.check(snap, BINDING, COLUMNS) is None
     without_region = {name: kind for name, kind in COLUMNS.items() if name != "region"}
-    sentence = validate.check(snap, BINDING, without_region)
+    sentence = validation.check(snap, BINDING, without_region)
     assert sentence == (
         "flow 'Regional', step 'Tell' (notify, position 1): {region} is not a column of "
         f"purchase_order — use one of: {', '.join(without_region)}"

@@ -11,7 +11,9 @@ import room
 import sqlalchemy as sa
 from running import T0, mount
 
-from flowrunner import OperatorError, RowInvalid, history_text, operations_room, testing
+from flowrunner import OperatorError, RowInvalid, testing
+from flowrunner.engine import operations_room
+from flowrunner.history import flows
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -40,7 +42,7 @@ def test_every_run_newest_first_each_open_one_saying_where_it_waits(
         ("1", "Quick", "done"),
     ]
     waiting = {run.id: run.waiting for run in page}
-    assert [history_text.waiting_sentence(w) for w in waiting[2]] == [
+    assert [flows.waiting_sentence(w) for w in waiting[2]] == [
         "Waits at Reply (position 2) for ticket.replied; gives up at Wed 7 Apr 09:00"
     ]
     assert waiting[1] == waiting[3] == waiting[4] == ()

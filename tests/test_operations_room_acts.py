@@ -8,8 +8,9 @@ import pytest
 import room
 import sqlalchemy as sa
 
-from flowrunner import OperatorError, operating, testing
-from flowrunner.operating import Action, Outcome
+from flowrunner import OperatorError, testing
+from flowrunner.engine import actions
+from flowrunner.engine.actions import Action, Outcome
 
 
 @pytest.fixture
@@ -70,9 +71,9 @@ def test_a_dry_run_says_what_would_be_done_and_keeps_nothing(desk: testing.FlowD
         }[action], action
     [would] = desk.runner.act("restart", [3], operator="bob", dry_run=True)
     assert would.sentence == "run 3 would be restarted as a new run"
-    assert operating.summary(
-        desk.runner.act("cancel", [1, 2, 3], operator="bob", dry_run=True)
-    ) == ("2 would be done, 1 refused")
+    assert actions.summary(desk.runner.act("cancel", [1, 2, 3], operator="bob", dry_run=True)) == (
+        "2 would be done, 1 refused"
+    )
 
 
 def test_a_dry_run_foretells_the_real_outcomes(desk: testing.FlowDriver) -> None:

@@ -1,4 +1,4 @@
-"""The payload rule (``flowrunner.payloads``): what the store can keep, the rest refused
+"""The payload rule (``flowrunner.foundations.payloads``): what the store can keep, the rest refused
 with a sentence naming the field — never a ``RecursionError`` or ``TypeError``."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import payloads
+from flowrunner.foundations import payloads
 
 
 def nested(depth: int) -> dict[str, Any]:

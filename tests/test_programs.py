@@ -15,7 +15,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from running import MARK_AND_TELL, mount
 
-from flowrunner import commands, statuses, stepping
+from flowrunner.engine import claimed, commands
+from flowrunner.foundations import statuses
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
@@ -41,7 +42,7 @@ def _start_program_run(driver: object, name: str, key: str) -> int:
     return run_id
 
 
-class _Count(stepping.ClaimedStep):
+class _Count(claimed.ClaimedStep):
     """Counts to three, one step per claim, running the ticket's ``look`` command once
     per step; then ends."""
 
@@ -78,7 +79,7 @@ def _count(
     now: datetime,
     later: Sequence[ops.Claim],
     run: ops.RunRow,
-) -> stepping.Stepping:
+) -> claimed.Stepping:
     return _Count(worker, conn, claim, now, later, run)  # type: ignore[arg-type]
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import errors, query, sqltypes
+from flowrunner import errors, query
+from flowrunner.foundations import sqltypes
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "query-language.md"
 DEFAULT_NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

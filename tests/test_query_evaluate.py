@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import query, sqltypes
+from flowrunner import query
+from flowrunner.foundations import sqltypes
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import errors, query, sqltypes
+from flowrunner import errors, query
+from flowrunner.foundations import sqltypes
 from flowrunner.query import ast, check
 
 COLUMNS = {

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import durations, errors, query, sqltypes
+from flowrunner import errors, query
+from flowrunner.foundations import durations, sqltypes
 
 COLUMNS = {"at": "timestamp", "due": "date", "amount": "number"}
 LATE = datetime(9990, 6, 1, 12, tzinfo=UTC)

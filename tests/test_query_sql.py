@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import errors, query, sqltypes
+from flowrunner import errors, query
+from flowrunner.foundations import sqltypes
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

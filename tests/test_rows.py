@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, query, validate
+from flowrunner import errors, query
 from flowrunner.binding import FlowBinding, Kind
+from flowrunner.flows import validation
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)
@@ -23,7 +24,7 @@ KINDS = "set, wait, until, branch, waitFor, notify, approval, send"
 
 def found(row: dict[str, Any], binding: FlowBinding = BINDING) -> list[tuple[str, str, str]]:
     full = {"flow_id": 1, "position": 3, **row}
-    problems = validate.errors_for_step_row(binding, full, COLUMNS, siblings=SIBLINGS)
+    problems = validation.errors_for_step_row(binding, full, COLUMNS, siblings=SIBLINGS)
     return [(e.field, e.code, e.message) for e in problems]
 
 
@@ -306,7 +307,7 @@ def test_every_problem_of_a_row_is_reported_at_once() -> None:
         "goto": 3,
     }
     with pytest.raises(errors.RowInvalid) as caught:
-        validate.validate_step_row(BINDING, row, COLUMNS, siblings=SIBLINGS)
+        validation.validate_step_row(BINDING, row, COLUMNS, siblings=SIBLINGS)
     codes = sorted((e.field, e.code) for e in caught.value.errors)
     assert codes == [
         ("audience", "audience_unknown"),
@@ -369,7 +370,7 @@ FLOW_INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
 @pytest.mark.parametrize(("row", "expected"), FLOW_INVALID, ids=[e[1] for _, e in FLOW_INVALID])
 def test_invalid_flow_rows(row: dict[str, Any], expected: tuple[str, str, str | None]) -> None:
     existing = [{"id": 1, "name": "Big orders", "start": "created"}]
-    problems = validate.errors_for_flow_row(BINDING, row, COLUMNS, existing=existing)
+    problems = validation.errors_for_flow_row(BINDING, row, COLUMNS, existing=existing)
     field, code, message = expected
     matching = [p for p in problems if p.field == field and p.code == code]
     assert matching, problems
@@ -386,4 +387,4 @@ def test_valid_flow_rows() -> None:
         {"id": 1, "name": "Big orders", "start": "created"},  # an update keeps its own name
     ]
     for row in rows:
-        assert validate.errors_for_flow_row(BINDING, row, COLUMNS, existing=existing) == []
+        assert validation.errors_for_flow_row(BINDING, row, COLUMNS, existing=existing) == []

@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 from running import app, count, mount, stored, whats
 
-from flowrunner import commands, errors, testing, worker
+from flowrunner import errors, testing
+from flowrunner.engine import commands, worker
 
 PO = app("purchase_orders")
 

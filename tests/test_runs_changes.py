@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from running import app, mount, stored
 from sqlalchemy import orm
 
-from flowrunner import starting, testing
+from flowrunner import testing
+from flowrunner.flows import starts
 
 PO = app("purchase_orders")
 
@@ -191,7 +192,7 @@ def test_a_change_is_its_record_its_columns_before_and_after_and_its_transaction
     sqlite_engine: sa.Engine,
 ) -> None:
     def key(conn: sa.Connection, before: dict[str, Any], after: dict[str, Any]) -> str:
-        return starting.change_of(conn, before, after, record_id="7", tenant=None).key
+        return starts.change_of(conn, before, after, record_id="7", tenant=None).key
 
     moment = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     with sqlite_engine.begin() as conn:
@@ -205,7 +206,7 @@ def test_a_change_is_its_record_its_columns_before_and_after_and_its_transaction
         assert key(conn, {"d": None}, {"d": moment.replace(tzinfo=None)}) == key(
             conn, {"d": None}, {"d": moment}
         )
-        change = starting.change_of(
+        change = starts.change_of(
             conn, {"status": "open", "a": 1}, {"status": "closed", "a": 1}, record_id="7", tenant=1
         )
         assert change.columns == {"status"} and change.key.startswith("updated:")

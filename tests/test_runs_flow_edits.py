@@ -18,7 +18,8 @@ from running import app, mount, stored
 from test_runs_tenants import mount as tenant_desk_of_two
 from test_runs_tenants import record as desk_record
 
-from flowrunner import flow_runner, starting, testing
+from flowrunner import flow_runner, testing
+from flowrunner.flows import starts
 from flowrunner.store import dialects, engine_tables, flow_rows
 
 TICKETS = app("tickets")
@@ -215,7 +216,7 @@ def test_each_tenant_starts_its_own_flows_however_many_tenants_take_turns(
     any_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A runner keeps two tenants' flows at most here; three tenants take turns.
-    monkeypatch.setattr(starting, "KEPT_FLOW_LISTS", 2)
+    monkeypatch.setattr(starts, "KEPT_FLOW_LISTS", 2)
     driver = tenant_desk(any_engine)
     for n, tenant in enumerate(["acme", "globex", "initech", "acme", "initech", "globex"]):
         driver.create(desk_record(n, tenant))

@@ -13,8 +13,9 @@ import sqlalchemy as sa
 from running import app, count, mount, stored, whats
 from running import decide as decide_in_app
 
-from flowrunner import commands, errors, testing
-from flowrunner.retry_policy import RetryPolicy
+from flowrunner import errors, testing
+from flowrunner.engine import commands
+from flowrunner.foundations.retry_policy import RetryPolicy
 from flowrunner.store import operations as ops
 
 PO = app("purchase_orders")

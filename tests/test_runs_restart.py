@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 from running import T0, mount, stored
 
-from flowrunner import OperatorError, commands, errors, testing
+from flowrunner import OperatorError, errors, testing
+from flowrunner.engine import commands
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 

@@ -11,8 +11,10 @@ from typing import Any
 import sqlalchemy as sa
 from running import T0, decide, mount
 
-from flowrunner import Awaits, LaneStatus, RunStatus, Waiting, commands, history_text
-from flowrunner.retry_policy import RetryPolicy
+from flowrunner import Awaits, LaneStatus, RunStatus, Waiting
+from flowrunner.engine import commands
+from flowrunner.foundations.retry_policy import RetryPolicy
+from flowrunner.history import flows
 
 WEEK_LATER = T0 + timedelta(days=7)
 
@@ -73,7 +75,7 @@ def test_a_waiting_approval_says_who_was_asked_and_who_answered(any_engine: sa.E
     )
     assert finance.asked_names == ("cfo@example.com", "controller@example.com")
     assert finance.answered == ("cfo@example.com",)
-    assert history_text.waiting_sentence(finance) == (
+    assert flows.waiting_sentence(finance) == (
         "Waits at Finance approval (position 10) for po.decided: 1 of 2 answered, "
         "waiting for controller@example.com; gives up at Mon 9 Mar 09:00"
     )
@@ -99,7 +101,7 @@ def test_timers_events_and_empty_dates_each_say_what_they_wait_for(
     driver.update(1, due_at=None)  # the until step follows the record: no date, no timer
     [sla] = driver.runs(1)
     assert (sla.waiting[0].until, sla.waiting[0].field) == (None, "due_at")
-    assert history_text.waiting_sentence(sla.waiting[0]) == (
+    assert flows.waiting_sentence(sla.waiting[0]) == (
         "Waits at Four hours before due (position 1) while due_at is empty"
     )
     driver.update(1, status="waiting")

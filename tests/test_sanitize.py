@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from flowrunner import sanitize
+from flowrunner.foundations import sanitize
 
 VISA = "4111111111111111"
 

@@ -10,8 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, orm_hook, saving, starting, tables, validate
+from flowrunner import errors, tables
 from flowrunner.binding import FlowBinding
+from flowrunner.flows import edits, orm_hook, starts, validation
 from flowrunner.runner import flow_runner
 from flowrunner.store import app_tables
 
@@ -47,17 +48,17 @@ def refused(engine: sa.Engine, write: Callable[[sa.Connection], object]) -> erro
 def a_flow(engine: sa.Engine, po_tables: tables.AppTables) -> tuple[int, dict[str, int]]:
     """A flow with a wait at 1, a branch at 2 going back to 1, and a send at 3."""
     with engine.begin() as conn:
-        flow_id = saving.save_flow(
+        flow_id = edits.save_flow(
             conn, BINDING, po_tables, {"name": "Big orders", "start": "created"}
         )
         ids = {
-            "wait": saving.save_step(
+            "wait": edits.save_step(
                 conn,
                 BINDING,
                 po_tables,
                 {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": "1 day"},
             ),
-            "branch": saving.save_step(
+            "branch": edits.save_step(
                 conn,
                 BINDING,
                 po_tables,
@@ -70,7 +71,7 @@ def a_flow(engine: sa.Engine, po_tables: tables.AppTables) -> tuple[int, dict[st
                     "title": "Still open?",
                 },
             ),
-            "send": saving.save_step(
+            "send": edits.save_step(
                 conn, BINDING, po_tables, {"flow_id": flow_id, "position": 3, "kind": "send"}
             ),
         }
@@ -80,17 +81,17 @@ def a_flow(engine: sa.Engine, po_tables: tables.AppTables) -> tuple[int, dict[st
 def test_core_saves_store_normalized_rows(engine: sa.Engine, po_tables: tables.AppTables) -> None:
     flow_id, ids = a_flow(engine, po_tables)
     with engine.begin() as conn:
-        saving.update_step(
+        edits.update_step(
             conn, BINDING, po_tables, ids["wait"], {"duration": " 2 days ", "title": "  "}
         )
-        snap = starting.stored_snapshot(conn, po_tables, flow_id)
+        snap = starts.stored_snapshot(conn, po_tables, flow_id)
     assert [(s.position, s.kind) for s in snap.steps] == [(1, "wait"), (2, "branch"), (3, "send")]
     assert snap.steps[0].get("duration") == "2 days" and snap.steps[0].title is None
     assert snap.flow.name == "Big orders" and snap.flow.active is True
     with engine.begin() as conn:
-        saving.update_flow(conn, BINDING, po_tables, flow_id, {"active": False})
-        saving.delete_step(conn, BINDING, po_tables, ids["send"])
-        assert starting.stored_snapshot(conn, po_tables, flow_id).flow.active is False
+        edits.update_flow(conn, BINDING, po_tables, flow_id, {"active": False})
+        edits.delete_step(conn, BINDING, po_tables, ids["send"])
+        assert starts.stored_snapshot(conn, po_tables, flow_id).flow.active is False
     assert counts(engine) == (1, 2)
 
 
@@ -99,7 +100,7 @@ def test_core_refuses_a_bad_step_and_stores_nothing(
 ) -> None:
     flow_id, _ = a_flow(engine, po_tables)
     row = {"flow_id": flow_id, "position": 4, "kind": "wait", "duration": "2 dayz", "field": "x"}
-    error = refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, row))
+    error = refused(engine, lambda conn: edits.save_step(conn, BINDING, po_tables, row))
     assert [(e.field, e.code) for e in error.errors] == [
         ("field", "column_not_read"),
         ("duration", "duration_invalid"),
@@ -129,7 +130,7 @@ def test_core_refuses_cross_row_problems(
 ) -> None:
     flow_id, _ = a_flow(engine, po_tables)
     row = {"flow_id": flow_id, **change}
-    error = refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, row))
+    error = refused(engine, lambda conn: edits.save_step(conn, BINDING, po_tables, row))
     assert (field, code) in [(e.field, e.code) for e in error.errors]
 
 
@@ -139,7 +140,7 @@ def test_the_last_step_a_goto_names_cannot_go(
     flow_id, ids = a_flow(engine, po_tables)
     wait = ids["wait"]
     (error,) = refused(
-        engine, lambda conn: saving.delete_step(conn, BINDING, po_tables, wait)
+        engine, lambda conn: edits.delete_step(conn, BINDING, po_tables, wait)
     ).errors
     assert (error.field, error.code) == ("position", "goto_target_in_use")
     assert error.message == (
@@ -147,17 +148,17 @@ def test_the_last_step_a_goto_names_cannot_go(
     )
     # Moving it away is removing it from position 1 too.
     moved = {"position": 7}
-    refused(engine, lambda conn: saving.update_step(conn, BINDING, po_tables, wait, moved))
+    refused(engine, lambda conn: edits.update_step(conn, BINDING, po_tables, wait, moved))
     # With a second step at position 1 (one that waits: the loop still pauses), the
     # first may go.
     with engine.begin() as conn:
-        saving.save_step(
+        edits.save_step(
             conn,
             BINDING,
             po_tables,
             {"flow_id": flow_id, "position": 1, "kind": "waitFor", "event": "po.decided"},
         )
-        saving.delete_step(conn, BINDING, po_tables, ids["wait"])
+        edits.delete_step(conn, BINDING, po_tables, ids["wait"])
     assert counts(engine) == (1, 3)
 
 
@@ -166,13 +167,13 @@ def test_flow_names_are_unique_and_flows_delete_with_their_steps(
 ) -> None:
     flow_id, _ = a_flow(engine, po_tables)
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_flow(conn, BINDING, po_tables, {"name": "Big orders", "start": "manual"})
+        edits.save_flow(conn, BINDING, po_tables, {"name": "Big orders", "start": "manual"})
     assert [e.code for e in caught.value.errors] == ["name_taken"]
     with engine.begin() as conn:
-        saving.save_flow(
+        edits.save_flow(
             conn, BINDING, po_tables, {"id": flow_id, "name": "Big orders", "start": "manual"}
         )
-        saving.delete_flow(conn, BINDING, po_tables, flow_id)
+        edits.delete_flow(conn, BINDING, po_tables, flow_id)
     assert counts(engine) == (0, 0)
 
 
@@ -365,26 +366,26 @@ def test_flows_and_steps_belong_to_a_tenant(engine: sa.Engine) -> None:
     binding = tenant_app(engine)
     app = tables.reflect(engine, binding)
     with engine.begin() as conn:
-        acme = saving.save_flow(
+        acme = edits.save_flow(
             conn, binding, app, {"name": "Close", "start": "manual", "tenant_id": "acme"}
         )
-        saving.save_flow(
+        edits.save_flow(
             conn, binding, app, {"name": "Close", "start": "manual", "tenant_id": "globex"}
         )
         step = {"flow_id": acme, "position": 1, "kind": "set", "field": "status", "value": "closed"}
-        saving.save_step(conn, binding, app, step)
-        snap = starting.stored_snapshot(conn, app, acme)
+        edits.save_step(conn, binding, app, step)
+        snap = starts.stored_snapshot(conn, app, acme)
     assert snap.flow.tenant == "acme" and snap.steps[0].get("tenant_id") == "acme"
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_flow(
+        edits.save_flow(
             conn, binding, app, {"name": "Close", "start": "created", "tenant_id": "acme"}
         )
     assert [e.code for e in caught.value.errors] == ["name_taken"]
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_flow(conn, binding, app, {"name": "Open", "start": "created"})
+        edits.save_flow(conn, binding, app, {"name": "Open", "start": "created"})
     assert [(e.field, e.code) for e in caught.value.errors] == [("tenant_id", "column_required")]
     with pytest.raises(errors.RowInvalid) as caught, engine.begin() as conn:
-        saving.save_step(conn, binding, app, {**step, "position": 2, "tenant_id": "globex"})
+        edits.save_step(conn, binding, app, {**step, "position": 2, "tenant_id": "globex"})
     assert [(e.field, e.code) for e in caught.value.errors] == [("tenant_id", "tenant_mismatch")]
 
 
@@ -398,14 +399,14 @@ def test_the_apps_own_columns_are_kept_and_not_judged(sqlite_engine: sa.Engine) 
     metadata.create_all(sqlite_engine)
     app = tables.reflect(sqlite_engine, binding)
     with sqlite_engine.begin() as conn:
-        flow_id = saving.save_flow(conn, binding, app, {"name": "Audit", "start": "manual"})
+        flow_id = edits.save_flow(conn, binding, app, {"name": "Audit", "start": "manual"})
         row = {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": "1 day"}
-        saving.save_step(conn, binding, app, {**row, "created_by": "ann"})
-        snap = starting.stored_snapshot(conn, app, flow_id)
+        edits.save_step(conn, binding, app, {**row, "created_by": "ann"})
+        snap = starts.stored_snapshot(conn, app, flow_id)
         assert conn.scalar(sa.select(steps.c.created_by)) == "ann"
-    assert validate.check(snap, binding, binding.resource_columns(sqlite_engine)) is None
+    assert validation.check(snap, binding, binding.resource_columns(sqlite_engine)) is None
     with (
         pytest.raises(errors.RowInvalid, match="'colour' is not a column"),
         sqlite_engine.begin() as conn,
     ):
-        saving.save_step(conn, binding, app, {**row, "colour": "red"})
+        edits.save_step(conn, binding, app, {**row, "colour": "red"})

@@ -14,7 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, rows, saving, tables, testing
+from flowrunner import errors, tables, testing
+from flowrunner.flows import edits, rows
 from flowrunner.runner import flow_runner
 from flowrunner.store import migrate
 
@@ -28,8 +29,8 @@ def engine(po_engine: sa.Engine) -> sa.Engine:
 
 def _flow(engine: sa.Engine, po_tables: tables.AppTables) -> int:
     with engine.begin() as conn:
-        flow_id = saving.save_flow(conn, BINDING, po_tables, {"name": "Big", "start": "created"})
-        saving.save_step(
+        flow_id = edits.save_flow(conn, BINDING, po_tables, {"name": "Big", "start": "created"})
+        edits.save_step(
             conn,
             BINDING,
             po_tables,
@@ -48,7 +49,7 @@ def _refused(engine: sa.Engine, save: Any) -> list[tuple[str, str, str]]:
 def test_ids_typed_as_text_are_the_numbers(engine: sa.Engine, po_tables: tables.AppTables) -> None:
     flow_id = _flow(engine, po_tables)
     with engine.begin() as conn:
-        step_id = saving.save_step(
+        step_id = edits.save_step(
             conn,
             BINDING,
             po_tables,
@@ -60,7 +61,7 @@ def test_ids_typed_as_text_are_the_numbers(engine: sa.Engine, po_tables: tables.
                 "goto": "1",
             },
         )
-        saving.save_step(
+        edits.save_step(
             conn,
             BINDING,
             po_tables,
@@ -73,11 +74,11 @@ def test_ids_typed_as_text_are_the_numbers(engine: sa.Engine, po_tables: tables.
                 "goto": "1",
             },
         )
-        saving.update_step(conn, BINDING, po_tables, str(step_id), {"title": "Still big?"})
-        saving.save_flow(
+        edits.update_step(conn, BINDING, po_tables, str(step_id), {"title": "Still big?"})
+        edits.save_flow(
             conn, BINDING, po_tables, {"id": str(flow_id), "name": "Big", "start": "created"}
         )
-        saving.update_flow(conn, BINDING, po_tables, str(flow_id), {"name": "Bigger"})
+        edits.update_flow(conn, BINDING, po_tables, str(flow_id), {"name": "Bigger"})
     with engine.connect() as conn:
         step = conn.execute(sa.select(po.po_flow_step).where(po.po_flow_step.c.id == step_id))
         row = step.mappings().one()
@@ -111,7 +112,7 @@ def test_a_step_id_that_is_no_whole_number_is_refused_with_its_field(
 ) -> None:
     flow_id = _flow(engine, po_tables)
     row = {"flow_id": flow_id, "position": 2, "kind": "send", field: value}
-    found = _refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, row))
+    found = _refused(engine, lambda conn: edits.save_step(conn, BINDING, po_tables, row))
     assert found == [(field, "type_invalid", message)]
 
 
@@ -131,7 +132,7 @@ def test_positions_and_gotos_follow_the_same_rule(
     flow_id = _flow(engine, po_tables)
     row = {"flow_id": flow_id, "position": 2, "kind": "branch", "condition": "amount > 1"}
     row[field] = value
-    found = _refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, row))
+    found = _refused(engine, lambda conn: edits.save_step(conn, BINDING, po_tables, row))
     assert (field, "type_invalid", message) in found
 
 
@@ -140,12 +141,12 @@ def test_updates_and_deletes_refuse_a_bad_id(
 ) -> None:
     _flow(engine, po_tables)
     bad = [("id", "type_invalid", "'x1' is not a whole number")]
-    assert _refused(engine, lambda c: saving.update_flow(c, BINDING, po_tables, "x1", {})) == bad
-    assert _refused(engine, lambda c: saving.update_step(c, BINDING, po_tables, "x1", {})) == bad
-    assert _refused(engine, lambda c: saving.delete_step(c, BINDING, po_tables, "x1")) == bad
-    assert _refused(engine, lambda c: saving.delete_flow(c, BINDING, po_tables, "x1")) == bad
+    assert _refused(engine, lambda c: edits.update_flow(c, BINDING, po_tables, "x1", {})) == bad
+    assert _refused(engine, lambda c: edits.update_step(c, BINDING, po_tables, "x1", {})) == bad
+    assert _refused(engine, lambda c: edits.delete_step(c, BINDING, po_tables, "x1")) == bad
+    assert _refused(engine, lambda c: edits.delete_flow(c, BINDING, po_tables, "x1")) == bad
     flow = {"id": "٣", "name": "Other", "start": "manual"}
-    assert _refused(engine, lambda c: saving.save_flow(c, BINDING, po_tables, flow)) == [
+    assert _refused(engine, lambda c: edits.save_flow(c, BINDING, po_tables, flow)) == [
         ("id", "type_invalid", "'٣' is not a whole number")
     ]
 
@@ -208,10 +209,10 @@ def test_out_of_calendar_conditions_values_and_durations_are_refused(
 ) -> None:
     flow_id = _flow(engine, po_tables)
     step = {"flow_id": flow_id, "position": 2, **row}
-    found = _refused(engine, lambda conn: saving.save_step(conn, BINDING, po_tables, step))
+    found = _refused(engine, lambda conn: edits.save_step(conn, BINDING, po_tables, step))
     assert found == [(field, code, message)]
     flow = {"name": "Later", "start": "created", "condition": "needed_by = 9999-12-31T23:00-01:00"}
-    assert _refused(engine, lambda conn: saving.save_flow(conn, BINDING, po_tables, flow)) == [
+    assert _refused(engine, lambda conn: edits.save_flow(conn, BINDING, po_tables, flow)) == [
         (
             "condition",
             "condition_invalid",

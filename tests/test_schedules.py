@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowrunner import errors, schedules
+from flowrunner import errors
+from flowrunner.jobs import schedules
 
 NY = ZoneInfo("America/New_York")
 

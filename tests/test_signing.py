@@ -1,4 +1,4 @@
-"""How a signed callback is judged (``flowrunner.signing``): pure, no database, no HTTP."""
+"""How a signed callback is judged (``flowrunner.inbound.signing``): pure, no database, no HTTP."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flowrunner import BindingError, Hmac
-from flowrunner.signing import MAX_BODY, check, too_large, values
+from flowrunner.inbound.signing import MAX_BODY, check, too_large, values
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SECRET = b"whsec-test"

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import sqltypes
+from flowrunner.foundations import sqltypes
 from flowrunner.store import dialects, prepared
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from running import PRUNABLE, T0, count, mount, stored, whats
 
-from flowrunner import OperatorError, commands, errors, testing
+from flowrunner import OperatorError, errors, testing
+from flowrunner.engine import commands
 from flowrunner.store import dialects, engine_tables, retention
 from flowrunner.store import operations as ops
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import errors, statuses
-from flowrunner.interpreter import state as state_mod
+from flowrunner import errors
+from flowrunner.flows.interpreter import state as state_mod
+from flowrunner.foundations import statuses
 from flowrunner.store import dialects, engine_tables
 from flowrunner.store import operations as ops
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner import templates
+from flowrunner.foundations import templates
 
 
 def test_placeholders_are_filled_from_the_values() -> None:

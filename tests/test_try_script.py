@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tickets
-from flowrunner import Answer, Change, Refusal, RowInvalid, snapshot, try_plan, try_script
+from flowrunner import Answer, Change, Refusal, RowInvalid
 from flowrunner.binding import FlowBinding
+from flowrunner.flows import snapshot
+from flowrunner.flows.trial import plan as try_plan
+from flowrunner.flows.trial import script
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 BIG_ORDERS = [
@@ -107,8 +110,8 @@ def sent(result: try_plan.Plan) -> list[tuple[datetime, str, dict[str, Any]]]:
         ("# the manager is away", None),
     ],
 )
-def test_each_form_of_line_reads_as_its_item(line: str, item: try_script.Item | None) -> None:
-    assert try_script.read(line) == item
+def test_each_form_of_line_reads_as_its_item(line: str, item: script.Item | None) -> None:
+    assert script.read(line) == item
 
 
 @pytest.mark.parametrize(
@@ -124,19 +127,19 @@ def test_each_form_of_line_reads_as_its_item(line: str, item: try_script.Item | 
     ],
 )
 def test_a_line_that_cannot_be_read_says_what_to_write(line: str, code: str, said: str) -> None:
-    with pytest.raises(try_script.Unreadable) as refused:
-        try_script.read(line)
+    with pytest.raises(script.Unreadable) as refused:
+        script.read(line)
     assert refused.value.code == code
     assert said in refused.value.message
-    assert refused.value.code in try_script.CODES
+    assert refused.value.code in script.CODES
 
 
 @given(st.text(max_size=80))
 def test_any_text_reads_as_an_item_or_a_sentence_never_a_crash(text: str) -> None:
     try:
-        try_script.read(text)
-    except try_script.Unreadable as refused:
-        assert refused.code in try_script.CODES
+        script.read(text)
+    except script.Unreadable as refused:
+        assert refused.code in script.CODES
         assert refused.message
 
 
@@ -150,12 +153,12 @@ def test_any_script_resolves_or_is_refused_with_every_problem_on_its_line(
         assert refused.errors
         for problem in refused.errors:
             assert problem.field.startswith("answers.")
-            assert problem.code in try_script.CODES or problem.code.startswith("value_")
+            assert problem.code in script.CODES or problem.code.startswith("value_")
 
 
 def test_the_past_form_of_a_verb_is_the_regular_one() -> None:
     verbs = ("approves", "rejects", "denies", "vetoes", "signs", "agrees", "okays")
-    assert [try_script.past(v) for v in verbs] == [
+    assert [script.past(v) for v in verbs] == [
         "approved",
         "rejected",
         "denied",

@@ -30,10 +30,10 @@ from flowrunner import (
     RowInvalid,
     RunStatus,
     TryResult,
-    history_text,
-    snapshot,
     testing,
 )
+from flowrunner.flows import snapshot
+from flowrunner.history import flows
 
 PO = app("purchase_orders")
 WEEK = T0 + timedelta(days=7)
@@ -361,7 +361,7 @@ def test_a_try_takes_the_path_a_real_run_takes(driver: testing.FlowDriver, scena
             line.due_at or line.at,
             line.position,
             line.what,
-            history_text.sentence(line, snap, tried=True),
+            flows.sentence(line, snap, tried=True),
         )
         for line in driver.history(run.id)
     ]
@@ -600,12 +600,12 @@ def test_a_try_that_breaks_half_way_leaves_nothing_either(
     busy: testing.FlowDriver, any_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = everything(any_engine)
-    from flowrunner import trying
+    from flowrunner.flows.trial import dry_run
 
     def broken(self: Any, effect: Any, at: Any) -> None:
         raise RuntimeError("the notice could not be shown")
 
-    monkeypatch.setattr(trying._Try, "_notice", broken)
+    monkeypatch.setattr(dry_run._Try, "_notice", broken)
     with pytest.raises(RuntimeError):
         big_order(busy, "nobody answers")  # fails after its set step wrote the record
     assert everything(any_engine) == before

@@ -6,8 +6,9 @@ import pytest
 import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
-from flowrunner import query, saving, snapshot, starting, tables, validate
+from flowrunner import query, tables
 from flowrunner.binding import FlowBinding, Kind
+from flowrunner.flows import edits, snapshot, starts, validation
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)
@@ -20,13 +21,13 @@ def engine(sqlite_engine: sa.Engine) -> sa.Engine:
 
 
 def stored(conn: sa.Connection, flow_id: int) -> snapshot.FlowSnapshot:
-    return starting.stored_snapshot(conn, tables.reflect(conn, BINDING), flow_id)
+    return starts.stored_snapshot(conn, tables.reflect(conn, BINDING), flow_id)
 
 
 def big_orders(engine: sa.Engine) -> int:
     po_tables = tables.reflect(engine, BINDING)
     with engine.begin() as conn:
-        flow_id = saving.save_flow(
+        flow_id = edits.save_flow(
             conn,
             BINDING,
             po_tables,
@@ -37,7 +38,7 @@ def big_orders(engine: sa.Engine) -> int:
             {"position": 2, "kind": "branch", "condition": "region = EU", "title": "In Europe?"},
             {"position": 3, "kind": "send", "title": "Send"},
         ):
-            saving.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **row})
+            edits.save_step(conn, BINDING, po_tables, {"flow_id": flow_id, **row})
     return int(flow_id)
 
 
@@ -53,9 +54,11 @@ def loaded(engine: sa.Engine, *around: str) -> snapshot.FlowSnapshot:
 
 def test_a_sound_snapshot_checks_clean(engine: sa.Engine) -> None:
     snap = loaded(engine)
-    assert validate.check(snap, BINDING, COLUMNS) is None
+    assert validation.check(snap, BINDING, COLUMNS) is None
     # The stored snapshot (JSON) checks the same.
-    assert validate.check(snapshot.FlowSnapshot.from_dict(snap.to_dict()), BINDING, COLUMNS) is None
+    assert (
+        validation.check(snapshot.FlowSnapshot.from_dict(snap.to_dict()), BINDING, COLUMNS) is None
+    )
 
 
 def test_a_row_written_around_validation_is_named(engine: sa.Engine) -> None:
@@ -64,7 +67,7 @@ def test_a_row_written_around_validation_is_named(engine: sa.Engine) -> None:
         "INSERT INTO po_flow_step (flow_id, position, kind, title, duration) "
         "VALUES (:f, 4, 'wait', 'Cool down', '2 dayz')",
     )
-    assert validate.check(snap, BINDING, COLUMNS) == (
+    assert validation.check(snap, BINDING, COLUMNS) == (
         "flow 'Big orders', step 'Cool down' (wait, position 4): "
         "'2 dayz' is not a duration — write e.g. '2 days' or '30 minutes'"
     )
@@ -75,7 +78,7 @@ def test_a_kind_removed_from_the_binding_is_named(engine: sa.Engine) -> None:
     smaller = FlowBinding(
         **{**BINDING.model_dump(), "kinds": {"send": Kind(command="send_purchase_order")}}
     )
-    assert validate.check(snap, smaller, COLUMNS) == (
+    assert validation.check(snap, smaller, COLUMNS) == (
         "flow 'Big orders', step 'Manager approval' (approval, position 1): kind 'approval' "
         "is not in the binding — use one of set, wait, until, branch, waitFor, notify, send"
     )
@@ -84,7 +87,7 @@ def test_a_kind_removed_from_the_binding_is_named(engine: sa.Engine) -> None:
 def test_a_dropped_column_is_named(engine: sa.Engine) -> None:
     snap = loaded(engine, "ALTER TABLE purchase_order DROP COLUMN region")
     columns = BINDING.resource_columns(engine)
-    sentence = validate.check(snap, BINDING, columns)
+    sentence = validation.check(snap, BINDING, columns)
     assert sentence is not None
     assert sentence.startswith(
         "flow 'Big orders', step 'In Europe?' (branch, position 2): the condition cannot be read:"
@@ -94,7 +97,7 @@ def test_a_dropped_column_is_named(engine: sa.Engine) -> None:
 
 def test_a_flow_row_broken_later_is_named(engine: sa.Engine) -> None:
     snap = loaded(engine, "UPDATE po_flow SET start = 'hourly' WHERE id = :f")
-    assert validate.check(snap, BINDING, COLUMNS) == (
+    assert validation.check(snap, BINDING, COLUMNS) == (
         "flow 'Big orders': 'hourly' is not a start — write created, updated or manual"
     )
 
@@ -106,7 +109,7 @@ def test_cross_row_problems_are_named_too(engine: sa.Engine) -> None:
         "VALUES (:f, 2, 'send', 'Beside the branch')",
         "UPDATE po_flow_step SET goto = 9 WHERE kind = 'branch'",
     )
-    found = validate.sentences(snap, BINDING, COLUMNS)
+    found = validation.sentences(snap, BINDING, COLUMNS)
     assert found == [
         "flow 'Big orders', step 'In Europe?' (branch, position 2): "
         "there is no step at position 9 in this flow",
@@ -118,13 +121,13 @@ def test_cross_row_problems_are_named_too(engine: sa.Engine) -> None:
 
 
 def test_row_invalid_serializes_like_a_422() -> None:
-    found = validate.errors_for_flow(
+    found = validation.errors_for_flow(
         BINDING,
         {"name": "", "start": "created"},
         [{"position": 1, "kind": "wait"}],
         COLUMNS,
     )
-    error = validate.RowsInvalid(found)
+    error = validation.RowsInvalid(found)
     assert error.status_code == 422
     assert error.to_dict() == {
         "detail": [

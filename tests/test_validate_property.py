@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
 from flowrunner import binding as binding_mod
-from flowrunner import errors, query, rows, saving, snapshot, starting, tables, validate
+from flowrunner import errors, query, tables
+from flowrunner.flows import edits, rows, snapshot, starts, validation
 
 BINDING = po.binding
 COLUMNS = query.column_types(po.purchase_order)
@@ -84,19 +85,21 @@ step_rows = st.one_of(any_rows(), near_rows())
 @given(step_rows)
 def test_any_step_row_is_accepted_soundly_or_refused_by_column(row: dict[str, Any]) -> None:
     try:
-        validate.validate_step_row(BINDING, row, COLUMNS, siblings=SIBLINGS)
+        validation.validate_step_row(BINDING, row, COLUMNS, siblings=SIBLINGS)
     except errors.RowInvalid as refused:
         event("refused")
         assert refused.errors
         for error in refused.errors:
             assert error.field in REAL, error
-            assert error.message and error.code in validate.CODES
+            assert error.message and error.code in validation.CODES
         return
     event("accepted")
     flow = {"id": 7, "name": "Property", "start": "created"}
     snap = snapshot.FlowSnapshot.build(flow, [*SIBLINGS, {**row, "id": 3}])
-    assert validate.check(snap, BINDING, COLUMNS) is None
-    assert validate.check(snapshot.FlowSnapshot.from_dict(snap.to_dict()), BINDING, COLUMNS) is None
+    assert validation.check(snap, BINDING, COLUMNS) is None
+    assert (
+        validation.check(snapshot.FlowSnapshot.from_dict(snap.to_dict()), BINDING, COLUMNS) is None
+    )
 
 
 @pytest.fixture
@@ -120,14 +123,14 @@ def test_what_validation_accepts_the_database_stores(
     with stored_flow.connect() as conn:
         transaction = conn.begin()
         try:
-            step_id = saving.save_step(conn, BINDING, po_tables, row, columns=COLUMNS)
+            step_id = edits.save_step(conn, BINDING, po_tables, row, columns=COLUMNS)
         except errors.RowInvalid as refused:
             event("refused")
             assert all(error.field in REAL for error in refused.errors)
         else:
             event("stored")
-            snap = starting.stored_snapshot(conn, po_tables, 7)
+            snap = starts.stored_snapshot(conn, po_tables, 7)
             assert step_id in {s.id for s in snap.steps}
-            assert validate.check(snap, BINDING, COLUMNS) is None
+            assert validation.check(snap, BINDING, COLUMNS) is None
         finally:
             transaction.rollback()

@@ -24,7 +24,8 @@ import pytest
 import sqlalchemy as sa
 from running import ACKNOWLEDGE, mount, stored, ticket
 
-from flowrunner import testing, worker
+from flowrunner import testing
+from flowrunner.engine import worker
 from flowrunner.store import dialects, migrate, wakeups
 from flowrunner.store import operations as ops
 

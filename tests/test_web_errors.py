@@ -151,8 +151,8 @@ def test_the_core_runs_without_fastapi() -> None:
         "import sys\n"
         "for name in ('fastapi', 'starlette', 'httpx', 'httpx2'):\n"
         "    sys.modules[name] = None\n"
-        "import flowrunner, flowrunner.runner, flowrunner.worker, flowrunner.testing\n"
-        "import flowrunner.async_apps, flowrunner.cli, flowrunner.demo\n"
+        "import flowrunner, flowrunner.runner, flowrunner.engine.worker, flowrunner.testing\n"
+        "import flowrunner.engine.async_engines, flowrunner.cli, flowrunner.cli.demo\n"
         "print('ok')\n"
     )
     assert (found.returncode, found.stdout.strip()) == (0, "ok"), found.stderr

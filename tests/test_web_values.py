@@ -1,6 +1,6 @@
 """What web payloads carry — Decimal, date, datetime, UUID, enums, pydantic models — is
 welcome in events and in commands' answers, kept as the JSON FastAPI would answer with
-(``flowrunner.payloads``), and read back by conditions; what cannot be stored is refused
+(``flowrunner.foundations.payloads``), and read back by conditions; what cannot be stored is refused
 with a sentence, an event with the HTTP status that fits. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 import sqlalchemy as sa
 from running import mount, order, stored
 
-from flowrunner import EventRejected, commands
+from flowrunner import EventRejected
+from flowrunner.engine import commands
 from flowrunner.store import engine_tables
 from flowrunner.store import operations as ops
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import sqlalchemy as sa
 from running import T0, app, mount
 
-from flowrunner import FlowBinding, flow_runner, worker
+from flowrunner import FlowBinding, flow_runner
+from flowrunner.engine import worker
 from flowrunner.store import engine_tables
 
 UNTIL_AND_SET = """

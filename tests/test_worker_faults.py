@@ -23,7 +23,8 @@ import pytest
 import sqlalchemy as sa
 from running import SEND, app, count, mount, order
 
-from flowrunner import FlowBinding, Kind, RetryPolicy, commands, testing, worker
+from flowrunner import FlowBinding, Kind, RetryPolicy, testing
+from flowrunner.engine import commands, worker
 from flowrunner.runner import utc_now
 from flowrunner.store import engine_tables
 
@@ -206,7 +207,10 @@ def test_a_connection_cut_mid_step_rolls_the_step_back_and_the_worker_goes_on(
     )
     driver.create(order(1), run=False)
     serving = worker.Worker(driver.runner)
-    with caplog.at_level(logging.WARNING, logger="flowrunner.worker"), Serving(serving) as running:
+    with (
+        caplog.at_level(logging.WARNING, logger="flowrunner.engine.worker"),
+        Serving(serving) as running,
+    ):
         # Read on connections of our own: the cut is for the worker's.
         wait_for(lambda: status_of(pg_engine, 1) == "done")
         assert running.alive
@@ -244,7 +248,7 @@ def test_after_a_failover_a_connection_to_the_read_only_server_is_replaced(
     # Without wake-ups: listening takes a connection of its own first, and this test is
     # about the first connection the worker's steps are given.
     with (
-        caplog.at_level(logging.WARNING, logger="flowrunner.worker"),
+        caplog.at_level(logging.WARNING, logger="flowrunner.engine.worker"),
         Serving(serving, listen=False) as running,
     ):
         wait_for(lambda: status_of(pg_engine, 1) == "done")
@@ -270,7 +274,10 @@ def test_serve_waits_and_tries_again_while_the_database_fails(
 
     serving = worker.Worker(driver.runner, crash_at=unreachable)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="flowrunner.worker"), Serving(serving) as running:
+    with (
+        caplog.at_level(logging.WARNING, logger="flowrunner.engine.worker"),
+        Serving(serving) as running,
+    ):
         wait_for(lambda: status_of(any_engine, 1) == "done")
     assert running.error is None
     # Three failures in a row: waits of about 0.2, 0.4 and 0.8 s.

@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 from running import SEND, app, count, mount, order
 
-from flowrunner import FlowBinding, Kind, commands, testing, worker
+from flowrunner import FlowBinding, Kind, testing
+from flowrunner.engine import commands, worker
 from flowrunner.runner import flow_runner
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -252,7 +253,7 @@ def test_a_lease_the_heartbeat_finds_taken_over_refuses_the_step_at_once(
     assert second.run_due() == 1  # the lease lapsed while the heartbeat stood still
     resume.set()
     assert found.wait(30)  # the next renewal found the lease another's
-    with caplog.at_level(logging.INFO, logger="flowrunner.worker"):
+    with caplog.at_level(logging.INFO, logger="flowrunner.engine.worker"):
         slow.release.set()
         running.join()
     assert running.error is None

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from running import MARK_AND_TELL, T0, count, mount, ticket
 
-from flowrunner import worker
+from flowrunner.engine import worker
 from flowrunner.store import operations as ops
 
 LEASE = timedelta(minutes=1)

@@ -43,7 +43,7 @@ def claims(caplog: pytest.LogCaptureFixture) -> list[tuple[str, ...]]:
     """The claim lines logged, as (claimed, tenants, advanced, failed) each."""
     found: list[tuple[str, ...]] = []
     for record in caplog.records:
-        if record.name == "flowrunner.worker" and record.getMessage().startswith("claimed"):
+        if record.name == "flowrunner.engine.worker" and record.getMessage().startswith("claimed"):
             assert record.levelno == logging.INFO
             match = CLAIM.match(record.getMessage())
             assert match is not None, record.getMessage()
@@ -66,7 +66,7 @@ def test_each_claim_is_one_info_line_naming_its_tenants(
                  "value": "seen", "tenant_id": tenant},
             )  # fmt: skip
     driver = testing.FlowDriver(runner, start=T0)
-    caplog.set_level(logging.INFO, logger="flowrunner.worker")
+    caplog.set_level(logging.INFO, logger="flowrunner.engine.worker")
     driver.create({"id": 1, "tenant_id": "acme"})
     assert claims(caplog) == [("1", "acme", "1", "0")]
     caplog.clear()
@@ -80,7 +80,7 @@ def test_a_failed_run_is_one_error_line_with_its_reason_masked(
     any_engine: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     driver = mount(any_engine, "tickets", flows=HAND_OVER, commands={"assign_ticket": refuse})
-    caplog.set_level(logging.INFO, logger="flowrunner.worker")
+    caplog.set_level(logging.INFO, logger="flowrunner.engine.worker")
     driver.create(ticket(7))
     [run] = driver.runs(7)
     assert run.status == "failed"
@@ -98,7 +98,7 @@ def test_an_idle_worker_logs_nothing(
     sqlite_engine: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     driver = mount(sqlite_engine, "tickets", flows=HAND_OVER)
-    caplog.set_level(logging.DEBUG, logger="flowrunner.worker")
+    caplog.set_level(logging.DEBUG, logger="flowrunner.engine.worker")
     assert driver.run_until_idle() == 0
     assert caplog.records == []
 
@@ -178,7 +178,7 @@ def test_the_worker_logs_claims_at_info_and_failures_always(
     quiet = worker(tmp_path, url, "--log-level", "error")
     assert quiet.returncode == 0, quiet.stderr
     [line] = quiet.stderr.splitlines()  # the failure alone, no claim, no library chatter
-    assert " ERROR flowrunner.worker run 5 of flow 'Hand over' on ticket 5 failed: " in line
+    assert " ERROR flowrunner.engine.worker run 5 of flow 'Hand over' on ticket 5 failed: " in line
     assert line.endswith("the command refused: the desk said no: token=[redacted]")
     assert quiet.stdout.startswith("advanced 5 run(s) of 5 claimed (1 failed); 0 refused")
 
@@ -191,10 +191,12 @@ def test_log_levels_are_named_in_any_case_and_others_refused(
     loud = worker(tmp_path, url, "--log-level", "Info", "--batch", "2")
     assert loud.returncode == 0, loud.stderr
     lines = loud.stderr.splitlines()
-    infos = [line.partition(" INFO flowrunner.worker ")[2] for line in lines if " INFO " in line]
+    infos = [
+        line.partition(" INFO flowrunner.engine.worker ")[2] for line in lines if " INFO " in line
+    ]
     # Claims of --batch runs each: 2, 2, then 1; the failure among them at ERROR.
     assert [re.findall(r"^claimed (\d+) run", line) for line in infos] == [["2"], ["2"], ["1"]]
-    assert sum(" ERROR flowrunner.worker run 5 " in line for line in lines) == 1
+    assert sum(" ERROR flowrunner.engine.worker run 5 " in line for line in lines) == 1
     assert "alembic" not in loud.stderr
     refused = worker(tmp_path, url, "--log-level", "loud")
     assert refused.returncode == 2
@@ -250,5 +252,8 @@ def test_the_command_leaves_the_callers_logging_as_it_found_it(desk_with_due_run
     app = ["--app", "fixtures.tickets.app:runner", "--database", desk_with_due_runs]
     result = CliRunner().invoke(cli, ["worker", *app, "--once", "--log-level", "debug"])
     assert result.exit_code == 0, result.output
-    assert " INFO flowrunner.worker claimed 1 run(s): 1 advanced (0 failed), in " in result.stderr
+    assert (
+        " INFO flowrunner.engine.worker claimed 1 run(s): 1 advanced (0 failed), in "
+        in result.stderr
+    )
     assert (list(root.handlers), root.level, alembic.level) == before

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from running import MARK_AND_TELL, app, mount, ticket
 
 import flowrunner
-from flowrunner import FlowBinding, Kind, commands, errors, testing, worker
+from flowrunner import FlowBinding, Kind, errors, testing
+from flowrunner.engine import commands, worker
 from flowrunner.store import engine_tables
 
 TICKETS = app("tickets")

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from running import SEND, app, count, mount, order
 
-from flowrunner import commands, worker
 from flowrunner.cli import cli
+from flowrunner.engine import commands, worker
 from flowrunner.runner import flow_runner, utc_now
 from flowrunner.store import dialects, engine_tables
 from flowrunner.store import operations as ops

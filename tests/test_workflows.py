@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 from running import T0, mount
 
-from flowrunner import commands, errors, testing
+from flowrunner import errors, testing
+from flowrunner.engine import commands
 from flowrunner.workflows import Manual, OnEvent, Workflows
 
 TICKET = {"id": 1, "title": "Printer on fire", "requester_id": "ann"}

@@ -26,7 +26,8 @@ from provider import Provider, serving
 from running import T0, mount
 from test_crash import LEASE, crash_plan
 
-from flowrunner import testing, worker
+from flowrunner import testing
+from flowrunner.engine import worker
 from flowrunner.store import operations as ops
 
 HERE = Path(__file__).parent

@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 from running import mount
 
-from flowrunner import commands, errors, testing, worker
+from flowrunner import errors, testing
+from flowrunner.engine import commands, worker
 from flowrunner.workflows import OnEvent, Workflows
 
 TICKET = {"id": 1, "title": "Printer on fire", "requester_id": "ann"}

@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from running import app
 
-from flowrunner import Job, Jobs, commands, worker
+from flowrunner import Job, Jobs
+from flowrunner.engine import commands, worker
 from flowrunner.runner import flow_runner
 
 metadata = sa.MetaData()

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import commands
+from flowrunner.engine import commands
 from flowrunner.workflows import Connection, OnEvent, Workflows
 
 

@@ -9,7 +9,7 @@ bug: an unexpected error, also one line (``FLOWRUNNER_TRACEBACK=1`` shows where)
 
 Every command that prints data takes ``--json``: one JSON document on standard output
 (``echo_json``), whatever else goes to standard error. ``--database`` is the database a
-command acts on, or it is refused (``flowrunner.app.load_app``): never another one.
+command acts on, or it is refused (``flowrunner.engine.app_loader.load_app``): never another one.
 """
 
 from __future__ import annotations
@@ -236,10 +236,11 @@ def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -
     An error the app's own code raises while it is imported or built (a syntax error, a
     factory that fails) is the app's, not flowrunner's: it is named in one line.
     """
-    from flowrunner import app, errors
+    from flowrunner import errors
+    from flowrunner.engine import app_loader
 
     try:
-        return app.load_app(spec, database_url=database, check_schema=check_schema)
+        return app_loader.load_app(spec, database_url=database, check_schema=check_schema)
     except errors.FlowrunnerError:
         raise
     except Exception as exc:

@@ -30,7 +30,7 @@ def demo(directory: Path | None, only: str | None) -> None:
     Records are created, a test clock moves through waits, SLA dates, approvals,
     reminders and branches, and each run's history is printed.
     """
-    from flowrunner import demo as demo_mod
+    from flowrunner.cli import demo as demo_mod
 
     target = directory or Path(tempfile.mkdtemp(prefix="flowrunner-demo-"))
     if directory is not None and any(directory.glob("*.db")):

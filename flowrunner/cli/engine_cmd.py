@@ -1,6 +1,6 @@
 """``flowrunner worker`` serves due runs; ``flows start`` starts records older than flows.
 
-The worker logs on standard error, one line a record (``flowrunner.logs``): each claim
+The worker logs on standard error, one line a record (``flowrunner.foundations.logs``): each claim
 at INFO (how many runs, whose, what became of them, how long), each run that failed at
 ERROR, at the level ``--log-level`` names. ``--once`` shows a progress bar when standard
 error is a terminal, and ends with a summary on standard output (``--json``: one JSON
@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flowrunner import app as app_mod
 from flowrunner import cli as cli_mod
-from flowrunner import durations, errors, logs
+from flowrunner import errors
+from flowrunner.engine import app_loader as app_mod
+from flowrunner.foundations import durations, logs
 
 if TYPE_CHECKING:
-    from flowrunner import worker as worker_mod
+    from flowrunner.engine import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -130,7 +131,7 @@ def worker(
     what is due, with a progress bar when standard error is a terminal, and prints a
     summary; without, the summary follows the stop.
     """
-    from flowrunner import worker as worker_mod
+    from flowrunner.engine import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
     with logs.to_stderr(log_level.upper()):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import flowfiles, starting, validate
+from flowrunner.flows import files, starts, validation
 from flowrunner.store import flow_rows
 
 if TYPE_CHECKING:
@@ -73,8 +73,8 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_j
     nothing is imported, and the exit status is 1.
     """
     try:
-        docs = flowfiles.read_file(file)
-    except flowfiles.FileInvalid as exc:
+        docs = files.read_file(file)
+    except files.FileInvalid as exc:
         raise cli_mod.InputError(str(exc)) from None
     except UnicodeDecodeError:
         raise cli_mod.InputError(f"{file} is not UTF-8 text") from None
@@ -84,10 +84,10 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_j
     runner = _runner(app_spec, database)
     try:
         with runner.engine.begin() as conn:
-            result = flowfiles.import_flows(
+            result = files.import_flows(
                 conn, runner.binding, runner.tables, docs, replace=replace, columns=runner.columns
             )
-    except validate.RowsInvalid as exc:
+    except validation.RowsInvalid as exc:
         if as_json:
             refused = [
                 {"row": label, "field": error.field, "message": error.message}
@@ -152,14 +152,14 @@ def export(
         fmt = "json"
     runner = _runner(app_spec, database)
     with runner.engine.connect() as conn:
-        docs = flowfiles.export_flows(conn, runner.binding, runner.tables)
+        docs = files.export_flows(conn, runner.binding, runner.tables)
     if fmt is None:
         suffix = output.suffix.lower() if output is not None else ""
         fmt = {".csv": "csv", ".json": "json"}.get(suffix, "yaml")
     if fmt == "csv":
-        text = flowfiles.dumps_csv(docs, runner.binding)
+        text = files.dumps_csv(docs, runner.binding)
     else:
-        text = flowfiles.dumps_json(docs) if fmt == "json" else flowfiles.dumps_yaml(docs)
+        text = files.dumps_json(docs) if fmt == "json" else files.dumps_yaml(docs)
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -181,9 +181,9 @@ def validate_(app_spec: str, database: str | None, as_json: bool) -> None:
     with runner.engine.connect() as conn:
         stored = flow_rows.all_flows(conn, runner.tables)
         for flow in stored:
-            snap = starting.stored_snapshot(conn, runner.tables, flow["id"])
+            snap = starts.stored_snapshot(conn, runner.tables, flow["id"])
             steps += len(snap.steps)
-            found = validate.sentences(snap, runner.binding, runner.columns)
+            found = validation.sentences(snap, runner.binding, runner.columns)
             if found:
                 problems.append((snap.flow.name, found))
     broken = len(problems)

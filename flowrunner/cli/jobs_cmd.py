@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import errors, history_text, schedules
+from flowrunner import errors
+from flowrunner.history import flows
+from flowrunner.jobs import schedules
 
 if TYPE_CHECKING:
-    from flowrunner.jobs import Jobs
+    from flowrunner.jobs.program import Jobs
     from flowrunner.runner import FlowRunner
 
 EXIT_STATUSES = """\b
@@ -40,7 +42,7 @@ def jobs() -> None:
 
 
 def _jobs(runner: FlowRunner) -> Jobs | None:
-    from flowrunner.jobs import Jobs
+    from flowrunner.jobs.program import Jobs
 
     mounted = runner.jobs
     return mounted if isinstance(mounted, Jobs) else None
@@ -93,8 +95,8 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
                 job.when,
                 job.command,
                 job.run_as,
-                "-" if job.next_at is None else history_text.when(job.next_at, zone),
-                "-" if job.last_slot is None else history_text.when(job.last_slot, zone),
+                "-" if job.next_at is None else flows.when(job.next_at, zone),
+                "-" if job.last_slot is None else flows.when(job.last_slot, zone),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

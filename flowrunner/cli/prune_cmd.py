@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import durations, errors
+from flowrunner import errors
+from flowrunner.foundations import durations
 from flowrunner.store import retention
 
 if TYPE_CHECKING:

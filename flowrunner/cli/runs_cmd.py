@@ -2,7 +2,7 @@
 one run in full, the operators' actions on many runs, the journal and the outbox.
 
 The same questions and the same actions as the console's, with the same refusals
-(``flowrunner.operations_room``): an action is done run by run, each in its own
+(``flowrunner.engine.operations_room``): an action is done run by run, each in its own
 transaction, and each run it does not apply to is refused with its reason on a line of
 its own while the others go on.
 """
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner import history_text, operating, operations_room
+from flowrunner.engine import actions, operations_room
+from flowrunner.history import flows
 from flowrunner.store import events, listing
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def list_(
             run.record_id,
             f"{run.status}, stuck" if run.id in page.stuck else str(run.status),
             operations_room.where_it_stands(run, tz),
-            f"{history_text.when(run.started_at, tz)} ({ago} ago)",
+            f"{flows.when(run.started_at, tz)} ({ago} ago)",
         )
     _print(table)
     if page.next_before is not None:
@@ -201,13 +202,13 @@ def show(
     stuck = operations_room.is_stuck(runner, run)
     status = f"{run.status}, stuck: no worker has taken its work" if stuck else str(run.status)
     click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {status}")
-    started = f"{history_text.when(run.started_at, tz)}"
+    started = f"{flows.when(run.started_at, tz)}"
     if run.started_by:
         started += f" by {run.started_by}"
     rows = [("started", started)]
     if run.ended_at is not None:
-        rows.append(("ended", history_text.when(run.ended_at, tz)))
-    rows += [("waits", history_text.waiting_sentence(w, tz)) for w in run.waiting]
+        rows.append(("ended", flows.when(run.ended_at, tz)))
+    rows += [("waits", flows.waiting_sentence(w, tz)) for w in run.waiting]
     if run.reason:
         rows.append(("why", run.reason))
     if run.error:
@@ -226,13 +227,13 @@ def show(
             where = f"{step} (position {line.position})"
         else:
             where = step or "run"  # a line about the whole run, or a job's (no position)
-        click.echo(f"  {history_text.when(line.at, tz)}  {where}: {line.sentence}")
+        click.echo(f"  {flows.when(line.at, tz)}  {where}: {line.sentence}")
 
 
 # -- the actions -------------------------------------------------------------------------
 
 
-def _action(action: operating.Action, summary: str) -> click.Command:
+def _action(action: actions.Action, summary: str) -> click.Command:
     @runs.command(action.value, help=summary, epilog=EXIT_STATUSES)
     @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
     @APP
@@ -269,8 +270,8 @@ def _action(action: operating.Action, summary: str) -> click.Command:
 
 
 def _report(
-    action: operating.Action,
-    outcomes: Sequence[operating.Outcome],
+    action: actions.Action,
+    outcomes: Sequence[actions.Outcome],
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -302,14 +303,14 @@ def _report(
         sys.exit(1)
 
 
-_action(operating.Action.CANCEL, "Cancel each RUN that has not ended.")
-_action(operating.Action.RETRY, "Run each failed RUN's failed step again.")
+_action(actions.Action.CANCEL, "Cancel each RUN that has not ended.")
+_action(actions.Action.RETRY, "Run each failed RUN's failed step again.")
 _action(
-    operating.Action.REDRIVE,
+    actions.Action.REDRIVE,
     "Make each RUN that has not ended due now and free its lease (a stuck run goes on).",
 )
 _action(
-    operating.Action.RESTART,
+    actions.Action.RESTART,
     "Start each failed RUN's flow again as a new run on the same record.",
 )
 
@@ -325,7 +326,7 @@ _action(
 @click.option("--operator", default=None, metavar="NAME", help="One operator's actions.")
 @click.option(
     "--action",
-    type=click.Choice([*operating.Action, "start"], case_sensitive=False),
+    type=click.Choice([*actions.Action, "start"], case_sensitive=False),
     default=None,
     help="One kind of action.",
 )
@@ -376,7 +377,7 @@ def journal(
     tz = runner.config.timezone
     for entry in page:
         said = operations_room.journal_sentence(entry)
-        click.echo(f"{history_text.when(entry.at, tz)}  {said}")
+        click.echo(f"{flows.when(entry.at, tz)}  {said}")
     if page.next_before is not None:
         click.echo(f"more: --before {page.next_before}")
 
@@ -442,7 +443,7 @@ def notices(
             str(notice.state),
             to,
             message,
-            history_text.when(notice.at, tz),
+            flows.when(notice.at, tz),
         )
     _print(table)
     if page.next_before is not None:
@@ -481,7 +482,7 @@ def run_document(run: ops.RunRow, tz: tzinfo | None) -> dict[str, Any]:
                 "needed": w.needed,
                 "received": w.received,
                 "answered": list(w.answered),
-                "sentence": history_text.waiting_sentence(w, tz),
+                "sentence": flows.waiting_sentence(w, tz),
             }
             for w in run.waiting
         ],

@@ -5,7 +5,7 @@ the run over its own snapshot. Pure: the runner (``FlowRunner.diagram``) reads t
 the run and its history, and hands them here. ``model`` holds what is drawn, ``progress``
 reads a run into it, and ``html``, ``svg`` and ``mermaid`` render it.
 
->>> from flowrunner import snapshot
+>>> from flowrunner.flows import snapshot
 >>> snap = snapshot.FlowSnapshot.build(
 ...     {"id": 1, "name": "Welcome", "start": "created"},
 ...     [{"id": 1, "position": 1, "kind": "notify", "title": "Say <hi>",
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from flowrunner import snapshot
 from flowrunner.diagrams import html, mermaid, model, progress, recorded, svg
-from flowrunner.interpreter import config as config_mod
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import config as config_mod
 
 CanRead = model.CanRead
 RunInput = progress.RunInput

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from flowrunner import snapshot
 from flowrunner.diagrams import marks
-from flowrunner.interpreter import config as config_mod
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import config as config_mod
 
 # The reader's hook: given a step row (its columns as the snapshot holds them), whether
 # this reader may see it. A step the reader cannot read is not drawn.

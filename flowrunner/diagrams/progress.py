@@ -20,11 +20,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from flowrunner import snapshot, statuses
 from flowrunner.diagrams import model
-from flowrunner.interpreter import config as config_mod
-from flowrunner.interpreter import standing
-from flowrunner.interpreter import state as state_mod
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.flows.interpreter import state as state_mod
+from flowrunner.flows.interpreter import waits
+from flowrunner.foundations import statuses
 
 _Lane = statuses.LaneStatus
 
@@ -88,7 +89,7 @@ def overlay(
 ) -> model.Picture:
     """``picture`` (of the run's own snapshot) with the run drawn over it."""
     passes, visits = _read_history(run.history)
-    waits = {w.step_id: w for w in (standing.where(snap, run.state, config) if run.state else ())}
+    waiting_at = {w.step_id: w for w in (waits.where(snap, run.state, config) if run.state else ())}
     positions = [c.position for c in picture.columns]
     if not visits and run.state is not None:
         # History pruned or not given: the state still says which positions were entered.
@@ -110,7 +111,7 @@ def overlay(
             if column.index == here and run.state is not None:
                 lane = next((ln for ln in run.state.lanes if ln.step_id == step.id), None)
             mine = passes.get(str(step.id), {})
-            waiting = waits.get(None if step.id is None else str(step.id))
+            waiting = waiting_at.get(None if step.id is None else str(step.id))
             found = _step_run(step, lane, mine, col_state, ended, waiting)
             boxes.append(replace(box, run=found))
         count = sum(1 for p, _ in visits if p == column.position)
@@ -235,7 +236,7 @@ def _step_run(
     mine: dict[int, _Pass],
     col_state: model.ColumnState,
     ended: bool,
-    waiting: standing.Waiting | None,
+    waiting: waits.Waiting | None,
 ) -> model.StepRun:
     count = len(mine)
     latest = mine[max(mine)] if mine else None
@@ -268,10 +269,10 @@ def _step_run(
     return model.StepRun("done", "Done", (), None, count)
 
 
-_Awaits = standing.Awaits
+_Awaits = waits.Awaits
 
 
-def _live(waiting: standing.Waiting, lane: state_mod.LaneState, count: int) -> model.StepRun:
+def _live(waiting: waits.Waiting, lane: state_mod.LaneState, count: int) -> model.StepRun:
     """A step the run is at: what it waits for (as ``standing`` reads it), or is doing."""
     since = lane.waiting_since or lane.started_at
     if waiting.awaits == _Awaits.START:
@@ -286,7 +287,7 @@ def _live(waiting: standing.Waiting, lane: state_mod.LaneState, count: int) -> m
     return model.StepRun("waiting", text, details, since, count)
 
 
-def waits_for(waiting: standing.Waiting) -> tuple[str, tuple[str, ...]]:
+def waits_for(waiting: waits.Waiting) -> tuple[str, tuple[str, ...]]:
     """What a waiting step waits for: a headline and its details.
 
     ``("Waiting for po.decided", ("1 answer of 2 asked, 2 needed", "gives up ..."))``

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from flowrunner import statuses
 from flowrunner.diagrams import marks, model, progress
+from flowrunner.foundations import statuses
 from flowrunner.workflows import replay
 
 # Each step kind drawn with the mark of the built-in kind that does the same, or its own.

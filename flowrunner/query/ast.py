@@ -12,7 +12,8 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import Any
 
-from flowrunner import durations, errors
+from flowrunner import errors
+from flowrunner.foundations import durations
 from flowrunner.query import types
 
 MAX_DEPTH = 32

@@ -16,7 +16,8 @@ from typing import Any
 import lark
 import lark.exceptions
 
-from flowrunner import durations, errors
+from flowrunner import errors
+from flowrunner.foundations import durations
 from flowrunner.query import ast, messages, types
 
 MAX_LENGTH = 4000

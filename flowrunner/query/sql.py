@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import functions
 
-from flowrunner import errors, sqltypes
+from flowrunner import errors
+from flowrunner.foundations import sqltypes
 from flowrunner.query import ast, types
 
 T = types.ColumnType

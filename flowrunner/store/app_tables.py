@@ -23,7 +23,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import binding as binding_mod
-from flowrunner import errors, payloads
+from flowrunner import errors
+from flowrunner.foundations import payloads
 
 # A flow's name is checked to fit (and is unique, so it is not an unbounded text);
 # every other column users type into is text of any length, so what validation

@@ -14,7 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from flowrunner import query, sqltypes
+from flowrunner import query
+from flowrunner.foundations import sqltypes
 
 SQL_TYPES: dict[query.ColumnType, sa.types.TypeEngine[Any]] = {
     query.ColumnType.TEXT: sa.String(),

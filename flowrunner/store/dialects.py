@@ -5,7 +5,7 @@
 - row claims: PostgreSQL ``FOR UPDATE SKIP LOCKED``; SQLite has no row locks (and
   SQLAlchemy silently drops the clause), so there the immediate transaction serializes;
 - inserts that may collide: ``INSERT … ON CONFLICT`` through each dialect's construct;
-- JSON: JSONB on PostgreSQL, JSON on SQLite (timestamps: ``flowrunner.sqltypes.UTCDateTime``);
+- JSON: JSONB on PostgreSQL, JSON on SQLite (timestamps: ``foundations.sqltypes.UTCDateTime``);
 - time limits: PostgreSQL's ``statement_timeout`` and ``lock_timeout``, local to a
   transaction; SQLite has only its busy timeout.
 """
@@ -84,7 +84,7 @@ def prepare_engine(engine: sa.Engine) -> sa.Engine:
     The runner calls this when it is mounted. On SQLite it makes every transaction
     a real one (SQLAlchemy emits BEGIN) and lets ``begin()`` ask for BEGIN IMMEDIATE.
     An AsyncEngine's ``sync_engine`` on aiosqlite takes it too
-    (``flowrunner.async_apps.prepare``): without it a savepoint that opens a
+    (``flowrunner.engine.async_engines.prepare``): without it a savepoint that opens a
     transaction commits when released.
     Elsewhere it counts the statements each connection sends (``write_mark``).
     """

@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import sqltypes, statuses
+from flowrunner.foundations import sqltypes, statuses
 from flowrunner.store import dialects, engine_tables, prepared, wakeups
 
 

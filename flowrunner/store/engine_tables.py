@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from flowrunner import sqltypes
+from flowrunner.foundations import sqltypes
 from flowrunner.store import dialects
 
 metadata = sa.MetaData(

@@ -1,6 +1,6 @@
 """Reading and writing the application's flow and step rows, as they are stored.
 
-Nothing here judges a row: ``flowrunner.saving`` and the ORM hook validate before they
+Nothing here judges a row: ``flowrunner.flows.edits`` and the ORM hook validate before they
 write through these functions. Every statement runs in the caller's transaction. Rows
 come back as plain dicts with ``str`` keys (reflected column names are ``quoted_name``
 objects), so they travel to YAML and JSON unchanged.
@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import spelling
+from flowrunner.flows import spelling
 from flowrunner.store import app_tables, dialects, prepared
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import sanitize
+from flowrunner.foundations import sanitize
 from flowrunner.store import dialects, engine_tables, prepared
 
 IN_PROGRESS = "IN_PROGRESS"

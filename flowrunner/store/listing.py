@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
-from flowrunner import statuses
+from flowrunner.foundations import statuses
 from flowrunner.store import dialects, engine_tables, leases
 from flowrunner.store.events import NoticeRow, NoticeState
 from flowrunner.store.events import _notice as notice_row
@@ -58,7 +58,7 @@ class Stuck:
 
 @dataclass(frozen=True)
 class RunFilter:
-    """Which runs, as the store reads it (``flowrunner.operations_room`` builds it from
+    """Which runs, as the store reads it (``flowrunner.engine.operations_room`` builds it from
     what an operator typed). Every field left empty keeps every run."""
 
     statuses: tuple[str, ...] = ()

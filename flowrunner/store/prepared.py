@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from flowrunner import sanitize
+from flowrunner.foundations import sanitize
 from flowrunner.store import dialects
 
 S = TypeVar("S")

@@ -36,7 +36,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import durations, errors, statuses
+from flowrunner import errors
+from flowrunner.foundations import durations, statuses
 from flowrunner.store import dialects, engine_tables, ledger
 
 # Rows deleted per transaction by default; at most MAX_BATCH (one IN list per statement).

@@ -15,8 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import errors, sanitize, statuses
-from flowrunner.interpreter import standing
+from flowrunner import errors
+from flowrunner.flows.interpreter import waits
+from flowrunner.foundations import sanitize, statuses
 from flowrunner.store import dialects, due, engine_tables, prepared, wakeups
 
 
@@ -65,7 +66,7 @@ class RunRow:
     """Events about the record with ids up to this were stored before the run began."""
     restarted_as: int | None = None
     """The run an operator started again in this failed run's place, if any."""
-    waiting: tuple[standing.Waiting, ...] = ()
+    waiting: tuple[waits.Waiting, ...] = ()
     """The steps the run waits at and for what (a time, an event and the answers counted,
     a command); empty once it ended or failed. Filled by ``runner.runs()``."""
 
@@ -98,7 +99,7 @@ class LogRow:
     """Which pass through the step (a flow that loops back passes a step again)."""
     what: str
     """The code programs read: ``started``, ``waiting``, ``answered``, ``done``, ...
-    (``flowrunner.history_text.CODES`` lists them all)."""
+    (``flowrunner.history.flows.CODES`` lists them all)."""
     detail: object
     """What the sentence is made from, sanitized: a mapping of plain values
     (``{"who": "bob", "received": 2, "needed": 3}``); a short text on older lines."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import statuses
+from flowrunner.foundations import statuses
 from flowrunner.store import due, engine_tables, leases, prepared, runs
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import logs, sanitize
+from flowrunner.foundations import logs, sanitize
 
 log = logs.logger("flowrunner.wakeups")
 

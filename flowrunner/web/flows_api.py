@@ -34,7 +34,8 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Path, Response, params
 
-from flowrunner import errors, saving
+from flowrunner import errors
+from flowrunner.flows import edits
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, flow_rows
 
@@ -221,7 +222,7 @@ class TenantRows:
 
     def flow(self, conn: sa.Connection, flow_id: Any, owner: Any) -> dict[str, Any]:
         """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
-        key = saving.read_id(flow_id, self.runner.tables.flows.c.id)
+        key = edits.read_id(flow_id, self.runner.tables.flows.c.id)
         found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
         if found is None or not self._mine(found, owner):
             raise errors.OperatorError(
@@ -232,7 +233,7 @@ class TenantRows:
     def step(self, conn: sa.Connection, flow_id: Any, step_id: Any, owner: Any) -> dict[str, Any]:
         """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
         flow = self.flow(conn, flow_id, owner)
-        key = saving.read_id(step_id, self.runner.tables.steps.c.id)
+        key = edits.read_id(step_id, self.runner.tables.steps.c.id)
         found = None if key is None else flow_rows.step_by_id(conn, self.runner.tables, key)
         if found is None or found["flow_id"] != flow["id"]:
             raise errors.OperatorError(

@@ -16,7 +16,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from flowrunner import errors, logs
+from flowrunner import errors
+from flowrunner.foundations import logs
 
 log = logs.logger("flowrunner.web")
 

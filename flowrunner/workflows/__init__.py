@@ -12,6 +12,6 @@ docs/workflows.md.
 from __future__ import annotations
 
 from flowrunner.workflows.context import Context
-from flowrunner.workflows.defining import Connection, Definition, Manual, OnEvent, Workflows
+from flowrunner.workflows.definitions import Connection, Definition, Manual, OnEvent, Workflows
 
 __all__ = ["Connection", "Context", "Definition", "Manual", "OnEvent", "Workflows"]

@@ -15,7 +15,8 @@ from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from flowrunner import durations, errors, payloads, retry_policy
+from flowrunner import errors
+from flowrunner.foundations import durations, payloads, retry_policy
 from flowrunner.workflows import replay
 
 T = TypeVar("T")

@@ -5,7 +5,7 @@
 serves it alone. Each area's pages live in their own module (``flows_pages``,
 ``record_pages``, ``runs_pages``, ``ops_pages``); this module only wires them. It
 serves the runner's signed callbacks too (``POST /inbound/NAME``,
-``flowrunner.inbound_app``), which need no reader: their signature is the credential.
+``flowrunner.inbound.asgi``), which need no reader: their signature is the credential.
 """
 
 from __future__ import annotations

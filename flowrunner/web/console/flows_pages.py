@@ -16,7 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 from starlette.responses import JSONResponse, Response
 
-from flowrunner import durations, errors, flowfiles, query, rows, starting
+from flowrunner import errors, query
+from flowrunner.flows import files, rows, starts
+from flowrunner.foundations import durations
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
 from flowrunner.web.console.page import Page
@@ -68,7 +70,7 @@ def running(conn: sa.Connection, page: Page, flow_id: Any) -> Running:
             conn, resource=page.runner.binding.resource, tenant=page.tenant, flow_id=str(flow_id)
         )
     )
-    digest = starting.stored_snapshot(conn, page.runner.tables, flow_id).digest
+    digest = starts.stored_snapshot(conn, page.runner.tables, flow_id).digest
     return Running(
         total=sum(s.count for s in found),
         current=sum(s.count for s in found if s.digest == digest),
@@ -395,7 +397,7 @@ def _tried_rows(
     if not text.strip() or text.strip() == flow_yaml(page, flow).strip():
         return flow["id"], None
     try:
-        docs = flowfiles.loads_yaml(text)
+        docs = files.loads_yaml(text)
     except errors.FlowrunnerError as exc:
         problems.fields["rows"] = [f"the rows cannot be read: {exc}"]
         return flow["id"], None
@@ -412,7 +414,7 @@ def _tried_rows(
 def flow_yaml(page: Page, flow: dict[str, Any]) -> str:
     """The saved flow as the try form shows it to edit: the export's YAML."""
     docs, _ = _exported(page, flow["id"])
-    return flowfiles.dumps_yaml(docs) if docs else ""
+    return files.dumps_yaml(docs) if docs else ""
 
 
 def _try_problems(refused: errors.RowInvalid) -> Problems:
@@ -489,15 +491,15 @@ def check(page: Page) -> Response:
 # -- files ------------------------------------------------------------------------------
 
 
-def _exported(page: Page, flow_id: Any = None) -> tuple[list[flowfiles.FlowDoc], list[str]]:
+def _exported(page: Page, flow_id: Any = None) -> tuple[list[files.FlowDoc], list[str]]:
     """The reader's flows as a file holds them; the names of those left out (a step the
     reader may not read: an import of the file would lose it)."""
     column = page.runner.binding.tenant
-    docs: list[flowfiles.FlowDoc] = []
+    docs: list[files.FlowDoc] = []
     left_out: list[str] = []
     with page.reading() as conn:
         stored = flow_rows.all_flows(conn, page.runner.tables)
-        exported = flowfiles.export_flows(conn, page.runner.binding, page.runner.tables)
+        exported = files.export_flows(conn, page.runner.binding, page.runner.tables)
         for flow, doc in zip(stored, exported, strict=True):
             if column is not None and str(flow[column]) != str(page.tenant):
                 continue
@@ -511,8 +513,8 @@ def _exported(page: Page, flow_id: Any = None) -> tuple[list[flowfiles.FlowDoc],
     return docs, left_out
 
 
-def _yaml(docs: list[flowfiles.FlowDoc], left_out: list[str], name: str) -> Response:
-    text = flowfiles.dumps_yaml(docs)
+def _yaml(docs: list[files.FlowDoc], left_out: list[str], name: str) -> Response:
+    text = files.dumps_yaml(docs)
     if left_out:
         text = "# Left out, having steps you may not read: " + ", ".join(left_out) + "\n" + text
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "flows"
@@ -546,7 +548,7 @@ def import_flows(page: Page) -> Response:
     replace = page.form.get("replace") in ("yes", "on", "true")
     column = page.runner.binding.tenant
     try:
-        docs = flowfiles.loads_yaml(text)
+        docs = files.loads_yaml(text)
     except errors.FlowrunnerError as exc:
         return flows_list(page, imported=Problems.saying(f"the file cannot be read: {exc}"))
     if not docs:
@@ -566,7 +568,7 @@ def import_flows(page: Page) -> Response:
         with page.writing() as conn:
             if replace:
                 _may_replace(conn, page, docs)
-            done = flowfiles.import_flows(
+            done = files.import_flows(
                 conn,
                 page.runner.binding,
                 page.runner.tables,
@@ -581,9 +583,9 @@ def import_flows(page: Page) -> Response:
     return page.redirect("/", said=said)
 
 
-def _may_replace(conn: sa.Connection, page: Page, docs: Sequence[flowfiles.FlowDoc]) -> None:
+def _may_replace(conn: sa.Connection, page: Page, docs: Sequence[files.FlowDoc]) -> None:
     """A flow an import replaces must be one the reader may edit and read whole."""
-    from flowrunner import spelling
+    from flowrunner.flows import spelling
 
     names = {spelling.name_key(d.flow.get("name")) for d in docs}
     for flow in _rows(page).flows(conn, page.tenant):

@@ -14,7 +14,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from flowrunner import errors, operating, operations_room
+from flowrunner import errors
+from flowrunner.engine import actions, operations_room
 from flowrunner.store import operations as ops
 from flowrunner.web.console import run_view, runs_pages
 from flowrunner.web.console.page import Page
@@ -91,7 +92,7 @@ def act_on_many(page: Page) -> Response:
     if not ids:
         return page.refusal("tick the runs to act on first", status=422)
     runs: list[ops.RunRow] = []
-    refused: list[operating.Outcome] = []
+    refused: list[actions.Outcome] = []
     for given in ids:
         try:
             run = page.runner.get_run(given, tenant=page.tenant)
@@ -119,12 +120,12 @@ def act_on_many(page: Page) -> Response:
     return _outcomes(page, action, [*done, *refused], back)
 
 
-def _refusal(run_id: Any, action: str, message: str, code: str) -> operating.Outcome:
+def _refusal(run_id: Any, action: str, message: str, code: str) -> actions.Outcome:
     try:
         key = int(run_id)
     except (TypeError, ValueError):
         key = 0
-    return operating.Outcome(key, operating.Action(action), False, refusal=message, code=code)
+    return actions.Outcome(key, actions.Action(action), False, refusal=message, code=code)
 
 
 def _back(page: Page) -> str:
@@ -137,7 +138,7 @@ def _back(page: Page) -> str:
 def _outcomes(
     page: Page,
     action: str,
-    outcomes: list[operating.Outcome],
+    outcomes: list[actions.Outcome],
     back: str,
     *,
     status: int = 200,
@@ -148,7 +149,7 @@ def _outcomes(
         action=action,
         words=runs_pages.WORDS,
         outcomes=outcomes,
-        summary=operating.summary(outcomes),
+        summary=actions.summary(outcomes),
         back=back,
     )
 

@@ -20,7 +20,8 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from flowrunner import errors, logs
+from flowrunner import errors
+from flowrunner.foundations import logs
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 from flowrunner.web.console import access, csrf
@@ -185,9 +186,9 @@ class Page:
 
     def when(self, moment: datetime | None) -> str:
         """A moment on the runner's wall clock, as the history shows it."""
-        from flowrunner import history_text
+        from flowrunner.history import flows
 
-        return "" if moment is None else history_text.when(moment, self.runner.config.timezone)
+        return "" if moment is None else flows.when(moment, self.runner.config.timezone)
 
 
 Handler = Callable[[Page], Response]

@@ -8,7 +8,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from flowrunner import errors, statuses
+from flowrunner import errors
+from flowrunner.foundations import statuses
 from flowrunner.store import records
 from flowrunner.web.console import run_view
 from flowrunner.web.console.page import Page

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flowrunner import binding as binding_mod
-from flowrunner import errors, rows, validate
+from flowrunner import errors
+from flowrunner.flows import rows, validation
 from flowrunner.web.console import page as page_mod
 
 FLOW_FIELDS = ("name", "start", "condition", "changes", "active")
@@ -50,7 +51,7 @@ class Problems:
         """The field errors of ``refused``; those of fields not ``shown`` go above."""
         shown = set(shown)
         found = cls()
-        labelled = refused.rows if isinstance(refused, validate.RowsInvalid) else None
+        labelled = refused.rows if isinstance(refused, validation.RowsInvalid) else None
         pairs: list[tuple[str | None, errors.FieldError]] = (
             [(label, e) for label, errs in labelled for e in errs]
             if labelled is not None

@@ -10,11 +10,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner import history_text, snapshot, stepping
 from flowrunner.diagrams import model
+from flowrunner.engine import claimed
+from flowrunner.flows import snapshot
+from flowrunner.history import flows
 from flowrunner.store import operations as ops
 from flowrunner.web.console.page import Page
-from flowrunner.workflows import launching
+from flowrunner.workflows import starts
 
 Reads = Callable[[Mapping[str, Any]], bool]
 
@@ -60,14 +62,14 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
     hidden = hidden_steps(run, reads)
     tz = runner.config.timezone
     waits = tuple(
-        history_text.waiting_sentence(w, tz) for w in run.waiting if str(w.step_id) not in hidden
+        flows.waiting_sentence(w, tz) for w in run.waiting if str(w.step_id) not in hidden
     )
     lines = tuple(
         line
         for line in runner.history(run.id, tenant=page.tenant)
         if line.step_id is None or str(line.step_id) not in hidden
     )
-    if stepping.program_of(run.snapshot) not in (stepping.FLOW, launching.PROGRAM):
+    if claimed.program_of(run.snapshot) not in (claimed.FLOW, starts.PROGRAM):
         return RunView(run, waits, lines, "")  # a timer's run: its history alone
     drawn = runner.diagram(conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant)
     return RunView(run, waits, lines, drawn.html(document=False))

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from starlette.responses import Response
 
-from flowrunner import errors, operating
+from flowrunner import errors
+from flowrunner.engine import actions
 from flowrunner.store import operations as ops
 from flowrunner.web.console import access, run_view
 from flowrunner.web.console.page import Page
@@ -81,7 +82,7 @@ def confirm(
     target: str,
     *,
     back: str | None = None,
-    refused: Sequence[operating.Outcome] = (),
+    refused: Sequence[actions.Outcome] = (),
 ) -> Response:
     """The page that asks before ``action``: what it does, and run by run whether it
     applies (the runner's dry run: done and rolled back) or why not. ``refused``: runs

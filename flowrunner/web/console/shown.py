@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 import markupsafe
 
-from flowrunner import history_text
+from flowrunner.history import flows
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -26,7 +26,7 @@ def install(env: jinja2.Environment, runner: FlowRunner) -> None:
     tz = runner.config.timezone
 
     def when(moment: datetime | str | None) -> str:
-        return "" if moment is None else history_text.when(moment, tz)
+        return "" if moment is None else flows.when(moment, tz)
 
     def iso(moment: datetime | None) -> str:
         return "" if moment is None else moment.isoformat()

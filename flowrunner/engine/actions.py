@@ -1,0 +1,524 @@
+"""What operators do to runs: cancel, retry a failed step, redrive a stuck run, restart a
+failed run as a new one — to one run, or to many (``act``).
+
+Each action is checked against the run's resource and tenant (an operator never steers
+another tenant's runs) and journaled with the operator's name, in one transaction. An
+action that does not apply is refused with ``OperatorError``: a sentence naming the run
+and why, and a stable code (``run_ended``, ``run_not_failed``, ``run_restarted``, ...).
+With ``dry_run`` an action is done and then rolled back: the same checks, nothing kept.
+
+``act`` does one action to many runs, each in its own transaction: a run the action does
+not apply to is refused with its reason and the others go on; the outcomes say, run by
+run, what was done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner import binding, errors
+from flowrunner.engine import claimed
+from flowrunner.flows import snapshot, spelling, starts
+from flowrunner.flows.interpreter import interpret, state
+from flowrunner.foundations import statuses
+from flowrunner.store import dialects, flow_rows, records
+from flowrunner.store import operations as ops
+from flowrunner.workflows import actions as workflow_steering
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+
+class Action(enum.StrEnum):
+    """What an operator does to a run."""
+
+    CANCEL = "cancel"
+    """End a run that has not ended; its waiting steps are told."""
+    RETRY = "retry"
+    """Run a failed run's failed step again."""
+    REDRIVE = "redrive"
+    """Make a run that has not ended due now, and free its lease (a stuck run goes on)."""
+    RESTART = "restart"
+    """Start a failed run's flow again as a new run on the same record."""
+
+
+# How each action reads once done, and before (a dry run).
+_DONE = {
+    Action.CANCEL: "cancelled",
+    Action.RETRY: "retried: its failed step runs again",
+    Action.REDRIVE: "redriven: due now, its lease freed",
+    Action.RESTART: "restarted",
+}
+_WOULD = {
+    Action.CANCEL: "would be cancelled",
+    Action.RETRY: "would be retried",
+    Action.REDRIVE: "would be redriven",
+    Action.RESTART: "would be restarted as a new run",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action did to one run: done, or refused with the reason."""
+
+    run_id: int
+    """The run acted on."""
+    action: Action
+    """What was asked."""
+    done: bool
+    """Whether the action was done (with ``dry_run``: whether it would be)."""
+    refusal: str | None = None
+    """Why not, in a sentence naming the run (``run 12 has already ended (done)``)."""
+    code: str | None = None
+    """The refusal's stable code for programs (``run_ended``, ``run_not_failed``,
+    ``run_restarted``, ``run_unknown``, ``flow_deleted``, ...)."""
+    restarted_as: int | None = None
+    """A restart's new run (None on a dry run, whose new run was rolled back)."""
+    dry_run: bool = False
+    """True when nothing was kept: the outcome says what the action would do."""
+
+    @property
+    def sentence(self) -> str:
+        """The outcome on one line: ``run 12 cancelled``, or the refusal."""
+        if not self.done:
+            return self.refusal or f"run {self.run_id} was refused"
+        if self.dry_run:
+            return f"run {self.run_id} {_WOULD[self.action]}"
+        said = f"run {self.run_id} {_DONE[self.action]}"
+        if self.restarted_as is not None:
+            said += f" as run {self.restarted_as}"
+        return said
+
+
+def cancel(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
+) -> None:
+    """Cancel a run that has not ended; journaled with the operator's name.
+
+    The run reads ``cancelled`` as soon as this returns, and nothing more of its flow
+    runs. Its waiting steps are told by the next worker advance, which the cancel makes
+    due at once: the interpreter ends the run there and the kinds' cancel commands run
+    in the worker's transaction, under the run's lease, so each runs once.
+    """
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+        if run.status in statuses.FINAL:
+            raise _refused(f"run {run_id} has already ended ({run.status})", "run_ended")
+        if run.restarted_as is not None:
+            raise _refused(
+                f"run {run_id} was restarted as run {run.restarted_as}; it stays failed",
+                "run_restarted",
+            )
+        why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
+        due: datetime | None = None
+        if not _of_a_flow(run):
+            # Another program (a job): no steps to tell; it just ends.
+            kept: dict[str, Any] = dict(run.state)
+        else:
+            current = state.RunState.from_dict(run.state) if run.state else state.RunState()
+            if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
+                current.cancel_requested = why  # the worker ends it, telling the steps
+                due = now
+            else:
+                # A run whose rows broke cannot run its kinds' commands: it just ends.
+                current.status = statuses.RunStatus.CANCELLED
+                current.reason = why
+            kept = current.to_dict()
+        ops.save_run(
+            conn,
+            run_id,
+            expected_version=run.version,
+            state=kept,
+            status=statuses.RunStatus.CANCELLED,
+            now=now,
+            reason=why,
+            error=run.error,
+        )
+        ops.set_due(conn, run_id=run_id, due_at=due, tenant=run.tenant)
+        detail = {"by": operator, "reason": reason}
+        ops.append_log(conn, run_id=run_id, at=now, what="cancelled", detail=detail)
+        _journal(conn, run, operator, "cancel", now, {"reason": reason})
+
+
+def retry(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
+) -> None:
+    """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+        if run.status != statuses.RunStatus.FAILED:
+            raise _refused(f"run {run_id} has not failed ({run.status})", "run_not_failed")
+        if run.restarted_as is not None:
+            raise _refused(
+                f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
+                "run_restarted",
+            )
+        program = claimed.program_of(run.snapshot)
+        if program != claimed.FLOW:
+            # Another program's run (a timer, a job, a code workflow): its own step goes
+            # on from its state; a workflow's failed step is tried again with all its
+            # attempts, its finished steps replayed.
+            new_state: Mapping[str, object] = (
+                workflow_steering.retried(run.state)
+                if program == workflow_steering.PROGRAM
+                else dict(run.state or {})
+            )
+            status = statuses.RunStatus.RUNNING
+        else:
+            new_state, status = _retried_flow(runner, run, now)
+        _go_on(conn, run, now, new_state, status)
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
+        _journal(conn, run, operator, "retry", now, _given(reason))
+
+
+def _retried_flow(
+    runner: FlowRunner, run: ops.RunRow, now: datetime
+) -> tuple[Mapping[str, object], statuses.RunStatus]:
+    """A failed flow run's state and status once its failed step is to run again."""
+    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+    saved = state.RunState.from_dict(run.state) if run.state else None
+    if saved is None or saved.status != statuses.RunStatus.FAILED:
+        # It failed before its first step, or outside its steps (a row that broke
+        # after it started, an engine error): it goes on from its saved state.
+        problem = runner.check_snapshot(snap)
+        if problem:
+            raise _refused(f"run {run.id} cannot be retried: {problem}", "flow_broken")
+        return run.state or {}, saved.status if saved is not None else statuses.RunStatus.RUNNING
+    step = interpret.retry_failed(snap, saved, now, runner.config)
+    return step.state.to_dict(), step.state.status
+
+
+def _go_on(
+    conn: sa.Connection,
+    run: ops.RunRow,
+    now: datetime,
+    new_state: Mapping[str, object],
+    status: statuses.RunStatus,
+) -> None:
+    """A retried run's new state, due now, its error cleared."""
+    ops.save_run(
+        conn,
+        run.id,
+        expected_version=run.version,
+        state=dict(new_state),
+        status=status,
+        now=now,
+        reason=None,
+        error=None,
+    )
+    ops.set_due(conn, run_id=run.id, due_at=now, tenant=run.tenant)
+
+
+def redrive(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
+) -> None:
+    """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)
+    and said in the run's history ("olga redrove the run: worker host lost")."""
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+        if run.status in statuses.ENDED:
+            raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
+        ops.expire_lease(conn, name=ops.run_lease(run_id), now=now)
+        ops.set_due(conn, run_id=run_id, due_at=now, tenant=run.tenant)
+        said = {"by": operator, **_given(reason)}
+        ops.append_log(conn, run_id=run_id, at=now, what="redriven", detail=said)
+        _journal(conn, run, operator, "redrive", now, _given(reason))
+
+
+def restart(
+    runner: FlowRunner,
+    run_id: int,
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: binding.Tenant = None,
+    dry_run: bool = False,
+) -> int:
+    """Start a failed run's flow again, as a new run on the same record; its id. Journaled.
+
+    The new run executes the flow's rows as they are now (a row fixed since the failure
+    is picked up), whatever started the old run (a creation, an update, an operator).
+    The old run stays failed and points at the new one (``restarted_as``), and its
+    history says so. Refused, with a sentence, for a run that has not failed, one
+    restarted already, a flow deleted, inactive or broken, and a record deleted. (With
+    ``dry_run`` the id is of a run that was rolled back with the rest.)
+    """
+    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+        if run.restarted_as is not None:
+            raise _refused(
+                f"run {run_id} was already restarted as run {run.restarted_as}", "run_restarted"
+            )
+        if run.status != statuses.RunStatus.FAILED:
+            raise _refused(
+                f"run {run_id} has not failed ({run.status}); only a failed run is restarted",
+                "run_not_failed",
+            )
+        cannot = f"run {run_id} cannot be restarted"
+        program = claimed.program_of(run.snapshot)
+        if program not in (claimed.FLOW, workflow_steering.PROGRAM):
+            raise _refused(
+                f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
+            )
+        if program == workflow_steering.PROGRAM:
+            new_id = workflow_steering.restart(runner, conn, run, operator, now)
+            if new_id is None:
+                raise _refused(
+                    f"{cannot}: its workflow {run.flow_name!r} is not defined any more",
+                    "workflow_missing",
+                )
+            if not ops.mark_restarted(
+                conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
+            ):
+                raise _refused(
+                    f"run {run_id} changed while it was being restarted; look at it again",
+                    "run_changed",
+                )
+            said = {"by": operator, "restarted_as": new_id, "reason": reason}
+            ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
+            detail = {
+                "run": run.id,
+                "restarted_as": new_id,
+                "flow": run.flow_name,
+                "reason": reason,
+            }
+            _journal(conn, run, operator, "restart", now, detail)
+            return new_id
+        # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
+        flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
+        flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)
+        if flow is None:
+            raise _refused(f"{cannot}: its flow {run.flow_name!r} was deleted", "flow_deleted")
+        name = str(flow.get("name") or run.flow_name)
+        if flow.get("active") is not None and not flow["active"]:
+            raise _refused(f"{cannot}: flow {name!r} is not active", "flow_inactive")
+        record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+        if record is None:
+            raise _refused(
+                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists",
+                "record_deleted",
+            )
+        steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
+        problem = runner.check_snapshot(
+            snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
+        )
+        if problem is not None:
+            raise _refused(f"{cannot}: {problem}", "flow_broken")
+        new_id = starts.start_run(
+            runner, conn, flow, record, f"restart:{run.id}", operator, now, steps
+        )
+        # None: another operator's restart committed first; False: the run changed since
+        # it was read (retried, say). Either way nothing of this restart is kept.
+        if new_id is None or not ops.mark_restarted(
+            conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
+        ):
+            raise _refused(
+                f"run {run_id} changed while it was being restarted; look at it again",
+                "run_changed",
+            )
+        said = {"by": operator, "restarted_as": new_id, "reason": reason}
+        ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
+        detail = {"run": run.id, "restarted_as": new_id, "flow": name, "reason": reason}
+        _journal(conn, run, operator, "restart", now, detail)
+        return new_id
+
+
+@contextlib.contextmanager
+def _acting_on(
+    runner: FlowRunner, run_id: int, tenant: binding.Tenant, dry_run: bool = False
+) -> Iterator[tuple[sa.Connection, ops.RunRow, datetime]]:
+    """The operator's transaction, the run it acts on (``run_for_operator``) and the time.
+
+    With ``dry_run`` the transaction is rolled back once the action went through.
+    """
+    now = runner.clock()
+    with dialects.begin(runner.engine) as conn:
+        yield conn, run_for_operator(runner, conn, run_id, tenant), now
+        if dry_run:
+            conn.rollback()
+
+
+def _refused(sentence: str, code: str) -> errors.OperatorError:
+    """An action that does not apply to the run as it stands (409, with its code)."""
+    return errors.OperatorError(sentence, code=code)
+
+
+def _given(reason: str) -> dict[str, object]:
+    """The operator's reason as a journal's (or history line's) detail, when one was given."""
+    return {"reason": reason} if reason else {}
+
+
+def run_for_operator(
+    runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: binding.Tenant
+) -> ops.RunRow:
+    """The run, if it is on this runner's resource and of the tenant; else OperatorError."""
+    tenant = None if tenant is None else str(tenant)
+    try:
+        run = ops.load_run(conn, run_id)
+    except errors.FlowrunnerError:
+        run = None
+    if (
+        run is None
+        or run.resource != runner.binding.resource
+        or (runner.binding.tenant and run.tenant != tenant)
+    ):
+        raise errors.OperatorError(f"there is no run {run_id}", status_code=404, code="run_unknown")
+    return run
+
+
+def _journal(
+    conn: sa.Connection,
+    run: ops.RunRow,
+    operator: str,
+    action: str,
+    now: datetime,
+    detail: Mapping[str, object],
+) -> None:
+    ops.journal(
+        conn,
+        operator=operator,
+        action=action,
+        at=now,
+        tenant=run.tenant,
+        run_id=run.id,
+        resource=run.resource,
+        record_id=run.record_id,
+        detail=dict(detail),
+    )
+
+
+# -- one action on many runs ---------------------------------------------------------
+
+
+def action_of(action: str | Action) -> Action:
+    """The action an operator names, in any case; ``OperatorError`` naming the actions."""
+    try:
+        return Action(str(action).strip().casefold())
+    except ValueError:
+        known = ", ".join(Action)
+        hint = spelling.did_you_mean(str(action), list(Action))
+        raise errors.OperatorError(
+            f"there is no action '{action}'{hint} (actions: {known})", code="action_unknown"
+        ) from None
+
+
+def act(
+    runner: FlowRunner,
+    action: str | Action,
+    run_ids: Iterable[object],
+    *,
+    operator: str,
+    reason: str = "",
+    tenant: object = None,
+    dry_run: bool = False,
+) -> list[Outcome]:
+    """Do ``action`` to each run, each in its own transaction; one ``Outcome`` per run, in
+    the order given (a run named twice is acted on once).
+
+    A run the action does not apply to — ended, not failed, another tenant's, unknown —
+    is refused with the reason and the rest go on: nothing is all or nothing. Refused
+    before anything is done (``OperatorError``): an unknown action, no operator, no
+    tenant on a tenant binding, a run id that is not a number. ``dry_run`` does each
+    action and rolls it back: the outcomes say what would be done, nothing is kept.
+    """
+    chosen = action_of(action)
+    who = (operator or "").strip()
+    if not who:
+        raise errors.OperatorError(
+            "name the operator: every action is journaled with who did it",
+            code="operator_missing",
+        )
+    owner = runner._need_tenant(tenant)
+    ids: list[int] = []
+    for given in run_ids:
+        run_id = runner._run_id(given)
+        if run_id not in ids:
+            ids.append(run_id)
+    return [_act_on(runner, chosen, run_id, who, reason, owner, dry_run) for run_id in ids]
+
+
+def _act_on(
+    runner: FlowRunner,
+    action: Action,
+    run_id: int,
+    operator: str,
+    reason: str,
+    tenant: object,
+    dry_run: bool,
+) -> Outcome:
+    try:
+        new = _do(runner, action, run_id, operator, reason, tenant, dry_run)
+    except errors.OperatorError as exc:
+        return Outcome(run_id, action, False, str(exc), exc.code, dry_run=dry_run)
+    except errors.LeaseLost:
+        # Saved over by a worker or another operator between the read and the write.
+        return Outcome(
+            run_id,
+            action,
+            False,
+            f"run {run_id} changed while it was being acted on; look at it again",
+            "run_changed",
+            dry_run=dry_run,
+        )
+    return Outcome(run_id, action, True, restarted_as=None if dry_run else new, dry_run=dry_run)
+
+
+def _do(
+    runner: FlowRunner,
+    action: Action,
+    run_id: int,
+    operator: str,
+    reason: str,
+    tenant: object,
+    dry_run: bool,
+) -> int | None:
+    args: dict[str, Any] = {
+        "operator": operator,
+        "reason": reason,
+        "tenant": tenant,
+        "dry_run": dry_run,
+    }
+    if action == Action.CANCEL:
+        cancel(runner, run_id, **args)
+    elif action == Action.RETRY:
+        retry(runner, run_id, **args)
+    elif action == Action.REDRIVE:
+        redrive(runner, run_id, **args)
+    else:
+        return restart(runner, run_id, **args)
+    return None
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    """``3 done, 1 refused`` (``would be done`` on a dry run)."""
+    done = sum(1 for outcome in outcomes if outcome.done)
+    dry = any(outcome.dry_run for outcome in outcomes)
+    verb = "would be done" if dry else "done"
+    return f"{done} {verb}, {len(outcomes) - done} refused"
+
+
+def _of_a_flow(run: ops.RunRow) -> bool:
+    """Whether the run executes a flow from rows (not another program: a job, a timer)."""
+    return claimed.program_of(run.snapshot) == claimed.FLOW

@@ -1,0 +1,408 @@
+"""A claimed run's step, whatever the run executes: what every program's step shares.
+
+A run executes a *program*: a flow from rows (the default), or another program a
+runner registers under a name in ``FlowRunner.programs`` (a job, a code workflow). The
+run row says which in its stored snapshot's ``"program"`` entry (``program_of``). The
+worker claims every due run of its runner the same way — the due-work index, a lease,
+one transaction per step — and hands each to its program's step (``Stepping``): made
+for that run, asked to ``advance()``, dropped after it.
+
+``ClaimedStep`` is what such a step builds on, one rule in one place:
+
+- ``command(...)`` runs an application command in a savepoint of the step's
+  transaction (taken when the command first reads its connection) under a heartbeat,
+  authorized again on every attempt, with the kind's deadline, its answer kept as
+  JSON; its writes commit with the step or not at all;
+- ``log(...)`` gathers history lines and ``save(...)`` writes them, the commands'
+  idempotency records and the run's new state, status and due time — fenced by the
+  claim's lease epoch, the lease given up in the same statement — so a worker that
+  paused past its lease while another took the run over has its late write refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.engine import commands, heartbeat
+from flowrunner.flows.interpreter import happened
+from flowrunner.foundations import durations, logs, payloads, sanitize, statuses
+from flowrunner.store import dialects
+from flowrunner.store import operations as ops
+
+if TYPE_CHECKING:
+    from flowrunner.engine.worker import Worker
+    from flowrunner.runner import FlowRunner
+
+log = logs.logger("flowrunner.engine.worker")
+
+FLOW = "flow"  # the program of a run whose snapshot names none: a flow from rows
+
+
+def program_of(stored: Mapping[str, Any] | None) -> str:
+    """Which program a run executes, from its stored snapshot (``"flow"`` unless said).
+
+    >>> program_of({"flow": {"name": "Big orders"}, "steps": []})
+    'flow'
+    >>> program_of({"program": "job", "job": "nightly"})
+    'job'
+    """
+    if not isinstance(stored, Mapping):
+        return FLOW
+    name = stored.get("program")
+    return name if isinstance(name, str) and name else FLOW
+
+
+class Stepping(Protocol):
+    """One claimed run's step, as the worker drives it."""
+
+    def advance(self) -> object:
+        """Advance the run in the step's transaction and save it."""
+
+    def failure(self) -> str | None:
+        """The sentence to log when this step failed the run, or None."""
+
+
+# Makes a program's step for a claimed run; registered in ``FlowRunner.programs``.
+Program = Callable[
+    ["Worker", sa.Connection, ops.Claim, datetime, Sequence[ops.Claim], ops.RunRow], Stepping
+]
+
+
+class ClaimedStep:
+    """One claimed run's step in ``conn``'s transaction: made for the run, then dropped.
+
+    It holds what the step read — the run, the claim, the clock — and what it gathers
+    to write at once: history lines and the idempotency records of the commands that
+    answered. A program's step subclasses it and implements ``advance``.
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim],
+        run: ops.RunRow,
+    ) -> None:
+        self.runner: FlowRunner = worker.runner
+        self.owner = worker.owner
+        self.lease_ttl = worker.lease_ttl
+        self.point = worker._point
+        self.conn = conn
+        self.claim = claim
+        self.later = tuple(later)
+        self.now = now
+        self.run = run
+        self.lines: list[ops.LogLine] = []
+        self.completed: list[ops.Completed] = []
+        # Why the run failed at this step, when it did: logged once the step is saved.
+        self.failed: str | None = None
+
+    def failure(self) -> str | None:
+        """The sentence to log when this step failed the run: which run, what, why."""
+        if self.failed is None:
+            return None
+        run = self.run
+        return (
+            f"run {run.id} of {run.flow_name!r} on {self.runner.binding.resource} "
+            f"{run.record_id} failed: {self.failed}"
+        )
+
+    # -- history -----------------------------------------------------------------------
+
+    def log(
+        self,
+        what: str,
+        *,
+        detail: object = None,
+        title: str | None = None,
+        kind: str | None = None,
+        position: int | None = None,
+        step_id: str | None = None,
+        pass_: int | None = None,
+        due_at: datetime | None = None,
+    ) -> None:
+        """Gather one history line, written with the run's new state by ``save``."""
+        self.lines.append(
+            ops.LogLine(
+                what=what,
+                position=position,
+                step_id=step_id,
+                title=title,
+                kind=kind,
+                pass_=pass_,
+                detail=detail,
+                due_at=due_at,
+            )
+        )
+
+    # -- saving ------------------------------------------------------------------------
+
+    def write_gathered(self) -> None:
+        """Write the gathered history lines and the answered commands' idempotency
+        records (before the fenced save, in the same transaction)."""
+        run = self.run
+        ops.append_logs(self.conn, run_id=run.id, at=self.now, tenant=run.tenant, lines=self.lines)
+        self.lines = []
+        ops.record_completed(self.conn, self.completed, now=self.now)
+        self.completed = []
+
+    def save(
+        self,
+        *,
+        state: Mapping[str, Any],
+        status: str,
+        due_at: datetime | None,
+        error: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Write what the step gathered and the run's new state, status and due time.
+
+        The save is fenced by the claim's lease epoch (a late worker's write is refused
+        with ``LeaseLost`` and everything of its step rolls back), gives the lease up,
+        and keeps a wake-up that arrived meanwhile. An ended run has no due time.
+        """
+        run = self.run
+        if status == statuses.RunStatus.FAILED and self.failed is None:
+            self.failed = reason or str((error or {}).get("message") or "no reason given")
+        self.write_gathered()
+        self.point("before-save")
+        ops.save_step(
+            self.conn,
+            run_id=run.id,
+            expected_version=run.version,
+            state=dict(state),
+            status=status,
+            now=self.now,
+            error=None if error is None else dict(error),
+            reason=reason,
+            owner=self.owner,
+            claim=self.claim,
+            due_at=None if status in statuses.ENDED else due_at,
+            tenant=run.tenant,
+        )
+
+    def give_up_lease(self, *, forget: bool) -> None:
+        ops.finish_lease(
+            self.conn,
+            name=ops.run_lease(self.run.id),
+            owner=self.owner,
+            epoch=self.claim.epoch,
+            forget=forget,
+        )
+
+    def stop(self, why: str, *, code: str = "snapshot_broken") -> None:
+        """Fail the run without advancing it (what it executes no longer loads)."""
+        conn, run, now = self.conn, self.run, self.now
+        self.failed = why
+        self.give_up_lease(forget=True)
+        ops.save_run(
+            conn,
+            run.id,
+            expected_version=run.version,
+            state=run.state,
+            status=statuses.RunStatus.FAILED,
+            now=now,
+            error=sanitize.error_envelope(code, why),
+            reason=why,
+        )
+        ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
+        failed = [ops.LogLine("failed", detail=why)]
+        ops.append_logs(conn, run_id=run.id, at=now, tenant=run.tenant, lines=failed)
+
+    # -- commands ----------------------------------------------------------------------
+
+    def deadline(self, timeout: timedelta | None) -> datetime | None:
+        """When an attempt that starts now must have ended, under ``timeout``."""
+        return None if timeout is None else self.runner.clock() + timeout
+
+    def command(
+        self,
+        command: str,
+        context: commands.CommandContext,
+        *,
+        result_key: str,
+        timeout: timedelta | None = None,
+    ) -> tuple[happened.CommandResult, bool]:
+        """Run ``command`` with ``context`` in a savepoint of the step's transaction,
+        under a heartbeat; its result (keyed ``result_key``) and whether it wrote.
+
+        The savepoint is taken when the command first reads ``context.conn`` (or up
+        front under a ``timeout``): one that never reads it wrote nothing here to undo.
+
+        With a ``timeout`` the attempt has a deadline (``context.deadline``): the command
+        sees it (``ctx.time_left()``), PostgreSQL cancels its statements that run past it,
+        the heartbeat keeps the lease only until it, and an attempt that ends after it —
+        answering or raising — is rolled back and counts as a failed, retried one. Python
+        cannot stop a running function: the command keeps its deadline by passing its time
+        on, and the worker holds it to it when it ends.
+
+        An answered command's idempotency record (``context.idempotency_key``) is
+        gathered for ``save``, so it commits with the command's writes. A refusal
+        (``CommandRefused``, or an answer that cannot be kept) is final; any other
+        exception is a failed attempt the caller may retry.
+        """
+        runner, conn, run = self.runner, self.conn, self.run
+        deadline = context.deadline
+        beat = heartbeat.Heartbeat(
+            runner.engine,
+            owner=self.owner,
+            claims=(self.claim, *self.later),
+            ttl=self.lease_ttl,
+            clock=runner.clock,
+            until=deadline,
+            point=self.point,
+        )
+        savepoint = _OnFirstWrite(conn, "flowrunner_command")
+        if timeout is not None:
+            savepoint.open()  # PostgreSQL's statement limit is set inside it
+        else:
+            commands.on_first_use(context, savepoint.open)
+        failed: happened.CommandResult | None = None
+        answer: Mapping[str, object] | None = None
+        wrote = True
+        try:
+            with beat, dialects.statement_time_limited(conn, timeout):
+                runner.authorize_command(command, context.principal)
+                function = runner.commands[command]
+                mark = dialects.write_mark(conn)
+                answer = function(context)
+                wrote = savepoint.opened and dialects.wrote_since(conn, mark)
+            if answer is not None and not isinstance(answer, Mapping):
+                raise TypeError(f"command {command!r} answered {type(answer).__name__}")
+        except errors.CommandRefused as refused:
+            failed = happened.CommandResult(
+                key=result_key,
+                ok=False,
+                refused=True,
+                error=sanitize.error_envelope("command_refused", _str(refused)),
+            )
+        except Exception as exc:
+            if cut(conn, exc):
+                raise  # the worker's database went away, not the command's doing
+            log.warning(
+                "run %s: command %s failed: %s",
+                run.id,
+                command,
+                sanitize.describe_exception(exc),
+            )
+            failed = happened.CommandResult(
+                key=result_key,
+                ok=False,
+                error=sanitize.error_envelope("command_failed", describe(exc), retryable=True),
+            )
+        if failed is None and answer is not None:
+            # The answer is kept as JSON, converted as an event's payload is (a Decimal
+            # as its text, a date as ISO 8601, an enum as its value); one that cannot be
+            # (a NaN, an object) refuses the step for good: trying again answers the same.
+            try:
+                answer = payloads.plain(answer)
+            except payloads.NotPlain as exc:
+                failed = happened.CommandResult(
+                    key=result_key,
+                    ok=False,
+                    refused=True,
+                    error=sanitize.error_envelope(
+                        "command_answer_invalid",
+                        f"command {command!r} answered what cannot be stored: {exc}",
+                    ),
+                )
+        if run.id in beat.lost:
+            savepoint.rollback()
+            raise errors.LeaseLost(
+                f"the lease of run {run.id} was taken over while its command ran; "
+                "another worker does the step"
+            )
+        if deadline is not None and timeout is not None and runner.clock() > deadline:
+            # Whatever it said, it said it too late: another attempt may already be due.
+            failed = happened.CommandResult(
+                key=result_key,
+                ok=False,
+                error=sanitize.error_envelope(
+                    "command_timed_out", f"timed out after {words(timeout)}", retryable=True
+                ),
+            )
+        if failed is not None:
+            savepoint.rollback()
+            return failed, False
+        savepoint.release()
+        self.point(f"after-command:{command}")
+        # Recorded with the history lines, in the same transaction as the command's writes.
+        self.completed.append(
+            ops.Completed(context.idempotency_key, run.tenant, dict(answer or {}))
+        )
+        return happened.CommandResult(key=result_key, ok=True, answer=dict(answer or {})), wrote
+
+
+class _OnFirstWrite:
+    """A command's savepoint, taken only once the command may write (``open``): when it
+    reads its connection. Releasing or rolling back one never taken does nothing — the
+    command wrote nothing through the step's transaction — and saves the two statements
+    a savepoint costs per command."""
+
+    def __init__(self, conn: sa.Connection, name: str) -> None:
+        self.conn = conn
+        self.name = name
+        self.savepoint: dialects.Savepoint | None = None
+
+    @property
+    def opened(self) -> bool:
+        return self.savepoint is not None
+
+    def open(self) -> None:
+        if self.savepoint is None:
+            self.savepoint = dialects.Savepoint(self.conn, self.name)
+
+    def release(self) -> None:
+        if self.savepoint is not None:
+            self.savepoint.release()
+
+    def rollback(self) -> None:
+        if self.savepoint is not None:
+            self.savepoint.rollback()
+
+
+def words(length: timedelta) -> str:
+    """A timeout in words: ``30 seconds``, ``1 hour 30 minutes``."""
+    return str(durations.Duration(days=length.days, seconds=length.seconds))
+
+
+def cut(conn: sa.Connection, exc: BaseException) -> bool:
+    """Whether ``exc`` came with (or after) the loss of ``conn``'s database connection."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return conn.invalidated or isinstance(exc, sa.exc.PendingRollbackError)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line for an error envelope, without the SQL or its parameters.
+
+    A SQLAlchemy statement error's text carries the statement and its bound values
+    (record data); only the first line of the driver's own message is kept (the lines
+    after it, ``DETAIL`` and the like, quote values). An exception whose text cannot be
+    made (its ``__str__`` raises) is described by its type alone.
+
+    >>> class Odd(Exception):
+    ...     def __str__(self) -> str:
+    ...         raise RuntimeError("no")
+    >>> describe(Odd())
+    'Odd: <unprintable>'
+    """
+    if isinstance(exc, sa.exc.StatementError) and exc.orig is not None:
+        first = _str(exc.orig).strip().splitlines()[:1]
+        return f"{type(exc.orig).__name__}: {' '.join(first)}".rstrip()
+    return " ".join(f"{type(exc).__name__}: {_str(exc)}".split())
+
+
+def _str(exc: BaseException) -> str:
+    """``str(exc)``, or ``<unprintable>`` when making it raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<unprintable>"

@@ -1,0 +1,107 @@
+"""Reading what a diagram draws: a flow's rows as they are today, or a run over its snapshot.
+
+``FlowRunner.diagram`` delegates here. A flow is named as operators name it (its name
+or id); a run is drawn over the snapshot it started with, never today's rows, with its
+state and history. The drawing itself is ``flowrunner.diagrams``, which reads no tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner import binding, diagrams, errors
+from flowrunner.diagrams import progress
+from flowrunner.engine import actions, claimed
+from flowrunner.flows import snapshot, spelling, starts
+from flowrunner.store import flow_rows
+from flowrunner.store import operations as ops
+from flowrunner.workflows import program as advancing
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+
+def diagram(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    flow: Any,
+    *,
+    run: int | None = None,
+    can_read: diagrams.CanRead | None = None,
+    tenant: binding.Tenant = None,
+) -> diagrams.Diagram:
+    """The diagram of ``flow`` (its name or id), or of its ``run`` over the run's snapshot.
+
+    ``tenant`` is as the runner checked it (``FlowRunner._need_tenant``), ``run`` an id.
+
+    ``OperatorError`` (404) when there is no such flow, no such run of this runner's
+    resource (and tenant), the run is another flow's, or another program's (a timer).
+    """
+    config = runner.config
+    if run is None:
+        found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
+        if found is None:
+            raise _no_flow(runner, conn, flow, tenant)
+        snap = starts.stored_snapshot(conn, runner.tables, found["id"])
+        return diagrams.flow_diagram(snap, config=config, can_read=can_read)
+    row = actions.run_for_operator(runner, conn, run, tenant)
+    program = claimed.program_of(row.snapshot)
+    if program not in (claimed.FLOW, advancing.PROGRAM):
+        raise errors.OperatorError(
+            f"run {row.id} runs {program!r}, not a flow: it has no diagram",
+            status_code=404,
+            code="not_a_flow",
+        )
+    if not _is_flow_of(row, flow):
+        raise errors.OperatorError(
+            f"run {row.id} is a run of flow {row.flow_name!r}, not of {flow!r}",
+            status_code=404,
+            code="run_unknown",
+        )
+    if program == advancing.PROGRAM:
+        # A code workflow: no rows to draw ahead of it, its recorded steps so far.
+        return diagrams.workflow_diagram(
+            row.flow_name,
+            row.snapshot.get("version"),
+            row.state,
+            run_id=row.id,
+            status=str(row.status),
+            reason=row.reason,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
+        )
+    given = progress.run_input(
+        row.id,
+        row.status,
+        row.state,
+        ops.run_history(conn, row.id),
+        reason=row.reason,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+    )
+    snap = snapshot.FlowSnapshot.from_dict(row.snapshot)
+    return diagrams.flow_diagram(snap, config=config, can_read=can_read, run=given)
+
+
+def _is_flow_of(row: ops.RunRow, flow: Any) -> bool:
+    """Whether ``flow`` names the run's flow: its id, or its name when the run started."""
+    return str(flow).strip() == row.flow_id or spelling.name_key(flow) == spelling.name_key(
+        row.flow_name
+    )
+
+
+def _no_flow(
+    runner: FlowRunner, conn: sa.Connection, flow: Any, tenant: binding.Tenant
+) -> errors.OperatorError:
+    column = runner.tables.tenant
+    names = [
+        str(row["name"])
+        for row in flow_rows.all_flows(conn, runner.tables)
+        if column is None or str(row.get(column)) == str(tenant)
+    ]
+    hint = spelling.did_you_mean(str(flow), names)
+    return errors.OperatorError(
+        f"there is no flow {flow!r}{hint}", status_code=404, code="flow_unknown"
+    )

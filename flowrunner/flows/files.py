@@ -1,0 +1,265 @@
+"""Flows as files (YAML, JSON, or CSV with one row per step), to keep in version control.
+
+An import is all or nothing: every flow and step in the file is judged first, and
+one bad row refuses the whole file with every problem listed by row; nothing is
+written. With ``replace`` a flow of the same name is replaced. A YAML file::
+
+    flows:
+      - name: Small orders
+        start: created
+        condition: amount <= 10000
+        steps:
+          - {position: 1, kind: send, title: Send to supplier}
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+import yaml
+
+from flowrunner import binding as binding_mod
+from flowrunner import errors, query
+from flowrunner.flows import edits, spelling, validation
+from flowrunner.store import app_tables, flow_rows
+
+# CSV columns for the flow a step belongs to; the step's own columns follow.
+CSV_FLOW_PREFIX = "flow_"
+
+
+class FileInvalid(errors.FlowrunnerError):
+    """A flows file that cannot be read at all (not YAML, not a list of flows)."""
+
+
+@dataclass
+class FlowDoc:
+    """One flow of a file: its row and its step rows."""
+
+    flow: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ImportResult:
+    created: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    steps: int = 0
+
+
+# -- reading files -----------------------------------------------------------------
+
+
+def loads_yaml(text: str) -> list[FlowDoc]:
+    """The flows of a YAML text: a list of flows, or a mapping with a ``flows`` list."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise FileInvalid(f"the file is not readable YAML{where}") from None
+    return _docs(data)
+
+
+def loads_json(text: str) -> list[FlowDoc]:
+    """The flows of a JSON text, shaped as in YAML: ``{"flows": [...]}`` or a list."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileInvalid(f"the file is not readable JSON at line {exc.lineno}") from None
+    except ValueError:  # thousands of digits, which Python refuses to read as a number
+        raise FileInvalid("the file holds a number too long to read") from None
+    return _docs(data)
+
+
+def _docs(data: Any) -> list[FlowDoc]:
+    if isinstance(data, Mapping) and set(data) == {"flows"}:
+        data = data["flows"]
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise FileInvalid("the file must hold a list of flows (or 'flows:' with a list)")
+    docs = []
+    for number, item in enumerate(data, 1):
+        if not isinstance(item, Mapping):
+            raise FileInvalid(f"flow {number} in the file is not a mapping of columns")
+        flow = {str(k): v for k, v in item.items() if k != "steps"}
+        steps = item.get("steps") or []
+        if not isinstance(steps, list) or not all(isinstance(s, Mapping) for s in steps):
+            raise FileInvalid(f"the steps of flow {number} must be a list of mappings")
+        docs.append(FlowDoc(flow, [{str(k): v for k, v in s.items()} for s in steps]))
+    return docs
+
+
+def loads_csv(text: str) -> list[FlowDoc]:
+    """The flows of a CSV text: one row per step, the flow's columns prefixed ``flow_``."""
+    reader = csv.DictReader(io.StringIO(text))
+    docs: dict[str, FlowDoc] = {}
+    for line in reader:
+        flow = {
+            k.removeprefix(CSV_FLOW_PREFIX): v
+            for k, v in line.items()
+            if k and k.startswith(CSV_FLOW_PREFIX)
+        }
+        step = {k: v for k, v in line.items() if k and not k.startswith(CSV_FLOW_PREFIX) and v}
+        name = str(flow.get("name") or "")
+        doc = docs.setdefault(name, FlowDoc({k: v for k, v in flow.items() if v not in ("", None)}))
+        if step:
+            doc.steps.append(step)
+    return list(docs.values())
+
+
+def read_file(path: str | Path) -> list[FlowDoc]:
+    """The flows of a ``.yaml``/``.yml``, ``.json`` or ``.csv`` file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FileInvalid(f"cannot read {path}: {exc.strerror}") from None
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return loads_csv(text)
+    return loads_json(text) if suffix == ".json" else loads_yaml(text)
+
+
+# -- judging and importing ---------------------------------------------------------
+
+
+def _clean_steps(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    # Ids in a file belong to another database; the import gives new ones.
+    return [{k: v for k, v in s.items() if k not in ("id", "flow_id")} for s in steps]
+
+
+def problems(
+    binding: binding_mod.FlowBinding,
+    docs: Sequence[FlowDoc],
+    columns: Mapping[str, query.ColumnType],
+    *,
+    stored: Sequence[Mapping[str, Any]] = (),
+    replace: bool = False,
+) -> list[tuple[str, list[errors.FieldError]]]:
+    """Every problem of every row in ``docs``, by row label, given the stored flows."""
+    found: list[tuple[str, list[errors.FieldError]]] = []
+    names = {_key(binding, d.flow) for d in docs}
+    existing = [f for f in stored if not (replace and _key(binding, f) in names)]
+    for number, doc in enumerate(docs):
+        flow = {k: v for k, v in doc.flow.items() if k != "id"}
+        others = existing + [
+            {**d.flow, "id": f"file:{i}"} for i, d in enumerate(docs) if i < number
+        ]
+        for label, errs in validation.errors_for_flow(
+            binding, flow, _clean_steps(doc.steps), columns, existing=others
+        ):
+            found.append((label if flow.get("name") else f"flow {number + 1}: {label}", errs))
+    return found
+
+
+def import_flows(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    docs: Sequence[FlowDoc],
+    *,
+    replace: bool = False,
+    columns: Mapping[str, query.ColumnType] | None = None,
+) -> ImportResult:
+    """Write every flow of ``docs`` in the caller's transaction, or refuse them all.
+
+    Raises ``validate.RowsInvalid`` (a ``RowInvalid``) listing every bad row.
+    """
+    cols = edits.resource_columns(binding, tables, columns)
+    stored = flow_rows.all_flows(conn, tables)
+    found = problems(binding, docs, cols, stored=stored, replace=replace)
+    if found:
+        raise validation.RowsInvalid(found)
+    result = ImportResult()
+    by_key = {_key(binding, f): f for f in stored}
+    for doc in docs:
+        old = by_key.get(_key(binding, doc.flow))
+        name = str(doc.flow.get("name")).strip()
+        if old is not None:
+            edits.delete_flow(conn, binding, tables, old["id"])
+            result.replaced.append(name)
+        else:
+            result.created.append(name)
+        flow = {k: v for k, v in doc.flow.items() if k != "id"}
+        edits.write_flow(conn, binding, tables, flow, _clean_steps(doc.steps))
+        result.steps += len(doc.steps)
+    return result
+
+
+def _key(binding: binding_mod.FlowBinding, flow: Mapping[str, Any]) -> tuple[Any, str | None]:
+    # Names are one whatever their case: --replace replaces 'Big orders' with 'big orders'.
+    tenant = flow.get(binding.tenant) if binding.tenant else None
+    return (tenant, spelling.name_key(flow.get("name")))
+
+
+# -- exporting ---------------------------------------------------------------------
+
+
+def export_flows(
+    conn: sa.Connection, binding: binding_mod.FlowBinding, tables: app_tables.AppTables
+) -> list[FlowDoc]:
+    """Every stored flow with its steps, with empty columns and ids left out."""
+    docs = []
+    for flow in flow_rows.all_flows(conn, tables):
+        # Only flowrunner's columns travel: the application's own stay in its database.
+        keep = {*binding_mod.FLOW_COLUMNS, binding.tenant} - {"id"}
+        row = {k: v for k, v in flow.items() if k in keep and not _empty(v)}
+        if row.get("active") in (True, 1):
+            row.pop("active")
+        else:
+            row["active"] = False
+        order = [*binding_mod.STEP_COLUMNS, *binding.input_columns]
+        steps = [
+            {
+                k: step[k]
+                for k in order
+                if k in step and k not in ("id", "flow_id") and not _empty(step[k])
+            }
+            for step in flow_rows.steps_of_flow(conn, tables, flow["id"])
+        ]
+        docs.append(FlowDoc(row, steps))
+    return docs
+
+
+def dumps_yaml(docs: Sequence[FlowDoc]) -> str:
+    data = {"flows": [{**d.flow, "steps": d.steps} for d in docs]}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def dumps_json(docs: Sequence[FlowDoc]) -> str:
+    """The flows as one JSON document, shaped as the YAML: ``{"flows": [...]}``."""
+    data = {"flows": [{**d.flow, "steps": d.steps} for d in docs]}
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n"
+
+
+def dumps_csv(docs: Sequence[FlowDoc], binding: binding_mod.FlowBinding) -> str:
+    flow_cols = [*binding_mod.FLOW_COLUMNS[1:], *([binding.tenant] if binding.tenant else [])]
+    step_cols = [
+        c for c in (*binding_mod.STEP_COLUMNS, *binding.input_columns) if c not in ("id", "flow_id")
+    ]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, [CSV_FLOW_PREFIX + c for c in flow_cols] + step_cols)
+    writer.writeheader()
+    for doc in docs:
+        head = {CSV_FLOW_PREFIX + k: _cell(v) for k, v in doc.flow.items()}
+        for step in doc.steps or [{}]:
+            writer.writerow({**head, **{k: _cell(v) for k, v in step.items()}})
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())

@@ -1,0 +1,182 @@
+"""Reading a step's columns at run time; a column that no longer reads breaks the step.
+
+Rows are validated when written, but a snapshot can still hold a row that broke later
+(a kind removed, a column dropped, a row written around validation). Every reader here
+raises ``Broken`` with a sentence instead, and the interpreter fails the run with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+from flowrunner import errors, query
+from flowrunner.flows import column_facts, rows, snapshot
+from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.foundations import durations, modes
+
+
+class Broken(Exception):
+    """A step that cannot run as written; ``message`` says what is wrong with it."""
+
+    def __init__(self, step: snapshot.StepSpec, message: str) -> None:
+        self.step = step
+        self.message = message
+        super().__init__(f"{describe(step)} is broken: {message}")
+
+
+def describe(step: snapshot.StepSpec) -> str:
+    """How a sentence names a step: ``step 'Manager approval' (approval, position 2)``."""
+    name = step.title or step.kind
+    return f"step '{name}' ({step.kind}, position {step.position})"
+
+
+def text(step: snapshot.StepSpec, column: str, *, required: bool = False) -> str | None:
+    """The column as text (``None`` when empty); ``required`` breaks the step if empty."""
+    value = step.get(column)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise Broken(step, f"its {column} is empty")
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
+
+
+def duration(
+    step: snapshot.StepSpec, column: str = "duration", *, allow_sign: bool = False
+) -> durations.Duration | None:
+    raw = text(step, column)
+    if raw is None:
+        return None
+    try:
+        return durations.parse_duration(raw, allow_sign=allow_sign)
+    except errors.QueryError as error:
+        raise Broken(step, f"its {column} cannot be read: {error.message}") from None
+
+
+def condition(
+    step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig, *, event: bool = False
+) -> query.Condition:
+    raw = text(step, "condition", required=True)
+    assert raw is not None
+    try:
+        # With no columns known there is nothing to check the condition against.
+        return query.parse(raw, dict(cfg.columns) or None, event=event)
+    except errors.FlowrunnerError as error:
+        raise Broken(step, f"its condition cannot be read: {error}") from None
+
+
+def goto(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | None:
+    raw = text(step, "goto")
+    if raw is None:
+        return None
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not number.is_integer():
+        raise Broken(step, f"its goto '{raw}' is not a position")
+    target = int(number)
+    if target not in snap.positions:
+        raise Broken(step, f"its goto names position {target}, which the flow does not have")
+    return target
+
+
+def mode(step: snapshot.StepSpec) -> modes.Mode:
+    """How many events end the step's wait, read as validation reads it."""
+    try:
+        return modes.parse(text(step, "mode"))
+    except ValueError as error:
+        raise Broken(step, f"its mode cannot be read: {error}") from None
+
+
+def set_value(
+    step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig, now: datetime
+) -> tuple[str, Any]:
+    """The field a set step writes and the value, resolved at ``now``."""
+    name = text(step, "field", required=True)
+    assert name is not None
+    if name not in cfg.set_columns:
+        raise Broken(step, f"'{name}' is not one of the columns a set step may write")
+    raw = text(step, "value")
+    try:
+        # The rule validation judged the step by: a value that passed is written as is.
+        value = column_facts.to_write(raw, column_facts.facts_of(cfg.columns, name), now)
+    except column_facts.Refused as refused:
+        raise Broken(step, f"its value cannot be written to {name}: {refused.reason}") from None
+    return name, value
+
+
+def until_target(
+    step: snapshot.StepSpec,
+    record: Mapping[str, Any],
+    cfg: config_mod.InterpreterConfig,
+) -> datetime | None:
+    """When an until step is due: the record's date plus its duration, or ``None`` if null."""
+    name = text(step, "field", required=True)
+    assert name is not None
+    column_type = cfg.columns.get(name)
+    if column_type not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):
+        raise Broken(step, f"'{name}' is not a date or timestamp column")
+    offset = duration(step, allow_sign=True)
+    raw = record.get(name)
+    if raw is None:
+        return None
+    try:
+        value = query.coerce(raw, column_type)
+    except (errors.FlowrunnerError, ValueError, TypeError):
+        raise Broken(step, f"the record's {name} is not a date: {raw!r}") from None
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    elif isinstance(value, date):
+        # A date means its first moment on the binding's wall clock.
+        moment = datetime.combine(value, time(0), tzinfo=cfg.timezone or UTC)
+    else:
+        raise Broken(step, f"the record's {name} is not a date: {raw!r}")
+    return moment if offset is None else offset.add_to(moment, cfg.timezone)
+
+
+def notice(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> tuple[str, str]:
+    """A notify step's audience and its message as written (a template over the record)."""
+    audience = text(step, "audience", required=True)
+    assert audience is not None
+    if audience not in cfg.audiences:
+        raise Broken(step, f"no notify rule has the audience '{audience}'")
+    message = text(step, "message", required=True)
+    assert message is not None
+    # Judged as when the row was saved; with no columns known there is nothing to check
+    # the names against (they are still only looked up by name).
+    found = rows.message_errors(message, dict(cfg.columns) or None)
+    if found:
+        raise Broken(step, f"its message cannot be used: {found[0].message}")
+    return audience, message
+
+
+def event_name(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> str:
+    name = text(step, "event", required=True)
+    assert name is not None
+    if name not in cfg.events:
+        raise Broken(step, f"'{name}' is not one of the binding's events")
+    return name
+
+
+def kind(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> config_mod.KindConfig:
+    found = cfg.kinds.get(step.kind)
+    if found is None:
+        raise Broken(step, f"the binding has no kind '{step.kind}'")
+    if found.wait_for is None:
+        for column in ("mode", "condition", "duration", "remind"):
+            if text(step, column) is not None:
+                raise Broken(step, f"its {column} is set, but the {step.kind} kind does not wait")
+    elif text(step, "remind") is not None and found.remind is None:
+        raise Broken(step, f"its remind is set, but the {step.kind} kind has no remind command")
+    return found
+
+
+def inputs(step: snapshot.StepSpec, found: config_mod.KindConfig) -> dict[str, Any]:
+    return {name: step.get(name) for name in found.inputs}

@@ -1,0 +1,178 @@
+"""The immutable, content-hashed copy of a flow and its steps that a run executes.
+
+A run keeps the snapshot it started with, so editing a flow changes only runs that
+start afterwards. ``FlowSnapshot.build`` takes rows as mappings (as read from the
+flows and steps tables); ``to_dict``/``from_dict`` round-trip it through JSON for
+storage on the run row.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowrunner.flows import spelling
+
+# Columns of a step row that are structure, not what the kind reads.
+STEP_STRUCTURE = ("id", "flow_id", "position", "kind", "title")
+FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe, comparable form of a stored column value."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """A flow row as the run started with it."""
+
+    id: Any
+    name: str
+    start: str
+    condition: str | None = None
+    changes: str | None = None
+    active: bool = True
+    tenant: Any = None
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A step row: its place and kind, and the non-empty columns its kind reads."""
+
+    id: Any
+    position: int
+    kind: str
+    title: str | None = None
+    values: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+
+    def get(self, column: str, default: Any = None) -> Any:
+        for name, value in self.values:
+            if name == column:
+                return value
+        return default
+
+    @property
+    def columns(self) -> dict[str, Any]:
+        return dict(self.values)
+
+    def label(self) -> str:
+        """How a sentence names this step: its title, else its kind, with its position."""
+        name = f"'{self.title}'" if self.title else f"the {self.kind} step"
+        return f"{name} at position {self.position}"
+
+
+@dataclass(frozen=True)
+class FlowSnapshot:
+    """A flow and its ordered steps, with a digest of their content."""
+
+    flow: FlowSpec
+    steps: tuple[StepSpec, ...]
+    digest: str
+
+    @classmethod
+    def build(
+        cls, flow_row: Mapping[str, Any], step_rows: Iterable[Mapping[str, Any]]
+    ) -> FlowSnapshot:
+        flow = FlowSpec(
+            id=_plain(flow_row["id"]),
+            name=str(flow_row.get("name") or ""),
+            start=str(flow_row.get("start") or ""),
+            condition=None if _empty(flow_row.get("condition")) else str(flow_row["condition"]),
+            changes=None if _empty(flow_row.get("changes")) else str(flow_row["changes"]),
+            active=bool(True if flow_row.get("active") is None else flow_row["active"]),
+            tenant=_plain(flow_row.get("tenant")),
+        )
+        steps = []
+        for row in step_rows:
+            values = tuple(
+                sorted(
+                    (str(k), _plain(v))
+                    for k, v in row.items()
+                    if k not in STEP_STRUCTURE and not _empty(v)
+                )
+            )
+            steps.append(
+                StepSpec(
+                    id=_plain(row.get("id")),
+                    position=int(row["position"]),
+                    kind=str(spelling.canonical_kind(str(row["kind"]))),
+                    title=None if _empty(row.get("title")) else str(row["title"]),
+                    values=values,
+                )
+            )
+        steps.sort(key=lambda s: (s.position, str(s.id)))
+        body = cls._body(flow, tuple(steps))
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        return cls(flow=flow, steps=tuple(steps), digest=digest)
+
+    @staticmethod
+    def _body(flow: FlowSpec, steps: tuple[StepSpec, ...]) -> dict[str, Any]:
+        return {
+            "flow": {
+                "id": flow.id,
+                "name": flow.name,
+                "start": flow.start,
+                "condition": flow.condition,
+                "changes": flow.changes,
+                "active": flow.active,
+                "tenant": flow.tenant,
+            },
+            "steps": [
+                {
+                    "id": s.id,
+                    "position": s.position,
+                    "kind": s.kind,
+                    "title": s.title,
+                    "values": [list(v) for v in s.values],
+                }
+                for s in steps
+            ],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._body(self.flow, self.steps), "digest": self.digest}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FlowSnapshot:
+        flow = FlowSpec(**data["flow"])
+        steps = tuple(
+            StepSpec(
+                id=s["id"],
+                position=int(s["position"]),
+                kind=s["kind"],
+                title=s["title"],
+                values=tuple((str(k), v) for k, v in s["values"]),
+            )
+            for s in data["steps"]
+        )
+        snap = cls(flow=flow, steps=steps, digest=str(data["digest"]))
+        body = cls._body(flow, steps)
+        if hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() != snap.digest:
+            raise ValueError("the stored snapshot does not match its digest")
+        return snap
+
+    @functools.cached_property
+    def positions(self) -> tuple[int, ...]:
+        return tuple(sorted({s.position for s in self.steps}))
+
+    @functools.cached_property
+    def _at(self) -> dict[int, tuple[StepSpec, ...]]:
+        return {p: tuple(s for s in self.steps if s.position == p) for p in self.positions}
+
+    def steps_at(self, position: int) -> tuple[StepSpec, ...]:
+        return self._at.get(position, ())
+
+    def next_position(self, position: int) -> int | None:
+        later = [p for p in self.positions if p > position]
+        return later[0] if later else None

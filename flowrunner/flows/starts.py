@@ -1,0 +1,446 @@
+"""Starting runs: a flow's snapshot, its load check, and the run row with its first due time.
+
+Also what makes a record's change one change however often it is reported
+(``change_of``), and the ways to start a run besides a record's change: an operator
+starting a manual flow, an operator restarting a failed run, and records that existed
+before their flows (``flowrunner flows start``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner import binding, errors, query
+from flowrunner.flows import snapshot
+from flowrunner.foundations import statuses
+from flowrunner.store import app_tables, dialects, flow_rows, records
+from flowrunner.store import operations as ops
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+
+def start_run(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    flow: Mapping[str, object],
+    record: Mapping[str, object],
+    start_key: str,
+    started_by: str,
+    now: datetime,
+    steps: list[dict[str, object]] | None = None,
+) -> int | None:
+    """Insert the run of ``flow`` on ``record`` with its snapshot, due now; None if the
+    ``start_key`` already started one. A snapshot that fails its load check starts the
+    run failed, with the sentence naming the broken row. ``steps``: the flow's step rows,
+    when the caller has read them already."""
+    if steps is None:
+        steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
+    found = _startable(runner, flow, steps, record_tenant(runner.binding, record))
+    return _start(runner, conn, found, record, start_key, started_by, now)
+
+
+@dataclass(frozen=True)
+class Startable:
+    """An active flow as a runner keeps it between starts: its row, the snapshot a run of
+    it executes (with the load check's sentence, if it fails it) and its condition."""
+
+    flow: Mapping[str, object]
+    snapshot: snapshot.FlowSnapshot
+    stored: dict[str, Any]
+    """The snapshot as the run row keeps it (``FlowSnapshot.to_dict``)."""
+    problem: str | None
+    condition: query.Condition | None
+    """None: the flow has no condition, or one that no longer parses — a run starts,
+    and fails with a sentence naming it, rather than silently never starting."""
+
+    def matches(self, record: Mapping[str, object], now: datetime) -> bool:
+        if self.condition is None:
+            return True
+        try:
+            return self.condition.matches(record, now)
+        except errors.QueryError:
+            return True
+
+
+def _startable(
+    runner: FlowRunner,
+    flow: Mapping[str, object],
+    steps: list[dict[str, object]],
+    tenant: object,
+) -> Startable:
+    snap = snapshot.FlowSnapshot.build({**flow, "tenant": tenant}, steps)
+    text = flow.get("condition")
+    condition = None
+    if text is not None and str(text).strip():
+        try:
+            condition = query.parse(str(text), runner.columns)
+        except errors.QueryError:
+            condition = None
+    return Startable(flow, snap, snap.to_dict(), runner.check_snapshot(snap), condition)
+
+
+def _start(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    found: Startable,
+    record: Mapping[str, object],
+    start_key: str,
+    started_by: str,
+    now: datetime,
+) -> int | None:
+    """Insert the run of ``found`` on ``record``, due now (see ``start_run``)."""
+    tenant = record_tenant(runner.binding, record)
+    problem = found.problem
+    run_id = ops.insert_run(
+        conn,
+        tenant=tenant,
+        resource=runner.binding.resource,
+        record_id=runner._record_id(record),
+        flow_id=str(found.flow["id"]),
+        flow_name=str(found.flow.get("name") or ""),
+        start_key=start_key,
+        snapshot=found.stored,
+        digest=found.snapshot.digest,
+        state={},
+        status=statuses.RunStatus.FAILED if problem else statuses.RunStatus.RUNNING,
+        now=now,
+        started_by=started_by,
+        reason=problem,
+        due_at=None if problem else now,
+    )
+    return run_id
+
+
+# How many (start kind, tenant) lists of flows a runner keeps (a tenant's records start
+# only that tenant's flows); the oldest goes first.
+KEPT_FLOW_LISTS = 256
+
+
+def startable(
+    runner: FlowRunner, conn: sa.Connection, start: str, tenant: object
+) -> list[Startable]:
+    """The active flows of one start kind that a record of ``tenant`` (as the record
+    gives it; None without tenants) may start, as of ``conn``'s transaction.
+
+    The runner keeps them between calls, with a digest of their rows; each call reads the
+    digest again (one statement) and the rows only when it differs. So a flow edited in
+    any way, by any process — saved through a runner or written around it — is used
+    by the next start that can see the edit, and by none before.
+    """
+    owner = None if tenant is None else runner.tables.tenant_value(tenant)
+    digest = flow_rows.startable_digest(conn, runner.tables, start, owner)
+    key = (start, type(tenant), tenant)
+    kept = runner._startable.get(key)
+    if kept is not None and kept[0] == digest:
+        return kept[1]
+    found = [
+        _startable(runner, flow, steps, tenant)
+        for flow, steps in flow_rows.startable(conn, runner.tables, start, owner)
+    ]
+    if key not in runner._startable and len(runner._startable) >= KEPT_FLOW_LISTS:
+        forget_oldest(runner._startable)
+    runner._startable[key] = (digest, found)
+    return found
+
+
+def forget_oldest(kept: dict[Any, Any]) -> None:
+    """Drop the entry put first into ``kept`` (a runner's memo, which threads share:
+    another may have dropped it, or be adding one, meanwhile)."""
+    with contextlib.suppress(StopIteration, RuntimeError):
+        kept.pop(next(iter(kept)), None)
+
+
+def start_flows(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    start: str,
+    record: Mapping[str, object],
+    start_key: str,
+    now: datetime,
+    changed: frozenset[str] | None = None,
+) -> list[int]:
+    """Start each active ``start`` flow whose condition ``record`` meets (of an updated
+    flow with ``changes``, only when that column is in ``changed``); the new runs' ids."""
+    started = []
+    for found in startable(runner, conn, start, record_tenant(runner.binding, record)):
+        column = found.flow.get("changes")
+        if changed is not None and column and column not in changed:
+            continue
+        if found.matches(record, now):
+            run_id = _start(runner, conn, found, record, start_key, runner.run_as, now)
+            if run_id is not None:
+                started.append(run_id)
+    return started
+
+
+def record_tenant(bound: binding.FlowBinding, record: Mapping[str, object]) -> object:
+    """The tenant a record belongs to (None without tenants); refused if the record lacks it.
+
+    On a tenant binding a record without its tenant column would belong to no one and
+    start nothing, silently; it is refused with a sentence instead.
+    """
+    if bound.tenant is None:
+        return None
+    tenant = record.get(bound.tenant)
+    if tenant is None or (isinstance(tenant, str) and not tenant.strip()):
+        raise errors.RecordRejected(
+            f"the record has no {bound.tenant!r}: {bound.resource} records belong to "
+            "tenants, so give the record with its tenant column",
+            expected=f"the record with its {bound.tenant!r}",
+        )
+    return tenant
+
+
+# -- a change, once -------------------------------------------------------------------
+
+# Where a connection remembers its current root transaction and that transaction's token.
+_TRANSACTION = "flowrunner.change_transaction"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one record: the columns it changed, and its identity as a start key."""
+
+    key: str
+    """``updated:<hash>``: the same for the same change reported again in one transaction."""
+    columns: frozenset[str]
+    """The columns whose values differ between before and after."""
+
+
+def change_of(
+    conn: sa.Connection,
+    before: Mapping[str, object],
+    after: Mapping[str, object],
+    *,
+    record_id: str,
+    tenant: object,
+) -> Change:
+    """The change ``before`` → ``after`` of a record, reported in ``conn``'s transaction.
+
+    Its identity is a hash of the record (and tenant), each changed column with its
+    before and after values (normalized: ``Decimal("5.00")`` and ``5`` are one value, a
+    datetime is compared in UTC), and a token of the connection's root transaction. So
+    the same change reported twice in one transaction — the ORM hook and an explicit
+    call, or one call made twice — has one key and starts each flow once, while the same
+    change in a later transaction (closed, reopened, closed again) is a new change.
+
+    A column counts as changed only when both mappings have it and its values differ:
+    a caller that leaves a column out says nothing about it.
+    """
+    changed = {
+        column: (_plain(before[column]), _plain(after[column]))
+        for column in after
+        if column in before and _plain(before[column]) != _plain(after[column])
+    }
+    identity = json.dumps(
+        [
+            _transaction_token(conn),
+            None if tenant is None else str(tenant),
+            record_id,
+            sorted([column, old, new] for column, (old, new) in changed.items()),
+        ],
+        separators=(",", ":"),
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    return Change(key=f"updated:{digest}", columns=frozenset(changed))
+
+
+def _transaction_token(conn: sa.Connection) -> str:
+    """A token for ``conn``'s root transaction: the same for every call within it.
+
+    Kept in the connection's ``info`` beside a weak reference to the root transaction
+    object (savepoints share their root); a later transaction on the same pooled
+    connection is another object, so it gets a new token. Outside a transaction each
+    call is its own change.
+    """
+    root = conn.get_transaction()
+    if root is None:
+        return uuid.uuid4().hex
+    held = conn.info.get(_TRANSACTION)
+    if held is not None and held[0]() is root:
+        token: str = held[1]
+        return token
+    token = uuid.uuid4().hex
+    conn.info[_TRANSACTION] = (weakref.ref(root), token)
+    return token
+
+
+def _plain(value: object) -> Any:
+    """A column value as plain JSON that compares equal for equal values of any type."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float | Decimal):
+        try:
+            return format(Decimal(str(value)).normalize(), "f")
+        except InvalidOperation:  # pragma: no cover - str() of a number is a number
+            return str(value)
+    if isinstance(value, datetime):
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return moment.isoformat()
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def stored_snapshot(
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: object
+) -> snapshot.FlowSnapshot:
+    """The stored flow ``flow_id`` and its steps, as the immutable copy a run would keep."""
+    flow = flow_rows.flow_by_id(conn, tables, flow_id)
+    if flow is None:
+        raise errors.SnapshotBroken(f"there is no flow with id {flow_id!r}")
+    if tables.tenant is not None:
+        flow["tenant"] = flow.pop(tables.tenant)
+    return snapshot.FlowSnapshot.build(flow, flow_rows.steps_of_flow(conn, tables, flow_id))
+
+
+def matches(
+    runner: FlowRunner, flow: Mapping[str, object], record: Mapping[str, object], now: datetime
+) -> bool:
+    text = flow.get("condition")
+    if text is None or not str(text).strip():
+        return True
+    try:
+        return query.parse(str(text), runner.columns).matches(record, now)
+    except errors.QueryError:
+        # A condition that broke after it was written starts a run that fails with
+        # a sentence naming it, rather than silently never starting.
+        return True
+
+
+def start_manual(
+    runner: FlowRunner,
+    flow: str | int,
+    record_id: binding.RecordId,
+    *,
+    operator: str,
+    tenant: binding.Tenant = None,
+) -> int:
+    """An operator starts a manual flow (by name or id) for a record; journaled.
+
+    ``record_id`` (and ``tenant``) follow the key rule (``store.app_tables.key_of``); one
+    that cannot be a key is refused with ``OperatorError`` before the transaction opens.
+    """
+    try:
+        key = runner.tables.key_value(record_id)
+        owner = tenant
+        if tenant is not None and runner.tables.tenant is not None:
+            owner = runner.tables.tenant_value(tenant)
+    except errors.RecordRejected as exc:
+        raise errors.OperatorError(str(exc)) from None
+    now = runner.clock()
+    with dialects.begin(runner.engine) as conn:
+        found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
+        if found is None:
+            raise errors.OperatorError(
+                f"there is no flow {flow!r}", status_code=404, code="flow_unknown"
+            )
+        refuse_manual_start(found)
+        record = records.load_record(conn, runner.tables, key, owner)
+        if record is None:
+            raise errors.OperatorError(
+                f"there is no {runner.binding.resource} {record_id!r}"
+                + (f" for tenant {tenant!r}" if runner.binding.tenant else ""),
+                status_code=404,
+                code="record_unknown",
+            )
+        start_key = f"manual:{uuid.uuid4().hex}"
+        run_id = start_run(runner, conn, found, record, start_key, operator, now)
+        assert run_id is not None
+        ops.journal(
+            conn,
+            operator=operator,
+            action="start",
+            at=now,
+            tenant=tenant,
+            run_id=run_id,
+            resource=runner.binding.resource,
+            record_id=str(key),
+            detail={"flow": found["name"]},
+        )
+        return run_id
+
+
+def start_existing(
+    runner: FlowRunner,
+    where: str | None = None,
+    *,
+    flow: str | int | None = None,
+    tenant: binding.Tenant = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Hand records that existed before their flows to the runner as though just created.
+
+    Each chosen record starts each active ``created`` flow whose condition holds
+    (``flow`` names one). Running it again starts nothing new. ``progress`` is called
+    with (done, total). Returns the number of runs started.
+    """
+    if runner.binding.tenant is not None and tenant is None:
+        raise errors.OperatorError(
+            f"{runner.binding.resource} records belong to tenants: name the tenant"
+        )
+    now = runner.clock()
+    condition = query.parse(where, runner.columns) if where else None
+    clause = condition.to_sql(runner.tables.resource, now) if condition else None
+    with runner.engine.connect() as conn:
+        total = records.count_records(conn, runner.tables, clause, tenant)
+        flows = flow_rows.flows_to_start(conn, runner.tables, "created", tenant)
+        if flow is not None:
+            flows = [f for f in flows if f["name"] == flow or str(f["id"]) == str(flow)]
+            if not flows:
+                raise errors.OperatorError(
+                    f"there is no active flow {flow!r} that starts when a record is created"
+                )
+        batches = list(records.record_ids(conn, runner.tables, clause, tenant))
+    started = done = 0
+    for ids in batches:
+        with dialects.begin(runner.engine) as conn:
+            # Each flow's steps once per batch, not once per record.
+            steps = {f["id"]: flow_rows.steps_of_flow(conn, runner.tables, f["id"]) for f in flows}
+            for record_id in ids:
+                record = records.load_record(conn, runner.tables, record_id, tenant)
+                if record is None:
+                    continue
+                for found in flows:
+                    if matches(runner, found, record, now):
+                        key = f"created:{runner._record_id(record)}"
+                        if start_run(
+                            runner, conn, found, record, key, runner.run_as, now, steps[found["id"]]
+                        ):
+                            started += 1
+        done += len(ids)
+        if progress is not None:
+            progress(done, total)
+    return started
+
+
+def refuse_manual_start(flow: Mapping[str, object]) -> None:
+    """``OperatorError`` with a sentence when an operator may not start ``flow``.
+
+    Only a manual flow is started by an operator, and only while it is active.
+    """
+    if flow.get("start") != "manual":
+        raise errors.OperatorError(
+            f"flow {flow['name']!r} starts when a record is {flow['start']}; "
+            "only manual flows are started by an operator"
+        )
+    if flow.get("active") is not None and not flow.get("active"):
+        raise errors.OperatorError(
+            f"flow {flow['name']!r} is inactive; make it active again to start it"
+        )

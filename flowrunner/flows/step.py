@@ -1,0 +1,295 @@
+"""A claimed run's step of a flow from rows: the interpreter's effects applied in the
+step's transaction.
+
+``Advance`` loads the run's record and the events it has not read, asks the pure
+interpreter (``flowrunner.flows.interpreter``) for the step's effects and applies them — a set
+step's writes (gathered, one statement), a notice, history lines, each command run by
+``stepping.ClaimedStep.command`` with the record as the flow left it — entering the
+interpreter again with each answer, until the run waits or ends; then saves its new
+state and due time, fenced (``ClaimedStep.save``). ``Unknown`` is the step of a run whose
+program this runner does not serve. The worker (``flowrunner.engine.worker``) makes one for
+each claimed run and drops it after.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from flowrunner.engine import claimed, commands
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import effects, happened, interpret, state
+from flowrunner.foundations import statuses
+from flowrunner.store import operations as ops
+from flowrunner.store import records
+
+if TYPE_CHECKING:
+    from flowrunner.engine.worker import Worker
+
+
+class Unknown(claimed.ClaimedStep):
+    """The step of a run whose program this runner does not serve: it fails with a
+    sentence naming the program (the code that defined it was removed or not mounted)."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim],
+        run: ops.RunRow,
+        name: str,
+    ) -> None:
+        super().__init__(worker, conn, claim, now, later, run)
+        self.name = name
+
+    def advance(self) -> None:
+        if self.run.status in statuses.ENDED:
+            ops.set_due(self.conn, run_id=self.run.id, due_at=None, tenant=self.run.tenant)
+            self.give_up_lease(forget=True)
+            return
+        self.stop(
+            f"this run executes a {self.name} {self.run.flow_name!r}, which this runner "
+            f"does not have any more",
+            code="program_missing",
+        )
+
+
+class Advance(claimed.ClaimedStep):
+    """One claimed run's step of a flow from rows, in ``conn``'s transaction.
+
+    Beside what every step holds (``stepping.ClaimedStep``: the run, the claim, the
+    clock, the history lines and answered commands gathered for the save), it gathers
+    the record's pending sets.
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim],
+        run: ops.RunRow,
+    ) -> None:
+        super().__init__(worker, conn, claim, now, later, run)
+        self.sets: dict[str, object] = {}
+        self.wrote_record = False
+        # Whether the record may differ from the working copy: written by a set (the
+        # database may hold its value otherwise typed) or by a command.
+        self.stale = False
+
+    @functools.cached_property
+    def snap(self) -> snapshot.FlowSnapshot:
+        """What the run executes; read only for a run that goes on."""
+        return self.runner.load_snapshot(self.run.snapshot)
+
+    def advance(self) -> state.RunState | None:
+        """Advance the run and save it; its new state, or None if it had ended or stopped."""
+        runner, conn, run, now = self.runner, self.conn, self.run, self.now
+        if run.status in statuses.ENDED and not state.cancel_pending(run.state):
+            ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
+            self.give_up_lease(forget=True)
+            return None
+        snap = self.snap
+        problem = runner.check_snapshot(snap)
+        if problem is not None:
+            # A row that broke after the run started (a kind removed, a column dropped):
+            # the run fails before it does anything more, with the sentence naming it.
+            self.stop(problem)
+            return None
+        record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+        current = state.RunState.from_dict(run.state) if run.state else None
+        # A new run counts the events stored after it began (its floor); later, those
+        # after the last one the run took.
+        after = current.last_event_id if current is not None else (run.event_floor or 0)
+        arrived = (
+            ops.events_after(
+                conn,
+                resource=runner.binding.resource,
+                record_id=run.record_id,
+                after_id=after,
+                tenant=run.tenant,
+            )
+            if runner.binding.events
+            else []
+        )
+        latest = max([after, *(e.id for e in arrived)])
+        seen = happened.Happened(
+            record=record,
+            events=tuple(happened.EventIn(e.id, e.name, e.payload, e.at) for e in arrived),
+            latest_event_id=latest,
+        )
+        if current is None:
+            step = interpret.start(
+                snap,
+                seen,
+                now,
+                runner.config,
+                started_at=run.started_at,
+                event_floor=run.event_floor or 0,
+            )
+        else:
+            step = interpret.advance(snap, current, seen, now, runner.config)
+        wake_at: datetime | None = None
+        working = dict(record) if record is not None else None
+        rounds = 0
+        while True:
+            results: list[happened.CommandResult] = []
+            for effect in step.effects:
+                if isinstance(effect, effects.Wake):
+                    wake_at = effect.at
+                elif isinstance(effect, effects.RunCommand):
+                    results.append(self._command(effect, working))
+                else:
+                    self._apply(effect, working)
+            if not results:
+                break
+            rounds += 1
+            if rounds > 2 * runner.config.max_moves + 10:
+                # The interpreter's loop bound should end any flow long before this.
+                raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
+            if working is not None:
+                self._flush_sets()
+                if self.stale:  # read back what the sets and commands wrote
+                    working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+                    self.stale = False
+            step = interpret.advance(
+                snap,
+                step.state,
+                happened.Happened(record=working, latest_event_id=latest, results=tuple(results)),
+                now,
+                runner.config,
+            )
+        self._save(step.state, wake_at)
+        return step.state
+
+    def failure(self) -> str | None:
+        """The sentence to log when this step failed the run: which run, flow, record, why."""
+        if self.failed is None:
+            return None
+        run = self.run
+        return (
+            f"run {run.id} of flow {self.snap.flow.name!r} on {self.runner.binding.resource} "
+            f"{run.record_id} failed: {self.failed}"
+        )
+
+    def _save(self, new: state.RunState, wake_at: datetime | None) -> None:
+        """Write what the step gathered and the run's new state and due time (fenced:
+        ``ClaimedStep.save``)."""
+        runner, conn, run, now = self.runner, self.conn, self.run, self.now
+        self._flush_sets()
+        if self.wrote_record:
+            # The record's other runs follow it (an until step on a date this set).
+            ops.wake_record(
+                conn,
+                resource=runner.binding.resource,
+                record_id=run.record_id,
+                tenant=run.tenant,
+                now=now,
+                except_run=run.id,
+            )
+        self.save(
+            state=new.to_dict(),
+            status=new.status,
+            due_at=wake_at,
+            error=new.error,
+            reason=new.reason,
+        )
+
+    def _apply(self, effect: effects.Effect, working: dict[str, object] | None) -> None:
+        """Apply a set, a notice or a history line; a set changes ``working`` too."""
+        if isinstance(effect, effects.SetField):
+            # Written with the step's other sets in one statement (before any command
+            # runs, and at the end); later steps read the working copy meanwhile.
+            self.sets[effect.field] = effect.value
+            if working is not None:
+                working[effect.field] = effect.value
+        elif isinstance(effect, effects.Notify):
+            # Filled in by the interpreter from the record as the run saw it at the step.
+            run = self.run
+            ops.insert_notice(
+                self.conn,
+                tenant=run.tenant,
+                run_id=run.id,
+                step_id=str(effect.step_id),
+                pass_=effect.pass_,
+                audience=effect.audience,
+                recipient=effect.recipient,
+                title=effect.title,
+                message=effect.message,
+                email=effect.email,
+                problem=effect.problem,
+                at=self.now,
+            )
+            self.point("after-notify")
+        elif isinstance(effect, effects.Log):
+            # Written together with the run's new state, in one statement.
+            self.log(
+                effect.what,
+                position=effect.position,
+                step_id=None if effect.step_id is None else str(effect.step_id),
+                title=effect.title,
+                kind=effect.kind,
+                pass_=effect.pass_,
+                detail=effect.detail,
+                due_at=effect.at,
+            )
+
+    def _flush_sets(self) -> None:
+        if self.sets:
+            run = self.run
+            records.write_fields(
+                self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
+            )
+            timers = self.runner.timers
+            if timers is not None:  # a set step that writes a timer's column arms it
+                timers.arm(
+                    self.conn,
+                    self.sets,
+                    self.now,
+                    changed=self.sets,
+                    record_id=run.record_id,
+                    tenant=run.tenant,
+                )
+            self.sets = {}
+            self.wrote_record = self.stale = True
+            self.point("after-set")
+
+    def _command(
+        self, effect: effects.RunCommand, working: Mapping[str, object] | None
+    ) -> happened.CommandResult:
+        """Run a step's command (``ClaimedStep.command``: a savepoint, a heartbeat, the
+        kind's deadline), the record as the flow left it."""
+        runner, run, snap = self.runner, self.run, self.snap
+        self._flush_sets()  # the command reads the record as the flow left it
+        step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
+        kind = runner.config.kinds.get(effect.kind)
+        timeout = kind.timeout if kind is not None else None
+        context = commands.CommandContext(
+            record=dict(working or {}),
+            inputs=dict(effect.inputs),
+            conn=self.conn,
+            principal=runner.run_as,
+            idempotency_key=f"run-{run.id}/{effect.key}",
+            run_id=run.id,
+            flow_name=snap.flow.name,
+            step_title=step.title if step is not None else None,
+            position=step.position if step is not None else 0,
+            attempt=effect.attempt,
+            reminder=effect.reminder,
+            tenant=run.tenant,
+            now=self.now,
+            deadline=self.deadline(timeout),
+            clock=runner.clock,
+        )
+        result, wrote = self.command(
+            effect.command, context, result_key=effect.key, timeout=timeout
+        )
+        self.stale = self.stale or wrote
+        return result

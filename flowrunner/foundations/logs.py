@@ -1,0 +1,138 @@
+"""flowrunner's log lines: each record one line, its secrets masked, no traceback.
+
+Every logger of the package comes from ``logger(name)``, which gives it a filter
+(``OneLine``) that rewrites each record before any handler sees it — the
+application's own handlers and formatters as much as ours:
+
+- the message is formatted with its arguments, then made one masked, bounded line
+  (``sanitize.sanitize_text``), and the arguments go;
+- an exception given with ``exc_info`` (``log.exception``, ``exc_info=True``) becomes
+  ``: ExcType: what it says`` at the line's end (``sanitize.describe_exception``: a
+  database error without its statement or bound values), and the traceback goes, as a
+  ``stack_info`` dump does;
+- values passed with ``extra`` are masked as a record's fields are.
+
+A traceback is never logged: its lines quote source and SQL, and a handler would
+write them as many lines. Where an engine error happened is logged at DEBUG as one
+line of frames instead (``where``).
+
+A command that logs (``flowrunner worker``) writes every logger's lines on standard
+error while it runs (``to_stderr``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from flowrunner.foundations import sanitize
+
+# Attributes every record has; anything else on a record came with ``extra``.
+_STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+_FRAMES = 8
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# Libraries whose INFO lines say nothing an operator acts on (alembic's "Context impl
+# SQLiteImpl" when a runner checks its tables): written from WARNING, or with DEBUG.
+QUIET = ("alembic",)
+
+
+class OneLine(logging.Filter):
+    """Makes a record one sanitized line with no traceback; never drops one.
+
+    Attached to a logger, it runs before every handler the record reaches: the logger's
+    own and its parents'.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit the format: keep both, safely
+            message = f"{record.msg} {record.args}"
+        message = sanitize.sanitize_text(message)
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            # Masked apart, so that a secret's value never runs on into the exception's.
+            message = f"{message}: {sanitize.describe_exception(exc)}"
+        record.msg = message
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        for key in [k for k in vars(record) if k not in _STANDARD]:
+            value = vars(record)[key]
+            vars(record)[key] = (
+                sanitize.REDACTED
+                if value is not None and sanitize.is_sensitive_field(key)
+                else sanitize.sanitize_value(value)
+            )
+        return True
+
+
+def logger(name: str) -> logging.Logger:
+    """The logger ``name``, whose records are made one sanitized line (``OneLine``).
+
+    >>> log = logger("flowrunner.example")
+    >>> logger("flowrunner.example") is log and len(log.filters)
+    1
+    """
+    log = logging.getLogger(name)
+    if not any(isinstance(f, OneLine) for f in log.filters):
+        log.addFilter(OneLine())
+    return log
+
+
+def where(exc: BaseException) -> str:
+    """Where ``exc`` was raised, as one line of ``module:line in function`` frames.
+
+    The innermost frames last, at most eight of them; no source lines, no locals.
+    """
+    frames = [
+        f"{frame.f_globals.get('__name__', '?')}:{line} in {frame.f_code.co_name}"
+        for frame, line in traceback.walk_tb(exc.__traceback__)
+    ]
+    if not frames:
+        return "no traceback"
+    shown = frames[-_FRAMES:]
+    if len(frames) > _FRAMES:
+        shown.insert(0, "…")
+    return sanitize.sanitize_text(" > ".join(shown))
+
+
+class _Stderr(logging.StreamHandler[TextIO]):
+    """Writes to whatever ``sys.stderr`` is at the time: above a live progress bar, which
+    takes standard error over while it runs."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+@contextmanager
+def to_stderr(level: str) -> Iterator[None]:
+    """Every logger's lines at ``level`` (``"INFO"``) and above on standard error, one
+    ``time LEVEL logger message`` line each, until the block ends.
+
+    Set before an app is imported, so that an app calling ``logging.basicConfig`` keeps
+    this; undone after, so that a program running a command in-process keeps its own.
+    """
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter(FORMAT))
+    root = logging.getLogger()
+    quiet = [logging.getLogger(name) for name in QUIET]
+    before = root.level, [log.level for log in quiet]
+    root.addHandler(handler)
+    root.setLevel(level)
+    for log in quiet:
+        log.setLevel(level if level == "DEBUG" else "WARNING")
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before[0])
+        for log, was in zip(quiet, before[1], strict=True):
+            log.setLevel(was)

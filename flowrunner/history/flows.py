@@ -1,0 +1,451 @@
+"""A run's history in sentences: each line in the flow's own words, naming who and what.
+
+The engine writes each history line as a code programs read (``what``: ``answered``,
+``waiting``, ``condition``, ...) with its details (``{"who": "bob", "received": 2,
+"needed": 3}``); ``sentence`` turns one line into the sentence a business user reads::
+
+    bob approved (2 of 3; waiting for cara)
+    Asked ann, bob and cara for approval (all 3 must answer by Mon 9 Mar 09:00)
+    Reminded bob and cara (2nd reminder)
+    Waited until Tue 3 Mar 09:00 (due_at − 1 hour)
+    Took the other way: status is not rejected → position 60 (Tell the requester)
+    Told ann (requester): Your order was approved
+
+Pure: no SQL, no clock. Times are shown on the binding's wall clock (``tz``; UTC
+without one). Lines written before details were structured (a text detail) read as
+their code's words followed by that text. ``runner.history()`` fills
+``LogRow.sentence`` with it; ``CODES`` lists every code a sentence is made for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import tzinfo
+from typing import Any
+
+from flowrunner.flows import snapshot
+from flowrunner.flows.interpreter import waits
+from flowrunner.history import programs
+from flowrunner.history.words import Line, Say, condition_words, listed, ordinal, when, who_did
+
+# What callers read here; the words (moments, names, conditions) are made in history_words.
+__all__ = [
+    "CODES",
+    "Line",
+    "condition_words",
+    "listed",
+    "ordinal",
+    "sentence",
+    "waiting_sentence",
+    "when",
+]
+
+_VERB = re.compile(r"^[A-Za-z]+ed$")
+
+
+def sentence(
+    line: Line,
+    snap: snapshot.FlowSnapshot | None = None,
+    tz: tzinfo | None = None,
+    *,
+    tried: bool = False,
+) -> str:
+    """The line as one sentence in the flow's own words.
+
+    ``snap`` is the run's snapshot (a goto names its target step by title); ``tz`` the
+    wall clock times are shown on. ``tried``: the line of a try of the flow, where
+    nothing leaves the try — its commands and notices read ``Would run``, ``Would tell``.
+
+    >>> from types import SimpleNamespace as Row
+    >>> detail = {"who": "bob", "answer": {"decision": "approved"}, "again": False,
+    ...           "counted": True, "received": 2, "needed": 3, "waiting_for": ["cara"]}
+    >>> sentence(Row(what="answered", detail=detail, kind="approval", position=10))
+    'bob approved (2 of 3; waiting for cara)'
+    >>> sentence(Row(what="reminded", detail={"reminder": 2, "to": ["bob", "cara"]},
+    ...              kind="approval", position=10))
+    'Reminded bob and cara (2nd reminder)'
+    """
+    render = _RENDER.get(line.what)
+    detail = line.detail
+    if render is None:
+        return _legacy(line.what, detail)
+    if not isinstance(detail, Mapping):
+        return _legacy(line.what, detail)
+    return render(Say(line, detail, snap, tz, tried))
+
+
+def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
+    """Where an open run stands (one of ``RunRow.waiting``), as a sentence.
+
+    >>> from flowrunner.flows.interpreter.waits import Awaits, Waiting
+    >>> w = Waiting(position=10, step_id="7", title="Finance", kind="approval",
+    ...     awaits=Awaits.EVENT, status="waiting", event="po.decided", asked=2, needed=2,
+    ...     received=1, asked_names=("cfo", "ctl"), answered=("cfo",))
+    >>> waiting_sentence(w)
+    'Waits at Finance (position 10) for po.decided: 1 of 2 answered, waiting for ctl'
+    """
+    at = f"Waits at {waiting.title or waiting.kind} (position {waiting.position})"
+    until = when(waiting.until, tz) if waiting.until is not None else None
+    if waiting.awaits == waits.Awaits.TIME:
+        if until is None:
+            return f"{at} while {waiting.field or 'its date'} is empty"
+        return f"{at} until {until}"
+    if waiting.awaits == waits.Awaits.EVENT:
+        said = f"{at} for {waiting.event or 'an event'}"
+        if waiting.needed is not None:
+            said += f": {waiting.received or 0} of {waiting.needed} answered"
+            missing = [n for n in waiting.asked_names if n not in waiting.answered]
+            if missing:
+                said += f", waiting for {listed(missing)}"
+        return f"{said}; gives up at {until}" if until else said
+    if waiting.awaits == waits.Awaits.COMMAND:
+        return f"{at} for its command's answer"
+    if waiting.awaits == waits.Awaits.RETRY:
+        return f"{at} to try its command again at {until}" if until else f"{at} to try again"
+    return f"{at}: it starts next"
+
+
+# -- the sentences of a flow's lines, code by code ----------------------------------------
+
+
+def _started(say: Say) -> str:
+    return "Started"
+
+
+def _set(say: Say) -> str:
+    field = say.get("field", "a field")
+    value = say.detail.get("value")
+    if value is None or value == "":
+        return f"Emptied {field}"
+    return f"Set {field} to {say.value(value)}"
+
+
+def _notice(say: Say) -> str:
+    audience = say.get("audience", "someone")
+    recipient = say.detail.get("recipient")
+    message = say.detail.get("message")
+    who = f"{recipient} ({audience})" if recipient else f"the {audience}"
+    told = "Would tell" if say.tried else "Told"
+    return f"{told} {who}: {message}" if message else f"{told} {who}"
+
+
+def _undeliverable(say: Say) -> str:
+    audience = say.get("audience", "someone")
+    column = say.detail.get("to") or say.detail.get("column")
+    why = say.detail.get("why") or say.detail.get("reason")
+    if why in (None, "", "empty"):
+        # The telling step's code for a recipient column with nothing in it.
+        why = f"the record's {column} is empty" if column else "nobody to tell"
+    return f"Could not tell the {audience}: {why}"
+
+
+def _condition(say: Say) -> str:
+    text = str(say.get("condition", ""))
+    if "held" not in say.detail:
+        # A wait whose condition held (an app kind's ``condition``): it stopped waiting,
+        # for the parts of it that held (``status = withdrawn`` of an ``or``).
+        parts = [str(p) for p in say.get("held_by", [])] or ([text] if text else [])
+        if not parts:
+            return "Stopped waiting: its condition held"
+        return "Stopped waiting: " + " and ".join(condition_words(p, tz=say.tz) for p in parts)
+    if say.detail.get("held"):
+        return f"Went on: {condition_words(text, tz=say.tz)}"
+    otherwise = condition_words(text, negated=True, tz=say.tz)
+    target = say.detail.get("goto")
+    if target is None:
+        return f"Ended the run here: {otherwise}"
+    return f"Took the other way: {otherwise} → {_position(say, target)}"
+
+
+def _position(say: Say, target: Any) -> str:
+    try:
+        number = int(target)
+    except (TypeError, ValueError):
+        return f"position {target}"
+    titles = [s.title for s in say.snap.steps_at(number) if s.title] if say.snap else []
+    return f"position {number} ({listed(titles)})" if titles else f"position {number}"
+
+
+def _waiting(say: Say) -> str:
+    kind = say.line.kind
+    until = say.time("until")
+    if kind == "wait":
+        length = say.detail.get("duration")
+        lasting = f" {length}" if length else ""
+        return f"Waiting{lasting}, until {until}" if until else f"Waiting{lasting}"
+    if kind == "until":
+        field = say.get("field", "its date")
+        if until is None:
+            return f"Waiting while {field} is empty"
+        return f"Waiting until {until} ({_offset(field, say.detail.get('offset'))})"
+    if "asked" in say.detail or "needed" in say.detail:
+        return _asked(say, until)
+    event = say.get("event", "an event")
+    return f"Waiting for {event} until {until}" if until else f"Waiting for {event}"
+
+
+def _asked(say: Say, until: str | None) -> str:
+    names = list(say.get("names", []))
+    asked = int(say.get("asked", len(names)))
+    needed = int(say.get("needed", asked))
+    counted = "one person" if asked == 1 else f"{asked} people"
+    whom = listed(names) if names else counted
+    if needed == 0:
+        return f"Asked {whom} for {say.kind}; no answer is needed"
+    if asked == 1 and needed == 1:
+        must = "must answer"
+    elif needed == asked:
+        must = "both must answer" if asked == 2 else f"all {asked} must answer"
+    else:
+        must = f"{needed} of {asked} must answer" if asked else f"{needed} answers needed"
+    return f"Asked {whom} for {say.kind} ({must}{f' by {until}' if until else ''})"
+
+
+def _offset(field: str, offset: Any) -> str:
+    text = str(offset or "").strip()
+    if not text:
+        return field
+    if text.startswith("-"):
+        return f"{field} − {text[1:].strip()}"
+    return f"{field} + {text.removeprefix('+').strip()}"
+
+
+def _command(say: Say) -> str:
+    command = say.get("command", "its command")
+    attempt = int(say.get("attempt", 1))
+    ran = "Would run" if say.tried else "Ran"
+    return f"{ran} {command}" if attempt <= 1 else f"{ran} {command} again (attempt {attempt})"
+
+
+def _retry(say: Say) -> str:
+    if say.detail.get("by"):
+        return f"Will run again: {who_did(say.detail['by'])} retried the step"
+    attempt = say.get("attempt", "an")
+    error = say.detail.get("error")
+    again = say.time("again_at")
+    failed = f"Attempt {attempt} failed" + (f" ({error})" if error else "")
+    return f"{failed}; trying again at {again}" if again else failed
+
+
+def _whom(say: Say) -> str:
+    names = list(say.get("to", []))
+    return listed(names) if names else "those who have not answered"
+
+
+def _reminder(say: Say) -> str:
+    number = int(say.get("reminder", 1))
+    return f"Sending the {ordinal(number)} reminder to {_whom(say)}"
+
+
+def _reminded(say: Say) -> str:
+    number = int(say.get("reminder", 1))
+    reminded = "Would remind" if say.tried else "Reminded"
+    return f"{reminded} {_whom(say)} ({ordinal(number)} reminder)"
+
+
+def _reminder_failed(say: Say) -> str:
+    number = int(say.get("reminder", 1))
+    error = say.get("error", "no reason given")
+    return f"Could not remind {_whom(say)} ({ordinal(number)} reminder): {error}"
+
+
+def _progress(say: Say) -> str:
+    received = say.detail.get("received")
+    needed = say.detail.get("needed")
+    if received is None:
+        return ""
+    if needed is None:
+        return f" ({received} so far)"
+    missing = list(say.get("waiting_for", []))
+    text = f"{received} of {needed}"
+    if missing and int(received) < int(needed):
+        text += f"; waiting for {listed(missing)}"
+    return f" ({text})"
+
+
+def _answered(say: Say) -> str:
+    who = say.get("who", "someone")
+    answer = {k: v for k, v in dict(say.get("answer", {})).items() if v not in (None, "")}
+    if len(answer) == 1 and _VERB.match(str(next(iter(answer.values())))):
+        said = f"{who} {next(iter(answer.values()))}"
+    elif answer:
+        said = f"{who} answered " + ", ".join(f"{k} {say.value(v)}" for k, v in answer.items())
+    else:
+        said = f"{who} answered"
+    if say.detail.get("asked") is False:
+        return f"{said} but was not asked: not counted"
+    if say.detail.get("again"):
+        said += " again"
+    return said + _progress(say)
+
+
+def _arrived(say: Say) -> str:
+    event = say.get("event", "an event")
+    if say.detail.get("counted") is False:
+        return f"A {event} event named no {say.get('by', 'answerer')}: not counted"
+    return f"{event} arrived{_progress(say)}"
+
+
+def _timed_out(say: Say) -> str:
+    length = say.detail.get("duration")
+    after = f" after {length}" if length else ""
+    if "received" in say.detail:
+        received, needed = say.get("received", 0), say.detail.get("needed")
+        got = f"{received} of {needed}" if needed is not None else str(received)
+        missing = list(say.get("waiting_for", []))
+        tail = f"; no answer from {listed(missing)}" if missing else ""
+        return f"Gave up{after}: {got} answered{tail}"
+    event = say.get("event", "the event")
+    return f"Gave up{after}: no {event} came"
+
+
+def _done(say: Say) -> str:
+    outcome = say.detail.get("outcome")
+    kind = say.line.kind
+    until = say.time("until")
+    if kind == "wait" and until:
+        length = say.detail.get("duration")
+        return f"Waited {length}, until {until}" if length else f"Waited until {until}"
+    if kind == "until" and until:
+        return f"Waited until {until} ({_offset(say.get('field', 'its date'), say.get('offset'))})"
+    if outcome == "complete":
+        received, needed = say.detail.get("received"), say.detail.get("needed")
+        if received is not None and needed is not None:
+            return f"Got the answers it needed ({received} of {needed})"
+        return "Got the answers it needed"
+    return "Done"
+
+
+def _cancel(say: Say) -> str:
+    why = say.get("why", "it stopped waiting")
+    command = say.detail.get("command")
+    running = "would run" if say.tried else "running"
+    ran = f"; {running} {command}" if command else ""
+    return f"Stopped waiting ({why}){ran}"
+
+
+def _cancel_done(say: Say) -> str:
+    command = say.detail.get("command")
+    if say.tried:
+        return f"Would run {command}" if command else "Would tell the application"
+    return f"Ran {command}" if command else "Told the application the step stopped waiting"
+
+
+def _cancel_failed(say: Say) -> str:
+    command = say.get("command", "the cancel command")
+    return f"{command} failed: {say.get('error', 'no reason given')}"
+
+
+def _failed(say: Say) -> str:
+    return f"Failed: {say.get('message', 'no reason given')}"
+
+
+_ENDED = {"done": "Run done", "failed": "Run failed", "cancelled": "Run cancelled"}
+
+
+def _ended(say: Say) -> str:
+    status = str(say.detail.get("status"))
+    head = _ENDED.get(status, "Run ended")
+    reason = str(say.get("reason", ""))
+    if reason.startswith(f"{status} by "):
+        return f"Run {reason}"  # "Run cancelled by olga: merged into ticket 2"
+    return f"{head}: {reason}" if reason else head
+
+
+def _cancelled(say: Say) -> str:
+    reason = say.detail.get("reason")
+    said = f"{who_did(say.get('by', 'an operator'))} cancelled the run"
+    return f"{said}: {reason}" if reason else said
+
+
+def _retried(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} retried the run"
+    reason = say.detail.get("reason")
+    return f"{said}: {reason}" if reason else said
+
+
+def _redriven(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} redrove the run: it is due again now"
+    reason = say.detail.get("reason")
+    return f"{said} ({reason})" if reason else said
+
+
+def _restarted(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} restarted the run"
+    if say.detail.get("restarted_as") is not None:
+        said += f" as run {say.detail['restarted_as']}"
+    reason = say.detail.get("reason")
+    return f"{said}: {reason}" if reason else said
+
+
+_RENDER: dict[str, Callable[[Say], str]] = {
+    "started": _started,
+    "set": _set,
+    "notice": _notice,
+    "undeliverable": _undeliverable,
+    "condition": _condition,
+    "waiting": _waiting,
+    "command": _command,
+    "retry": _retry,
+    "reminder": _reminder,
+    "reminded": _reminded,
+    "reminder_failed": _reminder_failed,
+    "answered": _answered,
+    "arrived": _arrived,
+    "timed_out": _timed_out,
+    "done": _done,
+    "cancel": _cancel,
+    "cancel_done": _cancel_done,
+    "cancel_failed": _cancel_failed,
+    "failed": _failed,
+    "ended": _ended,
+    "cancelled": _cancelled,
+    "retried": _retried,
+    "redriven": _redriven,
+    "restarted": _restarted,
+    **programs.RENDER,
+}
+
+# Every code a history line may carry; each has its sentence.
+CODES: frozenset[str] = frozenset(_RENDER)
+
+# A line whose detail is a text (written before details were structured, or a line
+# with nothing more to say): its code's words, then the text.
+_WORDS = {
+    "started": "Started",
+    "set": "Set",
+    "notice": "Told the",
+    "undeliverable": "Could not tell",
+    "condition": "Condition",
+    "waiting": "Waiting",
+    "command": "Ran",
+    "retry": "To run again",
+    "reminder": "Sending a reminder",
+    "reminded": "Reminded",
+    "reminder_failed": "A reminder failed",
+    "answered": "Answered",
+    "arrived": "Arrived",
+    "timed_out": "Gave up",
+    "done": "Done",
+    "cancel": "Stopped waiting",
+    "cancel_done": "Told the application the step stopped waiting",
+    "cancel_failed": "Could not tell the application the step stopped waiting",
+    "failed": "Failed",
+    "ended": "Run ended",
+}
+
+
+def _legacy(what: str, detail: object) -> str:
+    text = "" if detail is None else str(detail).strip()
+    if what == "notice":
+        return f"Told the {text}" if text else "Told someone"
+    if what in ("cancelled", "retried", "restarted") and text:
+        # The operators' lines were sentences already ("cancelled by olga: ...").
+        return text[0].upper() + text[1:] if what != "retried" else f"Retried {text}"
+    if what == "done" and text in ("done", "held", "goto", "ended", "complete", ""):
+        return "Done"
+    head = _WORDS.get(what)
+    if head is None:
+        head = what.replace("_", " ").capitalize() if what else "Something happened"
+    return f"{head}: {text}" if text else head

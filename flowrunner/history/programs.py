@@ -1,0 +1,175 @@
+"""The sentences of the history lines that other programs than a flow write: a job's
+(planned, scheduled, ran, failed), a code workflow's steps (done, waiting, diverged),
+a timer on a record's date (fired, moved, unmatched, gone).
+
+``history_text.sentence`` finds them here by code (``RENDER``). Pure: no SQL, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import tzinfo
+
+from flowrunner import errors
+from flowrunner.history.words import Say, condition_words, when, who_did
+from flowrunner.jobs import schedules
+
+
+def _job_planned(say: Say) -> str:
+    said = f"Planned by {say.get('event', 'an event')}"
+    at = say.time("run_at")
+    if at:
+        said += f" for {at}"
+    return f"{said} (key {say.detail['key']})" if say.detail.get("key") else said
+
+
+def _job_zone(say: Say) -> tzinfo | None:
+    """A job at times' slots are shown on its own wall clock."""
+    name = say.detail.get("timezone")
+    if not isinstance(name, str) or not name:
+        return say.tz
+    try:
+        return schedules.zone(name)
+    except errors.BindingError:
+        return say.tz
+
+
+def _slot(say: Say, key: str) -> str | None:
+    value = say.detail.get(key)
+    if not value:
+        return None
+    try:
+        return when(str(value), _job_zone(say))
+    except ValueError:
+        return str(value)
+
+
+def _job_scheduled(say: Say) -> str:
+    every = say.get("every", "its schedule")
+    zone = say.detail.get("timezone")
+    said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
+    first = _slot(say, "first")
+    return f"{said}; first slot {first}" if first else said
+
+
+def _job_ran(say: Say) -> str:
+    command = say.get("command", "its command")
+    if say.detail.get("by"):
+        return f"{who_did(say.detail['by'])} ran {command} by hand"
+    said = f"Ran {command}"
+    slot = _slot(say, "slot")
+    if slot:
+        said += f" for the slot {slot}"
+    attempt = int(say.get("attempt", 1))
+    if attempt > 1:
+        said += f" (attempt {attempt})"
+    missed = _slot(say, "missed_from")
+    return f"{said}; the slots missed from {missed} were skipped" if missed else said
+
+
+def _job_failed(say: Say) -> str:
+    command = say.get("command", "its command")
+    error = say.get("error", "no reason given")
+    if say.detail.get("by"):
+        return f"{who_did(say.detail['by'])} ran {command} by hand: it failed ({error})"
+    slot = _slot(say, "slot")
+    said = f"{command} failed" + (f" for the slot {slot}" if slot else "")
+    return f"{said} ({error}); the job waits for its next slot"
+
+
+# -- a code workflow's steps (flowrunner.workflows) ---------------------------------------
+
+
+def _step_name(say: Say) -> str:
+    return f" ({say.get('name', say.line.kind or 'step')})"
+
+
+def _workflow_step(say: Say) -> str:
+    kind, target = say.line.kind, say.get("target", "")
+    named = _step_name(say)
+    refused = say.detail.get("refused")
+    if kind == "run":
+        return f"{target} refused{named}: {refused}" if refused else f"Ran {target}{named}"
+    if kind == "call":
+        if refused:
+            return f"{target} refused the call{named}: {refused}"
+        return f"Called {target}: {say.get('request', 'a request')}{named}"
+    at = say.time("at")
+    if kind == "wait_for":
+        if say.detail.get("arrived"):
+            return f"{target} arrived{named}"
+        return f"No {target} came by {at}{named}" if at else f"No {target} came{named}"
+    if kind in ("sleep", "until") and at:
+        return f"{'Slept' if kind == 'sleep' else 'Waited'} until {at}{named}"
+    if kind == "now" and at:
+        return f"Took the time: {at}{named}"
+    return f"Done{named}"
+
+
+def _workflow_waiting(say: Say) -> str:
+    until = say.time("until")
+    named = _step_name(say)
+    if say.line.kind == "wait_for":
+        event = say.get("target", "an event")
+        return (
+            f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
+        )
+    if until and say.line.kind == "sleep":
+        return f"Sleeping until {until}{named}"
+    return f"Waiting until {until}{named}" if until else f"Waiting{named}"
+
+
+def _diverged(say: Say) -> str:
+    return f"Diverged: {say.get('message', 'the code asked for another step')}"
+
+
+def _timer_passed(say: Say) -> str:
+    column = say.get("column", "its date")
+    instant = say.time("instant")
+    return f"{column} passed ({instant})" if instant else f"{column} passed"
+
+
+def _timer_fired(say: Say) -> str:
+    command = say.get("command", "its command")
+    if say.detail.get("already"):
+        return f"{_timer_passed(say)}: {command} had run for it already"
+    attempt = int(say.get("attempt", 1))
+    again = f" (attempt {attempt})" if attempt > 1 else ""
+    return f"{_timer_passed(say)}: ran {command}{again}"
+
+
+def _timer_moved(say: Say) -> str:
+    column = say.get("column", "its date")
+    instant = say.time("instant") or "that time"
+    holds = say.time("holds")
+    now = f"it holds {holds}" if holds else "it is empty"
+    return f"{column} no longer holds {instant} ({now}): nothing to run"
+
+
+def _timer_unmatched(say: Say) -> str:
+    command = say.get("command", "its command")
+    text = str(say.get("when", ""))
+    otherwise = condition_words(text, negated=True, tz=say.tz) if text else "its condition failed"
+    return f"{_timer_passed(say)} but {otherwise}: {command} did not run"
+
+
+def _timer_gone(say: Say) -> str:
+    command = say.get("command", "its command")
+    resource = say.get("resource", "record")
+    return f"{_timer_passed(say)} but the {resource} record is gone: {command} did not run"
+
+
+# Each code these programs write, and its sentence.
+RENDER: dict[str, Callable[[Say], str]] = {
+    "job_planned": _job_planned,
+    "job_scheduled": _job_scheduled,
+    "job_ran": _job_ran,
+    "job_failed": _job_failed,
+    "workflow_step": _workflow_step,
+    "workflow_waiting": _workflow_waiting,
+    "diverged": _diverged,
+    "timer_fired": _timer_fired,
+    "timer_moved": _timer_moved,
+    "timer_unmatched": _timer_unmatched,
+    "timer_gone": _timer_gone,
+}

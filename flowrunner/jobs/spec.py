@@ -1,0 +1,171 @@
+"""What an application declares about its jobs: ``Job`` (on an event, or at times) and
+the ``Plan`` an event job's ``schedule`` makes of an event.
+
+A job only runs one of the runner's commands, as its own principal (``run_as``); there
+is no free-form handler. ``flowrunner.jobs`` mounts the declarations on a runner and
+runs them on its workers.
+
+    jobs = Jobs(runner, {
+        "tell_the_buyer": Job(on="po.decided", command="notify_buyer", run_as="clock",
+                              schedule=lambda event: Plan(key=event.payload["order"])),
+        "nightly_close": Job(every="0 6 * * 1-5", timezone="America/New_York",
+                             command="close_stale_orders", run_as="clock"),
+    })
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flowrunner import errors
+from flowrunner.foundations import durations, payloads, retry_policy
+from flowrunner.jobs import schedules
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """An event as a job's ``schedule`` reads it: stored, in the emitting transaction."""
+
+    id: int
+    """The event's id."""
+    name: str
+    """``po.decided``."""
+    payload: Mapping[str, Any]
+    """Its fields, as plain data (``flowrunner.foundations.payloads``)."""
+    record_id: str
+    """The key of the record it names, as text."""
+    tenant: str | None
+    """The record's tenant on a tenant binding."""
+    at: datetime
+    """When it was emitted (the runner's clock)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The job an event plans: when it runs, what makes it one, and the command's input.
+
+    ``key`` names the job among the event's re-sendings: a re-sent event gives the same
+    key and plans nothing new. ``run_at`` is an aware moment (None: at once).
+    """
+
+    key: object
+    run_at: datetime | None = None
+    input: Mapping[str, Any] = field(default_factory=dict)
+
+
+Schedule = Callable[[Emitted], Plan]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: ``on`` an event with a pure ``schedule``, or ``every`` cron slot on
+    ``timezone``'s wall clock; it runs ``command`` as ``run_as``.
+
+    ``retry`` is how often a failing attempt is tried again (the runner's policy by
+    default); ``timeout`` bounds one attempt (``"30 seconds"``).
+    """
+
+    command: str
+    run_as: str
+    on: str | None = None
+    schedule: Schedule | None = None
+    every: str | None = None
+    timezone: str = "UTC"
+    retry: retry_policy.RetryPolicy | None = None
+    timeout: str | timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.command, str) or not self.command:
+            raise errors.BindingError("a job needs the name of the command it runs")
+        if not isinstance(self.run_as, str) or not self.run_as:
+            raise errors.BindingError(f"job command {self.command!r} needs a principal: run_as")
+        if (self.on is None) == (self.every is None):
+            raise errors.BindingError(
+                f"a job running {self.command!r} runs either on an event (on=...) or at "
+                "times (every=...): name one"
+            )
+        if self.on is not None and not callable(self.schedule):
+            raise errors.BindingError(
+                f"the job on {self.on!r} needs a schedule: a function of the event answering a Plan"
+            )
+        if self.every is not None:
+            if self.schedule is not None:
+                raise errors.BindingError(
+                    "a job at times has no schedule function: its times are its cron fields"
+                )
+            schedules.parse(self.every, self.timezone)
+        self.timeout_delta  # noqa: B018 - read once, so a bad timeout fails at declaration
+
+    @property
+    def slots(self) -> schedules.Schedule:
+        """A job at times' schedule (``BindingError`` for an event job)."""
+        if self.every is None:
+            raise errors.BindingError(f"the job on {self.on!r} runs on an event, not at times")
+        return schedules.parse(self.every, self.timezone)
+
+    @property
+    def timeout_delta(self) -> timedelta | None:
+        if self.timeout is None or isinstance(self.timeout, timedelta):
+            return self.timeout
+        try:
+            length = durations.parse_duration(self.timeout)
+        except errors.DurationError as exc:
+            raise errors.BindingError(f"the job's timeout {self.timeout!r}: {exc}") from None
+        return timedelta(days=length.days, seconds=length.seconds)
+
+    def describe(self) -> str:
+        """``on po.decided`` or ``0 6 * * 1-5 (America/New_York)``."""
+        return f"on {self.on}" if self.on is not None else self.slots.words()
+
+
+def plan_of(job_name: str, job: Job, event: Emitted) -> tuple[str, datetime, dict[str, Any]]:
+    """What ``job``'s schedule plans for ``event``: the key as text, when, the input.
+
+    A schedule that raises, or answers anything but a ``Plan`` with a plain key, an aware
+    ``run_at`` and plain input, is the application's mistake: ``BindingError`` naming it.
+    """
+    assert job.schedule is not None
+    try:
+        plan = job.schedule(event)
+    except Exception as exc:
+        raise errors.BindingError(
+            f"job {job_name!r}: its schedule raised {type(exc).__name__} on event "
+            f"{event.name!r}: {exc}"
+        ) from exc
+    if not isinstance(plan, Plan):
+        raise errors.BindingError(
+            f"job {job_name!r}: its schedule answered a {type(plan).__name__}, not a Plan"
+        )
+    run_at = event.at if plan.run_at is None else plan.run_at
+    if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+        raise errors.BindingError(
+            f"job {job_name!r}: its plan's run_at must be an aware moment, not {run_at!r}"
+        )
+    try:
+        key = plan_key(plan.key)
+        given = payloads.plain(dict(plan.input))
+    except (payloads.NotPlain, TypeError, ValueError) as exc:
+        raise errors.BindingError(f"job {job_name!r}: its plan cannot be kept: {exc}") from None
+    return key, run_at.astimezone(UTC), given
+
+
+def plan_key(key: object) -> str:
+    """A plan's key as the text that makes its job once: a text or number as it is
+    written, a mapping or list as canonical JSON.
+
+    >>> plan_key(42), plan_key("PO-7"), plan_key({"order": 7, "a": [1]})
+    ('42', 'PO-7', '{"a":[1],"order":7}')
+    """
+    if key is None or key == "":
+        raise ValueError("a plan needs a key")
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        raise ValueError("a plan's key is a text, a number or a mapping, not true or false")
+    if isinstance(key, int):
+        return str(key)
+    return json.dumps(payloads.plain({"k": key})["k"], sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,56 @@
+"""Operators' actions on a code workflow's runs, where they differ from a flow's.
+
+A retried run replays its recorded steps and tries its failed step again with all its
+attempts (``retried``); a restarted run is a new run of the workflow's latest version
+with the old run's start (``restart``). Cancel and redrive are the same for every
+program (``flowrunner.engine.actions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner.store import operations as ops
+from flowrunner.workflows import replay, starts
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+PROGRAM = starts.PROGRAM
+
+
+def retried(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's state with its waiting step's failed attempts forgotten."""
+    rec = replay.Recording.from_dict(state)
+    pending = rec.pending
+    if pending is not None and pending.kind in (replay.RUN, replay.CALL):
+        rec.pending = None
+    return rec.to_dict()
+
+
+def restart(
+    runner: FlowRunner, conn: sa.Connection, run: ops.RunRow, operator: str, now: datetime
+) -> int | None:
+    """Start the run's workflow again (its latest version, the same start) as a new run on
+    the same record; its id, or None when the workflow is not defined any more."""
+    workflows = runner.workflows
+    name = str(run.snapshot.get("workflow"))
+    definition = None if workflows is None else workflows.latest(name)
+    if definition is None:
+        return None
+    start = run.snapshot.get("start")
+    return starts.insert(
+        runner,
+        conn,
+        definition,
+        start if isinstance(start, Mapping) else {},
+        record_id=run.record_id,
+        tenant=run.tenant,
+        start_key=f"restart:{run.id}",
+        started_by=operator,
+        now=now,
+    )

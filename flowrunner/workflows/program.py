@@ -1,0 +1,458 @@
+"""The worker's step of a code workflow's run: replay the body, do the next step, save.
+
+The body is driven by hand (``coroutine.send``), never by an event loop: each step it
+awaits is judged by ``replay.replay`` — a finished step gets its stored result back at
+once, the first unfinished one is done now — until the body waits (a timer, an event,
+a retry's backoff: the run is saved waiting, due then), returns (done), raises
+(failed) or asks at a recorded place for another step than the run recorded (failed
+as diverged, with a sentence naming the step).
+
+What each kind of step does, in the step's transaction:
+
+- ``run``: the command in a savepoint under a heartbeat (``ClaimedStep.command``); its
+  writes, its idempotency record and the step's record commit together: exactly once.
+- ``call``: one HTTP attempt (``calling``) under a heartbeat; its answer is saved at
+  once and the run goes on in its next claim, so an answer is never asked for again
+  once kept. A crash before the save sends it again with the same Idempotency-Key.
+- ``wait_for``: the record's events since the run began (its floor), first match wins.
+- ``sleep``, ``until``: a moment on the run's own clock (``sleep`` counts from when
+  the step before it finished); ``now``: the clock, kept.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.engine import claimed, commands, heartbeat
+from flowrunner.flows.interpreter import retry
+from flowrunner.foundations import durations, sanitize, statuses
+from flowrunner.store import operations as ops
+from flowrunner.store import records
+from flowrunner.workflows import context, http_call, replay, starts
+
+FAILED = statuses.RunStatus.FAILED
+
+
+@dataclass(frozen=True)
+class _Done:
+    """The step finished: its result (JSON), or its refusal, at a moment of the run's clock."""
+
+    result: Any
+    at: datetime
+    refused: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """The step is not finished: the run waits, due at ``due`` (None: until woken)."""
+
+    pending: replay.Pending
+    due: datetime | None
+
+
+@dataclass(frozen=True)
+class _Fail:
+    """The run fails here, with a sentence and a code."""
+
+    reason: str
+    code: str
+
+
+class WorkflowStep(claimed.ClaimedStep):
+    """One claimed run of a code workflow, advanced in the step's transaction."""
+
+    def advance(self) -> None:
+        run = self.run
+        if run.status in statuses.ENDED:
+            ops.set_due(self.conn, run_id=run.id, due_at=None, tenant=run.tenant)
+            self.give_up_lease(forget=True)
+            return
+        kept = run.snapshot
+        name, version = str(kept.get("workflow")), kept.get("version")
+        workflows = self.runner.workflows
+        definition = None
+        if workflows is not None and isinstance(version, int):
+            definition = workflows.find(name, version)
+        if definition is None:
+            self.stop(
+                f"this run executes workflow {name!r} version {version}, which this runner "
+                "does not have any more",
+                code="workflow_missing",
+            )
+            return
+        self.definition = definition
+        self.recording = replay.Recording.from_dict(run.state)
+        if not run.state:
+            self.log("started", detail={"workflow": name, "version": version})
+            self.recording.clock = run.started_at.isoformat()
+        w = context.Context(
+            workflow=name,
+            version=definition.version,
+            run_id=run.id,
+            key=run.start_key.split(":", 1)[-1],
+            record_id=run.record_id,
+        )
+        body = definition.body(w, copy.deepcopy(kept.get("start") or {}))
+        try:
+            self._drive(body)
+        finally:
+            body.close()
+
+    # -- driving the body -----------------------------------------------------------------
+
+    def _drive(self, body: Coroutine[Any, Any, Any]) -> None:
+        rec, version = self.recording, self.definition.version
+        index = 0
+        value: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                asked = body.throw(thrown) if thrown is not None else body.send(value)
+            except StopIteration as stop:
+                diverged = replay.ended_early(rec, index, version)
+                if diverged is not None:
+                    return self._fail(_Fail(diverged.sentence, diverged.code), diverged=True)
+                return self._end(stop.value)
+            except errors.StepRefused as refused:
+                return self._fail(
+                    _Fail(f"step {refused.step!r} was refused: {refused}", "step_refused")
+                )
+            except Exception as exc:
+                said = claimed.describe(exc)
+                return self._fail(_Fail(f"the workflow raised {said}", "workflow_failed"))
+            value, thrown = None, None
+            if not isinstance(asked, replay.Ask):
+                return self._fail(
+                    _Fail(
+                        "a workflow may await only its steps (w.run, w.call, w.wait_for, "
+                        f"w.sleep, w.until, w.now); it awaited {type(asked).__name__}",
+                        "workflow_awaited",
+                    )
+                )
+            judged = replay.replay(rec, index, asked, version)
+            if isinstance(judged, replay.Diverged):
+                return self._fail(_Fail(judged.sentence, judged.code), diverged=True)
+            if isinstance(judged, replay.Fresh):
+                outcome = self._do(asked, index, judged.pending)
+                if isinstance(outcome, _Fail):
+                    return self._fail(outcome)
+                if isinstance(outcome, _Wait):
+                    return self._wait(asked, index, outcome)
+                rec.finish(asked, outcome.result, outcome.at, outcome.refused)
+                self._said(asked, index, outcome)
+                if asked.kind == replay.CALL:
+                    # The answer is kept now: a crash from here on never asks for it again.
+                    return self._save(statuses.RunStatus.RUNNING, due=self.now)
+                step = rec.steps[-1]
+            else:
+                step = judged.step
+            try:
+                value = replay.delivered(step, _refusal)
+            except errors.StepRefused as refused:
+                thrown = refused
+            index += 1
+
+    # -- doing one step ---------------------------------------------------------------------
+
+    def _do(
+        self, asked: replay.Ask, index: int, pending: replay.Pending | None
+    ) -> _Done | _Wait | _Fail:
+        since = (
+            pending.since if pending is not None else (self.recording.clock or self.now.isoformat())
+        )
+        if asked.kind == replay.NOW:
+            return _Done(self.now.isoformat(), self.now)
+        if asked.kind in (replay.SLEEP, replay.UNTIL):
+            if pending is not None and pending.until is not None:
+                until = replay.moment(pending.until)
+            elif asked.kind == replay.SLEEP:
+                length = durations.parse_duration(str(asked.options["length"]))
+                until = length.add_to(replay.moment(since), self.runner.config.timezone)
+            else:
+                until = replay.moment(str(asked.options["when"]))
+            if self.now >= until:
+                # A moment already past when the step is reached ends it then, not before.
+                return _Done(None, max(until, replay.moment(since)))
+            return _Wait(
+                replay.Pending(asked.name, asked.kind, None, since, until.isoformat()), until
+            )
+        if asked.kind == replay.WAIT_FOR:
+            return self._wait_for(asked, since)
+        if asked.kind == replay.RUN:
+            return self._run(asked, index, since, pending)
+        return self._call(asked, since, pending)
+
+    def _wait_for(self, asked: replay.Ask, since: str) -> _Done | _Wait | _Fail:
+        run = self.run
+        began = replay.moment(since)
+        timeout = asked.options.get("timeout")
+        deadline = (
+            None
+            if timeout is None
+            else durations.parse_duration(str(timeout)).add_to(began, self.runner.config.timezone)
+        )
+        match = asked.options.get("match")
+        for event in ops.events_after(
+            self.conn,
+            resource=run.resource,
+            record_id=run.record_id,
+            after_id=run.event_floor or 0,
+            names=[str(asked.target)],
+            tenant=run.tenant,
+        ):
+            if deadline is not None and event.at > deadline:
+                break
+            try:
+                matched = True if match is None else bool(match(event.payload))
+            except Exception as exc:
+                return _Fail(
+                    f"step {asked.name!r}: its match raised {claimed.describe(exc)}",
+                    "workflow_failed",
+                )
+            if matched:
+                return _Done(dict(event.payload), max(began, event.at))
+        if deadline is not None and self.now >= deadline:
+            return _Done(None, deadline)
+        until = None if deadline is None else deadline.isoformat()
+        return _Wait(replay.Pending(asked.name, asked.kind, asked.target, since, until), deadline)
+
+    def _run(
+        self, asked: replay.Ask, index: int, since: str, pending: replay.Pending | None
+    ) -> _Done | _Wait | _Fail:
+        runner, run = self.runner, self.run
+        command = str(asked.target)
+        if command not in runner.commands:
+            known = ", ".join(sorted(runner.commands)) or "none"
+            message = f"there is no command {command!r} (commands: {known})"
+            return _Done(None, self.now, {"message": message, "code": "command_unknown"})
+        attempt = (pending.attempt if pending is not None else 0) + 1
+        target = asked.options.get("target")
+        on = run.record_id if target is None else str(target)
+        record = (
+            records.load_record(self.conn, runner.tables, on, run.tenant)
+            if self._keyed(on)
+            else None
+        )
+        context_ = commands.CommandContext(
+            record=record if record is not None else {runner.binding.key: on},
+            inputs=dict(asked.options.get("input") or {}),
+            conn=self.conn,
+            principal=self.definition.run_as or runner.run_as,
+            idempotency_key=f"run-{run.id}/{asked.name}",
+            run_id=run.id,
+            flow_name=self.definition.name,
+            step_title=asked.name,
+            position=index + 1,
+            attempt=attempt,
+            tenant=run.tenant,
+            now=self.now,
+            clock=runner.clock,
+        )
+        result, _ = self.command(command, context_, result_key=asked.name)
+        if result.ok:
+            return _Done(result.answer, self.now)
+        error = dict(result.error or {})
+        message = str(error.get("message") or "no reason given")
+        if result.refused:
+            return _Done(None, self.now, {"message": message, "code": error.get("code")})
+        return self._again(asked, since, attempt, message, runner.config.retry)
+
+    def _keyed(self, record_id: str) -> bool:
+        """Whether ``record_id`` can be a key of the runner's resource (a manual run's
+        key may not be)."""
+        try:
+            self.runner.tables.key_value(record_id)
+        except errors.RecordRejected:
+            return False
+        return True
+
+    def _call(
+        self, asked: replay.Ask, since: str, pending: replay.Pending | None
+    ) -> _Done | _Wait | _Fail:
+        workflows = self.runner.workflows
+        name = str(asked.target)
+        connection = None if workflows is None else workflows.connections.get(name)
+        if connection is None:
+            known = ", ".join(sorted(workflows.connections)) if workflows else ""
+            message = f"there is no connection {name!r} (connections: {known or 'none'})"
+            return _Done(None, self.now, {"message": message, "code": "connection_unknown"})
+        attempt = (pending.attempt if pending is not None else 0) + 1
+        request = asked.options["request"]
+        beat = heartbeat.Heartbeat(
+            self.runner.engine,
+            owner=self.owner,
+            claims=(self.claim, *self.later),
+            ttl=self.lease_ttl,
+            clock=self.runner.clock,
+            point=self.point,
+        )
+        with beat:
+            answer = http_call.attempt(connection, request, key=f"run-{self.run.id}/{asked.name}")
+        if self.run.id in beat.lost:
+            raise errors.LeaseLost(
+                f"the lease of run {self.run.id} was taken over while its call was out"
+            )
+        self.point(f"after-call:{asked.name}")
+        if isinstance(answer, http_call.Answered):
+            return _Done(answer.body, self.now)
+        if isinstance(answer, http_call.Refused):
+            refused = {"message": answer.message, "status": answer.status, "code": "call_refused"}
+            return _Done(None, self.now, refused)
+        policy = asked.options["retry"]
+        return self._again(asked, since, attempt, answer.message, policy)
+
+    def _again(
+        self, asked: replay.Ask, since: str, attempt: int, message: str, policy: Any
+    ) -> _Wait | _Fail:
+        """A failed attempt: tried again after its backoff, or the run fails."""
+        decision = retry.decide(policy, attempt, self.now)
+        if decision.retry_at is None:
+            return _Fail(
+                f"step {asked.name!r} failed after {attempt} attempt"
+                f"{'s' if attempt > 1 else ''}: {message}",
+                "step_failed",
+            )
+        self.log(
+            "retry",
+            title=asked.name,
+            kind=asked.kind,
+            detail={
+                "attempt": attempt,
+                "error": message,
+                "again_at": decision.retry_at.isoformat(),
+            },
+        )
+        again = replay.Pending(
+            asked.name,
+            asked.kind,
+            asked.target,
+            since,
+            decision.retry_at.isoformat(),
+            attempt,
+            message,
+        )
+        return _Wait(again, decision.retry_at)
+
+    # -- saving ---------------------------------------------------------------------------
+
+    def _said(self, asked: replay.Ask, index: int, done: _Done) -> None:
+        """The history line of a finished step."""
+        detail: dict[str, Any] = {"name": asked.name, "target": asked.target}
+        if done.refused is not None:
+            detail["refused"] = done.refused.get("message")
+        elif asked.kind == replay.WAIT_FOR:
+            detail["arrived"] = done.result is not None
+        elif asked.kind == replay.CALL:
+            request = asked.options["request"]
+            detail["request"] = f"{request['method']} {request['path']}"
+        if asked.kind in (replay.SLEEP, replay.UNTIL, replay.NOW, replay.WAIT_FOR):
+            detail["at"] = done.at.isoformat()
+        self.log(
+            "workflow_step",
+            title=asked.name,
+            kind=asked.kind,
+            position=index + 1,
+            detail=detail,
+            due_at=done.at,
+        )
+
+    def _wait(self, asked: replay.Ask, index: int, waiting: _Wait) -> None:
+        rec = self.recording
+        first = rec.pending is None or rec.pending.name != asked.name
+        rec.pending = waiting.pending
+        if first and asked.kind in (replay.SLEEP, replay.UNTIL, replay.WAIT_FOR):
+            self.log(
+                "workflow_waiting",
+                title=asked.name,
+                kind=asked.kind,
+                position=index + 1,
+                detail={"name": asked.name, "target": asked.target, "until": waiting.pending.until},
+            )
+        self._save(statuses.RunStatus.WAITING, due=waiting.due)
+
+    def _end(self, result: Any) -> None:
+        try:
+            kept = _plain_result(result)
+        except ValueError as exc:
+            return self._fail(
+                _Fail(f"the workflow returned what cannot be kept: {exc}", "workflow_failed")
+            )
+        self.recording.result = kept
+        self.recording.pending = None
+        self.log("ended", detail={"status": "done", "reason": None})
+        self._save(statuses.RunStatus.DONE, due=None)
+
+    def _fail(self, failed: _Fail, *, diverged: bool = False) -> None:
+        reason = f"diverged: {failed.reason}" if diverged else failed.reason
+        if diverged:
+            self.log("diverged", detail={"message": failed.reason})
+        else:
+            self.log("failed", detail={"message": failed.reason})
+        self._save(
+            FAILED,
+            due=None,
+            error=sanitize.error_envelope(failed.code, failed.reason),
+            reason=reason,
+        )
+
+    def _save(
+        self,
+        status: statuses.RunStatus,
+        *,
+        due: datetime | None,
+        error: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.save(
+            state=self.recording.to_dict(), status=status, due_at=due, error=error, reason=reason
+        )
+
+    def failure(self) -> str | None:
+        if self.failed is None:
+            return None
+        run = self.run
+        return (
+            f"run {run.id} of workflow {run.flow_name!r} on {self.runner.binding.resource} "
+            f"{run.record_id} failed: {self.failed}"
+        )
+
+
+def _refusal(step: replay.Recorded) -> errors.StepRefused:
+    refused = step.refused or {}
+    status = refused.get("status")
+    return errors.StepRefused(
+        str(refused.get("message") or "refused"),
+        step=step.name,
+        status=int(status) if isinstance(status, int) else None,
+    )
+
+
+def _plain_result(result: Any) -> Any:
+    from flowrunner.foundations import payloads
+
+    try:
+        return payloads.plain({"result": result})["result"]
+    except payloads.NotPlain as exc:
+        raise ValueError(str(exc)) from None
+
+
+def program(
+    worker: Any,
+    conn: sa.Connection,
+    claim: ops.Claim,
+    now: datetime,
+    later: Sequence[ops.Claim],
+    run: ops.RunRow,
+) -> claimed.Stepping:
+    """The step of a claimed run of a code workflow (registered as ``"workflow"``)."""
+    return WorkflowStep(worker, conn, claim, now, later, run)
+
+
+PROGRAM = starts.PROGRAM

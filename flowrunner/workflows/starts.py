@@ -1,0 +1,230 @@
+"""Starting runs of code workflows: on an event, in its transaction, or by hand.
+
+A start inserts a run row like a flow's — on the runner's resource, due now — whose
+snapshot names the program ``workflow``, the workflow, the version it is pinned to and
+its start (the event's payload, or the manual input). ``flow_id`` is
+``workflow:<name>`` and ``start_key`` the start's key, so the store's guard starts one
+run per key, whatever version is deployed: a re-sent event starts nothing new. The
+run's event floor is read as it is inserted, so its ``wait_for`` steps count the
+record's events from then on (not the event that started it, nor any before).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from flowrunner import binding, errors
+from flowrunner.foundations import payloads
+from flowrunner.store import dialects, records
+from flowrunner.store import operations as ops
+from flowrunner.workflows import definitions
+
+if TYPE_CHECKING:
+    from flowrunner.runner import FlowRunner
+
+PROGRAM = "workflow"
+# The longest start key kept (the store's column holds it with room to spare).
+KEY_LENGTH = 200
+
+
+def flow_id(name: str) -> str:
+    """The ``flow_id`` of a workflow's runs: ``workflow:late_fees``."""
+    return f"{PROGRAM}:{name}"
+
+
+def snapshot(definition: definitions.Definition, start: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run of ``definition`` keeps: the program, the workflow, its pinned version,
+    its principal and its start."""
+    return {
+        "program": PROGRAM,
+        "workflow": definition.name,
+        "version": definition.version,
+        "run_as": definition.run_as,
+        "start": dict(start),
+    }
+
+
+def insert(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    definition: definitions.Definition,
+    start: Mapping[str, Any],
+    *,
+    record_id: str,
+    tenant: object,
+    start_key: str,
+    started_by: str,
+    now: datetime,
+) -> int | None:
+    """Insert a run of ``definition``, due now; None when ``start_key`` started one."""
+    kept = snapshot(definition, start)
+    digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:32]
+    return ops.insert_run(
+        conn,
+        tenant=tenant,
+        resource=runner.binding.resource,
+        record_id=record_id,
+        flow_id=flow_id(definition.name),
+        flow_name=definition.name,
+        start_key=start_key,
+        snapshot=kept,
+        digest=digest,
+        state={},
+        now=now,
+        started_by=started_by,
+        due_at=now,
+    )
+
+
+def start_on_event(
+    runner: FlowRunner,
+    conn: sa.Connection,
+    workflows: definitions.Workflows,
+    event: str,
+    payload: Mapping[str, Any],
+    *,
+    record_id: str,
+    tenant: object,
+    now: datetime,
+) -> list[int]:
+    """Start each workflow ``event`` starts, once per its key; the new runs' ids.
+
+    In the transaction (and savepoint) of ``runner.emit``: a key that cannot be read
+    refuses the event with ``EventRejected``, and nothing of it is kept.
+    """
+    started = []
+    for definition in workflows.started_by(event):
+        assert isinstance(definition.start, definitions.OnEvent)
+        key = record_id if definition.start.key is None else _key(definition, event, payload)
+        if key is None:
+            continue  # the key said: this event starts no run of this workflow
+        run_id = insert(
+            runner,
+            conn,
+            definition,
+            payload,
+            record_id=record_id,
+            tenant=tenant,
+            start_key=f"event:{key}",
+            started_by=definition.run_as or runner.run_as,
+            now=now,
+        )
+        if run_id is not None:
+            started.append(run_id)
+    return started
+
+
+def _key(definition: definitions.Definition, event: str, payload: Mapping[str, Any]) -> str | None:
+    assert isinstance(definition.start, definitions.OnEvent) and definition.start.key is not None
+    try:
+        key = definition.start.key(payload)
+    except Exception as exc:
+        raise errors.EventRejected(
+            f"event {event!r}: workflow {definition.name!r} could not read its key "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    if key is None:
+        return None
+    if isinstance(key, bool) or not isinstance(key, str | int):
+        raise errors.EventRejected(
+            f"event {event!r}: workflow {definition.name!r}'s key is {payloads.quote(key)}; "
+            "a key is a text or a whole number"
+        )
+    text = str(key)
+    if not text.strip() or len(text) > KEY_LENGTH:
+        raise errors.EventRejected(
+            f"event {event!r}: workflow {definition.name!r}'s key must be a text of 1 to "
+            f"{KEY_LENGTH} characters"
+        )
+    return text
+
+
+def start_manual(
+    runner: FlowRunner,
+    workflows: definitions.Workflows,
+    name: str,
+    start: Mapping[str, Any] | None,
+    *,
+    operator: str,
+    record: binding.RecordId | None = None,
+    key: str | None = None,
+    tenant: binding.Tenant = None,
+) -> int:
+    """An operator (or the application) starts workflow ``name`` with ``start``; its run.
+
+    ``record`` is the record the run is on (its ``wait_for`` steps count that record's
+    events); without one the run is on its ``key``. ``key`` makes the start once: a
+    second start with the same key is refused. Journaled with the operator's name.
+    """
+    definition = workflows.latest(name) if isinstance(name, str) else None
+    if definition is None:
+        known = ", ".join(workflows.names()) or "none"
+        raise errors.OperatorError(
+            f"there is no workflow {payloads.quote(name)} (workflows: {known})",
+            status_code=404,
+            code="workflow_unknown",
+        )
+    if not isinstance(definition.start, definitions.Manual):
+        raise errors.OperatorError(
+            f"workflow {name!r} starts on event {definition.start.event!r}; "
+            "only a manual workflow is started by hand"
+        )
+    who = (operator or "").strip()
+    if not who:
+        raise errors.OperatorError(
+            "name the operator: every start is journaled with who did it", code="operator_missing"
+        )
+    try:
+        given = payloads.plain(start or {})
+    except payloads.NotPlain as exc:
+        raise errors.OperatorError(f"workflow {name!r}'s start: {exc}") from None
+    owner = runner._need_tenant(tenant)
+    now = runner.clock()
+    with dialects.begin(runner.engine) as conn:
+        if record is not None:
+            record_id = runner._operator_key(record)
+            if records.load_record(conn, runner.tables, record_id, owner) is None:
+                raise errors.OperatorError(
+                    f"there is no {runner.binding.resource} {payloads.quote(record)}",
+                    status_code=404,
+                    code="record_unknown",
+                )
+        start_key = f"manual:{key}" if key is not None else f"manual:{uuid.uuid4().hex}"
+        if key is not None and (not str(key).strip() or len(str(key)) > KEY_LENGTH):
+            raise errors.OperatorError(f"a start's key is a text of 1 to {KEY_LENGTH} characters")
+        on = record_id if record is not None else str(key or start_key)
+        run_id = insert(
+            runner,
+            conn,
+            definition,
+            given,
+            record_id=on,
+            tenant=owner,
+            start_key=start_key,
+            started_by=who,
+            now=now,
+        )
+        if run_id is None:
+            raise errors.OperatorError(
+                f"workflow {name!r} was started with key {payloads.quote(key)} already",
+                code="workflow_started",
+            )
+        ops.journal(
+            conn,
+            operator=who,
+            action="start",
+            at=now,
+            tenant=owner,
+            run_id=run_id,
+            resource=runner.binding.resource,
+            record_id=on,
+            detail={"workflow": name, "version": definition.version},
+        )
+    return run_id
