@@ -77,7 +77,7 @@ MOVED: dict[str, str] = {
     "operations_room": "engine.operations_room",
     "drawing": "engine.drawings",
     "async_apps": "engine.async_engines",
-    "app": "engine.app_loader",
+    "app": "cli.app_loader",
     "demo": "cli.demo",
 }
 

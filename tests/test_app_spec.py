@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flowrunner import errors
-from flowrunner.engine import app_loader
+from flowrunner.cli import app_loader
 
 
 @pytest.fixture

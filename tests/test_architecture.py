@@ -219,7 +219,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.timers",
             "flowrunner.runner",
             "flowrunner.testing",
-            "flowrunner.engine.app_loader",
+            "flowrunner.cli.app_loader",
             "flowrunner.engine.heartbeat",
             "flowrunner.engine.async_engines",
             "flowrunner.engine.drawings",

@@ -19,8 +19,7 @@ from click.testing import CliRunner
 from running import MARK_AND_TELL, mount, ticket
 
 from fixtures.tickets import app as tickets
-from flowrunner.cli import cli
-from flowrunner.engine import app_loader
+from flowrunner.cli import app_loader, cli
 from flowrunner.flows import files
 from flowrunner.store import engine_tables
 

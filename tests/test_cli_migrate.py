@@ -101,7 +101,7 @@ def test_up_through_the_applications_runner(
 ) -> None:
     """The app's runner refuses to serve before `migrate up`, yet `migrate up` can load it."""
     from flowrunner import errors
-    from flowrunner.engine import app_loader
+    from flowrunner.cli import app_loader
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     spec = "fixtures.purchase_orders.app:runner"

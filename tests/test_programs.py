@@ -9,13 +9,12 @@ worker. Run on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-
 import sqlalchemy as sa
 from running import MARK_AND_TELL, mount
 
+from flowrunner import Waiting
 from flowrunner.engine import claimed, commands
+from flowrunner.engine.mounted import Claimed, Mounted, Stepping
 from flowrunner.foundations import statuses
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -52,14 +51,14 @@ class _Count(claimed.ClaimedStep):
             record={},
             inputs={"count": count},
             conn=self.conn,
-            principal=self.runner.run_as,
+            principal=self.mounted.run_as,
             idempotency_key=f"run-{self.run.id}/count-{count}",
             run_id=self.run.id,
             flow_name=self.run.flow_name,
             step_title=f"count {count}",
             position=count,
             now=self.now,
-            clock=self.runner.clock,
+            clock=self.mounted.clock,
         )
         result, _ = self.command("look", context, result_key=f"count-{count}")
         assert result.ok
@@ -72,15 +71,18 @@ class _Count(claimed.ClaimedStep):
         )
 
 
-def _count(
-    worker: object,
-    conn: sa.Connection,
-    claim: ops.Claim,
-    now: datetime,
-    later: Sequence[ops.Claim],
-    run: ops.RunRow,
-) -> claimed.Stepping:
-    return _Count(worker, conn, claim, now, later, run)  # type: ignore[arg-type]
+class _Counter:
+    """A program of the test's own: it implements the ``Program`` protocol and nothing in
+    the worker, the operators' actions or the console knows its name."""
+
+    def step(self, claimed: Claimed) -> Stepping:
+        return _Count(claimed)
+
+    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
+        return ()
+
+
+_count = _Counter()
 
 
 def test_a_registered_program_is_claimed_and_advanced_by_the_worker(any_engine: sa.Engine) -> None:

@@ -221,4 +221,4 @@ def test_each_tenant_starts_its_own_flows_however_many_tenants_take_turns(
     for n, tenant in enumerate(["acme", "globex", "initech", "acme", "initech", "globex"]):
         driver.create(desk_record(n, tenant))
         assert stored(driver, n, tenant=tenant)["status"] == f"seen by {tenant}"
-        assert len(driver.runner._startable) <= 2
+        assert len(driver.runner.mounted.startable) <= 2

@@ -20,10 +20,10 @@ from flowrunner.store import engine_tables
 
 TICKETS = app("tickets")
 
-# What a worker may hold between steps: its runner, its lease owner, its settings,
+# What a worker may hold between steps: its runner's context, its lease owner, its settings,
 # its counts, its hook and how many of the runner's preparations it made (a job at
 # times' run made before its first claim). Nothing read or gathered for one run.
-LONG_LIVED = {"runner", "owner", "lease_ttl", "batch", "claim", "stats", "_point", "_prepared"}
+LONG_LIVED = {"mounted", "owner", "lease_ttl", "batch", "claim", "stats", "_point", "_prepared"}
 
 
 def test_a_batch_leaves_nothing_of_its_runs_on_the_worker(any_engine: sa.Engine) -> None:

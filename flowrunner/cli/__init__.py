@@ -9,7 +9,7 @@ bug: an unexpected error, also one line (``FLOWRUNNER_TRACEBACK=1`` shows where)
 
 Every command that prints data takes ``--json``: one JSON document on standard output
 (``echo_json``), whatever else goes to standard error. ``--database`` is the database a
-command acts on, or it is refused (``flowrunner.engine.app_loader.load_app``): never another one.
+command acts on, or it is refused (``flowrunner.cli.app_loader.load_app``): never another one.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -
     factory that fails) is the app's, not flowrunner's: it is named in one line.
     """
     from flowrunner import errors
-    from flowrunner.engine import app_loader
+    from flowrunner.cli import app_loader
 
     try:
         return app_loader.load_app(spec, database_url=database, check_schema=check_schema)

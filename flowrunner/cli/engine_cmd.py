@@ -20,7 +20,7 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner import errors
-from flowrunner.engine import app_loader as app_mod
+from flowrunner.cli import app_loader as app_mod
 from flowrunner.foundations import durations, logs
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import click
 import sqlalchemy as sa
 
 from flowrunner import cli as cli_mod
-from flowrunner.engine import app_loader as app_mod
+from flowrunner.cli import app_loader as app_mod
 from flowrunner.store import migrate as migrate_mod
 
 F = TypeVar("F", bound=Callable[..., Any])

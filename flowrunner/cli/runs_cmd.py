@@ -177,7 +177,7 @@ def show(
     tz = runner.config.timezone
     if as_json:
         shown = run_document(run, tz)
-        shown["stuck"] = operations_room.is_stuck(runner, run)
+        shown["stuck"] = operations_room.is_stuck(runner.mounted, run)
         cli_mod.echo_json(
             {
                 "run": shown,
@@ -199,7 +199,7 @@ def show(
         )
         return
     resource = runner.binding.resource
-    stuck = operations_room.is_stuck(runner, run)
+    stuck = operations_room.is_stuck(runner.mounted, run)
     status = f"{run.status}, stuck: no worker has taken its work" if stuck else str(run.status)
     click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {status}")
     started = f"{flows.when(run.started_at, tz)}"

@@ -33,7 +33,7 @@ from flowrunner.store import operations as ops
 from flowrunner.workflows import actions as workflow_steering
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 
 class Action(enum.StrEnum):
@@ -98,7 +98,7 @@ class Outcome:
 
 
 def cancel(
-    runner: FlowRunner,
+    mounted: Mounted,
     run_id: int,
     *,
     operator: str,
@@ -113,7 +113,7 @@ def cancel(
     due at once: the interpreter ends the run there and the kinds' cancel commands run
     in the worker's transaction, under the run's lease, so each runs once.
     """
-    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+    with _acting_on(mounted, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.FINAL:
             raise _refused(f"run {run_id} has already ended ({run.status})", "run_ended")
         if run.restarted_as is not None:
@@ -128,7 +128,7 @@ def cancel(
             kept: dict[str, Any] = dict(run.state)
         else:
             current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-            if runner.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
+            if mounted.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
                 current.cancel_requested = why  # the worker ends it, telling the steps
                 due = now
             else:
@@ -153,7 +153,7 @@ def cancel(
 
 
 def retry(
-    runner: FlowRunner,
+    mounted: Mounted,
     run_id: int,
     *,
     operator: str,
@@ -162,7 +162,7 @@ def retry(
     dry_run: bool = False,
 ) -> None:
     """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
-    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+    with _acting_on(mounted, run_id, tenant, dry_run) as (conn, run, now):
         if run.status != statuses.RunStatus.FAILED:
             raise _refused(f"run {run_id} has not failed ({run.status})", "run_not_failed")
         if run.restarted_as is not None:
@@ -182,7 +182,7 @@ def retry(
             )
             status = statuses.RunStatus.RUNNING
         else:
-            new_state, status = _retried_flow(runner, run, now)
+            new_state, status = _retried_flow(mounted, run, now)
         _go_on(conn, run, now, new_state, status)
         said = {"by": operator, **_given(reason)}
         ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
@@ -190,7 +190,7 @@ def retry(
 
 
 def _retried_flow(
-    runner: FlowRunner, run: ops.RunRow, now: datetime
+    mounted: Mounted, run: ops.RunRow, now: datetime
 ) -> tuple[Mapping[str, object], statuses.RunStatus]:
     """A failed flow run's state and status once its failed step is to run again."""
     snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
@@ -198,11 +198,11 @@ def _retried_flow(
     if saved is None or saved.status != statuses.RunStatus.FAILED:
         # It failed before its first step, or outside its steps (a row that broke
         # after it started, an engine error): it goes on from its saved state.
-        problem = runner.check_snapshot(snap)
+        problem = mounted.check_snapshot(snap)
         if problem:
             raise _refused(f"run {run.id} cannot be retried: {problem}", "flow_broken")
         return run.state or {}, saved.status if saved is not None else statuses.RunStatus.RUNNING
-    step = interpret.retry_failed(snap, saved, now, runner.config)
+    step = interpret.retry_failed(snap, saved, now, mounted.config)
     return step.state.to_dict(), step.state.status
 
 
@@ -228,7 +228,7 @@ def _go_on(
 
 
 def redrive(
-    runner: FlowRunner,
+    mounted: Mounted,
     run_id: int,
     *,
     operator: str,
@@ -238,7 +238,7 @@ def redrive(
 ) -> None:
     """Make a stuck run due now and free its lease; journaled (with ``reason``, when given)
     and said in the run's history ("olga redrove the run: worker host lost")."""
-    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+    with _acting_on(mounted, run_id, tenant, dry_run) as (conn, run, now):
         if run.status in statuses.ENDED:
             raise _refused(f"run {run_id} has ended ({run.status})", "run_ended")
         ops.expire_lease(conn, name=ops.run_lease(run_id), now=now)
@@ -249,7 +249,7 @@ def redrive(
 
 
 def restart(
-    runner: FlowRunner,
+    mounted: Mounted,
     run_id: int,
     *,
     operator: str,
@@ -266,7 +266,7 @@ def restart(
     restarted already, a flow deleted, inactive or broken, and a record deleted. (With
     ``dry_run`` the id is of a run that was rolled back with the rest.)
     """
-    with _acting_on(runner, run_id, tenant, dry_run) as (conn, run, now):
+    with _acting_on(mounted, run_id, tenant, dry_run) as (conn, run, now):
         if run.restarted_as is not None:
             raise _refused(
                 f"run {run_id} was already restarted as run {run.restarted_as}", "run_restarted"
@@ -283,7 +283,7 @@ def restart(
                 f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
             )
         if program == workflow_steering.PROGRAM:
-            new_id = workflow_steering.restart(runner, conn, run, operator, now)
+            new_id = workflow_steering.restart(mounted, conn, run, operator, now)
             if new_id is None:
                 raise _refused(
                     f"{cannot}: its workflow {run.flow_name!r} is not defined any more",
@@ -308,26 +308,26 @@ def restart(
             return new_id
         # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
         flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
-        flow = flow_rows.flow_by_id(conn, runner.tables, flow_id)
+        flow = flow_rows.flow_by_id(conn, mounted.tables, flow_id)
         if flow is None:
             raise _refused(f"{cannot}: its flow {run.flow_name!r} was deleted", "flow_deleted")
         name = str(flow.get("name") or run.flow_name)
         if flow.get("active") is not None and not flow["active"]:
             raise _refused(f"{cannot}: flow {name!r} is not active", "flow_inactive")
-        record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+        record = records.load_record(conn, mounted.tables, run.record_id, run.tenant)
         if record is None:
             raise _refused(
-                f"{cannot}: {runner.binding.resource} {run.record_id} no longer exists",
+                f"{cannot}: {mounted.binding.resource} {run.record_id} no longer exists",
                 "record_deleted",
             )
-        steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
-        problem = runner.check_snapshot(
+        steps = flow_rows.steps_of_flow(conn, mounted.tables, flow["id"])
+        problem = mounted.check_snapshot(
             snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
         )
         if problem is not None:
             raise _refused(f"{cannot}: {problem}", "flow_broken")
         new_id = starts.start_run(
-            runner, conn, flow, record, f"restart:{run.id}", operator, now, steps
+            mounted, conn, flow, record, f"restart:{run.id}", operator, now, steps
         )
         # None: another operator's restart committed first; False: the run changed since
         # it was read (retried, say). Either way nothing of this restart is kept.
@@ -347,15 +347,15 @@ def restart(
 
 @contextlib.contextmanager
 def _acting_on(
-    runner: FlowRunner, run_id: int, tenant: binding.Tenant, dry_run: bool = False
+    mounted: Mounted, run_id: int, tenant: binding.Tenant, dry_run: bool = False
 ) -> Iterator[tuple[sa.Connection, ops.RunRow, datetime]]:
     """The operator's transaction, the run it acts on (``run_for_operator``) and the time.
 
     With ``dry_run`` the transaction is rolled back once the action went through.
     """
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
-        yield conn, run_for_operator(runner, conn, run_id, tenant), now
+    now = mounted.clock()
+    with dialects.begin(mounted.engine) as conn:
+        yield conn, run_for_operator(mounted, conn, run_id, tenant), now
         if dry_run:
             conn.rollback()
 
@@ -371,7 +371,7 @@ def _given(reason: str) -> dict[str, object]:
 
 
 def run_for_operator(
-    runner: FlowRunner, conn: sa.Connection, run_id: int, tenant: binding.Tenant
+    mounted: Mounted, conn: sa.Connection, run_id: int, tenant: binding.Tenant
 ) -> ops.RunRow:
     """The run, if it is on this runner's resource and of the tenant; else OperatorError."""
     tenant = None if tenant is None else str(tenant)
@@ -381,8 +381,8 @@ def run_for_operator(
         run = None
     if (
         run is None
-        or run.resource != runner.binding.resource
-        or (runner.binding.tenant and run.tenant != tenant)
+        or run.resource != mounted.binding.resource
+        or (mounted.binding.tenant and run.tenant != tenant)
     ):
         raise errors.OperatorError(f"there is no run {run_id}", status_code=404, code="run_unknown")
     return run
@@ -425,13 +425,13 @@ def action_of(action: str | Action) -> Action:
 
 
 def act(
-    runner: FlowRunner,
+    mounted: Mounted,
     action: str | Action,
     run_ids: Iterable[object],
     *,
     operator: str,
     reason: str = "",
-    tenant: object = None,
+    tenant: binding.Tenant = None,
     dry_run: bool = False,
 ) -> list[Outcome]:
     """Do ``action`` to each run, each in its own transaction; one ``Outcome`` per run, in
@@ -450,17 +450,17 @@ def act(
             "name the operator: every action is journaled with who did it",
             code="operator_missing",
         )
-    owner = runner._need_tenant(tenant)
+    owner = mounted.need_tenant(tenant)
     ids: list[int] = []
     for given in run_ids:
-        run_id = runner._run_id(given)
+        run_id = mounted.run_id(given)
         if run_id not in ids:
             ids.append(run_id)
-    return [_act_on(runner, chosen, run_id, who, reason, owner, dry_run) for run_id in ids]
+    return [_act_on(mounted, chosen, run_id, who, reason, owner, dry_run) for run_id in ids]
 
 
 def _act_on(
-    runner: FlowRunner,
+    mounted: Mounted,
     action: Action,
     run_id: int,
     operator: str,
@@ -469,7 +469,7 @@ def _act_on(
     dry_run: bool,
 ) -> Outcome:
     try:
-        new = _do(runner, action, run_id, operator, reason, tenant, dry_run)
+        new = _do(mounted, action, run_id, operator, reason, tenant, dry_run)
     except errors.OperatorError as exc:
         return Outcome(run_id, action, False, str(exc), exc.code, dry_run=dry_run)
     except errors.LeaseLost:
@@ -486,7 +486,7 @@ def _act_on(
 
 
 def _do(
-    runner: FlowRunner,
+    mounted: Mounted,
     action: Action,
     run_id: int,
     operator: str,
@@ -501,13 +501,13 @@ def _do(
         "dry_run": dry_run,
     }
     if action == Action.CANCEL:
-        cancel(runner, run_id, **args)
+        cancel(mounted, run_id, **args)
     elif action == Action.RETRY:
-        retry(runner, run_id, **args)
+        retry(mounted, run_id, **args)
     elif action == Action.REDRIVE:
-        redrive(runner, run_id, **args)
+        redrive(mounted, run_id, **args)
     else:
-        return restart(runner, run_id, **args)
+        return restart(mounted, run_id, **args)
     return None
 
 

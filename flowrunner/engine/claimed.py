@@ -21,9 +21,9 @@ for that run, asked to ``advance()``, dropped after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -35,8 +35,7 @@ from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
-    from flowrunner.engine.worker import Worker
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Claimed, Mounted
 
 log = logs.logger("flowrunner.engine.worker")
 
@@ -57,22 +56,6 @@ def program_of(stored: Mapping[str, Any] | None) -> str:
     return name if isinstance(name, str) and name else FLOW
 
 
-class Stepping(Protocol):
-    """One claimed run's step, as the worker drives it."""
-
-    def advance(self) -> object:
-        """Advance the run in the step's transaction and save it."""
-
-    def failure(self) -> str | None:
-        """The sentence to log when this step failed the run, or None."""
-
-
-# Makes a program's step for a claimed run; registered in ``FlowRunner.programs``.
-Program = Callable[
-    ["Worker", sa.Connection, ops.Claim, datetime, Sequence[ops.Claim], ops.RunRow], Stepping
-]
-
-
 class ClaimedStep:
     """One claimed run's step in ``conn``'s transaction: made for the run, then dropped.
 
@@ -81,24 +64,16 @@ class ClaimedStep:
     answered. A program's step subclasses it and implements ``advance``.
     """
 
-    def __init__(
-        self,
-        worker: Worker,
-        conn: sa.Connection,
-        claim: ops.Claim,
-        now: datetime,
-        later: Sequence[ops.Claim],
-        run: ops.RunRow,
-    ) -> None:
-        self.runner: FlowRunner = worker.runner
-        self.owner = worker.owner
-        self.lease_ttl = worker.lease_ttl
-        self.point = worker._point
-        self.conn = conn
-        self.claim = claim
-        self.later = tuple(later)
-        self.now = now
-        self.run = run
+    def __init__(self, claimed: Claimed) -> None:
+        self.mounted: Mounted = claimed.mounted
+        self.owner = claimed.owner
+        self.lease_ttl = claimed.lease_ttl
+        self.point = claimed.point
+        self.conn = claimed.conn
+        self.claim = claimed.claim
+        self.later = tuple(claimed.later)
+        self.now = claimed.now
+        self.run = claimed.run
         self.lines: list[ops.LogLine] = []
         self.completed: list[ops.Completed] = []
         # Why the run failed at this step, when it did: logged once the step is saved.
@@ -110,7 +85,7 @@ class ClaimedStep:
             return None
         run = self.run
         return (
-            f"run {run.id} of {run.flow_name!r} on {self.runner.binding.resource} "
+            f"run {run.id} of {run.flow_name!r} on {self.mounted.binding.resource} "
             f"{run.record_id} failed: {self.failed}"
         )
 
@@ -220,7 +195,7 @@ class ClaimedStep:
 
     def deadline(self, timeout: timedelta | None) -> datetime | None:
         """When an attempt that starts now must have ended, under ``timeout``."""
-        return None if timeout is None else self.runner.clock() + timeout
+        return None if timeout is None else self.mounted.clock() + timeout
 
     def command(
         self,
@@ -248,14 +223,14 @@ class ClaimedStep:
         (``CommandRefused``, or an answer that cannot be kept) is final; any other
         exception is a failed attempt the caller may retry.
         """
-        runner, conn, run = self.runner, self.conn, self.run
+        mounted, conn, run = self.mounted, self.conn, self.run
         deadline = context.deadline
         beat = heartbeat.Heartbeat(
-            runner.engine,
+            mounted.engine,
             owner=self.owner,
             claims=(self.claim, *self.later),
             ttl=self.lease_ttl,
-            clock=runner.clock,
+            clock=mounted.clock,
             until=deadline,
             point=self.point,
         )
@@ -269,8 +244,8 @@ class ClaimedStep:
         wrote = True
         try:
             with beat, dialects.statement_time_limited(conn, timeout):
-                runner.authorize_command(command, context.principal)
-                function = runner.commands[command]
+                mounted.authorize_command(command, context.principal)
+                function = mounted.commands[command]
                 mark = dialects.write_mark(conn)
                 answer = function(context)
                 wrote = savepoint.opened and dialects.wrote_since(conn, mark)
@@ -319,7 +294,7 @@ class ClaimedStep:
                 f"the lease of run {run.id} was taken over while its command ran; "
                 "another worker does the step"
             )
-        if deadline is not None and timeout is not None and runner.clock() > deadline:
+        if deadline is not None and timeout is not None and mounted.clock() > deadline:
             # Whatever it said, it said it too late: another attempt may already be due.
             failed = happened.CommandResult(
                 key=result_key,
@@ -338,6 +313,26 @@ class ClaimedStep:
             ops.Completed(context.idempotency_key, run.tenant, dict(answer or {}))
         )
         return happened.CommandResult(key=result_key, ok=True, answer=dict(answer or {})), wrote
+
+
+class Unknown(ClaimedStep):
+    """The step of a run whose program this runner does not serve: it fails with a
+    sentence naming the program (the code that defined it was removed or not mounted)."""
+
+    def __init__(self, claimed: Claimed, name: str) -> None:
+        super().__init__(claimed)
+        self.name = name
+
+    def advance(self) -> None:
+        if self.run.status in statuses.ENDED:
+            ops.set_due(self.conn, run_id=self.run.id, due_at=None, tenant=self.run.tenant)
+            self.give_up_lease(forget=True)
+            return
+        self.stop(
+            f"this run executes a {self.name} {self.run.flow_name!r}, which this runner "
+            f"does not have any more",
+            code="program_missing",
+        )
 
 
 class _OnFirstWrite:

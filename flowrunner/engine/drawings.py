@@ -20,11 +20,11 @@ from flowrunner.store import operations as ops
 from flowrunner.workflows import program as advancing
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 
 def diagram(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     flow: Any,
     *,
@@ -39,14 +39,14 @@ def diagram(
     ``OperatorError`` (404) when there is no such flow, no such run of this runner's
     resource (and tenant), the run is another flow's, or another program's (a timer).
     """
-    config = runner.config
+    config = mounted.config
     if run is None:
-        found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
+        found = flow_rows.flow_by_name_or_id(conn, mounted.tables, flow, tenant)
         if found is None:
-            raise _no_flow(runner, conn, flow, tenant)
-        snap = starts.stored_snapshot(conn, runner.tables, found["id"])
+            raise _no_flow(mounted, conn, flow, tenant)
+        snap = starts.stored_snapshot(conn, mounted.tables, found["id"])
         return diagrams.flow_diagram(snap, config=config, can_read=can_read)
-    row = actions.run_for_operator(runner, conn, run, tenant)
+    row = actions.run_for_operator(mounted, conn, run, tenant)
     program = claimed.program_of(row.snapshot)
     if program not in (claimed.FLOW, advancing.PROGRAM):
         raise errors.OperatorError(
@@ -93,12 +93,12 @@ def _is_flow_of(row: ops.RunRow, flow: Any) -> bool:
 
 
 def _no_flow(
-    runner: FlowRunner, conn: sa.Connection, flow: Any, tenant: binding.Tenant
+    mounted: Mounted, conn: sa.Connection, flow: Any, tenant: binding.Tenant
 ) -> errors.OperatorError:
-    column = runner.tables.tenant
+    column = mounted.tables.tenant
     names = [
         str(row["name"])
-        for row in flow_rows.all_flows(conn, runner.tables)
+        for row in flow_rows.all_flows(conn, mounted.tables)
         if column is None or str(row.get(column)) == str(tenant)
     ]
     hint = spelling.did_you_mean(str(flow), names)

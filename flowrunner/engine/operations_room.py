@@ -14,12 +14,13 @@ its reason where it does not apply — is ``flowrunner.engine.actions.act``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from flowrunner import binding, errors
-from flowrunner.engine import actions
+from flowrunner.engine import actions, claimed
 from flowrunner.flows import spelling
 from flowrunner.foundations import durations, statuses
 from flowrunner.history import flows
@@ -27,7 +28,7 @@ from flowrunner.store import flow_rows, listing
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 STATUSES: tuple[str, ...] = (*(str(status) for status in statuses.RunStatus), listing.STUCK)
 """The words a status filter takes: the run statuses, and ``stuck``."""
@@ -47,7 +48,7 @@ Age = str | durations.Duration | timedelta | None
 
 
 def run_filter(
-    runner: FlowRunner,
+    mounted: Mounted,
     *,
     tenant: object,
     status: str | Iterable[str] | None = None,
@@ -76,8 +77,8 @@ def run_filter(
         _blank(stuck_after),
     )
     problems: list[errors.FieldError] = []
-    now = runner.clock()
-    tz = runner.config.timezone
+    now = mounted.clock()
+    tz = mounted.config.timezone
 
     def check(name: str, read: Any, *args: Any) -> Any:
         try:
@@ -87,7 +88,7 @@ def run_filter(
             return None
 
     wanted = check("status", _statuses, status) or ()
-    record_id = None if record is None else check("record", _record, runner, record)
+    record_id = None if record is None else check("record", _record, mounted, record)
     after = check("started_after", _moment, started_after, tz)
     before = check("started_before", _moment, started_before, tz)
     old = check("older_than", _back, older_than, now, tz)
@@ -96,7 +97,7 @@ def run_filter(
     flow_ids: tuple[str, ...] = ()
     flow_name = None
     if flow is not None:
-        found = check("flow", _flow, runner, flow, tenant)
+        found = check("flow", _flow, mounted, flow, tenant)
         if found is not None:
             flow_ids, flow_name = found
     if problems:
@@ -151,9 +152,9 @@ def _statuses(given: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _record(runner: FlowRunner, record: object) -> str:
+def _record(mounted: Mounted, record: object) -> str:
     try:
-        return str(runner.tables.key_value(record))
+        return str(mounted.tables.key_value(record))
     except errors.RecordRejected as exc:
         raise _Unusable(str(exc), "record_invalid") from None
 
@@ -199,20 +200,20 @@ def _stuck(given: Age | listing.Stuck, now: datetime, tz: Any) -> listing.Stuck 
     return listing.Stuck(due_missed=after, lease_expired=after)
 
 
-def _flow(runner: FlowRunner, flow: object, tenant: object) -> tuple[tuple[str, ...], str]:
+def _flow(mounted: Mounted, flow: object, tenant: object) -> tuple[tuple[str, ...], str]:
     """The ids of the flow an operator names (by name in any case, or id) and the name to
     find runs of flows since renamed or deleted by."""
     text = str(flow).strip()
-    with runner.engine.connect() as conn:
-        found = flow_rows.flow_by_name_or_id(conn, runner.tables, text, tenant)
+    with mounted.engine.connect() as conn:
+        found = flow_rows.flow_by_name_or_id(conn, mounted.tables, text, tenant)
         if found is not None:
             return (str(found["id"]),), text
-        if ops.run_flow_names(conn, resource=runner.binding.resource, tenant=tenant, name=text):
+        if ops.run_flow_names(conn, resource=mounted.binding.resource, tenant=tenant, name=text):
             return (), text
-        column = runner.binding.tenant
+        column = mounted.binding.tenant
         known = [
             str(row["name"])
-            for row in flow_rows.all_flows(conn, runner.tables)
+            for row in flow_rows.all_flows(conn, mounted.tables)
             if row.get("name") and (column is None or str(row.get(column)) == str(tenant))
         ]
     raise _Unusable(
@@ -267,7 +268,7 @@ def _whole(value: object) -> int:
 
 
 def list_runs(
-    runner: FlowRunner,
+    mounted: Mounted,
     where: listing.RunFilter,
     *,
     tenant: object,
@@ -277,54 +278,65 @@ def list_runs(
     """One page of the runs ``where`` keeps, newest first, each open one with where it
     waits, and which are stuck (``page.stuck``)."""
     before, count = _page_args(before_id, limit)
-    with runner.engine.connect() as conn:
+    with mounted.engine.connect() as conn:
         page = ops.find_runs(
             conn,
-            resource=runner.binding.resource,
+            resource=mounted.binding.resource,
             tenant=tenant,
             where=where,
-            now=runner.clock(),
+            now=mounted.clock(),
             before_id=before,
             limit=count,
         )
-    shown = tuple(runner._standing(run) for run in page.rows)
+    shown = tuple(standing(mounted, run) for run in page.rows)
     return listing.RunPage(shown, page.next_before, page.stuck)
 
 
-def count_runs(runner: FlowRunner, where: listing.RunFilter, *, tenant: object) -> dict[str, int]:
+def count_runs(mounted: Mounted, where: listing.RunFilter, *, tenant: object) -> dict[str, int]:
     """How many runs ``where`` keeps have each status, and how many are stuck."""
-    with runner.engine.connect() as conn:
+    with mounted.engine.connect() as conn:
         return ops.count_runs(
-            conn, resource=runner.binding.resource, tenant=tenant, where=where, now=runner.clock()
+            conn, resource=mounted.binding.resource, tenant=tenant, where=where, now=mounted.clock()
         )
 
 
-def get_run(runner: FlowRunner, run_id: int, *, tenant: binding.Tenant) -> ops.RunRow:
+def get_run(mounted: Mounted, run_id: int, *, tenant: binding.Tenant) -> ops.RunRow:
     """One run, with where it waits; ``OperatorError`` (404) when it is not this runner's
     (or the tenant's)."""
-    with runner.engine.connect() as conn:
-        run = actions.run_for_operator(runner, conn, run_id, tenant)
-    return runner._standing(run)
+    with mounted.engine.connect() as conn:
+        run = actions.run_for_operator(mounted, conn, run_id, tenant)
+    return standing(mounted, run)
 
 
-def is_stuck(runner: FlowRunner, run: ops.RunRow, stuck_after: Age | listing.Stuck = None) -> bool:
+def standing(mounted: Mounted, run: ops.RunRow) -> ops.RunRow:
+    """The run with where it waits (``run.waiting``), as its program says; an ended run,
+    or one of a program this runner lacks, as it is."""
+    if run.status in statuses.ENDED or not run.state:
+        return run
+    program = mounted.programs.get(claimed.program_of(run.snapshot))
+    if program is None:
+        return run
+    return dataclasses.replace(run, waiting=program.waiting(mounted, run))
+
+
+def is_stuck(mounted: Mounted, run: ops.RunRow, stuck_after: Age | listing.Stuck = None) -> bool:
     """Whether the run is stuck (``run_filter`` says when; 15 minutes by default)."""
     if run.ended:
         return False
-    rule = _stuck(_blank(stuck_after), runner.clock(), runner.config.timezone)
-    with runner.engine.connect() as conn:
+    rule = _stuck(_blank(stuck_after), mounted.clock(), mounted.config.timezone)
+    with mounted.engine.connect() as conn:
         found = ops.stuck_among(
             conn,
-            resource=runner.binding.resource,
+            resource=mounted.binding.resource,
             run_ids=[run.id],
             rule=rule or listing.Stuck(),
-            now=runner.clock(),
+            now=mounted.clock(),
         )
     return run.id in found
 
 
 def journal(
-    runner: FlowRunner,
+    mounted: Mounted,
     *,
     tenant: object,
     run_id: int | None = None,
@@ -335,10 +347,10 @@ def journal(
 ) -> listing.Page[ops.JournalRow]:
     """One page of operators' actions on this runner's runs, newest first."""
     before, count = _page_args(before_id, limit)
-    with runner.engine.connect() as conn:
+    with mounted.engine.connect() as conn:
         return ops.journal_page(
             conn,
-            resource=runner.binding.resource,
+            resource=mounted.binding.resource,
             tenant=tenant,
             run_id=run_id,
             operator=operator,
@@ -349,7 +361,7 @@ def journal(
 
 
 def outbox(
-    runner: FlowRunner,
+    mounted: Mounted,
     state: str | ops.NoticeState | None,
     *,
     tenant: object,
@@ -376,10 +388,10 @@ def outbox(
                 ]
             ) from None
     before, count = _page_args(before_id, limit)
-    with runner.engine.connect() as conn:
+    with mounted.engine.connect() as conn:
         return ops.outbox_page(
             conn,
-            resource=runner.binding.resource,
+            resource=mounted.binding.resource,
             tenant=tenant,
             state=wanted,
             run_id=run_id,

@@ -28,19 +28,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed as stepping
-from flowrunner.flows import step as flow_step
+from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Stepping
 from flowrunner.foundations import logs, sanitize, statuses
 from flowrunner.store import dialects, wakeups
 from flowrunner.store import operations as ops
-
-if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
 
 log = logs.logger("flowrunner.engine.worker")
 
@@ -113,7 +109,7 @@ class Worker:
 
     def __init__(
         self,
-        runner: FlowRunner,
+        mounted: Mounted | Mountable,
         *,
         owner: str | None = None,
         lease_ttl: timedelta = LEASE,
@@ -121,8 +117,10 @@ class Worker:
         claim: int | None = None,
         crash_at: Hook | None = None,
     ) -> None:
-        self.runner = runner
-        dialects.reconnect_when_read_only(runner.engine)  # a failover: connect anew
+        # A runner (the facade) is taken for its context.
+        self.mounted = mounted if isinstance(mounted, Mounted) else mounted.mounted
+        mounted = self.mounted
+        dialects.reconnect_when_read_only(mounted.engine)  # a failover: connect anew
         self.owner = owner or ops.new_owner_id("worker")
         self.lease_ttl = lease_ttl
         self.batch = max(1, batch)
@@ -141,19 +139,19 @@ class Worker:
         and try again.
         """
         began, before = time.monotonic(), dataclasses.replace(self.stats)
-        now = self.runner.clock()
-        while self._prepared < len(self.runner.preparing):
+        now = self.mounted.clock()
+        while self._prepared < len(self.mounted.preparing):
             # Once per worker, before its first claim (a job at times has its run).
-            self.runner.preparing[self._prepared](now)
+            self.mounted.preparing[self._prepared](now)
             self._prepared += 1
         claims = ops.claim_due(
-            self.runner.engine,
+            self.mounted.engine,
             now=now,
             owner=self.owner,
             limit=self.claim if limit is None else limit,
             ttl=self.lease_ttl,
-            resource=self.runner.binding.resource,  # only this runner's runs
-            fair=self.runner.binding.tenant is not None,  # shared among tenants
+            resource=self.mounted.binding.resource,  # only this runner's runs
+            fair=self.mounted.binding.tenant is not None,  # shared among tenants
         )
         self.stats.claimed += len(claims)
         pending = list(claims)  # claimed, their steps not committed yet
@@ -161,7 +159,7 @@ class Worker:
             self._point("claimed")
             if pending:
                 # One connection for the claim's transactions, one after the other.
-                with dialects.connected(self.runner.engine) as conn:
+                with dialects.connected(self.mounted.engine) as conn:
                     while pending:
                         group = self._still_ours(pending[: self.batch], now)
                         rest = pending[self.batch :]
@@ -203,7 +201,7 @@ class Worker:
             return
         try:
             self.stats.handed_back += ops.hand_back(
-                self.runner.engine, owner=self.owner, claims=claims
+                self.mounted.engine, owner=self.owner, claims=claims
             )
         except Exception as exc:
             if not database_failed(exc):
@@ -222,11 +220,11 @@ class Worker:
         the steps run: a worker that then pauses past its lease can still be taken over,
         and its late write is refused by the fence at save.
         """
-        now = self.runner.clock()
+        now = self.mounted.clock()
         if now - claimed_at < self.lease_ttl / 2:
             return group
         kept = []
-        with dialects.begin(self.runner.engine) as conn:
+        with dialects.begin(self.mounted.engine) as conn:
             for claim in group:
                 if ops.refresh_lease(
                     conn,
@@ -250,7 +248,7 @@ class Worker:
         are the claims this transaction advances next: a long command keeps them too.
         """
         # The clock is read per run: a slow run before this one costs no stale time.
-        now = self.runner.clock()
+        now = self.mounted.clock()
         savepoint = dialects.Savepoint(conn, "flowrunner_run")
         failure: str | None = None
         try:
@@ -296,17 +294,37 @@ class Worker:
 
     def _step(
         self, conn: sa.Connection, claim: ops.Claim, now: datetime, later: Sequence[ops.Claim]
-    ) -> stepping.Stepping:
+    ) -> Stepping:
         """The step of the program the claimed run executes: a flow from rows unless its
         snapshot names another program the runner registered (``FlowRunner.programs``)."""
         run = ops.load_run(conn, claim.run_id)
         name = stepping.program_of(run.snapshot)
-        if name == stepping.FLOW:
-            return flow_step.Advance(self, conn, claim, now, later, run)
-        program = self.runner.programs.get(name)
+        program = self.mounted.programs.get(name)
+        claimed = self.claimed(conn, claim, now, later, run)
         if program is None:
-            return flow_step.Unknown(self, conn, claim, now, later, run, name)
-        return program(self, conn, claim, now, later, run)
+            return stepping.Unknown(claimed, name)
+        return program.step(claimed)
+
+    def claimed(
+        self,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim],
+        run: ops.RunRow,
+    ) -> Claimed:
+        """A claimed run as this worker hands it to the run's program."""
+        return Claimed(
+            mounted=self.mounted,
+            owner=self.owner,
+            lease_ttl=self.lease_ttl,
+            point=self._point,
+            conn=conn,
+            claim=claim,
+            now=now,
+            later=later,
+            run=run,
+        )
 
     def _fail_run(
         self, conn: sa.Connection, claim: ops.Claim, now: datetime, exc: Exception
@@ -355,7 +373,9 @@ class Worker:
         on, at most ``BACKOFF_CAP`` — and the pool gives the next try a new connection.
         """
         failures = 0
-        waking = wakeups.Listener(self.runner.engine, self.runner.binding.resource, enabled=listen)
+        waking = wakeups.Listener(
+            self.mounted.engine, self.mounted.binding.resource, enabled=listen
+        )
         with waking:  # listening before the first claim: no wake-up falls in between
             while not stop.is_set():
                 try:

@@ -28,11 +28,11 @@ from flowrunner.store import app_tables, dialects, flow_rows, records
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 
 def start_run(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     flow: Mapping[str, object],
     record: Mapping[str, object],
@@ -46,9 +46,9 @@ def start_run(
     run failed, with the sentence naming the broken row. ``steps``: the flow's step rows,
     when the caller has read them already."""
     if steps is None:
-        steps = flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
-    found = _startable(runner, flow, steps, record_tenant(runner.binding, record))
-    return _start(runner, conn, found, record, start_key, started_by, now)
+        steps = flow_rows.steps_of_flow(conn, mounted.tables, flow["id"])
+    found = _startable(mounted, flow, steps, record_tenant(mounted.binding, record))
+    return _start(mounted, conn, found, record, start_key, started_by, now)
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class Startable:
 
 
 def _startable(
-    runner: FlowRunner,
+    mounted: Mounted,
     flow: Mapping[str, object],
     steps: list[dict[str, object]],
     tenant: object,
@@ -85,14 +85,14 @@ def _startable(
     condition = None
     if text is not None and str(text).strip():
         try:
-            condition = query.parse(str(text), runner.columns)
+            condition = query.parse(str(text), mounted.columns)
         except errors.QueryError:
             condition = None
-    return Startable(flow, snap, snap.to_dict(), runner.check_snapshot(snap), condition)
+    return Startable(flow, snap, snap.to_dict(), mounted.check_snapshot(snap), condition)
 
 
 def _start(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     found: Startable,
     record: Mapping[str, object],
@@ -101,13 +101,13 @@ def _start(
     now: datetime,
 ) -> int | None:
     """Insert the run of ``found`` on ``record``, due now (see ``start_run``)."""
-    tenant = record_tenant(runner.binding, record)
+    tenant = record_tenant(mounted.binding, record)
     problem = found.problem
     run_id = ops.insert_run(
         conn,
         tenant=tenant,
-        resource=runner.binding.resource,
-        record_id=runner._record_id(record),
+        resource=mounted.binding.resource,
+        record_id=mounted.record_id(record),
         flow_id=str(found.flow["id"]),
         flow_name=str(found.flow.get("name") or ""),
         start_key=start_key,
@@ -128,9 +128,7 @@ def _start(
 KEPT_FLOW_LISTS = 256
 
 
-def startable(
-    runner: FlowRunner, conn: sa.Connection, start: str, tenant: object
-) -> list[Startable]:
+def startable(mounted: Mounted, conn: sa.Connection, start: str, tenant: object) -> list[Startable]:
     """The active flows of one start kind that a record of ``tenant`` (as the record
     gives it; None without tenants) may start, as of ``conn``'s transaction.
 
@@ -139,19 +137,19 @@ def startable(
     any way, by any process — saved through a runner or written around it — is used
     by the next start that can see the edit, and by none before.
     """
-    owner = None if tenant is None else runner.tables.tenant_value(tenant)
-    digest = flow_rows.startable_digest(conn, runner.tables, start, owner)
+    owner = None if tenant is None else mounted.tables.tenant_value(tenant)
+    digest = flow_rows.startable_digest(conn, mounted.tables, start, owner)
     key = (start, type(tenant), tenant)
-    kept = runner._startable.get(key)
+    kept = mounted.startable.get(key)
     if kept is not None and kept[0] == digest:
         return kept[1]
     found = [
-        _startable(runner, flow, steps, tenant)
-        for flow, steps in flow_rows.startable(conn, runner.tables, start, owner)
+        _startable(mounted, flow, steps, tenant)
+        for flow, steps in flow_rows.startable(conn, mounted.tables, start, owner)
     ]
-    if key not in runner._startable and len(runner._startable) >= KEPT_FLOW_LISTS:
-        forget_oldest(runner._startable)
-    runner._startable[key] = (digest, found)
+    if key not in mounted.startable and len(mounted.startable) >= KEPT_FLOW_LISTS:
+        forget_oldest(mounted.startable)
+    mounted.startable[key] = (digest, found)
     return found
 
 
@@ -163,7 +161,7 @@ def forget_oldest(kept: dict[Any, Any]) -> None:
 
 
 def start_flows(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     start: str,
     record: Mapping[str, object],
@@ -174,12 +172,12 @@ def start_flows(
     """Start each active ``start`` flow whose condition ``record`` meets (of an updated
     flow with ``changes``, only when that column is in ``changed``); the new runs' ids."""
     started = []
-    for found in startable(runner, conn, start, record_tenant(runner.binding, record)):
+    for found in startable(mounted, conn, start, record_tenant(mounted.binding, record)):
         column = found.flow.get("changes")
         if changed is not None and column and column not in changed:
             continue
         if found.matches(record, now):
-            run_id = _start(runner, conn, found, record, start_key, runner.run_as, now)
+            run_id = _start(mounted, conn, found, record, start_key, mounted.run_as, now)
             if run_id is not None:
                 started.append(run_id)
     return started
@@ -311,13 +309,13 @@ def stored_snapshot(
 
 
 def matches(
-    runner: FlowRunner, flow: Mapping[str, object], record: Mapping[str, object], now: datetime
+    mounted: Mounted, flow: Mapping[str, object], record: Mapping[str, object], now: datetime
 ) -> bool:
     text = flow.get("condition")
     if text is None or not str(text).strip():
         return True
     try:
-        return query.parse(str(text), runner.columns).matches(record, now)
+        return query.parse(str(text), mounted.columns).matches(record, now)
     except errors.QueryError:
         # A condition that broke after it was written starts a run that fails with
         # a sentence naming it, rather than silently never starting.
@@ -325,7 +323,7 @@ def matches(
 
 
 def start_manual(
-    runner: FlowRunner,
+    mounted: Mounted,
     flow: str | int,
     record_id: binding.RecordId,
     *,
@@ -338,30 +336,30 @@ def start_manual(
     that cannot be a key is refused with ``OperatorError`` before the transaction opens.
     """
     try:
-        key = runner.tables.key_value(record_id)
+        key = mounted.tables.key_value(record_id)
         owner = tenant
-        if tenant is not None and runner.tables.tenant is not None:
-            owner = runner.tables.tenant_value(tenant)
+        if tenant is not None and mounted.tables.tenant is not None:
+            owner = mounted.tables.tenant_value(tenant)
     except errors.RecordRejected as exc:
         raise errors.OperatorError(str(exc)) from None
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
-        found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, tenant)
+    now = mounted.clock()
+    with dialects.begin(mounted.engine) as conn:
+        found = flow_rows.flow_by_name_or_id(conn, mounted.tables, flow, tenant)
         if found is None:
             raise errors.OperatorError(
                 f"there is no flow {flow!r}", status_code=404, code="flow_unknown"
             )
         refuse_manual_start(found)
-        record = records.load_record(conn, runner.tables, key, owner)
+        record = records.load_record(conn, mounted.tables, key, owner)
         if record is None:
             raise errors.OperatorError(
-                f"there is no {runner.binding.resource} {record_id!r}"
-                + (f" for tenant {tenant!r}" if runner.binding.tenant else ""),
+                f"there is no {mounted.binding.resource} {record_id!r}"
+                + (f" for tenant {tenant!r}" if mounted.binding.tenant else ""),
                 status_code=404,
                 code="record_unknown",
             )
         start_key = f"manual:{uuid.uuid4().hex}"
-        run_id = start_run(runner, conn, found, record, start_key, operator, now)
+        run_id = start_run(mounted, conn, found, record, start_key, operator, now)
         assert run_id is not None
         ops.journal(
             conn,
@@ -370,7 +368,7 @@ def start_manual(
             at=now,
             tenant=tenant,
             run_id=run_id,
-            resource=runner.binding.resource,
+            resource=mounted.binding.resource,
             record_id=str(key),
             detail={"flow": found["name"]},
         )
@@ -378,7 +376,7 @@ def start_manual(
 
 
 def start_existing(
-    runner: FlowRunner,
+    mounted: Mounted,
     where: str | None = None,
     *,
     flow: str | int | None = None,
@@ -391,37 +389,44 @@ def start_existing(
     (``flow`` names one). Running it again starts nothing new. ``progress`` is called
     with (done, total). Returns the number of runs started.
     """
-    if runner.binding.tenant is not None and tenant is None:
+    if mounted.binding.tenant is not None and tenant is None:
         raise errors.OperatorError(
-            f"{runner.binding.resource} records belong to tenants: name the tenant"
+            f"{mounted.binding.resource} records belong to tenants: name the tenant"
         )
-    now = runner.clock()
-    condition = query.parse(where, runner.columns) if where else None
-    clause = condition.to_sql(runner.tables.resource, now) if condition else None
-    with runner.engine.connect() as conn:
-        total = records.count_records(conn, runner.tables, clause, tenant)
-        flows = flow_rows.flows_to_start(conn, runner.tables, "created", tenant)
+    now = mounted.clock()
+    condition = query.parse(where, mounted.columns) if where else None
+    clause = condition.to_sql(mounted.tables.resource, now) if condition else None
+    with mounted.engine.connect() as conn:
+        total = records.count_records(conn, mounted.tables, clause, tenant)
+        flows = flow_rows.flows_to_start(conn, mounted.tables, "created", tenant)
         if flow is not None:
             flows = [f for f in flows if f["name"] == flow or str(f["id"]) == str(flow)]
             if not flows:
                 raise errors.OperatorError(
                     f"there is no active flow {flow!r} that starts when a record is created"
                 )
-        batches = list(records.record_ids(conn, runner.tables, clause, tenant))
+        batches = list(records.record_ids(conn, mounted.tables, clause, tenant))
     started = done = 0
     for ids in batches:
-        with dialects.begin(runner.engine) as conn:
+        with dialects.begin(mounted.engine) as conn:
             # Each flow's steps once per batch, not once per record.
-            steps = {f["id"]: flow_rows.steps_of_flow(conn, runner.tables, f["id"]) for f in flows}
+            steps = {f["id"]: flow_rows.steps_of_flow(conn, mounted.tables, f["id"]) for f in flows}
             for record_id in ids:
-                record = records.load_record(conn, runner.tables, record_id, tenant)
+                record = records.load_record(conn, mounted.tables, record_id, tenant)
                 if record is None:
                     continue
                 for found in flows:
-                    if matches(runner, found, record, now):
-                        key = f"created:{runner._record_id(record)}"
+                    if matches(mounted, found, record, now):
+                        key = f"created:{mounted.record_id(record)}"
                         if start_run(
-                            runner, conn, found, record, key, runner.run_as, now, steps[found["id"]]
+                            mounted,
+                            conn,
+                            found,
+                            record,
+                            key,
+                            mounted.run_as,
+                            now,
+                            steps[found["id"]],
                         ):
                             started += 1
         done += len(ids)

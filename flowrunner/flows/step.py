@@ -14,50 +14,20 @@ each claimed run and drops it after.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
 from flowrunner.engine import claimed, commands
 from flowrunner.flows import snapshot
-from flowrunner.flows.interpreter import effects, happened, interpret, state
+from flowrunner.flows.interpreter import effects, happened, interpret, state, waits
+from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
 
 if TYPE_CHECKING:
-    from flowrunner.engine.worker import Worker
-
-
-class Unknown(claimed.ClaimedStep):
-    """The step of a run whose program this runner does not serve: it fails with a
-    sentence naming the program (the code that defined it was removed or not mounted)."""
-
-    def __init__(
-        self,
-        worker: Worker,
-        conn: sa.Connection,
-        claim: ops.Claim,
-        now: datetime,
-        later: Sequence[ops.Claim],
-        run: ops.RunRow,
-        name: str,
-    ) -> None:
-        super().__init__(worker, conn, claim, now, later, run)
-        self.name = name
-
-    def advance(self) -> None:
-        if self.run.status in statuses.ENDED:
-            ops.set_due(self.conn, run_id=self.run.id, due_at=None, tenant=self.run.tenant)
-            self.give_up_lease(forget=True)
-            return
-        self.stop(
-            f"this run executes a {self.name} {self.run.flow_name!r}, which this runner "
-            f"does not have any more",
-            code="program_missing",
-        )
+    from flowrunner.engine.mounted import Claimed, Mounted
 
 
 class Advance(claimed.ClaimedStep):
@@ -68,16 +38,8 @@ class Advance(claimed.ClaimedStep):
     the record's pending sets.
     """
 
-    def __init__(
-        self,
-        worker: Worker,
-        conn: sa.Connection,
-        claim: ops.Claim,
-        now: datetime,
-        later: Sequence[ops.Claim],
-        run: ops.RunRow,
-    ) -> None:
-        super().__init__(worker, conn, claim, now, later, run)
+    def __init__(self, claimed: Claimed) -> None:
+        super().__init__(claimed)
         self.sets: dict[str, object] = {}
         self.wrote_record = False
         # Whether the record may differ from the working copy: written by a set (the
@@ -87,23 +49,23 @@ class Advance(claimed.ClaimedStep):
     @functools.cached_property
     def snap(self) -> snapshot.FlowSnapshot:
         """What the run executes; read only for a run that goes on."""
-        return self.runner.load_snapshot(self.run.snapshot)
+        return self.mounted.load_snapshot(self.run.snapshot)
 
     def advance(self) -> state.RunState | None:
         """Advance the run and save it; its new state, or None if it had ended or stopped."""
-        runner, conn, run, now = self.runner, self.conn, self.run, self.now
+        mounted, conn, run, now = self.mounted, self.conn, self.run, self.now
         if run.status in statuses.ENDED and not state.cancel_pending(run.state):
             ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
             self.give_up_lease(forget=True)
             return None
         snap = self.snap
-        problem = runner.check_snapshot(snap)
+        problem = mounted.check_snapshot(snap)
         if problem is not None:
             # A row that broke after the run started (a kind removed, a column dropped):
             # the run fails before it does anything more, with the sentence naming it.
             self.stop(problem)
             return None
-        record = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+        record = records.load_record(conn, mounted.tables, run.record_id, run.tenant)
         current = state.RunState.from_dict(run.state) if run.state else None
         # A new run counts the events stored after it began (its floor); later, those
         # after the last one the run took.
@@ -111,12 +73,12 @@ class Advance(claimed.ClaimedStep):
         arrived = (
             ops.events_after(
                 conn,
-                resource=runner.binding.resource,
+                resource=mounted.binding.resource,
                 record_id=run.record_id,
                 after_id=after,
                 tenant=run.tenant,
             )
-            if runner.binding.events
+            if mounted.binding.events
             else []
         )
         latest = max([after, *(e.id for e in arrived)])
@@ -130,12 +92,12 @@ class Advance(claimed.ClaimedStep):
                 snap,
                 seen,
                 now,
-                runner.config,
+                mounted.config,
                 started_at=run.started_at,
                 event_floor=run.event_floor or 0,
             )
         else:
-            step = interpret.advance(snap, current, seen, now, runner.config)
+            step = interpret.advance(snap, current, seen, now, mounted.config)
         wake_at: datetime | None = None
         working = dict(record) if record is not None else None
         rounds = 0
@@ -151,20 +113,20 @@ class Advance(claimed.ClaimedStep):
             if not results:
                 break
             rounds += 1
-            if rounds > 2 * runner.config.max_moves + 10:
+            if rounds > 2 * mounted.config.max_moves + 10:
                 # The interpreter's loop bound should end any flow long before this.
                 raise RuntimeError(f"more than {rounds - 1} command rounds in one advance")
             if working is not None:
                 self._flush_sets()
                 if self.stale:  # read back what the sets and commands wrote
-                    working = records.load_record(conn, runner.tables, run.record_id, run.tenant)
+                    working = records.load_record(conn, mounted.tables, run.record_id, run.tenant)
                     self.stale = False
             step = interpret.advance(
                 snap,
                 step.state,
                 happened.Happened(record=working, latest_event_id=latest, results=tuple(results)),
                 now,
-                runner.config,
+                mounted.config,
             )
         self._save(step.state, wake_at)
         return step.state
@@ -175,20 +137,20 @@ class Advance(claimed.ClaimedStep):
             return None
         run = self.run
         return (
-            f"run {run.id} of flow {self.snap.flow.name!r} on {self.runner.binding.resource} "
+            f"run {run.id} of flow {self.snap.flow.name!r} on {self.mounted.binding.resource} "
             f"{run.record_id} failed: {self.failed}"
         )
 
     def _save(self, new: state.RunState, wake_at: datetime | None) -> None:
         """Write what the step gathered and the run's new state and due time (fenced:
         ``ClaimedStep.save``)."""
-        runner, conn, run, now = self.runner, self.conn, self.run, self.now
+        mounted, conn, run, now = self.mounted, self.conn, self.run, self.now
         self._flush_sets()
         if self.wrote_record:
             # The record's other runs follow it (an until step on a date this set).
             ops.wake_record(
                 conn,
-                resource=runner.binding.resource,
+                resource=mounted.binding.resource,
                 record_id=run.record_id,
                 tenant=run.tenant,
                 now=now,
@@ -245,9 +207,9 @@ class Advance(claimed.ClaimedStep):
         if self.sets:
             run = self.run
             records.write_fields(
-                self.conn, self.runner.tables, run.record_id, run.tenant, self.sets
+                self.conn, self.mounted.tables, run.record_id, run.tenant, self.sets
             )
-            timers = self.runner.timers
+            timers = self.mounted.timers
             if timers is not None:  # a set step that writes a timer's column arms it
                 timers.arm(
                     self.conn,
@@ -266,16 +228,16 @@ class Advance(claimed.ClaimedStep):
     ) -> happened.CommandResult:
         """Run a step's command (``ClaimedStep.command``: a savepoint, a heartbeat, the
         kind's deadline), the record as the flow left it."""
-        runner, run, snap = self.runner, self.run, self.snap
+        mounted, run, snap = self.mounted, self.run, self.snap
         self._flush_sets()  # the command reads the record as the flow left it
         step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
-        kind = runner.config.kinds.get(effect.kind)
+        kind = mounted.config.kinds.get(effect.kind)
         timeout = kind.timeout if kind is not None else None
         context = commands.CommandContext(
             record=dict(working or {}),
             inputs=dict(effect.inputs),
             conn=self.conn,
-            principal=runner.run_as,
+            principal=mounted.run_as,
             idempotency_key=f"run-{run.id}/{effect.key}",
             run_id=run.id,
             flow_name=snap.flow.name,
@@ -286,10 +248,29 @@ class Advance(claimed.ClaimedStep):
             tenant=run.tenant,
             now=self.now,
             deadline=self.deadline(timeout),
-            clock=runner.clock,
+            clock=mounted.clock,
         )
         result, wrote = self.command(
             effect.command, context, result_key=effect.key, timeout=timeout
         )
         self.stale = self.stale or wrote
         return result
+
+
+class FlowProgram:
+    """Flows from rows as a program: a run of a flow (whose snapshot names no program)."""
+
+    def step(self, claimed: Claimed) -> Advance:
+        return Advance(claimed)
+
+    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
+        """The steps an open run waits at and for what (``interpreter.waits``); none for a
+        run whose stored snapshot no longer reads (it fails on it)."""
+        try:
+            snap = mounted.load_snapshot(run.snapshot)
+        except (KeyError, TypeError, ValueError):
+            return ()
+        return waits.where(snap, run.state, mounted.config)
+
+
+program = FlowProgram()

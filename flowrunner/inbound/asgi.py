@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from flowrunner.inbound import receipt, signing
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -40,8 +40,8 @@ _LENGTH = re.compile(r"[0-9]{1,18}")
 class InboundApp:
     """Serves a runner's inbound endpoints (``runner.inbound``) at ``POST /NAME``."""
 
-    def __init__(self, runner: FlowRunner) -> None:
-        self.runner = runner
+    def __init__(self, mounted: Mounted) -> None:
+        self.mounted = mounted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -53,7 +53,7 @@ class InboundApp:
         if scope["type"] != "http":
             return
         name = _name(scope)
-        if name is None or name not in self.runner.inbound:
+        if name is None or name not in self.mounted.inbound:
             await _refuse(send, name, HTTPStatus.NOT_FOUND, "there is no inbound of that name")
             return
         if scope["method"] != "POST":
@@ -76,7 +76,7 @@ class InboundApp:
         if body is None:
             await _refuse(send, name, TOO_LARGE, "its body is past 256 KB")
             return
-        received = await asyncio.to_thread(self.runner.receive, name, headers, body)
+        received = await asyncio.to_thread(receipt.receive, self.mounted, name, headers, body)
         await _answer(send, HTTPStatus(received.status))
 
 

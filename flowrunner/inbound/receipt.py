@@ -35,6 +35,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import commands, worker
+from flowrunner.engine.changes import Changes
 from flowrunner.foundations import logs, payloads, sanitize
 from flowrunner.inbound import endpoints as inbound_mod
 from flowrunner.inbound import signing
@@ -42,7 +43,7 @@ from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 log = logs.logger("flowrunner.inbound")
 
@@ -66,15 +67,15 @@ class _Failed(Exception):
     """The command or the database failed: nothing was kept, the sender may try again."""
 
 
-def receive(runner: FlowRunner, name: str, headers: signing.Headers, body: bytes) -> Received:
+def receive(mounted: Mounted, name: str, headers: signing.Headers, body: bytes) -> Received:
     """Judge and apply one callback to inbound ``name``; never raises (see the module)."""
-    inbound = runner.inbound.get(name) if isinstance(name, str) else None
+    inbound = mounted.inbound.get(name) if isinstance(name, str) else None
     if inbound is None:
         received = Received(HTTPStatus.NOT_FOUND, "there is no inbound of that name")
         refused_unread(name, received.status, received.reason)
         return received
     try:
-        received = _receive(runner, inbound, headers, bytes(body))
+        received = _receive(mounted, inbound, headers, bytes(body))
     except errors.CallbackRejected as rejected:
         received = Received(rejected.status_code, str(rejected))
     except _Failed as failed:
@@ -118,13 +119,13 @@ def warn_unset(inbounds: Mapping[str, inbound_mod.Inbound]) -> None:
             )
 
 
-def receipt_key(runner: FlowRunner, inbound: inbound_mod.Inbound, key: str) -> str:
+def receipt_key(mounted: Mounted, inbound: inbound_mod.Inbound, key: str) -> str:
     """The idempotency record's key of a delivery: ``inbound:RESOURCE:NAME:KEY``."""
-    return f"inbound:{runner.binding.resource}:{inbound.name}:{key}"
+    return f"inbound:{mounted.binding.resource}:{inbound.name}:{key}"
 
 
 def _receive(
-    runner: FlowRunner, inbound: inbound_mod.Inbound, headers: signing.Headers, body: bytes
+    mounted: Mounted, inbound: inbound_mod.Inbound, headers: signing.Headers, body: bytes
 ) -> Received:
     if signing.too_large(len(body)):
         raise _rejected(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "the body is past 256 KB")
@@ -134,36 +135,36 @@ def _receive(
         raise _rejected(
             HTTPStatus.UNAUTHORIZED, f"the environment variable {spec.secret_env} is not set"
         )
-    why = signing.check(spec, secret.encode("utf-8"), headers, body, runner.clock())
+    why = signing.check(spec, secret.encode("utf-8"), headers, body, mounted.clock())
     if why is not None:
         raise _rejected(HTTPStatus.UNAUTHORIZED, why)
     delivery = inbound_mod.read(inbound, body)
-    tenant = _tenant(runner, delivery)
-    event = _event(runner, inbound, delivery, tenant)
-    return _apply(runner, inbound, delivery, tenant, event)
+    tenant = _tenant(mounted, delivery)
+    event = _event(mounted, inbound, delivery, tenant)
+    return _apply(mounted, inbound, delivery, tenant, event)
 
 
 def _apply(
-    runner: FlowRunner,
+    mounted: Mounted,
     inbound: inbound_mod.Inbound,
     delivery: inbound_mod.Delivery,
     tenant: str | None,
     event: Mapping[str, Any] | None,
 ) -> Received:
     """The receipt, the command, the event and the receipt completed: one transaction."""
-    key = receipt_key(runner, inbound, delivery.key)
+    key = receipt_key(mounted, inbound, delivery.key)
     try:
-        with dialects.begin(runner.engine) as conn:
-            now = runner.clock()
+        with dialects.begin(mounted.engine) as conn:
+            now = mounted.clock()
             receipt = ops.begin_idempotent(conn, key=key, tenant=tenant, now=now)
             if not receipt.created:
                 return _replayed(receipt, delivery)
             answer = None
             if inbound.command is not None:
-                answer = _command(runner, conn, inbound, delivery, key, tenant, now)
+                answer = _command(mounted, conn, inbound, delivery, key, tenant, now)
             event_id = None
             if event is not None:
-                event_id = _emit(runner, conn, inbound, event)
+                event_id = _emit(mounted, conn, inbound, event)
             result = {
                 "inbound": inbound.name,
                 "body": delivery.fingerprint,
@@ -193,7 +194,7 @@ def _replayed(receipt: ops.IdemRow, delivery: inbound_mod.Delivery) -> Received:
 
 
 def _command(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     inbound: inbound_mod.Inbound,
     delivery: inbound_mod.Delivery,
@@ -212,12 +213,12 @@ def _command(
         idempotency_key=key,
         tenant=tenant,
         now=now,
-        clock=runner.clock,
+        clock=mounted.clock,
         inbound=inbound.name,
     )
     try:
-        runner.authorize_command(name, principal=inbound.run_as)
-        answer = runner.commands[name](context)
+        mounted.authorize_command(name, principal=inbound.run_as)
+        answer = mounted.commands[name](context)
         if answer is not None and not isinstance(answer, Mapping):
             raise TypeError(f"command {name!r} answered {type(answer).__name__}")
     except errors.CommandRefused as refused:
@@ -235,12 +236,12 @@ def _command(
     return plain
 
 
-def _tenant(runner: FlowRunner, delivery: inbound_mod.Delivery) -> str | None:
+def _tenant(mounted: Mounted, delivery: inbound_mod.Delivery) -> str | None:
     """The delivery's tenant as the tenant column holds it; 400 when it cannot be one."""
-    if runner.binding.tenant is None:
+    if mounted.binding.tenant is None:
         return None
     try:
-        return str(runner.tables.tenant_value(delivery.tenant))
+        return str(mounted.tables.tenant_value(delivery.tenant))
     except errors.RecordRejected as exc:
         raise _rejected(
             HTTPStatus.BAD_REQUEST, f"tenant(body) named no tenant the column can hold: {exc}"
@@ -248,7 +249,7 @@ def _tenant(runner: FlowRunner, delivery: inbound_mod.Delivery) -> str | None:
 
 
 def _event(
-    runner: FlowRunner,
+    mounted: Mounted,
     inbound: inbound_mod.Inbound,
     delivery: inbound_mod.Delivery,
     tenant: str | None,
@@ -257,7 +258,7 @@ def _event(
     if delivery.event is None:
         return None
     payload = dict(delivery.event)
-    column = runner.binding.tenant
+    column = mounted.binding.tenant
     if column is not None:
         named = payload.get(column)
         if named is not None and str(named) != tenant:
@@ -269,18 +270,18 @@ def _event(
     assert inbound.emit is not None
     try:
         # Before the command runs: an event that cannot be is the body's fault (400).
-        runner.check_event(inbound.emit, payload)
+        Changes(mounted).check_event(inbound.emit, payload)
     except errors.EventRejected as exc:
         raise _rejected(HTTPStatus.BAD_REQUEST, f"the event was refused: {exc}") from None
     return payload
 
 
 def _emit(
-    runner: FlowRunner, conn: sa.Connection, inbound: inbound_mod.Inbound, event: Mapping[str, Any]
+    mounted: Mounted, conn: sa.Connection, inbound: inbound_mod.Inbound, event: Mapping[str, Any]
 ) -> int:
     assert inbound.emit is not None
     try:
-        return runner.emit(conn, inbound.emit, event)
+        return Changes(mounted).emit(conn, inbound.emit, event)
     except errors.EventRejected as exc:
         raise _rejected(HTTPStatus.BAD_REQUEST, f"the event was refused: {exc}") from None
 

@@ -29,24 +29,22 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed, commands
+from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Stepping
 from flowrunner.flows.interpreter import happened, retry
+from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import retry_policy, sanitize, statuses
 from flowrunner.jobs import spec
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
-
-if TYPE_CHECKING:
-    from flowrunner.engine.worker import Worker
-    from flowrunner.runner import FlowRunner
 
 PROGRAM = "job"  # the name a job's run gives its program (``stepping.program_of``)
 WAITING = statuses.RunStatus.WAITING
@@ -93,28 +91,29 @@ class Ran:
 class Jobs:
     """The jobs mounted on one runner, by name (see the module's docstring)."""
 
-    def __init__(self, runner: FlowRunner, jobs: Mapping[str, spec.Job]) -> None:
-        if runner.jobs is not None:
+    def __init__(self, runner: Mounted | Mountable, jobs: Mapping[str, spec.Job]) -> None:
+        mounted = runner if isinstance(runner, Mounted) else runner.mounted
+        if mounted.jobs is not None:
             raise errors.BindingError("this runner has jobs mounted already: mount them once")
-        self.runner = runner
+        self.mounted = mounted
         self.jobs: dict[str, spec.Job] = {}
         for name, job in jobs.items():
             self._check(name, job)
             self.jobs[name] = job
-        runner.jobs = self
-        runner.programs[PROGRAM] = self._step
-        runner.on_event.append(self._plan)
-        runner.preparing.append(self.prepare)
+        mounted.jobs = self
+        mounted.programs[PROGRAM] = self
+        mounted.on_event.append(self._plan)
+        mounted.preparing.append(self.prepare)
 
     def _check(self, name: object, job: object) -> None:
-        runner = self.runner
+        mounted = self.mounted
         if not isinstance(name, str) or not name.strip() or name != name.strip():
             raise errors.BindingError(f"a job's name is a word such as 'nightly_close': {name!r}")
         if not isinstance(job, spec.Job):
             raise errors.BindingError(f"job {name!r} is a {type(job).__name__}, not a Job")
-        runner.check_command(job.command, principal=job.run_as, needed_by=f"job {name!r}")
-        if job.on is not None and job.on not in runner.binding.events:
-            known = ", ".join(sorted(runner.binding.events)) or "none"
+        mounted.check_command(job.command, principal=job.run_as, needed_by=f"job {name!r}")
+        if job.on is not None and job.on not in mounted.binding.events:
+            known = ", ".join(sorted(mounted.binding.events)) or "none"
             raise errors.BindingError(
                 f"job {name!r} runs on event {job.on!r}, which the binding does not have "
                 f"(events: {known})"
@@ -152,7 +151,7 @@ class Jobs:
             run_id = ops.insert_run(
                 conn,
                 tenant=event.tenant,
-                resource=self.runner.binding.resource,
+                resource=self.mounted.binding.resource,
                 record_id=event.record_id,
                 flow_id=flow_id(name),
                 flow_name=name,
@@ -176,11 +175,11 @@ class Jobs:
         """Make sure each job at times has its run, due at its next slot after ``now``:
         a job store with no run of the job yet starts at its next slot, never a missed one.
         Idempotent; each worker does it before its first claim."""
-        now = self.runner.clock() if now is None else now
+        now = self.mounted.clock() if now is None else now
         timed = [(name, job) for name, job in self.jobs.items() if job.every is not None]
         if not timed:
             return
-        with dialects.begin(self.runner.engine) as conn:
+        with dialects.begin(self.mounted.engine) as conn:
             for name, job in timed:
                 slots = job.slots
                 first = slots.next_slot(now)
@@ -195,7 +194,7 @@ class Jobs:
                 run_id = ops.insert_run(
                     conn,
                     tenant=None,
-                    resource=self.runner.binding.resource,
+                    resource=self.mounted.binding.resource,
                     record_id="",
                     flow_id=flow_id(name),
                     flow_name=name,
@@ -220,10 +219,10 @@ class Jobs:
 
     def scheduled_run(self, name: str) -> ops.RunRow | None:
         """A job at times' run, or None before it was made."""
-        with self.runner.engine.connect() as conn:
+        with self.mounted.engine.connect() as conn:
             return ops.find_started(
                 conn,
-                resource=self.runner.binding.resource,
+                resource=self.mounted.binding.resource,
                 flow_id=flow_id(name),
                 start_key=every_key(name),
             )
@@ -274,14 +273,14 @@ class Jobs:
                 f"({run.reason or 'no reason given'})",
                 code="job_ended",
             )
-        hand = worker_mod.Worker(self.runner, owner=ops.new_owner_id("jobs-run"))
+        hand = worker_mod.Worker(self.mounted, owner=ops.new_owner_id("jobs-run"))
         until = time.monotonic() + wait
         while True:
             claim = ops.claim_run(
-                self.runner.engine,
+                self.mounted.engine,
                 run_id=run.id,
                 owner=hand.owner,
-                now=self.runner.clock(),
+                now=self.mounted.clock(),
                 ttl=hand.lease_ttl,
             )
             if claim is not None:
@@ -293,9 +292,10 @@ class Jobs:
                     code="job_busy",
                 )
             time.sleep(0.05)  # a worker runs the job's slot: it gives the lease up when done
-        with dialects.begin(self.runner.engine) as conn:
+        with dialects.begin(self.mounted.engine) as conn:
             step = _ByHand(
-                hand, conn, claim, self.runner.clock(), (), ops.load_run(conn, run.id), self
+                hand.claimed(conn, claim, self.mounted.clock(), (), ops.load_run(conn, run.id)),
+                self,
             )
             step.operator = operator.strip()
             step.advance()
@@ -303,34 +303,22 @@ class Jobs:
 
     # -- the program -------------------------------------------------------------------------
 
-    def _step(
-        self,
-        worker: Worker,
-        conn: sa.Connection,
-        claim: ops.Claim,
-        now: datetime,
-        later: Sequence[ops.Claim],
-        run: ops.RunRow,
-    ) -> claimed.Stepping:
-        return _JobStep(worker, conn, claim, now, later, run, self)
+    def step(self, claimed: Claimed) -> Stepping:
+        """The step of a claimed job run (this is the ``job`` program)."""
+        return _JobStep(claimed, self)
+
+    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
+        """A job's run waits only for its time (its ``due_at`` says when)."""
+        return ()
 
 
 class _JobStep(claimed.ClaimedStep):
     """One claimed run of a job: an event's planned command, or a job at times' slot."""
 
-    def __init__(
-        self,
-        worker: Worker,
-        conn: sa.Connection,
-        claim: ops.Claim,
-        now: datetime,
-        later: Sequence[ops.Claim],
-        run: ops.RunRow,
-        jobs: Jobs,
-    ) -> None:
-        super().__init__(worker, conn, claim, now, later, run)
+    def __init__(self, claimed: Claimed, jobs: Jobs) -> None:
+        super().__init__(claimed)
         self.jobs = jobs
-        self.name = str(run.snapshot.get("job") or run.flow_name)
+        self.name = str(self.run.snapshot.get("job") or self.run.flow_name)
 
     def failure(self) -> str | None:
         if self.failed is None:
@@ -367,7 +355,7 @@ class _JobStep(claimed.ClaimedStep):
         run, snap = self.run, self.run.snapshot
         attempt = int(str(run.state.get("attempt") or 0)) + 1
         command = str(snap["command"])
-        record = records.load_record(self.conn, self.runner.tables, run.record_id, run.tenant)
+        record = records.load_record(self.conn, self.mounted.tables, run.record_id, run.tenant)
         inputs = snap.get("input")
         result = self._command(
             job,
@@ -496,7 +484,7 @@ class _JobStep(claimed.ClaimedStep):
             tenant=run.tenant,
             now=self.now,
             deadline=self.deadline(timeout),
-            clock=self.runner.clock,
+            clock=self.mounted.clock,
         )
         result, _ = self.command(command, context, result_key=f"job-{attempt}", timeout=timeout)
         return result
@@ -508,7 +496,7 @@ class _JobStep(claimed.ClaimedStep):
         or out of attempts."""
         if result.refused:
             return None
-        policy: retry_policy.RetryPolicy = job.retry or self.runner.config.retry
+        policy: retry_policy.RetryPolicy = job.retry or self.mounted.config.retry
         return retry.decide(policy, attempt, self.now).retry_at
 
 

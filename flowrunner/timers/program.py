@@ -19,38 +19,36 @@ wakes its runs) goes back to sleep until then.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import binding, errors, query
 from flowrunner.engine import claimed, commands
+from flowrunner.engine.mounted import Claimed, Mounted, Stepping
 from flowrunner.flows.interpreter import retry as retry_mod
+from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import sanitize, statuses
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 from flowrunner.timers import rules
-
-if TYPE_CHECKING:
-    from flowrunner.engine.worker import Worker
-    from flowrunner.runner import FlowRunner
 
 
 class Timers:
     """A runner's timers, read once at mount: each one's ``when`` parsed against the
     resource's columns (``BindingError`` if one does not read), its command checked."""
 
-    def __init__(self, runner: FlowRunner) -> None:
-        self.runner = runner
-        self.timers = tuple(runner.binding.at)
+    def __init__(self, mounted: Mounted) -> None:
+        self.mounted = mounted
+        self.timers = tuple(mounted.binding.at)
         self.conditions: dict[str, query.Condition | None] = {
-            timer.column: timer.condition(runner.columns) for timer in self.timers
+            timer.column: timer.condition(mounted.columns) for timer in self.timers
         }
         for timer in self.timers:
             needed_by = f"the timer at {timer.column!r}"
-            runner.check_command(timer.command, principal=runner.run_as, needed_by=needed_by)
+            mounted.check_command(timer.command, principal=mounted.run_as, needed_by=needed_by)
 
     # -- arming ------------------------------------------------------------------------
 
@@ -66,17 +64,17 @@ class Timers:
     ) -> list[int]:
         """Arm the timers whose column ``record`` gives an instant (of a change: only the
         ``changed`` columns'); the new runs' ids. An instant armed before arms nothing."""
-        runner = self.runner
+        mounted = self.mounted
         armed = []
         for arming in rules.to_arm(
-            self.timers, runner.columns, record, runner.config.timezone, changed
+            self.timers, mounted.columns, record, mounted.config.timezone, changed
         ):
             if record_id is None:
-                record_id, tenant = runner._record_id(record), _tenant(runner, record)
+                record_id, tenant = mounted.record_id(record), _tenant(mounted, record)
             run_id = ops.insert_run(
                 conn,
                 tenant=tenant,
-                resource=runner.binding.resource,
+                resource=mounted.binding.resource,
                 record_id=record_id,
                 flow_id=arming.flow_id,
                 flow_name=arming.flow_name,
@@ -86,7 +84,7 @@ class Timers:
                 state={},
                 status=statuses.RunStatus.WAITING,
                 now=now,
-                started_by=runner.run_as,
+                started_by=mounted.run_as,
                 due_at=arming.instant,
             )
             if run_id is not None:
@@ -103,38 +101,38 @@ class Timers:
         """Arm the timers of records that were there before them (or before the runner
         watched them): each chosen record's columns, as though just created. Running it
         again arms nothing new. Returns how many runs it armed."""
-        runner = self.runner
-        if runner.binding.tenant is not None and tenant is None:
+        mounted = self.mounted
+        if mounted.binding.tenant is not None and tenant is None:
             raise errors.OperatorError(
-                f"{runner.binding.resource} records belong to tenants: name the tenant"
+                f"{mounted.binding.resource} records belong to tenants: name the tenant"
             )
-        owner = None if tenant is None else runner.tables.tenant_value(tenant)
-        now = runner.clock()
-        condition = query.parse(where, runner.columns) if where else None
-        clause = condition.to_sql(runner.tables.resource, now) if condition else None
+        owner = None if tenant is None else mounted.tables.tenant_value(tenant)
+        now = mounted.clock()
+        condition = query.parse(where, mounted.columns) if where else None
+        clause = condition.to_sql(mounted.tables.resource, now) if condition else None
         columns = [timer.column for timer in self.timers]
-        with runner.engine.connect() as conn:
-            total = records.count_records(conn, runner.tables, clause, owner)
+        with mounted.engine.connect() as conn:
+            total = records.count_records(conn, mounted.tables, clause, owner)
         armed = done = 0
         after: Any = None
         while True:
-            with dialects.begin(runner.engine) as conn:
+            with dialects.begin(mounted.engine) as conn:
                 batch = records.records_with(
-                    conn, runner.tables, columns, clause, owner, after=after
+                    conn, mounted.tables, columns, clause, owner, after=after
                 )
                 for record in batch:
                     armed += len(self.arm(conn, record, now))
             if not batch:
                 break
-            after = batch[-1][runner.binding.key]
+            after = batch[-1][mounted.binding.key]
             done += len(batch)
             if progress is not None:
                 progress(done, total)
         return armed
 
 
-def _tenant(runner: FlowRunner, record: Mapping[str, object]) -> object:
-    tenant = runner._tenant_of(record)
+def _tenant(mounted: Mounted, record: Mapping[str, object]) -> object:
+    tenant = mounted.tenant_of(record)
     return None if tenant is None else str(tenant)
 
 
@@ -146,11 +144,11 @@ class TimerStep(claimed.ClaimedStep):
     record matches ``when``; else end, saying why."""
 
     def advance(self) -> None:
-        run, runner, now = self.run, self.runner, self.now
+        run, mounted, now = self.run, self.mounted, self.now
         column = str(run.snapshot.get("column"))
         armed_for = str(run.snapshot.get("instant"))
-        timer = runner.binding.timer_at(column)
-        timers = runner.timers
+        timer = mounted.binding.timer_at(column)
+        timers = mounted.timers
         if timer is None or timers is None:
             self.stop(
                 f"this run fires a timer at {column!r}, which the binding does not declare "
@@ -166,13 +164,15 @@ class TimerStep(claimed.ClaimedStep):
             # Woken early (its record changed): the instant decides, so sleep until it.
             self.save(state=run.state, status=statuses.RunStatus.WAITING, due_at=instant)
             return
-        record = records.load_record(self.conn, runner.tables, run.record_id, run.tenant)
+        record = records.load_record(self.conn, mounted.tables, run.record_id, run.tenant)
         said = {"column": column, "instant": armed_for, "command": timer.command}
         if record is None:
-            self.log("timer_gone", detail={**said, "resource": runner.binding.resource})
+            self.log("timer_gone", detail={**said, "resource": mounted.binding.resource})
             self.save(state=run.state, status=statuses.RunStatus.DONE, due_at=None)
             return
-        holds = rules.instant_of(record.get(column), runner.columns[column], runner.config.timezone)
+        holds = rules.instant_of(
+            record.get(column), mounted.columns[column], mounted.config.timezone
+        )
         if holds is None or rules.iso(holds) != armed_for:
             now_holds = None if holds is None else rules.iso(holds)
             self.log("timer_moved", detail={**said, "holds": now_holds})
@@ -186,12 +186,12 @@ class TimerStep(claimed.ClaimedStep):
         self._fire(timer, record, said)
 
     def _fire(self, timer: binding.At, record: Mapping[str, object], said: dict[str, Any]) -> None:
-        run, runner, now = self.run, self.runner, self.now
+        run, mounted, now = self.run, self.mounted, self.now
         # An operator's retry of a run that gave up starts its attempts again.
         tried = 0 if run.state.get("gave_up") else int(str(run.state.get("attempts", 0)))
         attempt = tried + 1
         key = rules.idempotency_key(
-            runner.binding.resource, run.tenant, run.record_id, timer.column, said["instant"]
+            mounted.binding.resource, run.tenant, run.record_id, timer.column, said["instant"]
         )
         if ops.find_idempotent(self.conn, key=key) is not None:
             self.log("timer_fired", detail={**said, "already": True})
@@ -201,7 +201,7 @@ class TimerStep(claimed.ClaimedStep):
             record=dict(record),
             inputs={"column": timer.column, "instant": said["instant"]},
             conn=self.conn,
-            principal=runner.run_as,
+            principal=mounted.run_as,
             idempotency_key=key,
             run_id=run.id,
             flow_name=run.flow_name,
@@ -211,7 +211,7 @@ class TimerStep(claimed.ClaimedStep):
             tenant=run.tenant,
             now=now,
             deadline=self.deadline(timer.timeout_delta),
-            clock=runner.clock,
+            clock=mounted.clock,
         )
         result, _ = self.command(
             timer.command, context, result_key=timer.column, timeout=timer.timeout_delta
@@ -222,7 +222,7 @@ class TimerStep(claimed.ClaimedStep):
             return
         error = dict(result.error or {})
         message = str(error.get("message") or "no reason given")
-        policy = timer.retry or runner.config.retry
+        policy = timer.retry or mounted.config.retry
         decision = retry_mod.decide(policy, attempt, now)
         if not result.refused and not decision.gives_up:
             assert decision.retry_at is not None
@@ -265,13 +265,16 @@ def _holds(condition: query.Condition, record: Mapping[str, object], now: dateti
         return False
 
 
-def program(
-    worker: Worker,
-    conn: sa.Connection,
-    claim: ops.Claim,
-    now: datetime,
-    later: Sequence[ops.Claim],
-    run: ops.RunRow,
-) -> claimed.Stepping:
-    """The step of a claimed timer run (registered as ``FlowRunner.programs["at"]``)."""
-    return TimerStep(worker, conn, claim, now, later, run)
+class TimerProgram:
+    """The ``at`` program: a timer's run fires its command once (registered as
+    ``Mounted.programs["at"]``)."""
+
+    def step(self, claimed: Claimed) -> Stepping:
+        return TimerStep(claimed)
+
+    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
+        """A timer's run waits only for its instant (its ``due_at``)."""
+        return ()
+
+
+program = TimerProgram()

@@ -35,9 +35,9 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Path, Response, params
 
 from flowrunner import errors
-from flowrunner.flows import edits
+from flowrunner.flows.editor import TenantRows
 from flowrunner.runner import FlowRunner
-from flowrunner.store import dialects, flow_rows
+from flowrunner.store import flow_rows
 
 TenantOf = Callable[..., Any]
 """A FastAPI dependency returning the request's tenant (it may take its own
@@ -82,7 +82,7 @@ def router(
             "tenant=...) out"
         )
     api = APIRouter(prefix=prefix, tags=list(tags), dependencies=list(dependencies))
-    rows_of = TenantRows(runner)
+    rows_of = TenantRows(runner.mounted)
     Tenant = Depends(tenant or _no_tenant)  # a marker, as Body and Path are
 
     @api.get("", summary="The flows")
@@ -95,7 +95,7 @@ def router(
         owner = rows_of.owner(owner)
         _no_id(row, "flow")
         with rows_of.writing() as conn:
-            flow_id = runner.save_flow(conn, row, tenant=owner)
+            flow_id = runner.editor.save_flow(conn, row, tenant=owner)
             return rows_of.flow(conn, flow_id, owner)
 
     @api.post("/validate", summary="Judge a flow row; nothing is saved")
@@ -106,7 +106,7 @@ def router(
             whole = row
             if row.get("id") is not None:
                 whole = {**rows_of.flow(conn, row["id"], owner), **row}
-            runner.save_flow(conn, whole, tenant=owner)
+            runner.editor.save_flow(conn, whole, tenant=owner)
 
         return rows_of.judge(save)
 
@@ -125,14 +125,14 @@ def router(
         _same(changes, "id", flow_id, "the flow's id is the one in the address")
         with rows_of.writing() as conn:
             stored = rows_of.flow(conn, flow_id, owner)
-            runner.save_flow(conn, {**stored, **changes, "id": flow_id}, tenant=owner)
+            runner.editor.save_flow(conn, {**stored, **changes, "id": flow_id}, tenant=owner)
             return rows_of.flow(conn, flow_id, owner)
 
     @api.delete("/{flow_id}", status_code=204, summary="Delete a flow and its steps")
     def delete_flow(flow_id: int = FlowId, owner: Any = Tenant) -> Response:
         owner = rows_of.owner(owner)
         with rows_of.writing() as conn:
-            runner.delete_flow(conn, flow_id, tenant=owner)
+            runner.editor.delete_flow(conn, flow_id, tenant=owner)
         return Response(status_code=204)
 
     @api.post("/{flow_id}/steps", status_code=201, summary="Add a step to a flow")
@@ -144,7 +144,7 @@ def router(
         _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
         with rows_of.writing() as conn:
             rows_of.flow(conn, flow_id, owner)
-            step_id = runner.save_step(conn, {**row, "flow_id": flow_id}, tenant=owner)
+            step_id = runner.editor.save_step(conn, {**row, "flow_id": flow_id}, tenant=owner)
             return rows_of.step(conn, flow_id, step_id, owner)
 
     @api.post("/{flow_id}/steps/validate", summary="Judge a step row; nothing is saved")
@@ -159,7 +159,7 @@ def router(
             whole = {**row, "flow_id": flow_id}
             if row.get("id") is not None:
                 whole = {**rows_of.step(conn, flow_id, row["id"], owner), **whole}
-            runner.save_step(conn, whole, tenant=owner)
+            runner.editor.save_step(conn, whole, tenant=owner)
 
         return rows_of.judge(save)
 
@@ -176,7 +176,7 @@ def router(
             stored = rows_of.step(conn, flow_id, step_id, owner)
             # A flow_id among the changes moves the step to that flow (of the tenant):
             # judged as any save, a goto still naming its position refuses it.
-            runner.save_step(conn, {**stored, **changes, "id": step_id}, tenant=owner)
+            runner.editor.save_step(conn, {**stored, **changes, "id": step_id}, tenant=owner)
             moved_to = flow_rows.step_by_id(conn, runner.tables, step_id)
             assert moved_to is not None
             return rows_of.step(conn, moved_to["flow_id"], step_id, owner)
@@ -186,77 +186,10 @@ def router(
         owner = rows_of.owner(owner)
         with rows_of.writing() as conn:
             rows_of.step(conn, flow_id, step_id, owner)
-            runner.delete_step(conn, step_id, tenant=owner)
+            runner.editor.delete_step(conn, step_id, tenant=owner)
         return Response(status_code=204)
 
     return api
-
-
-class TenantRows:
-    """Reading a runner's flow and step rows as one tenant sees them."""
-
-    def __init__(self, runner: FlowRunner) -> None:
-        self.runner = runner
-        self.column = runner.binding.tenant
-
-    def owner(self, tenant: Any) -> Any:
-        """The request's tenant; on a tenant binding a dependency answering None is refused."""
-        if self.column is not None and tenant is None:
-            raise errors.OperatorError(
-                "the request names no tenant, and every flow belongs to one",
-                status_code=403,
-                code="tenant_required",
-            )
-        return tenant
-
-    def writing(self) -> Any:
-        """A transaction that commits when the route returns, and rolls back if it raises."""
-        return dialects.begin(self.runner.engine)
-
-    def _mine(self, row: Mapping[str, Any], owner: Any) -> bool:
-        return self.column is None or str(row[self.column]) == str(owner)
-
-    def flows(self, conn: sa.Connection, owner: Any) -> list[dict[str, Any]]:
-        every = flow_rows.all_flows(conn, self.runner.tables)
-        return [flow for flow in every if self._mine(flow, owner)]
-
-    def flow(self, conn: sa.Connection, flow_id: Any, owner: Any) -> dict[str, Any]:
-        """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
-        key = edits.read_id(flow_id, self.runner.tables.flows.c.id)
-        found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
-        if found is None or not self._mine(found, owner):
-            raise errors.OperatorError(
-                f"there is no flow {flow_id!r}", status_code=404, code="flow_unknown"
-            )
-        return found
-
-    def step(self, conn: sa.Connection, flow_id: Any, step_id: Any, owner: Any) -> dict[str, Any]:
-        """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
-        flow = self.flow(conn, flow_id, owner)
-        key = edits.read_id(step_id, self.runner.tables.steps.c.id)
-        found = None if key is None else flow_rows.step_by_id(conn, self.runner.tables, key)
-        if found is None or found["flow_id"] != flow["id"]:
-            raise errors.OperatorError(
-                f"there is no step {step_id!r} in flow {flow_id!r}",
-                status_code=404,
-                code="step_unknown",
-            )
-        return found
-
-    def judge(self, save: Callable[[sa.Connection], None]) -> dict[str, Any]:
-        """Run ``save`` in a transaction that is always rolled back; its field errors."""
-        try:
-            with self.writing() as conn:
-                save(conn)
-                raise _Judged
-        except _Judged:
-            return {"valid": True, "detail": []}
-        except errors.RowInvalid as refused:
-            return {"valid": False, **refused.to_dict()}
-
-
-class _Judged(Exception):
-    """Raised to roll back a save that was only judged."""
 
 
 def _no_id(row: Mapping[str, Any], what: str) -> None:

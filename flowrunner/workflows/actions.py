@@ -18,7 +18,7 @@ from flowrunner.store import operations as ops
 from flowrunner.workflows import replay, starts
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 PROGRAM = starts.PROGRAM
 
@@ -33,18 +33,18 @@ def retried(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def restart(
-    runner: FlowRunner, conn: sa.Connection, run: ops.RunRow, operator: str, now: datetime
+    mounted: Mounted, conn: sa.Connection, run: ops.RunRow, operator: str, now: datetime
 ) -> int | None:
     """Start the run's workflow again (its latest version, the same start) as a new run on
     the same record; its id, or None when the workflow is not defined any more."""
-    workflows = runner.workflows
+    workflows = mounted.workflows
     name = str(run.snapshot.get("workflow"))
     definition = None if workflows is None else workflows.latest(name)
     if definition is None:
         return None
     start = run.snapshot.get("start")
     return starts.insert(
-        runner,
+        mounted,
         conn,
         definition,
         start if isinstance(start, Mapping) else {},

@@ -22,20 +22,20 @@ What each kind of step does, in the step's transaction:
 from __future__ import annotations
 
 import copy
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from flowrunner import errors
 from flowrunner.engine import claimed, commands, heartbeat
+from flowrunner.engine.mounted import Claimed, Mounted, Stepping
 from flowrunner.flows.interpreter import retry
+from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import durations, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.workflows import context, http_call, replay, starts
+from flowrunner.workflows import context, http_call, replay, starts, waits
 
 FAILED = statuses.RunStatus.FAILED
 
@@ -76,7 +76,7 @@ class WorkflowStep(claimed.ClaimedStep):
             return
         kept = run.snapshot
         name, version = str(kept.get("workflow")), kept.get("version")
-        workflows = self.runner.workflows
+        workflows = self.mounted.workflows
         definition = None
         if workflows is not None and isinstance(version, int):
             definition = workflows.find(name, version)
@@ -174,7 +174,7 @@ class WorkflowStep(claimed.ClaimedStep):
                 until = replay.moment(pending.until)
             elif asked.kind == replay.SLEEP:
                 length = durations.parse_duration(str(asked.options["length"]))
-                until = length.add_to(replay.moment(since), self.runner.config.timezone)
+                until = length.add_to(replay.moment(since), self.mounted.config.timezone)
             else:
                 until = replay.moment(str(asked.options["when"]))
             if self.now >= until:
@@ -196,7 +196,7 @@ class WorkflowStep(claimed.ClaimedStep):
         deadline = (
             None
             if timeout is None
-            else durations.parse_duration(str(timeout)).add_to(began, self.runner.config.timezone)
+            else durations.parse_duration(str(timeout)).add_to(began, self.mounted.config.timezone)
         )
         match = asked.options.get("match")
         for event in ops.events_after(
@@ -226,25 +226,25 @@ class WorkflowStep(claimed.ClaimedStep):
     def _run(
         self, asked: replay.Ask, index: int, since: str, pending: replay.Pending | None
     ) -> _Done | _Wait | _Fail:
-        runner, run = self.runner, self.run
+        mounted, run = self.mounted, self.run
         command = str(asked.target)
-        if command not in runner.commands:
-            known = ", ".join(sorted(runner.commands)) or "none"
+        if command not in mounted.commands:
+            known = ", ".join(sorted(mounted.commands)) or "none"
             message = f"there is no command {command!r} (commands: {known})"
             return _Done(None, self.now, {"message": message, "code": "command_unknown"})
         attempt = (pending.attempt if pending is not None else 0) + 1
         target = asked.options.get("target")
         on = run.record_id if target is None else str(target)
         record = (
-            records.load_record(self.conn, runner.tables, on, run.tenant)
+            records.load_record(self.conn, mounted.tables, on, run.tenant)
             if self._keyed(on)
             else None
         )
         context_ = commands.CommandContext(
-            record=record if record is not None else {runner.binding.key: on},
+            record=record if record is not None else {mounted.binding.key: on},
             inputs=dict(asked.options.get("input") or {}),
             conn=self.conn,
-            principal=self.definition.run_as or runner.run_as,
+            principal=self.definition.run_as or mounted.run_as,
             idempotency_key=f"run-{run.id}/{asked.name}",
             run_id=run.id,
             flow_name=self.definition.name,
@@ -253,7 +253,7 @@ class WorkflowStep(claimed.ClaimedStep):
             attempt=attempt,
             tenant=run.tenant,
             now=self.now,
-            clock=runner.clock,
+            clock=mounted.clock,
         )
         result, _ = self.command(command, context_, result_key=asked.name)
         if result.ok:
@@ -262,13 +262,13 @@ class WorkflowStep(claimed.ClaimedStep):
         message = str(error.get("message") or "no reason given")
         if result.refused:
             return _Done(None, self.now, {"message": message, "code": error.get("code")})
-        return self._again(asked, since, attempt, message, runner.config.retry)
+        return self._again(asked, since, attempt, message, mounted.config.retry)
 
     def _keyed(self, record_id: str) -> bool:
         """Whether ``record_id`` can be a key of the runner's resource (a manual run's
         key may not be)."""
         try:
-            self.runner.tables.key_value(record_id)
+            self.mounted.tables.key_value(record_id)
         except errors.RecordRejected:
             return False
         return True
@@ -276,7 +276,7 @@ class WorkflowStep(claimed.ClaimedStep):
     def _call(
         self, asked: replay.Ask, since: str, pending: replay.Pending | None
     ) -> _Done | _Wait | _Fail:
-        workflows = self.runner.workflows
+        workflows = self.mounted.workflows
         name = str(asked.target)
         connection = None if workflows is None else workflows.connections.get(name)
         if connection is None:
@@ -286,11 +286,11 @@ class WorkflowStep(claimed.ClaimedStep):
         attempt = (pending.attempt if pending is not None else 0) + 1
         request = asked.options["request"]
         beat = heartbeat.Heartbeat(
-            self.runner.engine,
+            self.mounted.engine,
             owner=self.owner,
             claims=(self.claim, *self.later),
             ttl=self.lease_ttl,
-            clock=self.runner.clock,
+            clock=self.mounted.clock,
             point=self.point,
         )
         with beat:
@@ -419,7 +419,7 @@ class WorkflowStep(claimed.ClaimedStep):
             return None
         run = self.run
         return (
-            f"run {run.id} of workflow {run.flow_name!r} on {self.runner.binding.resource} "
+            f"run {run.id} of workflow {run.flow_name!r} on {self.mounted.binding.resource} "
             f"{run.record_id} failed: {self.failed}"
         )
 
@@ -443,16 +443,18 @@ def _plain_result(result: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-def program(
-    worker: Any,
-    conn: sa.Connection,
-    claim: ops.Claim,
-    now: datetime,
-    later: Sequence[ops.Claim],
-    run: ops.RunRow,
-) -> claimed.Stepping:
-    """The step of a claimed run of a code workflow (registered as ``"workflow"``)."""
-    return WorkflowStep(worker, conn, claim, now, later, run)
+class WorkflowProgram:
+    """The ``workflow`` program: a code workflow's run, replayed and taken one step on."""
+
+    def step(self, claimed: Claimed) -> Stepping:
+        return WorkflowStep(claimed)
+
+    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
+        """The steps an open run waits at (``workflows.waits``)."""
+        return waits.where(run.state)
+
+
+program = WorkflowProgram()
 
 
 PROGRAM = starts.PROGRAM

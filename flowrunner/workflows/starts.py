@@ -27,7 +27,7 @@ from flowrunner.store import operations as ops
 from flowrunner.workflows import definitions
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 PROGRAM = "workflow"
 # The longest start key kept (the store's column holds it with room to spare).
@@ -52,7 +52,7 @@ def snapshot(definition: definitions.Definition, start: Mapping[str, Any]) -> di
 
 
 def insert(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     definition: definitions.Definition,
     start: Mapping[str, Any],
@@ -69,7 +69,7 @@ def insert(
     return ops.insert_run(
         conn,
         tenant=tenant,
-        resource=runner.binding.resource,
+        resource=mounted.binding.resource,
         record_id=record_id,
         flow_id=flow_id(definition.name),
         flow_name=definition.name,
@@ -84,7 +84,7 @@ def insert(
 
 
 def start_on_event(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     workflows: definitions.Workflows,
     event: str,
@@ -106,14 +106,14 @@ def start_on_event(
         if key is None:
             continue  # the key said: this event starts no run of this workflow
         run_id = insert(
-            runner,
+            mounted,
             conn,
             definition,
             payload,
             record_id=record_id,
             tenant=tenant,
             start_key=f"event:{key}",
-            started_by=definition.run_as or runner.run_as,
+            started_by=definition.run_as or mounted.run_as,
             now=now,
         )
         if run_id is not None:
@@ -147,7 +147,7 @@ def _key(definition: definitions.Definition, event: str, payload: Mapping[str, A
 
 
 def start_manual(
-    runner: FlowRunner,
+    mounted: Mounted,
     workflows: definitions.Workflows,
     name: str,
     start: Mapping[str, Any] | None,
@@ -185,14 +185,14 @@ def start_manual(
         given = payloads.plain(start or {})
     except payloads.NotPlain as exc:
         raise errors.OperatorError(f"workflow {name!r}'s start: {exc}") from None
-    owner = runner._need_tenant(tenant)
-    now = runner.clock()
-    with dialects.begin(runner.engine) as conn:
+    owner = mounted.need_tenant(tenant)
+    now = mounted.clock()
+    with dialects.begin(mounted.engine) as conn:
         if record is not None:
-            record_id = runner._operator_key(record)
-            if records.load_record(conn, runner.tables, record_id, owner) is None:
+            record_id = mounted.operator_key(record)
+            if records.load_record(conn, mounted.tables, record_id, owner) is None:
                 raise errors.OperatorError(
-                    f"there is no {runner.binding.resource} {payloads.quote(record)}",
+                    f"there is no {mounted.binding.resource} {payloads.quote(record)}",
                     status_code=404,
                     code="record_unknown",
                 )
@@ -201,7 +201,7 @@ def start_manual(
             raise errors.OperatorError(f"a start's key is a text of 1 to {KEY_LENGTH} characters")
         on = record_id if record is not None else str(key or start_key)
         run_id = insert(
-            runner,
+            mounted,
             conn,
             definition,
             given,
@@ -223,7 +223,7 @@ def start_manual(
             at=now,
             tenant=owner,
             run_id=run_id,
-            resource=runner.binding.resource,
+            resource=mounted.binding.resource,
             record_id=on,
             detail={"workflow": name, "version": definition.version},
         )

@@ -41,7 +41,7 @@ from flowrunner.history import flows
 from flowrunner.store import dialects, flow_rows, records
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.engine.mounted import Mounted
 
 FlowGiven = Mapping[str, Any] | str | int
 """The flow to try: its row as edited (with ``steps``), or a saved flow's name or id."""
@@ -53,7 +53,7 @@ _MOST_ADVANCES = 100_000
 
 
 def try_flow(
-    runner: FlowRunner,
+    mounted: Mounted,
     flow: FlowGiven,
     steps: Sequence[Mapping[str, Any]] | None,
     record_id: Any,
@@ -64,39 +64,39 @@ def try_flow(
     start: datetime | None = None,
 ) -> result.TryResult:
     """Run ``flow`` on the record ``record_id`` as a try; see ``FlowRunner.try_flow``."""
-    begun = runner.clock() if start is None else start
+    begun = mounted.clock() if start is None else start
     if begun.tzinfo is None:
         begun = begun.replace(tzinfo=UTC)  # as everywhere: a naive moment is UTC
-    end = _end(begun, until, runner)
+    end = _end(begun, until, mounted)
     items = script.lines(answers) if isinstance(answers, str) else list(answers)
-    owner = runner._need_tenant(tenant)
-    key = _key(runner, record_id)
-    with dialects.rolled_back(runner.engine) as conn:
-        snap, problem = _snapshot(runner, conn, flow, steps, owner)
-        record = records.load_record(conn, runner.tables, key, owner)
+    owner = mounted.need_tenant(tenant)
+    key = _key(mounted, record_id)
+    with dialects.rolled_back(mounted.engine) as conn:
+        snap, problem = _snapshot(mounted, conn, flow, steps, owner)
+        record = records.load_record(conn, mounted.tables, key, owner)
         if record is None:
             raise errors.OperatorError(
-                f"there is no {runner.binding.resource} {payloads.quote(record_id)}"
-                + (f" for tenant {owner!r}" if runner.binding.tenant else ""),
+                f"there is no {mounted.binding.resource} {payloads.quote(record_id)}"
+                + (f" for tenant {owner!r}" if mounted.binding.tenant else ""),
                 status_code=404,
                 code="record_unknown",
             )
         setting = try_plan.Setting(
-            binding=runner.binding,
+            binding=mounted.binding,
             snap=snap,
-            columns=runner.columns,
+            columns=mounted.columns,
             record_id=key,
-            tenant=None if owner is None else runner.tables.tenant_value(owner),
+            tenant=None if owner is None else mounted.tables.tenant_value(owner),
             start=begun,
             end=end,
-            tz=runner.config.timezone,
+            tz=mounted.config.timezone,
         )
         plan = try_plan.resolve(items, setting)
-        attempt = _Try(runner, conn, snap, setting, plan)
+        attempt = _Try(mounted, conn, snap, setting, plan)
         return attempt.run(record, problem)
 
 
-def _end(begun: datetime, until: str | timedelta, runner: FlowRunner) -> datetime:
+def _end(begun: datetime, until: str | timedelta, mounted: Mounted) -> datetime:
     """When the try ends; ``RowInvalid`` (field ``until``) for a length it cannot take."""
     try:
         if isinstance(until, timedelta):
@@ -105,7 +105,7 @@ def _end(begun: datetime, until: str | timedelta, runner: FlowRunner) -> datetim
             length = durations.parse_duration(until)
         if length.is_zero or length.is_negative:
             raise _until_invalid(f"a try cannot last {length} — write e.g. '30 days'")
-        return length.add_to(begun, runner.config.timezone)
+        return length.add_to(begun, mounted.config.timezone)
     except errors.DurationError as exc:
         raise _until_invalid(exc.message) from None
 
@@ -115,10 +115,10 @@ def _until_invalid(message: str) -> errors.RowInvalid:
     return errors.RowInvalid([problem], row="the try")
 
 
-def _key(runner: FlowRunner, record_id: Any) -> Any:
+def _key(mounted: Mounted, record_id: Any) -> Any:
     """The record's key as its column holds it; ``OperatorError`` for one it cannot hold."""
     try:
-        return runner.tables.key_value(record_id)
+        return mounted.tables.key_value(record_id)
     except errors.RecordRejected as exc:
         raise errors.OperatorError(str(exc), status_code=404, code="record_unknown") from None
 
@@ -127,7 +127,7 @@ def _key(runner: FlowRunner, record_id: Any) -> Any:
 
 
 def _snapshot(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     flow: FlowGiven,
     steps: Sequence[Mapping[str, Any]] | None,
@@ -135,34 +135,34 @@ def _snapshot(
 ) -> tuple[snapshot.FlowSnapshot, str | None]:
     """The snapshot a run of the flow would keep, and its load check's sentence (or None)."""
     if isinstance(flow, Mapping):
-        return _edited(runner, conn, flow, steps or (), owner), None
+        return _edited(mounted, conn, flow, steps or (), owner), None
     if steps is not None:
         message = "a saved flow is tried with its own steps: give its name or id alone"
         raise errors.RowInvalid([errors.FieldError("steps", message, "column_not_read")])
-    found = flow_rows.flow_by_name_or_id(conn, runner.tables, flow, owner)
+    found = flow_rows.flow_by_name_or_id(conn, mounted.tables, flow, owner)
     if found is None:
         raise errors.OperatorError(
             f"there is no flow {payloads.quote(flow)}", status_code=404, code="flow_unknown"
         )
-    snap = starts.stored_snapshot(conn, runner.tables, found["id"])
+    snap = starts.stored_snapshot(conn, mounted.tables, found["id"])
     # A row that broke after it was saved fails the run at once, as a real start does.
-    return snap, runner.check_snapshot(snap)
+    return snap, mounted.check_snapshot(snap)
 
 
 def _edited(
-    runner: FlowRunner,
+    mounted: Mounted,
     conn: sa.Connection,
     flow: Mapping[str, Any],
     steps: Sequence[Mapping[str, Any]],
     owner: str | None,
 ) -> snapshot.FlowSnapshot:
     """The edited rows as a snapshot, after the checks of a save (``RowsInvalid``)."""
-    binding, tables, columns = runner.binding, runner.tables, runner.columns
-    row = dict(runner._owned(flow, owner, "flow"))
+    binding, tables, columns = mounted.binding, mounted.tables, mounted.columns
+    row = dict(mounted.owned(flow, owner, "flow"))
     if not all(isinstance(step, Mapping) for step in steps):
         message = "the steps are rows: mappings of column to value"
         raise errors.RowInvalid([errors.FieldError("steps", message, "type_invalid")])
-    rows = [_owned_step(runner, step, row) for step in steps]
+    rows = [_owned_step(mounted, step, row) for step in steps]
     found: list[tuple[str, list[errors.FieldError]]] = []
     stored = flow_rows.all_flows(conn, tables)
     problems = validation.errors_for_flow_row(
@@ -189,10 +189,10 @@ def _edited(
     return snapshot.FlowSnapshot.build({**values, "id": row.get("id"), "tenant": owner}, shaped)
 
 
-def _owned_step(runner: FlowRunner, step: Mapping[str, Any], flow: Mapping[str, Any]) -> Any:
+def _owned_step(mounted: Mounted, step: Mapping[str, Any], flow: Mapping[str, Any]) -> Any:
     """An edited step as its flow's: no ``flow_id`` to check, its flow's tenant."""
     row = {k: v for k, v in step.items() if k != "flow_id"}
-    column = runner.binding.tenant
+    column = mounted.binding.tenant
     if column is not None:
         row[column] = flow.get(column)
     return row
@@ -206,13 +206,13 @@ class _Try:
 
     def __init__(
         self,
-        runner: FlowRunner,
+        mounted: Mounted,
         conn: sa.Connection,
         snap: snapshot.FlowSnapshot,
         setting: try_plan.Setting,
         plan: try_plan.Plan,
     ) -> None:
-        self.runner = runner
+        self.mounted = mounted
         self.conn = conn
         self.snap = snap
         self.setting = setting
@@ -235,7 +235,7 @@ class _Try:
                 statuses.RunStatus.FAILED, now, f"It would fail as it starts: {problem}"
             )
             return self._result(held, end)
-        cfg = self.runner.config
+        cfg = self.mounted.config
         seen = happened.Happened(record=record)
         step = interpret.start(self.snap, seen, now, cfg, started_at=now, event_floor=0)
         run = self._apply(step, now, record)
@@ -273,12 +273,14 @@ class _Try:
 
     def _record(self) -> dict[str, Any] | None:
         setting = self.setting
-        return records.load_record(self.conn, self.runner.tables, setting.record_id, setting.tenant)
+        return records.load_record(
+            self.conn, self.mounted.tables, setting.record_id, setting.tenant
+        )
 
     def _write(self, values: Mapping[str, Any]) -> None:
         setting = self.setting
         records.write_fields(
-            self.conn, self.runner.tables, setting.record_id, setting.tenant, values
+            self.conn, self.mounted.tables, setting.record_id, setting.tenant, values
         )
 
     # -- one advance and its effects, as the worker applies them -----------------------
@@ -310,7 +312,7 @@ class _Try:
             seen = happened.Happened(
                 record=working, latest_event_id=len(self.events), results=tuple(results)
             )
-            step = interpret.advance(self.snap, step.state, seen, now, self.runner.config)
+            step = interpret.advance(self.snap, step.state, seen, now, self.mounted.config)
 
     def _count(self) -> None:
         self.advances += 1
@@ -325,7 +327,7 @@ class _Try:
 
     def _line(self, effect: effects.Log, now: datetime) -> None:
         position, title = self._where(effect.step_id)
-        said = flows.sentence(effect, self.snap, self.runner.config.timezone, tried=True)
+        said = flows.sentence(effect, self.snap, self.mounted.config.timezone, tried=True)
         self.lines.append(
             result.TryLine(
                 at=effect.at or now,
@@ -364,11 +366,11 @@ class _Try:
     def _command(self, effect: effects.RunCommand, at: datetime) -> happened.CommandResult:
         """Show the command, and answer for it without running it."""
         refused = self.plan.refusals.get(effect.command)
-        runner = self.runner
-        allowed = runner.authorize is None or runner.authorize(runner.run_as, effect.command)
+        mounted = self.mounted
+        allowed = mounted.authorize is None or mounted.authorize(mounted.run_as, effect.command)
         if refused is None and not allowed:
             # As the worker's check on every attempt (``FlowRunner.authorize_command``).
-            refused = f"principal {runner.run_as!r} is not allowed to run command"
+            refused = f"principal {mounted.run_as!r} is not allowed to run command"
             refused += f" {effect.command!r}"
         answer = {} if refused is not None else self._answer(effect)
         position, title = self._where(effect.step_id)
@@ -395,7 +397,7 @@ class _Try:
         """What the try takes a command to answer: whom a waiting step asks, else nothing."""
         if effect.reminder is not None or effect.cancel:
             return {}
-        kind = self.runner.binding.kinds.get(effect.kind)
+        kind = self.mounted.binding.kinds.get(effect.kind)
         step = self.steps.get(str(effect.step_id))
         if kind is None or step is None:
             return {}
@@ -409,13 +411,13 @@ class _Try:
         if not text:
             return None
         try:
-            condition = query.parse(text, self.runner.columns)
+            condition = query.parse(text, self.mounted.columns)
             return condition.matches(record, self.setting.start)
         except errors.FlowrunnerError:
             return False  # a condition that no longer reads: a real start would fail
 
     def _end(self, run: state.RunState) -> result.TryEnd:
-        tz = self.runner.config.timezone
+        tz = self.mounted.config.timezone
         if run.status in statuses.ENDED:
             at = run.clock if run.clock is not None else self.setting.end
             reason = run.reason or "no reason given"
@@ -428,7 +430,7 @@ class _Try:
             return result.TryEnd(run.status, at, sentence)
         end = self.setting.end
         waits_at = tuple(
-            flows.waiting_sentence(w, tz) for w in waits.where(self.snap, run, self.runner.config)
+            flows.waiting_sentence(w, tz) for w in waits.where(self.snap, run, self.mounted.config)
         )
         sentence = f"Still open when the try ends on {flows.when(end, tz)}"
         if waits_at:

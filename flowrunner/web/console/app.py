@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from flowrunner.web.console import access, csrf, page, shown
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.web.console.runner_view import ConsoleRunner
 
 HERE = Path(__file__).parent
 
@@ -41,7 +41,7 @@ class Console:
 
     def __init__(
         self,
-        runner: FlowRunner,
+        runner: ConsoleRunner,
         access: access.Access,
         *,
         secret: bytes,
@@ -88,7 +88,7 @@ class _Headers:
 
 
 def build(
-    runner: FlowRunner,
+    runner: ConsoleRunner,
     *,
     principal: access.PrincipalOf | None = None,
     can_read: access.CanRead | None = None,

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from flowrunner import errors, query
 from flowrunner.flows import files, rows, starts
+from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import durations
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
@@ -33,7 +34,6 @@ from flowrunner.web.console.rows_form import (
     next_position,
     step_row,
 )
-from flowrunner.web.flows_api import TenantRows
 
 # -- what the pages show -------------------------------------------------------------
 
@@ -86,7 +86,7 @@ class FlowLine:
 
 
 def _rows(page: Page) -> TenantRows:
-    return TenantRows(page.runner)
+    return TenantRows(page.runner.mounted)
 
 
 def _flow(conn: sa.Connection, page: Page, flow_id: Any) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def create_flow(page: Page) -> Response:
     _may_edit(page, row)
     try:
         with page.writing() as conn:
-            flow_id = page.runner.save_flow(conn, row, tenant=page.tenant)
+            flow_id = page.runner.editor.save_flow(conn, row, tenant=page.tenant)
             page.journal(conn, "flow.create", flow=row.get("name"), flow_id=flow_id)
     except errors.RowInvalid as refused:
         problems = Problems.of(refused, FLOW_FIELDS)
@@ -154,7 +154,7 @@ def flow_page(
         flow = _flow(conn, page, flow_id)
         all_steps = flow_rows.steps_of_flow(conn, page.runner.tables, flow["id"])
         steps = _readable(page, all_steps)
-        drawn = page.runner.diagram(
+        drawn = page.runner.operations.diagram(
             conn, flow["id"], can_read=page.console.access.reads(page.reader), tenant=page.tenant
         )
         now = running(conn, page, flow["id"])
@@ -216,7 +216,7 @@ def save_flow(page: Page) -> Response:
             stored = _flow(conn, page, flow_id)
             row = {**stored, **changes, "id": stored["id"]}
             _may_edit(page, stored, row)
-            page.runner.save_flow(conn, row, tenant=page.tenant)
+            page.runner.editor.save_flow(conn, row, tenant=page.tenant)
             page.journal(conn, "flow.save", flow=row.get("name"), flow_id=stored["id"])
     except errors.RowInvalid as refused:
         problems = Problems.of(refused, FLOW_FIELDS)
@@ -238,7 +238,7 @@ def delete_flow(page: Page) -> Response:
             action=page.url(f"/flow/{flow['id']}/delete"),
         )
     with page.writing() as conn:
-        page.runner.delete_flow(conn, flow["id"], tenant=page.tenant)
+        page.runner.editor.delete_flow(conn, flow["id"], tenant=page.tenant)
         page.journal(conn, "flow.delete", flow=flow.get("name"), flow_id=flow["id"])
     return page.redirect("/", said=f"Flow {flow['name']!r} deleted; its runs keep their rows.")
 
@@ -254,7 +254,7 @@ def add_step(page: Page) -> Response:
         with page.writing() as conn:
             flow = _flow(conn, page, flow_id)
             _may_edit(page, flow)
-            step_id = page.runner.save_step(
+            step_id = page.runner.editor.save_step(
                 conn, {**row, "flow_id": flow["id"]}, tenant=page.tenant
             )
             page.journal(
@@ -294,7 +294,7 @@ def save_step(page: Page) -> Response:
             flow, stored = _step(conn, page)
             _may_edit(page, flow)
             row = {**stored, **changes, "id": stored["id"]}
-            page.runner.save_step(conn, row, tenant=page.tenant)
+            page.runner.editor.save_step(conn, row, tenant=page.tenant)
             page.journal(
                 conn, "step.save", flow=flow["name"], step_id=stored["id"], title=row.get("title")
             )
@@ -311,7 +311,7 @@ def move_step(page: Page) -> Response:
         with page.writing() as conn:
             flow, stored = _step(conn, page)
             _may_edit(page, flow)
-            moved = page.runner.move_step(conn, stored["id"], by, tenant=page.tenant)
+            moved = page.runner.editor.move_step(conn, stored["id"], by, tenant=page.tenant)
             if moved:
                 page.journal(
                     conn,
@@ -334,7 +334,7 @@ def delete_step(page: Page) -> Response:
         with page.writing() as conn:
             flow, stored = _step(conn, page)
             _may_edit(page, flow)
-            page.runner.delete_step(conn, stored["id"], tenant=page.tenant)
+            page.runner.editor.delete_step(conn, stored["id"], tenant=page.tenant)
             page.journal(
                 conn, "step.delete", flow=flow["name"], step_id=stored["id"], title=stored["title"]
             )

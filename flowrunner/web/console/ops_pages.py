@@ -16,11 +16,11 @@ from starlette.responses import Response
 
 from flowrunner import errors
 from flowrunner.engine import actions, operations_room
+from flowrunner.flows.editor import TenantRows
 from flowrunner.store import operations as ops
 from flowrunner.web.console import run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
-from flowrunner.web.flows_api import TenantRows
 
 FILTERS = ("status", "flow", "record", "older_than", "newer_than")
 PAGE_SIZE = 25
@@ -60,7 +60,7 @@ def runs_room(page: Page) -> Response:
             dataclasses.replace(run, waiting=readable), tz
         )
     with page.reading() as conn:
-        flows = [str(f["name"]) for f in TenantRows(page.runner).flows(conn, page.tenant)]
+        flows = [str(f["name"]) for f in TenantRows(page.runner.mounted).flows(conn, page.tenant)]
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
     return page.render(
         "ops.html",
@@ -95,7 +95,7 @@ def act_on_many(page: Page) -> Response:
     refused: list[actions.Outcome] = []
     for given in ids:
         try:
-            run = page.runner.get_run(given, tenant=page.tenant)
+            run = page.runner.operations.get_run(given, tenant=page.tenant)
         except errors.OperatorError as exc:
             refused.append(_refusal(given, action, str(exc), exc.code))
             continue
@@ -110,7 +110,7 @@ def act_on_many(page: Page) -> Response:
         return runs_pages.confirm(
             page, action, runs, page.url("/ops/act"), back=back, refused=refused
         )
-    done = page.runner.act(
+    done = page.runner.operations.act(
         action,
         [run.id for run in runs],
         operator=page.reader.name,
@@ -157,7 +157,9 @@ def _outcomes(
 def journal(page: Page) -> Response:
     before = page.query.get("before") or None
     try:
-        entries = page.runner.journal(tenant=page.tenant, before_id=before, limit=PAGE_SIZE)
+        entries = page.runner.operations.journal(
+            tenant=page.tenant, before_id=before, limit=PAGE_SIZE
+        )
     except errors.RowInvalid as refused:
         return page.refusal(str(refused), status=422)
     return page.render(
@@ -174,7 +176,9 @@ def notices(page: Page) -> Response:
     state = page.query.get("state") or None
     before = page.query.get("before") or None
     try:
-        found = page.runner.outbox(state, tenant=page.tenant, before_id=before, limit=PAGE_SIZE)
+        found = page.runner.operations.outbox(
+            state, tenant=page.tenant, before_id=before, limit=PAGE_SIZE
+        )
     except errors.RowInvalid as refused:
         return page.refusal(str(refused), status=422)
     reads = page.console.access.reads(page.reader)
@@ -182,7 +186,7 @@ def notices(page: Page) -> Response:
     shown = []
     for notice in found:
         if notice.run_id not in hidden:
-            run = page.runner.get_run(notice.run_id, tenant=page.tenant)
+            run = page.runner.operations.get_run(notice.run_id, tenant=page.tenant)
             hidden[notice.run_id] = run_view.hidden_steps(run, reads)
         if str(notice.step_id) not in hidden[notice.run_id]:
             shown.append(notice)

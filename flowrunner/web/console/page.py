@@ -27,8 +27,8 @@ from flowrunner.store import operations as ops
 from flowrunner.web.console import access, csrf
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
     from flowrunner.web.console.app import Console
+    from flowrunner.web.console.runner_view import ConsoleRunner
 
 log = logs.logger("flowrunner.web.console")
 
@@ -73,7 +73,7 @@ class Page:
         self._cookies: list[tuple[str, str, int | None]] = []
 
     @property
-    def runner(self) -> FlowRunner:
+    def runner(self) -> ConsoleRunner:
         return self.console.runner
 
     @property

@@ -9,11 +9,11 @@ from typing import Any
 from starlette.responses import Response
 
 from flowrunner import errors
+from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import statuses
 from flowrunner.store import records
 from flowrunner.web.console import run_view
 from flowrunner.web.console.page import Page
-from flowrunner.web.flows_api import TenantRows
 
 
 def lookup(page: Page) -> Response:
@@ -28,7 +28,7 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
     runner = page.runner
     record_id = page.params["record_id"]
     key = _key(page, record_id)
-    runs = runner.runs(key, tenant=page.tenant)
+    runs = runner.operations.runs(key, tenant=page.tenant)
     with page.reading() as conn:
         record = records.load_record(conn, runner.tables, runner.tables.key_value(key), page.tenant)
         if record is None and not runs:
@@ -40,7 +40,7 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
         views = [run_view.view(conn, page, run) for run in runs]
         manual = [
             flow
-            for flow in TenantRows(runner).flows(conn, page.tenant)
+            for flow in TenantRows(runner.mounted).flows(conn, page.tenant)
             if flow.get("start") == "manual" and flow.get("active") in (True, 1, None)
         ]
     may_start = record is not None and page.console.access.may(page.reader, "start", None)

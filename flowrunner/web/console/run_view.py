@@ -66,10 +66,12 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
     )
     lines = tuple(
         line
-        for line in runner.history(run.id, tenant=page.tenant)
+        for line in runner.operations.history(run.id, tenant=page.tenant)
         if line.step_id is None or str(line.step_id) not in hidden
     )
     if claimed.program_of(run.snapshot) not in (claimed.FLOW, starts.PROGRAM):
         return RunView(run, waits, lines, "")  # a timer's run: its history alone
-    drawn = runner.diagram(conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant)
+    drawn = runner.operations.diagram(
+        conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant
+    )
     return RunView(run, waits, lines, drawn.html(document=False))

@@ -34,7 +34,7 @@ EXPLAINED = {
 
 def load(page: Page, run_id: str) -> ops.RunRow:
     """The run, of this runner's resource and the reader's tenant, with where it waits."""
-    return page.runner.get_run(run_id, tenant=page.tenant)
+    return page.runner.operations.get_run(run_id, tenant=page.tenant)
 
 
 def run_page(page: Page, *, refused: str | None = None) -> Response:
@@ -67,7 +67,7 @@ def act(page: Page) -> Response:
     reason = page.form.get("reason").strip()
     if page.form.get("confirmed") != "yes":
         return confirm(page, action, [run], page.url(f"/run/{run.id}/{action}"))
-    [outcome] = page.runner.act(
+    [outcome] = page.runner.operations.act(
         action, [run.id], operator=page.reader.name, reason=reason, tenant=page.tenant
     )
     if not outcome.done:
@@ -87,7 +87,7 @@ def confirm(
     """The page that asks before ``action``: what it does, and run by run whether it
     applies (the runner's dry run: done and rolled back) or why not. ``refused``: runs
     refused before the runner was asked (unknown, not the reader's to act on)."""
-    would = page.runner.act(
+    would = page.runner.operations.act(
         action,
         [run.id for run in runs],
         operator=page.reader.name,

@@ -12,7 +12,7 @@ import markupsafe
 from flowrunner.history import flows
 
 if TYPE_CHECKING:
-    from flowrunner.runner import FlowRunner
+    from flowrunner.web.console.runner_view import ConsoleRunner
 
 STARTS = {
     "created": "when a record is created",
@@ -21,7 +21,7 @@ STARTS = {
 }
 
 
-def install(env: jinja2.Environment, runner: FlowRunner) -> None:
+def install(env: jinja2.Environment, runner: ConsoleRunner) -> None:
     """The filters the templates use, on ``runner``'s wall clock."""
     tz = runner.config.timezone
 

@@ -8,7 +8,6 @@ otherwise, so that no command acts on another database than the one typed.
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import os
 import pkgutil
@@ -18,16 +17,13 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from flowrunner import errors
+from flowrunner.engine import mounted
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
 
 
-# ``flowrunner migrate`` must load the app before the engine's tables exist, so the
-# schema check a runner makes at mount is switched off while it loads.
-check_schema_on_mount: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "check_schema_on_mount", default=True
-)
+check_schema_on_mount = mounted.check_schema_on_mount
 
 
 def load_app(

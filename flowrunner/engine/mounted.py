@@ -1,0 +1,388 @@
+"""Mounted: what every part of a runner works with, once it is mounted on a resource.
+
+The facade (``FlowRunner``) builds one at mount and hands it down; every module below
+it — starting runs, the worker and each program's step, operators' actions, the
+Operations room, diagrams, tries, signed callbacks — takes a ``Mounted`` and never the
+facade. It holds the binding and what was read for it once (the application's tables,
+each column's facts, the interpreter's configuration), the engine, the clock, the
+commands and who runs them, the tenant rules, the programs a run may execute, and the
+snapshots read so far::
+
+    mounted = Mounted.mount(binding, engine, commands={...}, run_as="automation")
+    mounted.need_tenant("acme")  # 'acme'; on a binding without tenants, None is fine
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.binding import FlowBinding, RecordId, Tenant
+from flowrunner.engine import commands as commands_mod
+from flowrunner.flows import column_facts, snapshot, validation
+from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.flows.interpreter.waits import Waiting
+from flowrunner.foundations import payloads, retry_policy
+from flowrunner.inbound import endpoints
+from flowrunner.jobs import spec
+from flowrunner.store import app_tables, dialects, engine_tables, migrate
+from flowrunner.store import operations as ops
+
+Clock = Callable[[], datetime]
+# Told of each event ``emit`` stores, in the emitting transaction (jobs plan from it).
+EventHook = Callable[[sa.Connection, spec.Emitted], None]
+# What a worker does once before its first claim, given the clock's now (a job at times
+# makes sure it has its run).
+Prepare = Callable[[datetime], None]
+
+# How many runs' snapshots a runner keeps read (``load_snapshot``); the oldest goes first.
+KEPT_SNAPSHOTS = 256
+
+# ``flowrunner migrate`` must load the app before the engine's tables exist, so the
+# schema check a runner makes at mount is switched off while it loads.
+check_schema_on_mount: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "check_schema_on_mount", default=True
+)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Mountable(Protocol):
+    """What an application hands to what mounts beside its runner (``Jobs(runner, …)``):
+    anything with its ``Mounted`` — the facade is one."""
+
+    @property
+    def mounted(self) -> Mounted: ...
+
+
+@dataclasses.dataclass(eq=False)
+class Mounted:
+    """One runner's shared context. Built by ``mount``; ``clock`` may be changed (the
+    test driver moves it by hand), the rest is fixed while the runner lives, but for the
+    programs mounted beside the flows (``programs``, ``jobs``, ``timers``,
+    ``workflows``) and the hooks they add (``on_event``, ``preparing``)."""
+
+    binding: FlowBinding
+    engine: sa.Engine
+    tables: app_tables.AppTables
+    # Each column's type and facts: what conditions compare and set steps may write.
+    columns: column_facts.ResourceColumns
+    config: config_mod.InterpreterConfig
+    clock: Clock
+    commands: dict[str, commands_mod.Command]
+    run_as: str
+    authorize: commands_mod.Authorize | None
+    inbound: dict[str, endpoints.Inbound] = dataclasses.field(default_factory=dict)
+    # The programs a run may execute, by the name its snapshot gives (``programs``).
+    programs: dict[str, Program] = dataclasses.field(default_factory=dict)
+    # Told of each stored event in its transaction (``emit``), and called once by each
+    # worker before its first claim: the jobs mounted beside the flows use them.
+    on_event: list[EventHook] = dataclasses.field(default_factory=list)
+    preparing: list[Prepare] = dataclasses.field(default_factory=list)
+    # What is mounted beside the flows, if anything (jobs, timers, code workflows).
+    jobs: Any = None
+    timers: Any = None
+    workflows: Any = None
+    # The active flows records start, with a digest of their rows (``flows.starts``).
+    startable: dict[object, tuple[object, list[Any]]] = dataclasses.field(default_factory=dict)
+    _checked: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    _loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = dataclasses.field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def mount(
+        cls,
+        binding: FlowBinding,
+        engine: sa.Engine,
+        *,
+        commands: Mapping[str, commands_mod.Command] | None = None,
+        run_as: str = "automation",
+        clock: Clock = utc_now,
+        authorize: commands_mod.Authorize | None = None,
+        max_moves: int = 1000,
+        retry: retry_policy.RetryPolicy | None = None,
+        timezone: tzinfo | None = None,
+        inbound: Iterable[endpoints.Inbound] = (),
+    ) -> Mounted:
+        """Read the application's tables once, and check the binding against them and
+        every command it names (``BindingError``)."""
+        engine = dialects.prepare_engine(engine)
+        tables = app_tables.reflect(engine, binding)
+        columns = binding.check(tables.metadata).resource_columns
+        mounted = cls(
+            binding=binding,
+            engine=engine,
+            tables=tables,
+            columns=columns,
+            config=interpreter_config(
+                binding, columns, max_moves=max_moves, retry=retry, timezone=timezone
+            ),
+            clock=clock,
+            commands=dict(commands or {}),
+            run_as=run_as,
+            authorize=authorize,
+        )
+        for name, kind in binding.kinds.items():
+            for command in filter(None, (kind.command, kind.remind, kind.cancel)):
+                mounted.check_command(command, principal=run_as, needed_by=f"kind {name!r}")
+        mounted.inbound = endpoints.check(
+            inbound, binding=binding, commands=mounted.commands, authorize=authorize
+        )
+        return mounted
+
+    def check_schema(self, check: bool | None = None) -> None:
+        """Refuse an outdated engine schema (``SchemaOutdated``), unless ``check`` is
+        False (or, when it is None, while ``flowrunner migrate`` loads the app)."""
+        if check is None:
+            check = check_schema_on_mount.get()
+        if check:
+            migrate.ensure_current(self.engine)
+
+    # -- commands -------------------------------------------------------------------------
+
+    def check_command(self, command: str, *, principal: str, needed_by: str) -> None:
+        """At mount: a command the runner was given, which ``principal`` may run
+        (``BindingError`` naming what needs it otherwise)."""
+        commands_mod.check_mounted(
+            command,
+            principal=principal,
+            commands=self.commands,
+            authorize=self.authorize,
+            needed_by=needed_by,
+        )
+
+    def authorize_command(self, command: str, principal: str | None = None) -> None:
+        """Checked on every attempt: a revoked grant refuses the step (or the callback).
+
+        ``principal`` is who runs it: the runner's ``run_as`` unless a job's or an
+        inbound's own.
+        """
+        principal = self.run_as if principal is None else principal
+        if self.authorize is not None and not self.authorize(principal, command):
+            raise errors.CommandRefused(
+                f"principal {principal!r} is not allowed to run command {command!r}"
+            )
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def check_snapshot(self, snap: snapshot.FlowSnapshot) -> str | None:
+        """The load check of a run's snapshot against this binding (a sentence, or None).
+
+        Remembered per snapshot digest: the binding does not change while a runner lives.
+        """
+        if snap.digest not in self._checked:
+            self._checked[snap.digest] = validation.check(snap, self.binding, self.columns)
+        return self._checked[snap.digest]
+
+    def load_snapshot(self, stored: Mapping[str, Any]) -> snapshot.FlowSnapshot:
+        """A run's stored snapshot (``FlowSnapshot.from_dict``), remembered by digest.
+
+        A stored copy is compared whole with the one remembered for its digest, so a
+        snapshot changed on its row is read (and refused) as ``from_dict`` does.
+        """
+        digest = stored.get("digest")
+        kept = self._loaded.get(digest) if isinstance(digest, str) else None
+        if kept is not None and kept[0] == stored:
+            return kept[1]
+        snap = snapshot.FlowSnapshot.from_dict(stored)
+        if len(self._loaded) >= KEPT_SNAPSHOTS:
+            forget_oldest(self._loaded)
+        self._loaded[snap.digest] = (copy.deepcopy(dict(stored)), snap)
+        return snap
+
+    # -- tenants and keys -------------------------------------------------------------------
+
+    def need_tenant(self, tenant: Tenant) -> str | None:
+        """The tenant an operator names, as text; ``OperatorError`` when a tenant binding
+        is not given one."""
+        if self.binding.tenant and tenant is None:
+            raise errors.OperatorError(
+                f"{self.binding.resource} records belong to tenants: name the tenant"
+            )
+        return None if tenant is None else str(tenant)
+
+    def operator_key(self, record_id: RecordId) -> str:
+        """A record id an operator (or a program) gives, as runs keep it; else OperatorError."""
+        try:
+            return str(self.tables.key_value(record_id))
+        except errors.RecordRejected as exc:
+            raise errors.OperatorError(str(exc)) from None
+
+    def run_id(self, run_id: object) -> int:
+        """A run id as an operator gives it (``12`` or ``"12"``); else ``OperatorError``."""
+        try:
+            return int(app_tables.key_of(engine_tables.runs.c.id, run_id, "run"))
+        except errors.RecordRejected as exc:
+            raise errors.OperatorError(
+                f"there is no run {payloads.quote(run_id)}: a run's id is {exc.expected}",
+                status_code=404,
+                code="run_unknown",
+            ) from None
+
+    def tenant_of(self, record: Mapping[str, Any]) -> Tenant:
+        """The record's tenant as its column holds it; None without tenants.
+
+        ``RecordRejected`` when a tenant binding's record does not name its tenant.
+        """
+        tenant = record_tenant(self.binding, record)
+        return None if tenant is None else self.tables.tenant_value(tenant)
+
+    def record_id(self, record: Mapping[str, Any]) -> str:
+        """The record's key as runs and events keep it (``str`` of ``key_value``).
+
+        ``RecordRejected`` when the record has no key, or one its column cannot hold.
+        """
+        if record.get(self.binding.key) is None:
+            raise errors.RecordRejected(
+                f"the record has no {self.binding.key!r}, the key of {self.binding.resource!r}: "
+                "give the record with its key (read it back after the insert)"
+            )
+        return str(self.tables.key_value(record[self.binding.key]))
+
+    def identify(self, record: object, what: str) -> tuple[str, Tenant]:
+        """The key and tenant of a record handed to the runner, checked before any write."""
+        if not isinstance(record, Mapping):
+            raise errors.RecordRejected(
+                f"{what} takes the record as a mapping of column to value, "
+                f"not a {type(record).__name__}"
+            )
+        return self.record_id(record), self.tenant_of(record)
+
+    def owned(self, row: Mapping[str, Any], tenant: Tenant, what: str) -> Mapping[str, Any]:
+        """On a tenant binding, the row as the named tenant's (its flow must be theirs too)."""
+        column = self.binding.tenant
+        if column is None:
+            return row
+        owner = row.get(column, tenant)
+        if owner is None:
+            raise errors.RowInvalid(
+                [
+                    errors.FieldError(
+                        column, f"a {what} belongs to a tenant; name it", "column_required"
+                    )
+                ]
+            )
+        if tenant is not None and str(owner) != str(tenant):
+            raise errors.RowInvalid(
+                [errors.FieldError(column, f"a {what} of another tenant", "tenant_mismatch")]
+            )
+        return {**row, column: owner}
+
+
+def interpreter_config(
+    binding: FlowBinding,
+    columns: column_facts.ResourceColumns,
+    *,
+    max_moves: int = 1000,
+    retry: retry_policy.RetryPolicy | None = None,
+    timezone: tzinfo | None = None,
+) -> config_mod.InterpreterConfig:
+    """What the pure interpreter is told about the application, built once per runner."""
+    return config_mod.InterpreterConfig(
+        columns=columns,
+        kinds={
+            name: config_mod.KindConfig(
+                name=name,
+                command=kind.command,
+                inputs=tuple(kind.input),
+                wait_for=kind.wait_for,
+                remind=kind.remind,
+                retry=kind.retry,
+                timeout=kind.timeout_delta,
+                by=kind.by,
+                cancel=kind.cancel,
+            )
+            for name, kind in binding.kinds.items()
+        },
+        events=dict(binding.events),
+        notify={
+            rule.audience: config_mod.NotifyConfig(
+                audience=rule.audience, to=rule.to, title=rule.title, email=rule.email
+            )
+            for rule in binding.notify
+        },
+        set_columns=frozenset(binding.set_columns),
+        max_moves=max_moves,
+        retry=retry or retry_policy.RetryPolicy(),
+        timezone=timezone,
+    )
+
+
+def record_tenant(bound: FlowBinding, record: Mapping[str, object]) -> object:
+    """The tenant a record belongs to (None without tenants); refused if the record lacks it.
+
+    On a tenant binding a record without its tenant column would belong to no one and
+    start nothing, silently; it is refused with a sentence instead.
+    """
+    if bound.tenant is None:
+        return None
+    tenant = record.get(bound.tenant)
+    if tenant is None or (isinstance(tenant, str) and not tenant.strip()):
+        raise errors.RecordRejected(
+            f"the record has no {bound.tenant!r}: {bound.resource} records belong to "
+            "tenants, so give the record with its tenant column",
+            expected=f"the record with its {bound.tenant!r}",
+        )
+    return tenant
+
+
+def forget_oldest(kept: dict[Any, Any]) -> None:
+    """Drop the entry put first into ``kept`` (a runner's memo, which threads share:
+    another may have dropped it, or be adding one, meanwhile)."""
+    with contextlib.suppress(StopIteration, RuntimeError):
+        kept.pop(next(iter(kept)), None)
+
+
+# -- programs: what every kind of run has in common ----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Claimed:
+    """One claimed run, as the worker hands it to the run's program: the runner's
+    context, the worker's name and lease, its crash hook (tests), the step's
+    transaction, the claim and the claims after it in the same batch, the clock's now
+    and the run as read."""
+
+    mounted: Mounted
+    owner: str
+    lease_ttl: timedelta
+    point: Callable[[str], None]
+    conn: sa.Connection
+    claim: ops.Claim
+    now: datetime
+    later: Sequence[ops.Claim]
+    run: ops.RunRow
+
+
+class Stepping(Protocol):
+    """One claimed run's step, as the worker drives it."""
+
+    def advance(self) -> object:
+        """Advance the run in the step's transaction and save it."""
+
+    def failure(self) -> str | None:
+        """The sentence to log when this step failed the run, or None."""
+
+
+class Program(Protocol):
+    """A kind of run: flows from rows, jobs, timers on a date, code workflows — or one of
+    an application's own. Registered in ``Mounted.programs`` under the name its runs'
+    stored snapshots give (``{"program": NAME}``); the worker and every operator's
+    action ask the run's program and never branch on its name."""
+
+    def step(self, claimed: Claimed) -> Stepping:
+        """The step of a claimed run of this program."""
+
+    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
+        """Where an open run of this program waits, and for what (``run.waiting``)."""

@@ -1,0 +1,344 @@
+"""Operations: what operators see and do with one runner's runs.
+
+A record's runs and a run's history; operators' actions on one run or many (cancel,
+retry, redrive, restart — each journaled); runs across records found by a ``RunQuery``
+(the Operations room), the journal and the notices outbox, a page at a time; a flow's
+or a run's diagram; pruning old history. ``runner.operations`` is one; the runner's
+methods of the same names are these.
+
+    page = runner.operations.list_runs(RunQuery(status="failed", older_than="2d"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TypedDict
+
+import sqlalchemy as sa
+
+from flowrunner import diagrams
+from flowrunner.binding import RecordId, Tenant
+from flowrunner.engine import actions, drawings, operations_room
+from flowrunner.engine.mounted import Mounted
+from flowrunner.flows import snapshot
+from flowrunner.foundations import durations
+from flowrunner.history import flows as flow_lines
+from flowrunner.store import dialects, listing, retention
+from flowrunner.store import operations as ops
+
+
+@dataclasses.dataclass(frozen=True)
+class RunQuery:
+    """Which runs an operator asks for, across records (every field optional).
+
+    ``status``: ``running``, ``waiting``, ``done``, ``failed``, ``cancelled`` or
+    ``stuck`` (or several) — stuck: not ended, held by no worker, its due work missed or
+    its lease run out more than ``stuck_after`` ago (15 minutes). ``flow``: a name in any
+    case, or an id. ``record``: a record's key. ``older_than`` / ``newer_than``
+    (``"2d"``) and ``started_after`` / ``started_before`` (a date or moment): when it
+    started. What cannot be used is refused with ``RowInvalid`` naming each field.
+    """
+
+    status: str | Iterable[str] | None = None
+    flow: object = None
+    record: RecordId | None = None
+    started_after: operations_room.Moment = None
+    started_before: operations_room.Moment = None
+    older_than: operations_room.Age = None
+    newer_than: operations_room.Age = None
+    stuck_after: operations_room.Age | listing.Stuck = None
+
+
+class RunFilters(TypedDict, total=False):
+    """``RunQuery``'s fields as keywords (``runner.list_runs(status="failed")``)."""
+
+    status: str | Iterable[str] | None
+    flow: object
+    record: RecordId | None
+    started_after: operations_room.Moment
+    started_before: operations_room.Moment
+    older_than: operations_room.Age
+    newer_than: operations_room.Age
+    stuck_after: operations_room.Age | listing.Stuck
+
+
+class Operations:
+    """Operators' view of one runner's runs, and their actions on them."""
+
+    def __init__(self, mounted: Mounted) -> None:
+        self.mounted = mounted
+
+    # -- one record's runs, one run ---------------------------------------------------------
+
+    def runs(self, record_id: RecordId, *, tenant: Tenant = None) -> list[ops.RunRow]:
+        """The record's runs, newest first (with a tenant binding: of that tenant's record).
+
+        Each open run says where it stands in ``run.waiting``: the steps it waits at and
+        for what (``Waiting``: a time, an event and the answers counted so far, a
+        command's answer or its next attempt).
+        """
+        m = self.mounted
+        owner = m.need_tenant(tenant)
+        key = m.operator_key(record_id)
+        with m.engine.connect() as conn:
+            found = ops.runs_for_record(
+                conn, resource=m.binding.resource, record_id=key, tenant=owner
+            )
+        return [operations_room.standing(m, run) for run in found]
+
+    def get_run(self, run_id: object, *, tenant: Tenant = None) -> ops.RunRow:
+        """One run with where it waits; ``OperatorError`` (404) for a run of another
+        resource or tenant, or none."""
+        m = self.mounted
+        return operations_room.get_run(m, m.run_id(run_id), tenant=m.need_tenant(tenant))
+
+    def history(self, run_id: object, *, tenant: Tenant = None) -> list[ops.LogRow]:
+        """What happened in the run, step by step, in order; each line with its
+        ``sentence`` in the flow's own words (times on the runner's time zone).
+
+        A run of another runner's resource (or another tenant's) is refused as unknown.
+        """
+        m = self.mounted
+        key = m.run_id(run_id)
+        with m.engine.connect() as conn:
+            run = actions.run_for_operator(m, conn, key, m.need_tenant(tenant))
+            lines = ops.run_history(conn, key)
+        snap = snapshot_of(run)
+        tz = m.config.timezone
+        return [
+            dataclasses.replace(line, sentence=flow_lines.sentence(line, snap, tz))
+            for line in lines
+        ]
+
+    def diagram(
+        self,
+        conn: sa.Connection,
+        flow: object,
+        run: object = None,
+        can_read: diagrams.CanRead | None = None,
+        *,
+        tenant: Tenant = None,
+    ) -> diagrams.Diagram:
+        """The diagram of ``flow`` (its name or id), with ``.html()``, ``.svg()``, ``.mermaid()``.
+
+        Without ``run``: the flow's rows as they are now. With ``run`` (an id): that run of
+        the flow drawn over the snapshot it started with (what is done and when, where it
+        waits and for what, what is ahead, the way it went). ``can_read(step_row)`` says
+        whether the reader may see a step; one they cannot is not drawn. ``OperatorError``
+        (404) for an unknown flow, or a run that is not one of this flow's (or of the tenant).
+
+            with runner.engine.connect() as conn:
+                page = runner.diagram(conn, "Big orders", run=7).html()
+        """
+        m = self.mounted
+        run_id = None if run is None else m.run_id(run)
+        return drawings.diagram(
+            m, conn, flow, run=run_id, can_read=can_read, tenant=m.need_tenant(tenant)
+        )
+
+    # -- operators' actions ----------------------------------------------------------------
+
+    def cancel(
+        self, run_id: object, *, operator: str, reason: str = "", tenant: Tenant = None
+    ) -> None:
+        """Cancel a run that has not ended; journaled with the operator's name."""
+        m = self.mounted
+        actions.cancel(m, m.run_id(run_id), operator=operator, reason=reason, tenant=tenant)
+
+    def retry(
+        self, run_id: object, *, operator: str, reason: str = "", tenant: Tenant = None
+    ) -> None:
+        """Run a failed run's failed step again; journaled (with ``reason``, when given)."""
+        m = self.mounted
+        actions.retry(m, m.run_id(run_id), operator=operator, reason=reason, tenant=tenant)
+
+    def redrive(
+        self, run_id: object, *, operator: str, reason: str = "", tenant: Tenant = None
+    ) -> None:
+        """Make a stuck run due now and free its lease; journaled (with ``reason``)."""
+        m = self.mounted
+        actions.redrive(m, m.run_id(run_id), operator=operator, reason=reason, tenant=tenant)
+
+    def restart(
+        self, run_id: object, *, operator: str, reason: str = "", tenant: Tenant = None
+    ) -> int:
+        """Start a failed run's flow again as a new run on the same record; its id.
+
+        The new run takes the flow's rows as they are now. The old run stays failed and
+        points at the new one (``RunRow.restarted_as``); journaled with the operator's
+        name. Refused (``OperatorError``, a sentence) for a run that has not failed, one
+        already restarted, and a flow deleted, inactive or broken.
+        """
+        m = self.mounted
+        return actions.restart(m, m.run_id(run_id), operator=operator, reason=reason, tenant=tenant)
+
+    def act(
+        self,
+        action: str,
+        run_ids: Iterable[object],
+        *,
+        operator: str,
+        reason: str = "",
+        tenant: Tenant = None,
+        dry_run: bool = False,
+    ) -> list[actions.Outcome]:
+        """``cancel``, ``retry``, ``redrive`` or ``restart`` each run, each in its own
+        transaction; one ``Outcome`` per run: done, or refused with the reason (the others
+        go on). ``dry_run``: what would be done, nothing kept."""
+        return actions.act(
+            self.mounted,
+            action,
+            run_ids,
+            operator=operator,
+            reason=reason,
+            tenant=tenant,
+            dry_run=dry_run,
+        )
+
+    # -- the Operations room: runs across records, the journal, the outbox ------------------
+
+    def list_runs(
+        self,
+        query: RunQuery = RunQuery(),
+        *,
+        tenant: Tenant = None,
+        before_id: object = None,
+        limit: object = operations_room.DEFAULT_LIMIT,
+    ) -> listing.RunPage:
+        """Runs across records that ``query`` matches, newest first, a page at a time;
+        each open run with where it waits (``run.waiting``), the stuck ones' ids in
+        ``page.stuck``. On a tenant binding, only the ``tenant``'s. ``before_id``: the
+        page's ``next_before``."""
+        m = self.mounted
+        owner = m.need_tenant(tenant)
+        where = operations_room.run_filter(m, tenant=owner, **dataclasses.asdict(query))
+        return operations_room.list_runs(m, where, tenant=owner, before_id=before_id, limit=limit)
+
+    def count_runs(self, query: RunQuery = RunQuery(), *, tenant: Tenant = None) -> dict[str, int]:
+        """How many runs ``query`` matches have each status, and how many are stuck (its
+        ``status`` aside): ``{"running": 0, "waiting": 12, "done": 40, "failed": 2,
+        "cancelled": 1, "stuck": 1}``."""
+        m = self.mounted
+        owner = m.need_tenant(tenant)
+        filters = dataclasses.asdict(dataclasses.replace(query, status=None))
+        where = operations_room.run_filter(m, tenant=owner, **filters)
+        return operations_room.count_runs(m, where, tenant=owner)
+
+    def journal(
+        self,
+        *,
+        run_id: object = None,
+        operator: str | None = None,
+        action: str | None = None,
+        tenant: Tenant = None,
+        before_id: object = None,
+        limit: object = operations_room.DEFAULT_LIMIT,
+    ) -> listing.Page[ops.JournalRow]:
+        """Operators' actions on this resource's runs, newest first, a page at a time
+        (``operations_room.journal_sentence`` says each in words)."""
+        m = self.mounted
+        return operations_room.journal(
+            m,
+            tenant=m.need_tenant(tenant),
+            run_id=None if run_id is None else m.run_id(run_id),
+            operator=operator,
+            action=action,
+            before_id=before_id,
+            limit=limit,
+        )
+
+    def outbox(
+        self,
+        state: str | None = None,
+        *,
+        run_id: object = None,
+        tenant: Tenant = None,
+        before_id: object = None,
+        limit: object = operations_room.DEFAULT_LIMIT,
+    ) -> listing.Page[ops.NoticeRow]:
+        """The notices outbox, newest first, a page at a time: ``pending`` (to deliver),
+        ``delivered``, ``undeliverable`` (``notice.problem`` says why), or all."""
+        m = self.mounted
+        return operations_room.outbox(
+            m,
+            state,
+            tenant=m.need_tenant(tenant),
+            run_id=None if run_id is None else m.run_id(run_id),
+            before_id=before_id,
+            limit=limit,
+        )
+
+    # -- notices and pruning ---------------------------------------------------------------
+
+    def notices(self, *, undelivered: bool = False, tenant: Tenant = None) -> list[ops.NoticeRow]:
+        """The notices outbox: what notify steps of this resource's runs wrote, for your
+        mailer to deliver.
+
+        ``undelivered=True`` gives the notices to deliver now: not delivered yet, and
+        deliverable. A notice whose recipient's column was empty is kept with
+        ``deliverable`` False and its ``problem`` (``the record's assignee is empty``);
+        it is listed only without ``undelivered``.
+        """
+        m = self.mounted
+        with m.engine.connect() as conn:
+            return list(
+                ops.notices(
+                    conn,
+                    undelivered=undelivered,
+                    tenant=m.need_tenant(tenant),
+                    resource=m.binding.resource,
+                )
+            )
+
+    def mark_delivered(self, notice_id: int) -> bool:
+        """Record that a notice was delivered; False if it already was (or is
+        undeliverable, or is not one of this resource's notices)."""
+        m = self.mounted
+        with dialects.begin(m.engine) as conn:
+            return ops.mark_delivered(
+                conn, notice_id=notice_id, at=m.clock(), resource=m.binding.resource
+            )
+
+    def prune(
+        self,
+        *,
+        older_than: str | durations.Duration | timedelta,
+        dry_run: bool = False,
+        include_failed: bool = False,
+        batch: int = retention.BATCH,
+        progress: retention.Progress | None = None,
+    ) -> ops.Pruned:
+        """Delete this resource's history older than ``older_than`` (``"90d"``); the counts.
+
+        Goes: runs that ended done or cancelled (failed too with ``include_failed``) before
+        the cutoff, with their history lines and notices (delivered, or undeliverable);
+        events no run may still read; completed idempotency records. Kept: open runs,
+        notices still to deliver and their runs, the journal. In batches of ``batch``
+        rows, each its own transaction, so workers go on meanwhile; ``dry_run`` counts
+        and deletes nothing. Rules: ``flowrunner.store.retention``.
+        """
+        m = self.mounted
+        before = retention.cutoff(m.clock(), older_than, m.config.timezone)
+        return ops.prune(
+            m.engine,
+            before=before,
+            resource=m.binding.resource,
+            include_failed=include_failed,
+            batch=batch,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+
+def snapshot_of(run: ops.RunRow) -> snapshot.FlowSnapshot | None:
+    """The flow snapshot a run keeps, or None for another program's run or one whose
+    stored snapshot no longer reads (the run fails on it)."""
+    try:
+        return snapshot.FlowSnapshot.from_dict(run.snapshot)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+__all__ = ["Operations", "RunFilters", "RunQuery", "snapshot_of"]
