@@ -100,8 +100,8 @@ def test_a_run_no_worker_took_for_a_quarter_of_an_hour_is_stuck_and_a_redrive_fr
     assert ids(runner.list_runs(status="stuck", stuck_after="10 minutes")) == [1]
     driver.advance(timedelta(minutes=2), run=False)
     assert ids(runner.list_runs(status="stuck")) == [1]
-    assert operations_room.is_stuck(runner, runner.get_run(1))
-    assert not operations_room.is_stuck(runner, runner.get_run(1), stuck_after="1 hour")
+    assert operations_room.is_stuck(runner.mounted, runner.get_run(1))
+    assert not operations_room.is_stuck(runner.mounted, runner.get_run(1), stuck_after="1 hour")
 
     runner.redrive(1, operator="olga", reason="no worker was serving")
     assert ids(runner.list_runs(status="stuck")) == []

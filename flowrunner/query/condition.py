@@ -144,7 +144,7 @@ class Condition:
         if not compiled.relatives and event is None:
             return compiled.function
         resolved = compiled.resolve(now) if compiled.relatives else ()
-        return functools.partial(compiled.function, event=event or evaluate._EMPTY, n=resolved)
+        return functools.partial(compiled.function, event=event or evaluate.EMPTY, n=resolved)
 
     # `condition.matches` is the compiled function itself, as fast as a hand-written lambda.
     @_compiled_per_instance(lambda condition: condition._compiled.matches)

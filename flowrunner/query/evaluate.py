@@ -45,7 +45,7 @@ _FAST: dict[types.ColumnType, frozenset[type]] = {
     # Not Decimal: a NaN would raise when compared; the slow path turns it into null.
     T.NUMBER: frozenset({int}),
 }
-_EMPTY: Mapping[str, Any] = {}
+EMPTY: Mapping[str, Any] = {}
 
 
 def _test(value: Any, ctype: types.ColumnType, op: str, expected: Any) -> bool:
@@ -76,7 +76,7 @@ def _call(func: str, *args: pyast.expr) -> pyast.expr:
 
 class _Compiler:
     def __init__(self) -> None:
-        self.namespace: dict[str, Any] = {"_test": _test, "_EMPTY": _EMPTY}
+        self.namespace: dict[str, Any] = {"_test": _test, "_EMPTY": EMPTY}
         self.relatives: list[tuple[ast.Relative, types.ColumnType]] = []
         self.reads_event = False
         self.temps = 0

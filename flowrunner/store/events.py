@@ -221,10 +221,10 @@ def notices(
         query = query.where(table.c.run_id == run_id)
     if undelivered:
         query = query.where(table.c.delivered_at.is_(None), table.c.problem.is_(None))
-    return _in_order(conn, _notice, query, table, tenant, limit)
+    return _in_order(conn, notice_row, query, table, tenant, limit)
 
 
-def _notice(**columns: Any) -> NoticeRow:
+def notice_row(**columns: Any) -> NoticeRow:
     return NoticeRow(**columns, deliverable=columns["problem"] is None)
 
 

@@ -27,10 +27,10 @@ import sqlalchemy as sa
 from flowrunner.foundations import statuses
 from flowrunner.store import dialects, engine_tables, leases
 from flowrunner.store.events import NoticeRow, NoticeState
-from flowrunner.store.events import _notice as notice_row
+from flowrunner.store.events import notice_row as notice_row
 from flowrunner.store.ledger import JournalRow
 from flowrunner.store.runs import RunRow
-from flowrunner.store.runs import _run as run_row
+from flowrunner.store.runs import run_row as run_row
 
 _R = TypeVar("_R")
 

@@ -119,7 +119,7 @@ class LogRow:
 LATE = timedelta(minutes=1)
 
 
-def _run(row: sa.Row[Any]) -> RunRow:
+def run_row(row: sa.Row[Any]) -> RunRow:
     return engine_tables.from_row(RunRow, row, status=statuses.RunStatus(row.status))
 
 
@@ -267,7 +267,7 @@ def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
         fields["status"] = statuses.RunStatus(fields["status"])
         return RunRow(**fields)
     row = conn.execute(prepared.statement("find_run", build), {"p_run": run_id}).one_or_none()
-    return None if row is None else _run(row)
+    return None if row is None else run_row(row)
 
 
 def find_started(
@@ -282,7 +282,7 @@ def find_started(
             table.c.start_key == start_key,
         )
     ).one_or_none()
-    return None if row is None else _run(row)
+    return None if row is None else run_row(row)
 
 
 def load_run(conn: sa.Connection, run_id: int) -> RunRow:
@@ -408,7 +408,7 @@ def runs_for_record(
     )
     if tenant is not None:
         query = query.where(table.c.tenant == tenant)
-    return [_run(row) for row in conn.execute(query.order_by(table.c.id.desc()))]
+    return [run_row(row) for row in conn.execute(query.order_by(table.c.id.desc()))]
 
 
 def list_runs(
@@ -431,7 +431,7 @@ def list_runs(
         query = query.where(table.c.resource == resource)
     if before_id is not None:
         query = query.where(table.c.id < before_id)
-    return [_run(row) for row in conn.execute(query.order_by(table.c.id.desc()).limit(limit))]
+    return [run_row(row) for row in conn.execute(query.order_by(table.c.id.desc()).limit(limit))]
 
 
 @dataclass(frozen=True)
