@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors, query
 from flowrunner.flows import column_facts
-from flowrunner.foundations import durations, retry_policy, templates
+from flowrunner.foundations import durations, flow_columns, retry_policy, templates
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
@@ -29,24 +29,8 @@ Tenant: TypeAlias = str | int | None
 BUILTIN_KINDS = ("set", "wait", "until", "branch", "waitFor", "notify")
 
 # The fixed columns of the flows and steps tables, as the seed names them.
-FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
-STEP_COLUMNS = (
-    "id",
-    "flow_id",
-    "position",
-    "kind",
-    "title",
-    "duration",
-    "field",
-    "value",
-    "condition",
-    "goto",
-    "event",
-    "audience",
-    "message",
-    "mode",
-    "remind",
-)
+FLOW_COLUMNS = flow_columns.FLOW_COLUMNS
+STEP_COLUMNS = flow_columns.STEP_COLUMNS
 
 # Placeholders a notify title may use besides the resource's own columns.
 TITLE_PLACEHOLDERS = ("message", "flow", "title")

@@ -33,10 +33,10 @@ from sqlalchemy import orm
 
 from flowrunner import errors
 from flowrunner.binding import FlowBinding, RecordId, Tenant
-from flowrunner.engine import claimed, mounted, operations_room
 from flowrunner.engine import commands as commands_mod
+from flowrunner.engine import mounted, operations_room
 from flowrunner.engine.changes import Changes
-from flowrunner.engine.mounted import Clock, EventHook, Mounted, Prepare, utc_now
+from flowrunner.engine.mounted import FLOW, Clock, EventHook, Mounted, Prepare, utc_now
 from flowrunner.engine.operations import Operations, RunFilters, RunQuery
 from flowrunner.flows import column_facts, starts
 from flowrunner.flows import step as flow_step
@@ -120,7 +120,7 @@ class FlowRunner:
             inbound=inbound,
         )
         receipt.warn_unset(self.mounted.inbound)
-        self.mounted.programs[claimed.FLOW] = flow_step.program
+        self.mounted.programs[FLOW] = flow_step.program
         self.mounted.programs[timer_rules.PROGRAM] = timers.program
         # The binding's timers on date columns (``at``), or None when it has none: then
         # a record's change costs nothing more for them.

@@ -279,11 +279,6 @@ def test_imports_flow_one_way(path: Path) -> None:
 # -- no circle, and the facade on top ------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two circles are left (issue #22 goes on): binding <-> store.app_tables, "
-    "and the console's pages <-> web.console.app (a page's type of its Console)",
-)
 def test_no_import_closes_a_circle() -> None:
     """Every import counts — at the top, inside a function, under ``TYPE_CHECKING``: a
     module that needs another's types only stands on it all the same."""

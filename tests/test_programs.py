@@ -9,12 +9,16 @@ worker. Run on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
+from console import console
 from running import MARK_AND_TELL, mount
 
-from flowrunner import Waiting
+from flowrunner import diagrams
 from flowrunner.engine import claimed, commands
-from flowrunner.engine.mounted import Claimed, Mounted, Stepping
+from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping
+from flowrunner.errors import OperatorError
+from flowrunner.flows.snapshot import FlowSnapshot
 from flowrunner.foundations import statuses
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -61,7 +65,9 @@ class _Count(claimed.ClaimedStep):
             clock=self.mounted.clock,
         )
         result, _ = self.command("look", context, result_key=f"count-{count}")
-        assert result.ok
+        if not result.ok:
+            self.stop(f"count {count} was refused", code="refused")
+            return
         self.log("counted", detail={"count": count})
         done = count == 3
         self.save(
@@ -71,15 +77,34 @@ class _Count(claimed.ClaimedStep):
         )
 
 
-class _Counter:
-    """A program of the test's own: it implements the ``Program`` protocol and nothing in
-    the worker, the operators' actions or the console knows its name."""
+class _Counter(Program):
+    """A program of the test's own: it implements the ``Program`` protocol (its step,
+    and its run drawn as three counting steps) and nothing in the worker, the operators'
+    actions, the Operations room or the console knows its name."""
 
     def step(self, claimed: Claimed) -> Stepping:
         return _Count(claimed)
 
-    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
-        return ()
+    def drawn(
+        self,
+        mounted: Mounted,
+        conn: sa.Connection,
+        run: ops.RunRow,
+        can_read: diagrams.CanRead | None,
+    ) -> diagrams.Diagram:
+        steps = [
+            {
+                "id": i,
+                "flow_id": 1,
+                "position": i,
+                "kind": "wait",
+                "title": f"Count {i}",
+                "duration": "1 minute",
+            }
+            for i in (1, 2, 3)
+        ]
+        snap = FlowSnapshot.build({"id": 1, "name": "count", "start": "manual"}, steps)
+        return diagrams.flow_diagram(snap, config=mounted.config, can_read=can_read)
 
 
 _count = _Counter()
@@ -116,3 +141,44 @@ def test_a_run_of_a_program_the_runner_has_not_fails_with_a_sentence(
         "this run executes a workflow 'count', which this runner does not have any more"
     )
     assert driver.runner.run_due() == 0  # nothing left due: the worker moved on
+
+
+def test_a_program_of_its_own_is_cancelled_retried_and_drawn_like_any_run(
+    any_engine: sa.Engine,
+) -> None:
+    """Registered beside the flows, the test's program is steered through the runner's
+    operations and shown by the console — none of which was changed for it."""
+    driver = mount(any_engine, "tickets", flows=MARK_AND_TELL)
+    runner = driver.runner
+    runner.programs["counter"] = _count
+    runner.commands["look"] = lambda ctx: None
+
+    # Cancelled before its first claim: it ends, journaled, and the worker leaves it.
+    cancelled = _start_program_run(driver, "counter", "to-cancel")
+    runner.cancel(cancelled, operator="olga", reason="not needed")
+    assert runner.get_run(cancelled).status == "cancelled"
+    assert driver.run_until_idle() == 0
+    assert [e.action for e in runner.journal().rows] == ["cancel"]
+
+    # A refused command fails it; once the grant is back, a retry goes on from its state.
+    failing = _start_program_run(driver, "counter", "to-retry")
+    runner.authorize = lambda principal, command: False
+    driver.run_until_idle()
+    failed = runner.get_run(failing)
+    assert failed.status == "failed"
+    # A restart is the program's to allow: this one does not (the protocol's default).
+    with pytest.raises(OperatorError, match="not a flow; retry it instead"):
+        runner.restart(failing, operator="olga")
+
+    runner.authorize = None
+    runner.retry(failing, operator="olga")
+    driver.run_until_idle()
+    assert runner.get_run(failing).status == "done"
+    assert runner.get_run(failing).state == {"count": 3}
+    # Drawn by the runner and on the console's run page, as the program draws itself.
+    with any_engine.connect() as conn:
+        drawn = runner.diagram(conn, "count", run=failing)
+    assert "Count 3" in drawn.mermaid()
+    page = console(driver).get(f"/run/{failing}")
+    assert page.status_code == 200
+    assert "Count 2" in page.text

@@ -24,13 +24,11 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from flowrunner import binding, errors
-from flowrunner.engine import claimed
-from flowrunner.flows import snapshot, spelling, starts
-from flowrunner.flows.interpreter import interpret, state
+from flowrunner.engine.mounted import Claimed, Program, Stepping, program_of
+from flowrunner.flows import spelling
 from flowrunner.foundations import statuses
-from flowrunner.store import dialects, flow_rows, records
+from flowrunner.store import dialects
 from flowrunner.store import operations as ops
-from flowrunner.workflows import actions as workflow_steering
 
 if TYPE_CHECKING:
     from flowrunner.engine.mounted import Mounted
@@ -122,20 +120,7 @@ def cancel(
                 "run_restarted",
             )
         why = f"cancelled by {operator}" + (f": {reason}" if reason else "")
-        due: datetime | None = None
-        if not _of_a_flow(run):
-            # Another program (a job): no steps to tell; it just ends.
-            kept: dict[str, Any] = dict(run.state)
-        else:
-            current = state.RunState.from_dict(run.state) if run.state else state.RunState()
-            if mounted.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
-                current.cancel_requested = why  # the worker ends it, telling the steps
-                due = now
-            else:
-                # A run whose rows broke cannot run its kinds' commands: it just ends.
-                current.status = statuses.RunStatus.CANCELLED
-                current.reason = why
-            kept = current.to_dict()
+        kept, due = program(mounted, run).cancelled(mounted, run, why, now)
         ops.save_run(
             conn,
             run_id,
@@ -170,40 +155,11 @@ def retry(
                 f"run {run_id} was restarted as run {run.restarted_as}; that run goes on",
                 "run_restarted",
             )
-        program = claimed.program_of(run.snapshot)
-        if program != claimed.FLOW:
-            # Another program's run (a timer, a job, a code workflow): its own step goes
-            # on from its state; a workflow's failed step is tried again with all its
-            # attempts, its finished steps replayed.
-            new_state: Mapping[str, object] = (
-                workflow_steering.retried(run.state)
-                if program == workflow_steering.PROGRAM
-                else dict(run.state or {})
-            )
-            status = statuses.RunStatus.RUNNING
-        else:
-            new_state, status = _retried_flow(mounted, run, now)
+        new_state, status = program(mounted, run).retried(mounted, run, now)
         _go_on(conn, run, now, new_state, status)
         said = {"by": operator, **_given(reason)}
         ops.append_log(conn, run_id=run_id, at=now, what="retried", detail=said)
         _journal(conn, run, operator, "retry", now, _given(reason))
-
-
-def _retried_flow(
-    mounted: Mounted, run: ops.RunRow, now: datetime
-) -> tuple[Mapping[str, object], statuses.RunStatus]:
-    """A failed flow run's state and status once its failed step is to run again."""
-    snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
-    saved = state.RunState.from_dict(run.state) if run.state else None
-    if saved is None or saved.status != statuses.RunStatus.FAILED:
-        # It failed before its first step, or outside its steps (a row that broke
-        # after it started, an engine error): it goes on from its saved state.
-        problem = mounted.check_snapshot(snap)
-        if problem:
-            raise _refused(f"run {run.id} cannot be retried: {problem}", "flow_broken")
-        return run.state or {}, saved.status if saved is not None else statuses.RunStatus.RUNNING
-    step = interpret.retry_failed(snap, saved, now, mounted.config)
-    return step.state.to_dict(), step.state.status
 
 
 def _go_on(
@@ -276,62 +232,9 @@ def restart(
                 f"run {run_id} has not failed ({run.status}); only a failed run is restarted",
                 "run_not_failed",
             )
-        cannot = f"run {run_id} cannot be restarted"
-        program = claimed.program_of(run.snapshot)
-        if program not in (claimed.FLOW, workflow_steering.PROGRAM):
-            raise _refused(
-                f"{cannot}: it runs {program!r}, not a flow; retry it instead", "not_a_flow"
-            )
-        if program == workflow_steering.PROGRAM:
-            new_id = workflow_steering.restart(mounted, conn, run, operator, now)
-            if new_id is None:
-                raise _refused(
-                    f"{cannot}: its workflow {run.flow_name!r} is not defined any more",
-                    "workflow_missing",
-                )
-            if not ops.mark_restarted(
-                conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
-            ):
-                raise _refused(
-                    f"run {run_id} changed while it was being restarted; look at it again",
-                    "run_changed",
-                )
-            said = {"by": operator, "restarted_as": new_id, "reason": reason}
-            ops.append_log(conn, run_id=run.id, at=now, what="restarted", detail=said)
-            detail = {
-                "run": run.id,
-                "restarted_as": new_id,
-                "flow": run.flow_name,
-                "reason": reason,
-            }
-            _journal(conn, run, operator, "restart", now, detail)
-            return new_id
-        # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
-        flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
-        flow = flow_rows.flow_by_id(conn, mounted.tables, flow_id)
-        if flow is None:
-            raise _refused(f"{cannot}: its flow {run.flow_name!r} was deleted", "flow_deleted")
-        name = str(flow.get("name") or run.flow_name)
-        if flow.get("active") is not None and not flow["active"]:
-            raise _refused(f"{cannot}: flow {name!r} is not active", "flow_inactive")
-        record = records.load_record(conn, mounted.tables, run.record_id, run.tenant)
-        if record is None:
-            raise _refused(
-                f"{cannot}: {mounted.binding.resource} {run.record_id} no longer exists",
-                "record_deleted",
-            )
-        steps = flow_rows.steps_of_flow(conn, mounted.tables, flow["id"])
-        problem = mounted.check_snapshot(
-            snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
-        )
-        if problem is not None:
-            raise _refused(f"{cannot}: {problem}", "flow_broken")
-        new_id = starts.start_run(
-            mounted, conn, flow, record, f"restart:{run.id}", operator, now, steps
-        )
-        # None: another operator's restart committed first; False: the run changed since
-        # it was read (retried, say). Either way nothing of this restart is kept.
-        if new_id is None or not ops.mark_restarted(
+        new_id, name = program(mounted, run).restarted(mounted, conn, run, operator, now)
+        # The run changed since it was read (retried, say): nothing of this restart is kept.
+        if not ops.mark_restarted(
             conn, run.id, expected_version=run.version, restarted_as=new_id, now=now
         ):
             raise _refused(
@@ -519,6 +422,14 @@ def summary(outcomes: Sequence[Outcome]) -> str:
     return f"{done} {verb}, {len(outcomes) - done} refused"
 
 
-def _of_a_flow(run: ops.RunRow) -> bool:
-    """Whether the run executes a flow from rows (not another program: a job, a timer)."""
-    return claimed.program_of(run.snapshot) == claimed.FLOW
+def program(mounted: Mounted, run: ops.RunRow) -> Program:
+    """The run's program; an operator's action on a run of a program this runner does not
+    have (its code was removed) takes what every program does (``Program``)."""
+    return mounted.programs.get(program_of(run.snapshot)) or _Missing()
+
+
+class _Missing(Program):
+    """A program this runner does not have: the default answer to every action."""
+
+    def step(self, claimed: Claimed) -> Stepping:
+        raise NotImplementedError  # the worker fails such a run itself (``Unknown``)

@@ -23,37 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import commands, heartbeat
+from flowrunner.engine.mounted import Claimed, Mounted
 from flowrunner.flows.interpreter import happened
 from flowrunner.foundations import durations, logs, payloads, sanitize, statuses
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
-if TYPE_CHECKING:
-    from flowrunner.engine.mounted import Claimed, Mounted
-
 log = logs.logger("flowrunner.engine.worker")
-
-FLOW = "flow"  # the program of a run whose snapshot names none: a flow from rows
-
-
-def program_of(stored: Mapping[str, Any] | None) -> str:
-    """Which program a run executes, from its stored snapshot (``"flow"`` unless said).
-
-    >>> program_of({"flow": {"name": "Big orders"}, "steps": []})
-    'flow'
-    >>> program_of({"program": "job", "job": "nightly"})
-    'job'
-    """
-    if not isinstance(stored, Mapping):
-        return FLOW
-    name = stored.get("program")
-    return name if isinstance(name, str) and name else FLOW
 
 
 class ClaimedStep:

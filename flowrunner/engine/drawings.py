@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from flowrunner import binding, diagrams, errors
-from flowrunner.diagrams import progress
-from flowrunner.engine import actions, claimed
-from flowrunner.flows import snapshot, spelling, starts
+from flowrunner.engine import actions
+from flowrunner.engine.mounted import program_of
+from flowrunner.flows import spelling, starts
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
-from flowrunner.workflows import program as advancing
 
 if TYPE_CHECKING:
     from flowrunner.engine.mounted import Mounted
@@ -47,10 +46,10 @@ def diagram(
         snap = starts.stored_snapshot(conn, mounted.tables, found["id"])
         return diagrams.flow_diagram(snap, config=config, can_read=can_read)
     row = actions.run_for_operator(mounted, conn, run, tenant)
-    program = claimed.program_of(row.snapshot)
-    if program not in (claimed.FLOW, advancing.PROGRAM):
+    drawn = actions.program(mounted, row).drawn(mounted, conn, row, can_read)
+    if drawn is None:
         raise errors.OperatorError(
-            f"run {row.id} runs {program!r}, not a flow: it has no diagram",
+            f"run {row.id} runs {program_of(row.snapshot)!r}, not a flow: it has no diagram",
             status_code=404,
             code="not_a_flow",
         )
@@ -60,29 +59,7 @@ def diagram(
             status_code=404,
             code="run_unknown",
         )
-    if program == advancing.PROGRAM:
-        # A code workflow: no rows to draw ahead of it, its recorded steps so far.
-        return diagrams.workflow_diagram(
-            row.flow_name,
-            row.snapshot.get("version"),
-            row.state,
-            run_id=row.id,
-            status=str(row.status),
-            reason=row.reason,
-            started_at=row.started_at,
-            ended_at=row.ended_at,
-        )
-    given = progress.run_input(
-        row.id,
-        row.status,
-        row.state,
-        ops.run_history(conn, row.id),
-        reason=row.reason,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-    )
-    snap = snapshot.FlowSnapshot.from_dict(row.snapshot)
-    return diagrams.flow_diagram(snap, config=config, can_read=can_read, run=given)
+    return drawn
 
 
 def _is_flow_of(row: ops.RunRow, flow: Any) -> bool:

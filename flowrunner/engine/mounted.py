@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from flowrunner import errors
+from flowrunner import diagrams, errors
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
 from flowrunner.flows import column_facts, snapshot, validation
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter.waits import Waiting
-from flowrunner.foundations import payloads, retry_policy
+from flowrunner.foundations import payloads, retry_policy, statuses
 from flowrunner.inbound import endpoints
 from flowrunner.jobs import spec
 from flowrunner.store import app_tables, dialects, engine_tables, migrate
@@ -378,11 +378,71 @@ class Stepping(Protocol):
 class Program(Protocol):
     """A kind of run: flows from rows, jobs, timers on a date, code workflows — or one of
     an application's own. Registered in ``Mounted.programs`` under the name its runs'
-    stored snapshots give (``{"program": NAME}``); the worker and every operator's
-    action ask the run's program and never branch on its name."""
+    stored snapshots give (``{"program": NAME}``); the worker, the operators' actions,
+    where a run waits and its diagram ask the run's program and never branch on its name.
+
+    ``step`` is the one member every program writes. A program that subclasses
+    ``Program`` takes the others as written here — a run that keeps no steps of its own:
+    it waits only for its due time, a cancel ends it, a retry goes on from its state, a
+    restart is refused and it has no diagram — and writes those that differ.
+    """
 
     def step(self, claimed: Claimed) -> Stepping:
         """The step of a claimed run of this program."""
+        raise NotImplementedError
 
     def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
         """Where an open run of this program waits, and for what (``run.waiting``)."""
+        return ()
+
+    def cancelled(
+        self, mounted: Mounted, run: ops.RunRow, why: str, now: datetime
+    ) -> tuple[dict[str, Any], datetime | None]:
+        """The run's state once an operator cancels it (``why`` says who and why), and
+        when it is next due (to tell its steps), or None."""
+        return dict(run.state or {}), None
+
+    def retried(
+        self, mounted: Mounted, run: ops.RunRow, now: datetime
+    ) -> tuple[Mapping[str, object], statuses.RunStatus]:
+        """A failed run's state and status once its failed step is to run again."""
+        return dict(run.state or {}), statuses.RunStatus.RUNNING
+
+    def restarted(
+        self, mounted: Mounted, conn: sa.Connection, run: ops.RunRow, operator: str, now: datetime
+    ) -> tuple[int, str]:
+        """Start a failed run again as a new run, in ``conn``'s transaction: the new run's
+        id and the name the journal gives it. ``OperatorError`` when it cannot be."""
+        raise errors.OperatorError(
+            f"run {run.id} cannot be restarted: it runs {program_of(run.snapshot)!r}, "
+            "not a flow; retry it instead",
+            code="not_a_flow",
+        )
+
+    def drawn(
+        self,
+        mounted: Mounted,
+        conn: sa.Connection,
+        run: ops.RunRow,
+        can_read: diagrams.CanRead | None,
+    ) -> diagrams.Diagram | None:
+        """The run drawn (what is done, where it waits, what is ahead), or None when this
+        program draws no diagram."""
+        return None
+
+
+FLOW = "flow"  # the program of a run whose snapshot names none: a flow from rows
+
+
+def program_of(stored: Mapping[str, Any] | None) -> str:
+    """Which program a run executes, from its stored snapshot (``"flow"`` unless said).
+
+    >>> program_of({"flow": {"name": "Big orders"}, "steps": []})
+    'flow'
+    >>> program_of({"program": "job", "job": "nightly"})
+    'job'
+    """
+    if not isinstance(stored, Mapping):
+        return FLOW
+    name = stored.get("program")
+    return name if isinstance(name, str) and name else FLOW

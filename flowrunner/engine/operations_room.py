@@ -20,7 +20,8 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from flowrunner import binding, errors
-from flowrunner.engine import actions, claimed
+from flowrunner.engine import actions
+from flowrunner.engine.mounted import program_of
 from flowrunner.flows import spelling
 from flowrunner.foundations import durations, statuses
 from flowrunner.history import flows
@@ -313,7 +314,7 @@ def standing(mounted: Mounted, run: ops.RunRow) -> ops.RunRow:
     or one of a program this runner lacks, as it is."""
     if run.status in statuses.ENDED or not run.state:
         return run
-    program = mounted.programs.get(claimed.program_of(run.snapshot))
+    program = mounted.programs.get(program_of(run.snapshot))
     if program is None:
         return run
     return dataclasses.replace(run, waiting=program.waiting(mounted, run))

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed as stepping
-from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Stepping
+from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Stepping, program_of
 from flowrunner.foundations import logs, sanitize, statuses
 from flowrunner.store import dialects, wakeups
 from flowrunner.store import operations as ops
@@ -298,7 +298,7 @@ class Worker:
         """The step of the program the claimed run executes: a flow from rows unless its
         snapshot names another program the runner registered (``FlowRunner.programs``)."""
         run = ops.load_run(conn, claim.run_id)
-        name = stepping.program_of(run.snapshot)
+        name = program_of(run.snapshot)
         program = self.mounted.programs.get(name)
         claimed = self.claimed(conn, claim, now, later, run)
         if program is None:

@@ -16,18 +16,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
+import sqlalchemy as sa
+
+from flowrunner import diagrams, errors
+from flowrunner.diagrams import progress
 from flowrunner.engine import claimed, commands
-from flowrunner.flows import snapshot
+from flowrunner.engine.mounted import Claimed, Mounted, Program
+from flowrunner.flows import snapshot, starts
 from flowrunner.flows.interpreter import effects, happened, interpret, state, waits
 from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import statuses
+from flowrunner.store import flow_rows, records
 from flowrunner.store import operations as ops
-from flowrunner.store import records
-
-if TYPE_CHECKING:
-    from flowrunner.engine.mounted import Claimed, Mounted
 
 
 class Advance(claimed.ClaimedStep):
@@ -257,11 +259,100 @@ class Advance(claimed.ClaimedStep):
         return result
 
 
-class FlowProgram:
+class FlowProgram(Program):
     """Flows from rows as a program: a run of a flow (whose snapshot names no program)."""
 
     def step(self, claimed: Claimed) -> Advance:
         return Advance(claimed)
+
+    def cancelled(
+        self, mounted: Mounted, run: ops.RunRow, why: str, now: datetime
+    ) -> tuple[dict[str, Any], datetime | None]:
+        """The waiting steps are told by the next advance, due at once: the interpreter
+        ends the run there and the kinds' cancel commands run under the run's lease. A
+        run whose rows broke cannot run them: it just ends."""
+        current = state.RunState.from_dict(run.state) if run.state else state.RunState()
+        if mounted.check_snapshot(snapshot.FlowSnapshot.from_dict(run.snapshot)) is None:
+            current.cancel_requested = why
+            return current.to_dict(), now
+        current.status = statuses.RunStatus.CANCELLED
+        current.reason = why
+        return current.to_dict(), None
+
+    def retried(
+        self, mounted: Mounted, run: ops.RunRow, now: datetime
+    ) -> tuple[Mapping[str, object], statuses.RunStatus]:
+        """The failed step runs again (``interpret.retry_failed``); a run that failed
+        before its first step or outside its steps goes on from its saved state."""
+        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        saved = state.RunState.from_dict(run.state) if run.state else None
+        if saved is None or saved.status != statuses.RunStatus.FAILED:
+            problem = mounted.check_snapshot(snap)
+            if problem:
+                raise errors.OperatorError(
+                    f"run {run.id} cannot be retried: {problem}", code="flow_broken"
+                )
+            going_on = saved.status if saved is not None else statuses.RunStatus.RUNNING
+            return run.state or {}, going_on
+        step = interpret.retry_failed(snap, saved, now, mounted.config)
+        return step.state.to_dict(), step.state.status
+
+    def restarted(
+        self, mounted: Mounted, conn: sa.Connection, run: ops.RunRow, operator: str, now: datetime
+    ) -> tuple[int, str]:
+        """The flow's rows as they are now, started on the same record; refused for a
+        flow deleted, inactive or broken, and a record deleted."""
+        cannot = f"run {run.id} cannot be restarted"
+        # The snapshot keeps the flow's id as its column gave it (``run.flow_id`` is text).
+        flow_id = snapshot.FlowSnapshot.from_dict(run.snapshot).flow.id
+        flow = flow_rows.flow_by_id(conn, mounted.tables, flow_id)
+        if flow is None:
+            raise _refused(f"{cannot}: its flow {run.flow_name!r} was deleted", "flow_deleted")
+        name = str(flow.get("name") or run.flow_name)
+        if flow.get("active") is not None and not flow["active"]:
+            raise _refused(f"{cannot}: flow {name!r} is not active", "flow_inactive")
+        record = records.load_record(conn, mounted.tables, run.record_id, run.tenant)
+        if record is None:
+            raise _refused(
+                f"{cannot}: {mounted.binding.resource} {run.record_id} no longer exists",
+                "record_deleted",
+            )
+        steps = flow_rows.steps_of_flow(conn, mounted.tables, flow["id"])
+        problem = mounted.check_snapshot(
+            snapshot.FlowSnapshot.build({**flow, "tenant": run.tenant}, steps)
+        )
+        if problem is not None:
+            raise _refused(f"{cannot}: {problem}", "flow_broken")
+        new_id = starts.start_run(
+            mounted, conn, flow, record, f"restart:{run.id}", operator, now, steps
+        )
+        if new_id is None:  # another operator's restart committed first
+            raise _refused(
+                f"run {run.id} changed while it was being restarted; look at it again",
+                "run_changed",
+            )
+        return new_id, name
+
+    def drawn(
+        self,
+        mounted: Mounted,
+        conn: sa.Connection,
+        run: ops.RunRow,
+        can_read: diagrams.CanRead | None,
+    ) -> diagrams.Diagram:
+        """The run over the snapshot it started with: what is done and when, where it
+        waits and for what, what is ahead."""
+        given = progress.run_input(
+            run.id,
+            run.status,
+            run.state,
+            ops.run_history(conn, run.id),
+            reason=run.reason,
+            started_at=run.started_at,
+            ended_at=run.ended_at,
+        )
+        snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        return diagrams.flow_diagram(snap, config=mounted.config, can_read=can_read, run=given)
 
     def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
         """The steps an open run waits at and for what (``interpreter.waits``); none for a
@@ -274,3 +365,8 @@ class FlowProgram:
 
 
 program = FlowProgram()
+
+
+def _refused(sentence: str, code: str) -> errors.OperatorError:
+    """An action that does not apply to the run as it stands (409, with its code)."""
+    return errors.OperatorError(sentence, code=code)

@@ -38,15 +38,14 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed, commands
-from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Stepping
+from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Program, Stepping
 from flowrunner.flows.interpreter import happened, retry
-from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import retry_policy, sanitize, statuses
 from flowrunner.jobs import spec
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 
-PROGRAM = "job"  # the name a job's run gives its program (``stepping.program_of``)
+PROGRAM = "job"  # the name a job's run gives its program (``engine.mounted.program_of``)
 WAITING = statuses.RunStatus.WAITING
 
 
@@ -88,7 +87,7 @@ class Ran:
     error: str | None = None
 
 
-class Jobs:
+class Jobs(Program):
     """The jobs mounted on one runner, by name (see the module's docstring)."""
 
     def __init__(self, runner: Mounted | Mountable, jobs: Mapping[str, spec.Job]) -> None:
@@ -306,10 +305,6 @@ class Jobs:
     def step(self, claimed: Claimed) -> Stepping:
         """The step of a claimed job run (this is the ``job`` program)."""
         return _JobStep(claimed, self)
-
-    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
-        """A job's run waits only for its time (its ``due_at`` says when)."""
-        return ()
 
 
 class _JobStep(claimed.ClaimedStep):

@@ -18,18 +18,35 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from flowrunner import binding as binding_mod
 from flowrunner import errors
-from flowrunner.foundations import payloads
+from flowrunner.foundations import flow_columns, payloads
 
 # A flow's name is checked to fit (and is unique, so it is not an unbounded text);
 # every other column users type into is text of any length, so what validation
 # accepts the database stores.
 NAME_LENGTH = 200
+
+
+class Declared(Protocol):
+    """What the store reads of a binding (``FlowBinding`` is one): its tables' names, the
+    resource's key and tenant columns, and its kinds' input columns."""
+
+    @property
+    def resource(self) -> str: ...
+    @property
+    def flows_table(self) -> str: ...
+    @property
+    def steps_table(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def input_columns(self) -> tuple[str, ...]: ...
 
 
 # -- declaring ---------------------------------------------------------------------
@@ -111,7 +128,7 @@ def steps_table(
 
 def for_binding(
     metadata: sa.MetaData,
-    binding: binding_mod.FlowBinding,
+    binding: Declared,
     *,
     tenant_type: sa.types.TypeEngine[Any] | None = None,
 ) -> tuple[sa.Table, sa.Table]:
@@ -285,7 +302,7 @@ def _refused(value: Any, what: str, expected: str) -> errors.RecordRejected:
     )
 
 
-def reflect(bind: sa.Engine | sa.Connection, binding: binding_mod.FlowBinding) -> AppTables:
+def reflect(bind: sa.Engine | sa.Connection, binding: Declared) -> AppTables:
     """The binding's resource, flows and steps tables as the database has them now.
 
     Raises ``BindingError`` naming a table that does not exist. Reading tables costs a
@@ -316,8 +333,8 @@ def reflect(bind: sa.Engine | sa.Connection, binding: binding_mod.FlowBinding) -
     )
 
 
-def _extra(table: sa.Table, binding: binding_mod.FlowBinding) -> frozenset[str]:
-    ours = {*binding_mod.FLOW_COLUMNS, *binding_mod.STEP_COLUMNS, *binding.input_columns}
+def _extra(table: sa.Table, binding: Declared) -> frozenset[str]:
+    ours = {*flow_columns.FLOW_COLUMNS, *flow_columns.STEP_COLUMNS, *binding.input_columns}
     return frozenset(
         str(c.name) for c in table.columns if c.name not in ours and c.name != binding.tenant
     )

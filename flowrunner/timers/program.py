@@ -27,9 +27,8 @@ import sqlalchemy as sa
 
 from flowrunner import binding, errors, query
 from flowrunner.engine import claimed, commands
-from flowrunner.engine.mounted import Claimed, Mounted, Stepping
+from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping
 from flowrunner.flows.interpreter import retry as retry_mod
-from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import sanitize, statuses
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -265,16 +264,12 @@ def _holds(condition: query.Condition, record: Mapping[str, object], now: dateti
         return False
 
 
-class TimerProgram:
+class TimerProgram(Program):
     """The ``at`` program: a timer's run fires its command once (registered as
     ``Mounted.programs["at"]``)."""
 
     def step(self, claimed: Claimed) -> Stepping:
         return TimerStep(claimed)
-
-    def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
-        """A timer's run waits only for its instant (its ``due_at``)."""
-        return ()
 
 
 program = TimerProgram()

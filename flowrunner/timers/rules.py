@@ -18,7 +18,7 @@ from typing import Any
 
 from flowrunner import binding, errors, query
 
-# The program a timer's run executes (``stepping.program_of`` reads it from the snapshot).
+# The program a timer's run executes (``engine.mounted.program_of`` reads it from the snapshot).
 PROGRAM = "at"
 
 

@@ -27,15 +27,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from flowrunner import errors
+import sqlalchemy as sa
+
+from flowrunner import diagrams, errors
 from flowrunner.engine import claimed, commands, heartbeat
-from flowrunner.engine.mounted import Claimed, Mounted, Stepping
+from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping
 from flowrunner.flows.interpreter import retry
 from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import durations, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.workflows import context, http_call, replay, starts, waits
+from flowrunner.workflows import actions, context, http_call, replay, starts, waits
 
 FAILED = statuses.RunStatus.FAILED
 
@@ -443,11 +445,50 @@ def _plain_result(result: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-class WorkflowProgram:
+class WorkflowProgram(Program):
     """The ``workflow`` program: a code workflow's run, replayed and taken one step on."""
 
     def step(self, claimed: Claimed) -> Stepping:
         return WorkflowStep(claimed)
+
+    def retried(
+        self, mounted: Mounted, run: ops.RunRow, now: datetime
+    ) -> tuple[Mapping[str, object], statuses.RunStatus]:
+        """The failed step is tried again with all its attempts, the finished ones
+        replayed."""
+        return actions.retried(run.state), statuses.RunStatus.RUNNING
+
+    def restarted(
+        self, mounted: Mounted, conn: sa.Connection, run: ops.RunRow, operator: str, now: datetime
+    ) -> tuple[int, str]:
+        """The workflow's latest version started again with the same start."""
+        new_id = actions.restart(mounted, conn, run, operator, now)
+        if new_id is None:
+            raise errors.OperatorError(
+                f"run {run.id} cannot be restarted: its workflow {run.flow_name!r} is not "
+                "defined any more",
+                code="workflow_missing",
+            )
+        return new_id, run.flow_name
+
+    def drawn(
+        self,
+        mounted: Mounted,
+        conn: sa.Connection,
+        run: ops.RunRow,
+        can_read: diagrams.CanRead | None,
+    ) -> diagrams.Diagram:
+        """No rows to draw ahead of it: its recorded steps so far."""
+        return diagrams.workflow_diagram(
+            run.flow_name,
+            run.snapshot.get("version"),
+            run.state,
+            run_id=run.id,
+            status=str(run.status),
+            reason=run.reason,
+            started_at=run.started_at,
+            ended_at=run.ended_at,
+        )
 
     def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
         """The steps an open run waits at (``workflows.waits``)."""

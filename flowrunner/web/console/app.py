@@ -11,22 +11,21 @@ serves the runner's signed callbacks too (``POST /inbound/NAME``,
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flowrunner.web.console import access, csrf, page, shown
+from flowrunner.web.console import access, page
+from flowrunner.web.console.page import Console
 
 if TYPE_CHECKING:
     from flowrunner.web.console.runner_view import ConsoleRunner
 
-HERE = Path(__file__).parent
+HERE = page.HERE
 
 # No script or style from elsewhere; a diagram's own inline style is allowed.
 POLICY = (
@@ -34,31 +33,6 @@ POLICY = (
     "img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'self'"
 )
-
-
-class Console:
-    """What every page of one console shares: the runner, access, CSRF and templates."""
-
-    def __init__(
-        self,
-        runner: ConsoleRunner,
-        access: access.Access,
-        *,
-        secret: bytes,
-        title: str,
-    ) -> None:
-        self.runner = runner
-        self.access = access
-        self.csrf = csrf.Csrf(secret)
-        self.title = title
-        self.templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        shown.install(self.templates, runner)
 
 
 class _Headers:

@@ -12,8 +12,10 @@ import dataclasses
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import jinja2
 import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -24,13 +26,41 @@ from flowrunner import errors
 from flowrunner.foundations import logs
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
-from flowrunner.web.console import access, csrf
+from flowrunner.web.console import access, csrf, shown
 
 if TYPE_CHECKING:
-    from flowrunner.web.console.app import Console
     from flowrunner.web.console.runner_view import ConsoleRunner
 
+# The console's templates and static files, beside its modules.
+HERE = Path(__file__).parent
+
 log = logs.logger("flowrunner.web.console")
+
+
+class Console:
+    """What every page of one console shares: the runner, access, CSRF and templates."""
+
+    def __init__(
+        self,
+        runner: ConsoleRunner,
+        access: access.Access,
+        *,
+        secret: bytes,
+        title: str,
+    ) -> None:
+        self.runner = runner
+        self.access = access
+        self.csrf = csrf.Csrf(secret)
+        self.title = title
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        shown.install(self.templates, runner)
+
 
 SAID_COOKIE = "flowrunner_said"
 _R = TypeVar("_R", bound=Response)

@@ -10,13 +10,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner import errors
 from flowrunner.diagrams import model
-from flowrunner.engine import claimed
 from flowrunner.flows import snapshot
 from flowrunner.history import flows
 from flowrunner.store import operations as ops
 from flowrunner.web.console.page import Page
-from flowrunner.workflows import starts
 
 Reads = Callable[[Mapping[str, Any]], bool]
 
@@ -69,9 +68,12 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
         for line in runner.operations.history(run.id, tenant=page.tenant)
         if line.step_id is None or str(line.step_id) not in hidden
     )
-    if claimed.program_of(run.snapshot) not in (claimed.FLOW, starts.PROGRAM):
-        return RunView(run, waits, lines, "")  # a timer's run: its history alone
-    drawn = runner.operations.diagram(
-        conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant
-    )
+    try:
+        drawn = runner.operations.diagram(
+            conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant
+        )
+    except errors.OperatorError as exc:
+        if exc.code != "not_a_flow":
+            raise
+        return RunView(run, waits, lines, "")  # its program draws none: its history alone
     return RunView(run, waits, lines, drawn.html(document=False))

@@ -1,0 +1,29 @@
+"""The fixed columns of a flow row and a step row, as the seed names them.
+
+The binding declares the tables that hold them, the store reads those tables, and rows,
+files and snapshots name the columns: all of them take the names from here.
+
+>>> FLOW_COLUMNS[:3]
+('id', 'name', 'start')
+"""
+
+from __future__ import annotations
+
+FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
+STEP_COLUMNS = (
+    "id",
+    "flow_id",
+    "position",
+    "kind",
+    "title",
+    "duration",
+    "field",
+    "value",
+    "condition",
+    "goto",
+    "event",
+    "audience",
+    "message",
+    "mode",
+    "remind",
+)
