@@ -52,6 +52,7 @@ from flowrunner.inbound.signing import Hmac
 from flowrunner.jobs.program import Jobs
 from flowrunner.jobs.spec import Emitted, Job, Plan
 from flowrunner.query import ColumnType, Condition, parse, parse_value
+from flowrunner.engine.operations import RunQuery
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow
@@ -102,6 +103,7 @@ __all__ = [
     "Refusal",
     "RetryPolicy",
     "RowInvalid",
+    "RunQuery",
     "RunRow",
     "RunStatus",
     "SchemaOutdated",
