@@ -22,6 +22,7 @@ from flowrunner import moved
 from flowrunner.binding import At, FlowBinding, Kind, NotifyRule
 from flowrunner.diagrams import Diagram
 from flowrunner.engine.commands import Command, CommandContext
+from flowrunner.engine.operations import RunQuery
 from flowrunner.errors import (
     BindingError,
     CallbackRejected,
@@ -52,7 +53,6 @@ from flowrunner.inbound.signing import Hmac
 from flowrunner.jobs.program import Jobs
 from flowrunner.jobs.spec import Emitted, Job, Plan
 from flowrunner.query import ColumnType, Condition, parse, parse_value
-from flowrunner.engine.operations import RunQuery
 from flowrunner.runner import FlowRunner, flow_runner
 from flowrunner.store.events import NoticeRow
 from flowrunner.store.runs import LogRow, RunRow

@@ -24,6 +24,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 
 # old name -> new name, both under ``flowrunner.``
@@ -124,6 +125,29 @@ class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         """The module was executed under its new name; nothing is left to do."""
+
+
+def names_now_in(package: str, module: str) -> Callable[[str], object]:
+    """A package's ``__getattr__`` for the names of the module it was before it became a
+    package (``flowrunner.jobs.Jobs`` is now ``flowrunner.jobs.program.Jobs``): each
+    found in ``module``, with a warning; its own submodules are not looked up there.
+    """
+
+    def names(name: str) -> object:
+        missing = AttributeError(f"module {package!r} has no attribute {name!r}")
+        if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is not None:
+            raise missing  # a submodule: the import system loads it
+        home = importlib.import_module(f"{package}.{module}")
+        if not hasattr(home, name):
+            raise missing
+        warnings.warn(
+            f"{package}.{name} is now {package}.{module}.{name}: import it from there",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(home, name)
+
+    return names
 
 
 def install() -> None:

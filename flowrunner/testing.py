@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from flowrunner import binding, errors
 from flowrunner.engine import worker
-from flowrunner.flows import starts
+from flowrunner.engine.mounted import record_tenant
 from flowrunner.foundations import durations
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, records
@@ -115,7 +115,7 @@ class FlowDriver:
 
     def create(self, record: Mapping[str, Any], *, run: bool = True) -> list[int]:
         """Insert a record and start its flows, in one transaction, as an application would."""
-        starts.record_tenant(self.runner.binding, record)
+        record_tenant(self.runner.binding, record)
         with dialects.begin(self.runner.engine) as conn:
             records.insert_record(conn, self.runner.tables, record)
             started = self.runner.record_created(conn, self._read(conn, record))

@@ -8,7 +8,6 @@ before their flows (``flowrunner flows start``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import uuid
@@ -17,18 +16,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import binding, errors, query
+from flowrunner.engine.mounted import Mounted, forget_oldest, record_tenant
 from flowrunner.flows import snapshot
 from flowrunner.foundations import statuses
 from flowrunner.store import app_tables, dialects, flow_rows, records
 from flowrunner.store import operations as ops
-
-if TYPE_CHECKING:
-    from flowrunner.engine.mounted import Mounted
 
 
 def start_run(
@@ -153,13 +150,6 @@ def startable(mounted: Mounted, conn: sa.Connection, start: str, tenant: object)
     return found
 
 
-def forget_oldest(kept: dict[Any, Any]) -> None:
-    """Drop the entry put first into ``kept`` (a runner's memo, which threads share:
-    another may have dropped it, or be adding one, meanwhile)."""
-    with contextlib.suppress(StopIteration, RuntimeError):
-        kept.pop(next(iter(kept)), None)
-
-
 def start_flows(
     mounted: Mounted,
     conn: sa.Connection,
@@ -181,24 +171,6 @@ def start_flows(
             if run_id is not None:
                 started.append(run_id)
     return started
-
-
-def record_tenant(bound: binding.FlowBinding, record: Mapping[str, object]) -> object:
-    """The tenant a record belongs to (None without tenants); refused if the record lacks it.
-
-    On a tenant binding a record without its tenant column would belong to no one and
-    start nothing, silently; it is refused with a sentence instead.
-    """
-    if bound.tenant is None:
-        return None
-    tenant = record.get(bound.tenant)
-    if tenant is None or (isinstance(tenant, str) and not tenant.strip()):
-        raise errors.RecordRejected(
-            f"the record has no {bound.tenant!r}: {bound.resource} records belong to "
-            "tenants, so give the record with its tenant column",
-            expected=f"the record with its {bound.tenant!r}",
-        )
-    return tenant
 
 
 # -- a change, once -------------------------------------------------------------------

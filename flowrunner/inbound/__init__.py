@@ -4,24 +4,7 @@ its signature judged (``signing``), its receipt, command and event in one transa
 
 from __future__ import annotations
 
-import warnings
+from flowrunner import moved
 
-_MODULES = frozenset(["asgi", "endpoints", "receipt", "signing"])
-
-
-def __getattr__(name: str) -> object:
-    """A name of the module ``flowrunner.inbound`` was before it became this package (now in
-    ``flowrunner.inbound.endpoints``), with a warning."""
-    if name.startswith("__") or name in _MODULES:
-        raise AttributeError(f"module 'flowrunner.inbound' has no attribute {name!r}")
-    from flowrunner.inbound import endpoints
-
-    if not hasattr(endpoints, name):
-        raise AttributeError(f"module 'flowrunner.inbound' has no attribute {name!r}")
-    warnings.warn(
-        f"flowrunner.inbound.{name} is now flowrunner.inbound.endpoints.{name}: "
-        "import it from there",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(endpoints, name)
+# The names of the module ``flowrunner.inbound`` was, with a warning.
+__getattr__ = moved.names_now_in("flowrunner.inbound", "endpoints")
