@@ -62,7 +62,9 @@ _R = TypeVar("_R")
 _S = TypeVar("_S")
 
 
-def _of(service: str, method: Callable[Concatenate[_S, _P], _R]) -> Callable[..., _R]:
+def _of(
+    service: str, method: Callable[Concatenate[_S, _P], _R]
+) -> Callable[Concatenate[FlowRunner, _P], _R]:
     """The runner's method that is ``method`` of its ``service`` (same signature and
     docstring: ``help(runner.cancel)`` reads ``Operations.cancel``'s)."""
 
@@ -71,12 +73,6 @@ def _of(service: str, method: Callable[Concatenate[_S, _P], _R]) -> Callable[...
         return method(getattr(self, service), *args, **kwargs)
 
     return call
-
-
-def _typed(
-    service: str, method: Callable[Concatenate[_S, _P], _R]
-) -> Callable[Concatenate[FlowRunner, _P], _R]:
-    return _of(service, method)
 
 
 class FlowRunner:
@@ -211,27 +207,27 @@ class FlowRunner:
     def workflows(self) -> definitions.Workflows | None:
         return self.mounted.workflows  # type: ignore[no-any-return]
 
-    check_command = _typed("mounted", Mounted.check_command)
-    check_snapshot = _typed("mounted", Mounted.check_snapshot)
-    load_snapshot = _typed("mounted", Mounted.load_snapshot)
-    authorize_command = _typed("mounted", Mounted.authorize_command)
+    check_command = _of("mounted", Mounted.check_command)
+    check_snapshot = _of("mounted", Mounted.check_snapshot)
+    load_snapshot = _of("mounted", Mounted.load_snapshot)
+    authorize_command = _of("mounted", Mounted.authorize_command)
 
     # -- what the application tells it ----------------------------------------------------
 
-    record_created = _typed("changes", Changes.record_created)
-    record_updated = _typed("changes", Changes.record_updated)
-    record_deleted = _typed("changes", Changes.record_deleted)
-    emit = _typed("changes", Changes.emit)
-    check_event = _typed("changes", Changes.check_event)
+    record_created = _of("changes", Changes.record_created)
+    record_updated = _of("changes", Changes.record_updated)
+    record_deleted = _of("changes", Changes.record_deleted)
+    emit = _of("changes", Changes.emit)
+    check_event = _of("changes", Changes.check_event)
 
     # -- editing flows (validated on save) ------------------------------------------------
 
-    save_flow = _typed("editor", FlowEditor.save_flow)
-    save_step = _typed("editor", FlowEditor.save_step)
-    delete_step = _typed("editor", FlowEditor.delete_step)
-    move_step = _typed("editor", FlowEditor.move_step)
-    delete_flow = _typed("editor", FlowEditor.delete_flow)
-    snapshot = _typed("editor", FlowEditor.snapshot)
+    save_flow = _of("editor", FlowEditor.save_flow)
+    save_step = _of("editor", FlowEditor.save_step)
+    delete_step = _of("editor", FlowEditor.delete_step)
+    move_step = _of("editor", FlowEditor.move_step)
+    delete_flow = _of("editor", FlowEditor.delete_flow)
+    snapshot = _of("editor", FlowEditor.snapshot)
 
     def try_flow(
         self,
@@ -359,20 +355,20 @@ class FlowRunner:
 
     # -- seeing and operating (``runner.operations``) ------------------------------------------
 
-    runs = _typed("operations", Operations.runs)
-    get_run = _typed("operations", Operations.get_run)
-    history = _typed("operations", Operations.history)
-    diagram = _typed("operations", Operations.diagram)
-    cancel = _typed("operations", Operations.cancel)
-    retry = _typed("operations", Operations.retry)
-    redrive = _typed("operations", Operations.redrive)
-    restart = _typed("operations", Operations.restart)
-    act = _typed("operations", Operations.act)
-    journal = _typed("operations", Operations.journal)
-    outbox = _typed("operations", Operations.outbox)
-    notices = _typed("operations", Operations.notices)
-    mark_delivered = _typed("operations", Operations.mark_delivered)
-    prune = _typed("operations", Operations.prune)
+    runs = _of("operations", Operations.runs)
+    get_run = _of("operations", Operations.get_run)
+    history = _of("operations", Operations.history)
+    diagram = _of("operations", Operations.diagram)
+    cancel = _of("operations", Operations.cancel)
+    retry = _of("operations", Operations.retry)
+    redrive = _of("operations", Operations.redrive)
+    restart = _of("operations", Operations.restart)
+    act = _of("operations", Operations.act)
+    journal = _of("operations", Operations.journal)
+    outbox = _of("operations", Operations.outbox)
+    notices = _of("operations", Operations.notices)
+    mark_delivered = _of("operations", Operations.mark_delivered)
+    prune = _of("operations", Operations.prune)
 
     def list_runs(
         self,
