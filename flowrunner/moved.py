@@ -6,10 +6,11 @@ The package was laid out by program (``flows/``, ``jobs/``, ``timers/``, ``inbou
 (``from flowrunner import flowfiles``, ``import flowrunner.saving``) gets the same module
 object under its new name and a ``DeprecationWarning`` naming it::
 
-    >>> import warnings
+    >>> import importlib, sys, warnings
+    >>> _ = sys.modules.pop("flowrunner.saving", None)  # as in a process that never did
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     from flowrunner import saving
+    ...     saving = importlib.import_module("flowrunner.saving")
     >>> saving.__name__
     'flowrunner.flows.edits'
     >>> str(caught[0].message)

@@ -694,6 +694,11 @@ def test_a_condition_reads_in_words_either_way(condition: str, held: str, otherw
     assert flows.condition_words(condition, negated=True) == otherwise
 
 
+def test_a_text_ending_in_a_newline_keeps_its_quotes_and_stays_one_line() -> None:
+    # Found by the property below: a word followed by a newline once read as a bare word.
+    assert flows.condition_words("status = '0\n'") == "status is '0\\n'"
+
+
 @given(conditions)
 def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
     text = str(node)

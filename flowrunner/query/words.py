@@ -20,7 +20,7 @@ from flowrunner.query import ast, parser
 _NEGATED = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 _TEXT_OPS = {"contains": ("contains", "does not contain")}
 _STARTS = ("starts with", "does not start with")
-_WORD = re.compile(r"^[\w.@-]+$")
+_WORD = re.compile(r"[\w.@-]+")  # the whole text (fullmatch): "$" would let a newline end it
 
 Show = Callable[[Any], str]
 
@@ -107,6 +107,6 @@ def _either(values: list[str]) -> str:
 def _value(node: ast.ValueExpr, show: Show) -> str:
     if isinstance(node, ast.Relative):
         return str(node).replace("()", "")  # now - 2 days
-    if isinstance(node.value, str) and not _WORD.match(node.value):
+    if isinstance(node.value, str) and not _WORD.fullmatch(node.value):
         return str(node)  # text with spaces or signs keeps its quotes: 'RE: '
     return show(node.value)
