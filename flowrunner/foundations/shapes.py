@@ -1,0 +1,31 @@
+"""The shapes of the values that pass between flowrunner's layers, each named once.
+
+Most of what flowrunner moves is typed exactly: a run's row, a history line, a step of a
+snapshot. A few values are the application's or the database's, whatever they hold: a
+record's columns, an event's payload, a command's answer, a run's state. Their values
+are of any type the database or the application chose, so ``Any`` is kept there — but a
+signature names which of them it takes or gives, by these names:
+
+- ``Row``: a row's columns as read or typed — a record, a flow or step row, a form's
+  fields: column name → value;
+- ``RowDict``: the same, as a fresh ``dict`` the receiver may change;
+- ``Payload``: a JSON object as given — an event's payload, a command's answer, a run's
+  state, an error envelope;
+- ``JsonDict``: the same, as a fresh ``dict`` (what ``payloads.plain`` returns);
+- ``Plain``: one value of JSON that is no container: text, a number, a flag or null.
+
+A value only passed on, never looked into, is typed ``object``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+Row: TypeAlias = Mapping[str, Any]
+RowDict: TypeAlias = dict[str, Any]
+Payload: TypeAlias = Mapping[str, Any]
+JsonDict: TypeAlias = dict[str, Any]
+Plain: TypeAlias = str | int | float | bool | None
+
+__all__ = ["JsonDict", "Payload", "Plain", "Row", "RowDict"]
