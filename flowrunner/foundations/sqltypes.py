@@ -23,6 +23,8 @@ Query: TypeAlias = sa.Select[Any]
 """A SELECT statement, of whatever columns."""
 ResultRow: TypeAlias = sa.Row[Any]
 """A row a statement gave back."""
+Results: TypeAlias = sa.Result[Any]
+"""What a statement gave back: its rows, of whatever columns."""
 
 # A moment whose text tells SQLAlchemy's format for SQLite apart from any other.
 _SAMPLE = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
