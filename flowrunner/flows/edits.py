@@ -170,9 +170,7 @@ def step_values(
     return values
 
 
-def _flow_of(
-    conn: sa.Connection, tables: app_tables.AppTables, row: shapes.Row
-) -> shapes.RowDict:
+def _flow_of(conn: sa.Connection, tables: app_tables.AppTables, row: shapes.Row) -> shapes.RowDict:
     flow_id = row.get("flow_id")
     try:
         flow_key = rows.whole(flow_id)
@@ -190,9 +188,7 @@ def _flow_of(
     return flow
 
 
-def _same_owner(
-    binding: binding_mod.FlowBinding, stored: shapes.Row, row: shapes.Row
-) -> bool:
+def _same_owner(binding: binding_mod.FlowBinding, stored: shapes.Row, row: shapes.Row) -> bool:
     """Whether a stored row is of the tenant the row written over it names (no tenants:
     always)."""
     column = binding.tenant
