@@ -12,6 +12,8 @@ signature names which of them it takes or gives, by these names:
 - ``Payload``: a JSON object as given — an event's payload, a command's answer, a run's
   state, an error envelope;
 - ``JsonDict``: the same, as a fresh ``dict`` (what ``payloads.plain`` returns);
+- ``Json``: one JSON value as stored, of whatever shape its reader expects (a command's
+  answer kept for its idempotency key, a history line's detail);
 - ``Plain``: one value of JSON that is no container: text, a number, a flag or null.
 
 A value only passed on, never looked into, is typed ``object``.
@@ -26,6 +28,7 @@ Row: TypeAlias = Mapping[str, Any]
 RowDict: TypeAlias = dict[str, Any]
 Payload: TypeAlias = Mapping[str, Any]
 JsonDict: TypeAlias = dict[str, Any]
+Json: TypeAlias = Any
 Plain: TypeAlias = str | int | float | bool | None
 
-__all__ = ["JsonDict", "Payload", "Plain", "Row", "RowDict"]
+__all__ = ["Json", "JsonDict", "Payload", "Plain", "Row", "RowDict"]

@@ -19,11 +19,13 @@ TableColumn: TypeAlias = sa.Column[Any]
 """A column of a table: the engine's or the application's."""
 Expression: TypeAlias = sa.ColumnElement[Any]
 """An SQL expression of any type (a column, a function of one, a literal)."""
-Query: TypeAlias = sa.Select[Any]
+# SQLAlchemy types a statement and its rows by each of their columns' types (a variadic
+# generic); these three are of whatever columns. Quoted: only the type checker reads them.
+Query: TypeAlias = "sa.Select[*tuple[Any, ...]]"
 """A SELECT statement, of whatever columns."""
-ResultRow: TypeAlias = sa.Row[Any]
+ResultRow: TypeAlias = "sa.Row[*tuple[Any, ...]]"
 """A row a statement gave back."""
-Results: TypeAlias = sa.Result[Any]
+Results: TypeAlias = "sa.Result[*tuple[Any, ...]]"
 """What a statement gave back: its rows, of whatever columns."""
 
 # A moment whose text tells SQLAlchemy's format for SQLite apart from any other.
