@@ -12,6 +12,7 @@ from flowrunner import cli as cli_mod
 from flowrunner import errors
 from flowrunner import query as ql  # `query` names the command here
 from flowrunner.query import ast
+from flowrunner.query import types as types_mod
 from flowrunner.store import condition_sql
 
 
@@ -110,7 +111,7 @@ def query(
     event = _json_object(event_json, "--event")
     now = datetime.now(UTC)
     if now_text is not None:
-        moment = ql.coerce(now_text, ql.ColumnType.TIMESTAMP)
+        moment = types_mod.to_timestamp(now_text)
         if moment is None:
             raise click.BadParameter(f"{now_text!r} is not an ISO 8601 moment", param_hint="--now")
         now = moment
