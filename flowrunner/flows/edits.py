@@ -16,6 +16,7 @@ The ORM's writes are judged by ``flowrunner.flows.orm_hook`` instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -107,7 +108,7 @@ def save_flow(
     row: shapes.Row,
     *,
     columns: Columns = None,
-) -> object:
+) -> Any:
     """Insert the flow row (or update it, when it has an ``id``); return its id."""
     row = _with_ids(row, {"id": tables.flows.c.id}, validation.flow_label)
     existing = flow_rows.all_flows(conn, tables)
@@ -213,7 +214,7 @@ def save_step(
     row: shapes.Row,
     *,
     columns: Columns = None,
-) -> object:
+) -> Any:
     """Insert the step row (or update it, when it has an ``id``); return its id."""
     steps = tables.steps
     row = _with_ids(row, {"id": steps.c.id, "flow_id": steps.c.flow_id}, validation.step_label)
@@ -398,7 +399,7 @@ def write_flow(
     tables: app_tables.AppTables,
     flow: shapes.Row,
     steps: Sequence[shapes.Row],
-) -> object:
+) -> Any:
     """Insert an already validated flow and its steps; return the flow's id.
 
     For callers that judged the whole flow first (an import); others use

@@ -8,6 +8,8 @@ objects), so they travel to YAML and JSON unchanged.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from flowrunner.binding import Tenant
@@ -29,7 +31,7 @@ def _by_id(conn: sa.Connection, table: sa.Table, row_id: object) -> shapes.RowDi
     return _first(conn.execute(sa.select(table).where(table.c.id == row_id)))
 
 
-def _store(conn: sa.Connection, table: sa.Table, row_id: object, values: shapes.Row) -> object:
+def _store(conn: sa.Connection, table: sa.Table, row_id: object, values: shapes.Row) -> Any:
     if row_id is None:
         key = conn.execute(sa.insert(table).values(dict(values))).inserted_primary_key
         assert key is not None  # an INSERT of one row always has one
@@ -148,7 +150,7 @@ def _startable(tables: app_tables.AppTables) -> sa.ColumnElement[bool]:
 
 def store_flow(
     conn: sa.Connection, tables: app_tables.AppTables, flow_id: object, values: shapes.Row
-) -> object:
+) -> Any:
     """Insert a flow row, or update the one with ``flow_id`` when it is given; its id."""
     return _store(conn, tables.flows, flow_id, values)
 
@@ -180,7 +182,7 @@ def step_by_id(
 
 def store_step(
     conn: sa.Connection, tables: app_tables.AppTables, step_id: object, values: shapes.Row
-) -> object:
+) -> Any:
     """Insert a step row, or update the one with ``step_id`` when it is given; its id."""
     return _store(conn, tables.steps, step_id, values)
 
