@@ -28,18 +28,20 @@ Who may edit at all is the application's too: pass its dependencies
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Path, Response, params
 
+from flowrunner import binding as binding_mod
 from flowrunner import errors
 from flowrunner.flows import edits
+from flowrunner.foundations import shapes
 from flowrunner.runner import FlowRunner
 from flowrunner.store import dialects, flow_rows
 
-TenantOf = Callable[..., Any]
+TenantOf = Callable[..., binding_mod.Tenant]
 """A FastAPI dependency returning the request's tenant (it may take its own
 dependencies: the request, the logged-in user)."""
 
@@ -86,12 +88,14 @@ def router(
     Tenant = Depends(tenant or _no_tenant)  # a marker, as Body and Path are
 
     @api.get("", summary="The flows")
-    def list_flows(owner: Any = Tenant) -> list[dict[str, Any]]:
+    def list_flows(owner: binding_mod.Tenant = Tenant) -> list[shapes.RowDict]:
         with runner.engine.connect() as conn:
             return rows_of.flows(conn, rows_of.owner(owner))
 
     @api.post("", status_code=201, summary="Create a flow")
-    def create_flow(row: dict[str, Any] = Row, owner: Any = Tenant) -> dict[str, Any]:
+    def create_flow(
+        row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _no_id(row, "flow")
         with rows_of.writing() as conn:
@@ -99,7 +103,9 @@ def router(
             return rows_of.flow(conn, flow_id, owner)
 
     @api.post("/validate", summary="Judge a flow row; nothing is saved")
-    def validate_flow(row: dict[str, Any] = Row, owner: Any = Tenant) -> dict[str, Any]:
+    def validate_flow(
+        row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
 
         def save(conn: sa.Connection) -> None:
@@ -111,7 +117,7 @@ def router(
         return rows_of.judge(save)
 
     @api.get("/{flow_id}", summary="A flow with its steps")
-    def read_flow(flow_id: int = FlowId, owner: Any = Tenant) -> dict[str, Any]:
+    def read_flow(flow_id: int = FlowId, owner: binding_mod.Tenant = Tenant) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         with runner.engine.connect() as conn:
             flow = rows_of.flow(conn, flow_id, owner)
@@ -119,8 +125,8 @@ def router(
 
     @api.patch("/{flow_id}", summary="Change a flow; the whole row is judged")
     def update_flow(
-        flow_id: int = FlowId, changes: dict[str, Any] = Row, owner: Any = Tenant
-    ) -> dict[str, Any]:
+        flow_id: int = FlowId, changes: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _same(changes, "id", flow_id, "the flow's id is the one in the address")
         with rows_of.writing() as conn:
@@ -129,7 +135,7 @@ def router(
             return rows_of.flow(conn, flow_id, owner)
 
     @api.delete("/{flow_id}", status_code=204, summary="Delete a flow and its steps")
-    def delete_flow(flow_id: int = FlowId, owner: Any = Tenant) -> Response:
+    def delete_flow(flow_id: int = FlowId, owner: binding_mod.Tenant = Tenant) -> Response:
         owner = rows_of.owner(owner)
         with rows_of.writing() as conn:
             runner.delete_flow(conn, flow_id, tenant=owner)
@@ -137,8 +143,8 @@ def router(
 
     @api.post("/{flow_id}/steps", status_code=201, summary="Add a step to a flow")
     def create_step(
-        flow_id: int = FlowId, row: dict[str, Any] = Row, owner: Any = Tenant
-    ) -> dict[str, Any]:
+        flow_id: int = FlowId, row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _no_id(row, "step")
         _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
@@ -149,8 +155,8 @@ def router(
 
     @api.post("/{flow_id}/steps/validate", summary="Judge a step row; nothing is saved")
     def validate_step(
-        flow_id: int = FlowId, row: dict[str, Any] = Row, owner: Any = Tenant
-    ) -> dict[str, Any]:
+        flow_id: int = FlowId, row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
 
@@ -167,9 +173,9 @@ def router(
     def update_step(
         flow_id: int = FlowId,
         step_id: int = StepId,
-        changes: dict[str, Any] = Row,
-        owner: Any = Tenant,
-    ) -> dict[str, Any]:
+        changes: shapes.RowDict = Row,
+        owner: binding_mod.Tenant = Tenant,
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _same(changes, "id", step_id, "the step's id is the one in the address")
         with rows_of.writing() as conn:
@@ -182,7 +188,9 @@ def router(
             return rows_of.step(conn, moved_to["flow_id"], step_id, owner)
 
     @api.delete("/{flow_id}/steps/{step_id}", status_code=204, summary="Delete a step")
-    def delete_step(flow_id: int = FlowId, step_id: int = StepId, owner: Any = Tenant) -> Response:
+    def delete_step(
+        flow_id: int = FlowId, step_id: int = StepId, owner: binding_mod.Tenant = Tenant
+    ) -> Response:
         owner = rows_of.owner(owner)
         with rows_of.writing() as conn:
             rows_of.step(conn, flow_id, step_id, owner)
@@ -199,7 +207,7 @@ class TenantRows:
         self.runner = runner
         self.column = runner.binding.tenant
 
-    def owner(self, tenant: Any) -> Any:
+    def owner(self, tenant: binding_mod.Tenant) -> binding_mod.Tenant:
         """The request's tenant; on a tenant binding a dependency answering None is refused."""
         if self.column is not None and tenant is None:
             raise errors.OperatorError(
@@ -209,18 +217,20 @@ class TenantRows:
             )
         return tenant
 
-    def writing(self) -> Any:
+    def writing(self) -> AbstractContextManager[sa.Connection]:
         """A transaction that commits when the route returns, and rolls back if it raises."""
         return dialects.begin(self.runner.engine)
 
-    def _mine(self, row: Mapping[str, Any], owner: Any) -> bool:
+    def _mine(self, row: shapes.Row, owner: binding_mod.Tenant) -> bool:
         return self.column is None or str(row[self.column]) == str(owner)
 
-    def flows(self, conn: sa.Connection, owner: Any) -> list[dict[str, Any]]:
+    def flows(self, conn: sa.Connection, owner: binding_mod.Tenant) -> list[shapes.RowDict]:
         every = flow_rows.all_flows(conn, self.runner.tables)
         return [flow for flow in every if self._mine(flow, owner)]
 
-    def flow(self, conn: sa.Connection, flow_id: Any, owner: Any) -> dict[str, Any]:
+    def flow(
+        self, conn: sa.Connection, flow_id: object, owner: binding_mod.Tenant
+    ) -> shapes.RowDict:
         """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
         key = edits.read_id(flow_id, self.runner.tables.flows.c.id)
         found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
@@ -230,7 +240,9 @@ class TenantRows:
             )
         return found
 
-    def step(self, conn: sa.Connection, flow_id: Any, step_id: Any, owner: Any) -> dict[str, Any]:
+    def step(
+        self, conn: sa.Connection, flow_id: object, step_id: object, owner: binding_mod.Tenant
+    ) -> shapes.RowDict:
         """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
         flow = self.flow(conn, flow_id, owner)
         key = edits.read_id(step_id, self.runner.tables.steps.c.id)
@@ -243,7 +255,7 @@ class TenantRows:
             )
         return found
 
-    def judge(self, save: Callable[[sa.Connection], None]) -> dict[str, Any]:
+    def judge(self, save: Callable[[sa.Connection], None]) -> shapes.RowDict:
         """Run ``save`` in a transaction that is always rolled back; its field errors."""
         try:
             with self.writing() as conn:
@@ -259,13 +271,13 @@ class _Judged(Exception):
     """Raised to roll back a save that was only judged."""
 
 
-def _no_id(row: Mapping[str, Any], what: str) -> None:
+def _no_id(row: shapes.Row, what: str) -> None:
     if row.get("id") is not None:
         message = f"a new {what} gets its id when it is saved: leave id out"
         raise errors.RowInvalid([errors.FieldError("id", message, "column_not_read")])
 
 
-def _same(row: Mapping[str, Any], field: str, expected: int, message: str) -> None:
+def _same(row: shapes.Row, field: str, expected: int, message: str) -> None:
     if row.get(field) is not None and str(row[field]).strip() != str(expected):
         raise errors.RowInvalid([errors.FieldError(field, message, "column_not_read")])
 
