@@ -11,22 +11,25 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import pydantic
 import sqlalchemy as sa
 
 from flowrunner import errors, query
 from flowrunner.flows import column_facts
-from flowrunner.foundations import durations, retry_policy, templates
+from flowrunner.foundations import durations, retry_policy, sqltypes, templates
 
 # A record's key as the application passes it: its key column's value (runs keep it as text).
 RecordId: TypeAlias = int | str
 # A tenant as the application passes it: its tenant column's value; None without tenants.
 Tenant: TypeAlias = str | int | None
+# A step's kind as a flow names it: a built-in kind in its one spelling (``set``,
+# ``waitFor``; ``flows.spelling.canonical_kind``) or one of the binding's ``kinds``.
+StepKind: TypeAlias = str
 
 # Kinds every binding has; an application's kinds may not reuse these names.
-BUILTIN_KINDS = ("set", "wait", "until", "branch", "waitFor", "notify")
+BUILTIN_KINDS: tuple[StepKind, ...] = ("set", "wait", "until", "branch", "waitFor", "notify")
 
 # The fixed columns of the flows and steps tables, as the seed names them.
 FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
@@ -66,7 +69,7 @@ class _Model(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, **data: object) -> None:
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
@@ -298,7 +301,7 @@ class FlowBinding(_Model):
     flows_table: str
     steps_table: str
     events: dict[str, str] = pydantic.Field(default_factory=dict)
-    kinds: dict[str, Kind] = pydantic.Field(default_factory=dict)
+    kinds: dict[StepKind, Kind] = pydantic.Field(default_factory=dict)
     set_columns: Sequence[str] = ()
     notify: Sequence[NotifyRule] = ()
     tenant: str | None = None
@@ -376,7 +379,7 @@ class FlowBinding(_Model):
     # -- what later layers ask of the binding --------------------------------------
 
     @property
-    def kind_names(self) -> tuple[str, ...]:
+    def kind_names(self) -> tuple[StepKind, ...]:
         return (*BUILTIN_KINDS, *self.kinds)
 
     @property
@@ -476,12 +479,12 @@ def _use(binding: FlowBinding, column: str) -> str:
     return "the key column" if column == binding.key else "a set column"
 
 
-def _need(columns: Mapping[str, Any], column: str, where: str, why: str) -> None:
+def _need(columns: Mapping[str, object], column: str, where: str, why: str) -> None:
     if column not in columns:
         raise errors.BindingError(f"{where} has no column {column!r}, {why}")
 
 
-def _columns(metadata: sa.MetaData, table: str, what: str) -> dict[str, sa.types.TypeEngine[Any]]:
+def _columns(metadata: sa.MetaData, table: str, what: str) -> dict[str, sqltypes.SqlType]:
     """Column name -> SQLAlchemy type of ``table`` in ``metadata``."""
     found = metadata.tables.get(table)
     if found is None:
