@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from flowrunner.binding import StepKind
 from flowrunner.diagrams import marks
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
@@ -87,7 +88,7 @@ class Box:
     step_id: Any
     position: int
     lane: int
-    kind: str
+    kind: StepKind
     mark: marks.Mark
     title: str
     facts: tuple[Fact, ...]
@@ -248,7 +249,7 @@ def clean(text: str) -> str:
 def build(
     snap: snapshot.FlowSnapshot,
     *,
-    kinds: Mapping[str, config_mod.KindConfig] | None = None,
+    kinds: Mapping[StepKind, config_mod.KindConfig] | None = None,
     can_read: CanRead | None = None,
 ) -> Picture:
     """The diagram of a flow as ``snap`` holds it, showing only what ``can_read`` allows.

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from flowrunner.binding import StepKind
 from flowrunner.diagrams import model
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
@@ -154,7 +155,7 @@ def _read_history(
     return passes, visits
 
 
-def _outcome(kind: str | None, what: str, detail: object) -> str | None:
+def _outcome(kind: StepKind | None, what: str, detail: object) -> str | None:
     """The outcome a history line finishes a pass with (as ``LaneState.outcome``), if any."""
     if isinstance(detail, Mapping):
         found = detail.get("outcome")

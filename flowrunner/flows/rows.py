@@ -28,7 +28,7 @@ MESSAGE_LIMIT = 500
 NAME_LIMIT = 200
 
 # Built-in kind -> (columns it needs, columns it may have); title is open to every kind.
-BUILTIN_READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+BUILTIN_READS: dict[binding_mod.StepKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "set": (("field", "value"), ()),
     "wait": (("duration",), ()),
     "until": (("field",), ("duration",)),
@@ -332,7 +332,9 @@ def flow_errors(
 # -- one step row ------------------------------------------------------------------
 
 
-def reads(binding: binding_mod.FlowBinding, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def reads(
+    binding: binding_mod.FlowBinding, kind: binding_mod.StepKind
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The columns a kind needs and the ones it may also have (besides ``title``)."""
     if kind in BUILTIN_READS:
         return BUILTIN_READS[kind]
@@ -404,7 +406,7 @@ def _ordered(problems: list[errors.FieldError]) -> list[errors.FieldError]:
     return sorted(problems, key=lambda p: p.code == "column_unknown")
 
 
-def _a(kind: str) -> str:
+def _a(kind: binding_mod.StepKind) -> str:
     return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
 
 
@@ -412,7 +414,9 @@ def _fields(problems: list[errors.FieldError]) -> set[str]:
     return {p.field for p in problems}
 
 
-def _not_read(binding: binding_mod.FlowBinding, kind: str, column: str) -> errors.FieldError:
+def _not_read(
+    binding: binding_mod.FlowBinding, kind: binding_mod.StepKind, column: str
+) -> errors.FieldError:
     app = binding.kinds.get(kind)
     if app is not None and column in WAITING_EXTRAS:
         if column == "remind" and app.waits:

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql.dml import ReturningInsert
 
 from flowrunner import errors
+from flowrunner.binding import StepKind
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import sanitize, shapes, sqltypes, statuses
 from flowrunner.store import dialects, due, engine_tables, prepared, wakeups
@@ -92,7 +93,7 @@ class LogRow:
     """The step's id, as text; None for a line about the whole run."""
     title: str | None
     """The step's title."""
-    kind: str | None
+    kind: StepKind | None
     """The step's kind: a built-in one (``set``, ``wait``, ``notify``, ...) or the binding's."""
     pass_: int | None
     """Which pass through the step (a flow that loops back passes a step again)."""
@@ -493,7 +494,7 @@ def append_log(
     position: int | None = None,
     step_id: str | None = None,
     title: str | None = None,
-    kind: str | None = None,
+    kind: StepKind | None = None,
     pass_: int | None = None,
     detail: object = None,
     tenant: object = None,
@@ -538,7 +539,7 @@ class LogLine:
     position: int | None = None
     step_id: str | None = None
     title: str | None = None
-    kind: str | None = None
+    kind: StepKind | None = None
     pass_: int | None = None
     detail: object = None
     due_at: datetime | None = None

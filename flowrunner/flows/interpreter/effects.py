@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from flowrunner.binding import StepKind
+
 # What a history line says beyond its code: plain values by name (``{"who": "bob",
 # "received": 2, "needed": 3}``), or a short text on the lines with nothing more to say.
 Detail: TypeAlias = Mapping[str, Any] | str
@@ -64,7 +66,7 @@ class RunCommand:
     key: str
     step_id: Any
     pass_: int
-    kind: str
+    kind: StepKind
     command: str
     inputs: Mapping[str, Any]
     attempt: int
@@ -77,7 +79,7 @@ class RunCommand:
         key: str,
         step_id: Any,
         pass_: int,
-        kind: str,
+        kind: StepKind,
         command: str,
         inputs: Mapping[str, Any],
         attempt: int,
@@ -115,7 +117,7 @@ class Log:
     position: int | None
     step_id: Any
     title: str | None
-    kind: str | None
+    kind: StepKind | None
     pass_: int | None
     what: str
     detail: Detail = ""
@@ -127,7 +129,7 @@ class Log:
         position: int | None,
         step_id: Any,
         title: str | None,
-        kind: str | None,
+        kind: StepKind | None,
         pass_: int | None,
         what: str,
         detail: Detail,

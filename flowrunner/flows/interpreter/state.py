@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from flowrunner.binding import StepKind
 from flowrunner.flows.interpreter import happened
 from flowrunner.foundations import statuses
 
@@ -121,7 +122,7 @@ class LaneState(_Guarded):
     _statuses = statuses.LaneStatus
 
     step_id: Any
-    kind: str
+    kind: StepKind
     pass_: int
     status: statuses.LaneStatus = statuses.LaneStatus.READY
     started_at: datetime | None = None
@@ -144,7 +145,7 @@ class LaneState(_Guarded):
     finished_at: datetime | None = None
 
     @classmethod
-    def fresh(cls, step_id: Any, kind: str, pass_: int) -> LaneState:
+    def fresh(cls, step_id: Any, kind: StepKind, pass_: int) -> LaneState:
         """``LaneState(step_id=..., kind=..., pass_=...)``, made without checking each
         field's assignment (a lane is made for every step a run enters)."""
         lane = object.__new__(cls)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from flowrunner.binding import StepKind
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import reading, state
@@ -45,7 +46,7 @@ class Waiting:
     position: int
     step_id: str | None
     title: str | None
-    kind: str
+    kind: StepKind
     awaits: Awaits
     status: statuses.LaneStatus
     event: str | None = None

@@ -12,6 +12,7 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
 
+from flowrunner.binding import StepKind
 from flowrunner.foundations import statuses
 
 
@@ -43,7 +44,7 @@ class TryLine:
     position: int | None
     step: str | None
     """The step's title (its kind, untitled); None for a line about the whole run."""
-    kind: str | None
+    kind: StepKind | None
     what: str
     sentence: str
 
