@@ -11,7 +11,6 @@ only their answers count. Without ``by``, modes count events.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import happened, reading, state
@@ -98,7 +97,7 @@ def _recount(lane: state.LaneState) -> None:
         lane.received = len(lane.answerers)
 
 
-def _name(value: Any) -> str | None:
+def _name(value: object) -> str | None:
     if value is None or isinstance(value, Mapping | list | tuple):
         return None
     text = str(value).strip()

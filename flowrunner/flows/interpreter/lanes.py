@@ -8,7 +8,6 @@ that cannot run; the interpreter turns that into a failed run.
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
 
 from flowrunner import query
 from flowrunner.flows import snapshot
@@ -199,7 +198,7 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> shapes.Plain:
     """A value a set step wrote, as a history line keeps it (JSON: times as ISO text)."""
     if isinstance(value, datetime | date):
         return value.isoformat()

@@ -13,7 +13,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
 
 from flowrunner.binding import StepKind
 from flowrunner.flows.interpreter import happened
@@ -74,7 +73,7 @@ class _Status:
     (the engine reads statuses far more often than it changes them).
     """
 
-    def __set__(self, instance: _Guarded, value: Any) -> None:
+    def __set__(self, instance: _Guarded, value: str) -> None:
         if type(value) is not instance._statuses:
             value = instance._statuses(value)
         held = instance.__dict__
@@ -88,7 +87,7 @@ def _when(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _moment(value: Any) -> datetime | None:
+def _moment(value: object) -> datetime | None:
     return None if value is None else datetime.fromisoformat(str(value))
 
 

@@ -9,7 +9,6 @@ the run).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
@@ -310,7 +309,7 @@ def _sanitized(detail: effects.Detail) -> str | shapes.JsonDict:
 
 # Details sanitized before, by their items and their values' types: up to
 # ``_SAFE_COUNT`` of them (then it starts again), none holding a long text.
-_SAFE: dict[tuple[Any, ...], shapes.JsonDict] = {}
+_SAFE: dict[tuple[object, ...], shapes.JsonDict] = {}
 _SAFE_COUNT = 4096
 _SAFE_LENGTH = 300
 # The types of the values a detail looked up may hold, exactly (not a float: -0.0
