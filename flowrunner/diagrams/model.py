@@ -16,16 +16,17 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from flowrunner.binding import StepKind
 from flowrunner.diagrams import marks
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.foundations import shapes
 
 # The reader's hook: given a step row (its columns as the snapshot holds them), whether
 # this reader may see it. A step the reader cannot read is not drawn.
-CanRead = Callable[[Mapping[str, Any]], bool]
+CanRead = Callable[[shapes.Row], bool]
 
 # A fact longer than this is cut where a box has no room (the HTML shows it whole).
 SHORT = 90
@@ -85,7 +86,7 @@ class Box:
     """
 
     key: str
-    step_id: Any
+    step_id: shapes.Plain
     position: int
     lane: int
     kind: StepKind
@@ -181,7 +182,7 @@ class Picture:
         return max((w.track + 1 for w in self.ways if w.how == "other"), default=0)
 
 
-def step_row(flow: snapshot.FlowSpec, step: snapshot.StepSpec) -> dict[str, Any]:
+def step_row(flow: snapshot.FlowSpec, step: snapshot.StepSpec) -> shapes.RowDict:
     """The step row as the snapshot holds it, for the reader's ``can_read`` hook."""
     return {
         "id": step.id,
@@ -227,7 +228,7 @@ def _title(step: snapshot.StepSpec) -> str:
     return title if title.strip() else marks.mark(step.kind).label
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return clean(str(value))
@@ -309,7 +310,7 @@ def build(
     )
 
 
-def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: Any) -> int | None:
+def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: shapes.Plain) -> int | None:
     step = next(s for s in steps if s.id == step_id)
     raw = step.get("goto")
     try:
