@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from flowrunner.binding import StepKind
 from flowrunner.diagrams import model
@@ -26,7 +26,7 @@ from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import state as state_mod
 from flowrunner.flows.interpreter import waits
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
 
 _Lane = statuses.LaneStatus
 
@@ -384,7 +384,7 @@ def _sentence(run: RunInput, position: int | None, hidden: set[str]) -> str:
 def run_input(
     run_id: int,
     status: str,
-    state: Mapping[str, Any] | None,
+    state: shapes.Payload | None,
     history: Sequence[HistoryLine],
     *,
     reason: str | None = None,
