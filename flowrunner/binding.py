@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeAlias
 
 import pydantic
 import sqlalchemy as sa
@@ -19,14 +18,12 @@ import sqlalchemy as sa
 from flowrunner import errors, query
 from flowrunner.flows import column_facts
 from flowrunner.foundations import durations, retry_policy, sqltypes, templates
+from flowrunner.foundations.shapes import RecordId as RecordId
+from flowrunner.foundations.shapes import StepKind as StepKind
+from flowrunner.foundations.shapes import Tenant as Tenant
 
-# A record's key as the application passes it: its key column's value (runs keep it as text).
-RecordId: TypeAlias = int | str
-# A tenant as the application passes it: its tenant column's value; None without tenants.
-Tenant: TypeAlias = str | int | None
-# A step's kind as a flow names it: a built-in kind in its one spelling (``set``,
-# ``waitFor``; ``flows.spelling.canonical_kind``) or one of the binding's ``kinds``.
-StepKind: TypeAlias = str
+# A record's key (``RecordId``), a tenant (``Tenant``) and a step's kind (``StepKind``) as
+# they pass between the layers: named in ``foundations.shapes``, and handed out here too.
 
 # Kinds every binding has; an application's kinds may not reuse these names.
 BUILTIN_KINDS: tuple[StepKind, ...] = ("set", "wait", "until", "branch", "waitFor", "notify")

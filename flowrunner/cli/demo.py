@@ -21,9 +21,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from flowrunner import testing
-from flowrunner.binding import RecordId
 from flowrunner.flows import files
 from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import RecordId
 from flowrunner.history import flows
 from flowrunner.runner import FlowRunner
 from flowrunner.store import app_tables, migrate

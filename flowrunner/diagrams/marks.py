@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from flowrunner.binding import StepKind
+from flowrunner.foundations.shapes import StepKind
 
 
 @dataclass(frozen=True)

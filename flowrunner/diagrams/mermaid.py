@@ -11,8 +11,8 @@ Every text is quoted and written with Mermaid's entity codes for ``"``, ``#``, `
 
 from __future__ import annotations
 
-from flowrunner.binding import StepKind
 from flowrunner.diagrams import marks, model, progress
+from flowrunner.foundations.shapes import StepKind
 
 # The shape each kind is drawn as: (opening, closing) around the quoted label.
 _SHAPES: dict[str, tuple[str, str]] = {

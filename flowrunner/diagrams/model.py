@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from flowrunner.binding import StepKind
 from flowrunner.diagrams import marks
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import StepKind
 
 # The reader's hook: given a step row (its columns as the snapshot holds them), whether
 # this reader may see it. A step the reader cannot read is not drawn.

@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
-from flowrunner.binding import StepKind
 from flowrunner.diagrams import model
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import state as state_mod
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 _Lane = statuses.LaneStatus
 

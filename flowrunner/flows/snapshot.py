@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from flowrunner.binding import StepKind
 from flowrunner.flows import spelling
 from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import StepKind
 
 # Columns of a step row that are structure, not what the kind reads.
 STEP_STRUCTURE = ("id", "flow_id", "position", "kind", "title")

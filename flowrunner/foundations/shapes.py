@@ -16,6 +16,10 @@ signature names which of them it takes or gives, by these names:
   answer kept for its idempotency key, a history line's detail);
 - ``Plain``: one value of JSON that is no container: text, a number, a flag or null.
 
+And the names every layer passes: a record's key (``RecordId``), its tenant (``Tenant``)
+and a step's kind (``StepKind``). ``flowrunner.binding``, which judges them, hands them
+out too.
+
 A value only passed on, never looked into, is typed ``object``.
 """
 
@@ -31,4 +35,22 @@ JsonDict: TypeAlias = dict[str, Any]
 Json: TypeAlias = Any
 Plain: TypeAlias = str | int | float | bool | None
 
-__all__ = ["Json", "JsonDict", "Payload", "Plain", "Row", "RowDict"]
+# A record's key as the application passes it: its key column's value (runs keep it as text).
+RecordId: TypeAlias = int | str
+# A tenant as the application passes it: its tenant column's value; None without tenants.
+Tenant: TypeAlias = str | int | None
+# A step's kind as a flow names it: a built-in kind in its one spelling (``set``,
+# ``waitFor``; ``flows.spelling.canonical_kind``) or one of the binding's ``kinds``.
+StepKind: TypeAlias = str
+
+__all__ = [
+    "Json",
+    "JsonDict",
+    "Payload",
+    "Plain",
+    "RecordId",
+    "Row",
+    "RowDict",
+    "StepKind",
+    "Tenant",
+]

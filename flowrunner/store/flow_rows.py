@@ -12,9 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.binding import Tenant
 from flowrunner.flows import spelling
 from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations.shapes import Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.binding import RecordId, Tenant
 from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations.shapes import RecordId, Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
 

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.sql.dml import ReturningInsert
 
 from flowrunner import errors
-from flowrunner.binding import StepKind
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import sanitize, shapes, sqltypes, statuses
+from flowrunner.foundations.shapes import StepKind
 from flowrunner.store import dialects, due, engine_tables, prepared, wakeups
 
 

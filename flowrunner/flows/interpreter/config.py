@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta, tzinfo
 
 from flowrunner import query
-from flowrunner.binding import StepKind
 from flowrunner.foundations.retry_policy import RetryPolicy
+from flowrunner.foundations.shapes import StepKind
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from flowrunner.binding import StepKind
 from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import StepKind
 
 # What a history line says beyond its code: plain values by name (``{"who": "bob",
 # "received": 2, "needed": 3}``), or a short text on the lines with nothing more to say.

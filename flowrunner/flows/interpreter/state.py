@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-from flowrunner.binding import StepKind
 from flowrunner.flows.interpreter import happened
 from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 _Run = statuses.RunStatus
 _Lane = statuses.LaneStatus

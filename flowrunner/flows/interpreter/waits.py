@@ -14,11 +14,11 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 
-from flowrunner.binding import StepKind
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import reading, state
 from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 
 class Awaits(enum.StrEnum):

@@ -31,7 +31,6 @@ from datetime import date, datetime, time, timedelta, tzinfo
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
-from flowrunner.binding import RecordId, Tenant
 from flowrunner.flows import column_facts, snapshot, spelling
 from flowrunner.flows.trial.script import (
     NAME,
@@ -44,6 +43,7 @@ from flowrunner.flows.trial.script import (
     read,
 )
 from flowrunner.foundations import durations, payloads, shapes
+from flowrunner.foundations.shapes import RecordId, Tenant
 
 
 @dataclass(frozen=True)

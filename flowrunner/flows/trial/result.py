@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
 
-from flowrunner.binding import StepKind
 from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 
 def _plain(value: object) -> object:
