@@ -11,22 +11,22 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeAlias
 
 import pydantic
 import sqlalchemy as sa
 
 from flowrunner import errors, query
 from flowrunner.flows import column_facts
-from flowrunner.foundations import durations, flow_columns, retry_policy, templates
+from flowrunner.foundations import durations, flow_columns, retry_policy, sqltypes, templates
+from flowrunner.foundations.shapes import RecordId as RecordId
+from flowrunner.foundations.shapes import StepKind as StepKind
+from flowrunner.foundations.shapes import Tenant as Tenant
 
-# A record's key as the application passes it: its key column's value (runs keep it as text).
-RecordId: TypeAlias = int | str
-# A tenant as the application passes it: its tenant column's value; None without tenants.
-Tenant: TypeAlias = str | int | None
+# A record's key (``RecordId``), a tenant (``Tenant``) and a step's kind (``StepKind``) as
+# they pass between the layers: named in ``foundations.shapes``, and handed out here too.
 
 # Kinds every binding has; an application's kinds may not reuse these names.
-BUILTIN_KINDS = ("set", "wait", "until", "branch", "waitFor", "notify")
+BUILTIN_KINDS: tuple[StepKind, ...] = ("set", "wait", "until", "branch", "waitFor", "notify")
 
 # The fixed columns of the flows and steps tables, as the seed names them.
 FLOW_COLUMNS = flow_columns.FLOW_COLUMNS
@@ -50,7 +50,7 @@ class _Model(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, **data: object) -> None:
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
@@ -282,7 +282,7 @@ class FlowBinding(_Model):
     flows_table: str
     steps_table: str
     events: dict[str, str] = pydantic.Field(default_factory=dict)
-    kinds: dict[str, Kind] = pydantic.Field(default_factory=dict)
+    kinds: dict[StepKind, Kind] = pydantic.Field(default_factory=dict)
     set_columns: Sequence[str] = ()
     notify: Sequence[NotifyRule] = ()
     tenant: str | None = None
@@ -360,7 +360,7 @@ class FlowBinding(_Model):
     # -- what later layers ask of the binding --------------------------------------
 
     @property
-    def kind_names(self) -> tuple[str, ...]:
+    def kind_names(self) -> tuple[StepKind, ...]:
         return (*BUILTIN_KINDS, *self.kinds)
 
     @property
@@ -460,12 +460,12 @@ def _use(binding: FlowBinding, column: str) -> str:
     return "the key column" if column == binding.key else "a set column"
 
 
-def _need(columns: Mapping[str, Any], column: str, where: str, why: str) -> None:
+def _need(columns: Mapping[str, object], column: str, where: str, why: str) -> None:
     if column not in columns:
         raise errors.BindingError(f"{where} has no column {column!r}, {why}")
 
 
-def _columns(metadata: sa.MetaData, table: str, what: str) -> dict[str, sa.types.TypeEngine[Any]]:
+def _columns(metadata: sa.MetaData, table: str, what: str) -> dict[str, sqltypes.SqlType]:
     """Column name -> SQLAlchemy type of ``table`` in ``metadata``."""
     found = metadata.tables.get(table)
     if found is None:

@@ -36,7 +36,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from flowrunner.foundations import shapes
 
 
 class FlowrunnerError(Exception):
@@ -63,7 +64,7 @@ class FlowrunnerError(Exception):
         if code is not None:
             self.code = code
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         """The body of the HTTP answer: the sentence and the code."""
         return {"detail": str(self), "code": self.code}
 
@@ -108,7 +109,7 @@ class QueryError(FlowrunnerError, ValueError):
         snippet = row[start : self.column - 1 + span]
         return f"{snippet}\n{' ' * (self.column - 1 - start)}^"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             **super().to_dict(),
             "line": self.line,
@@ -138,7 +139,7 @@ class FieldError:
     message: str
     code: str
 
-    def to_dict(self, *, loc_prefix: Sequence[str | int] = ("body",)) -> dict[str, Any]:
+    def to_dict(self, *, loc_prefix: Sequence[str | int] = ("body",)) -> shapes.JsonDict:
         return {"loc": [*loc_prefix, self.field], "msg": self.message, "type": self.code}
 
 
@@ -159,7 +160,7 @@ class RowInvalid(FlowrunnerError):
         body = "; ".join(f"{e.field}: {e.message}" for e in self.errors)
         super().__init__(f"{head}{body}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {"detail": [e.to_dict() for e in self.errors]}
 
     def to_json(self) -> str:
@@ -205,7 +206,7 @@ class RecordRejected(FlowrunnerError):
     status_code = 422
     code = "record_rejected"
 
-    def __init__(self, message: str, *, value: Any = None, expected: str = "") -> None:
+    def __init__(self, message: str, *, value: object = None, expected: str = "") -> None:
         self.value = value
         self.expected = expected
         super().__init__(message)

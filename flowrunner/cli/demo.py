@@ -14,7 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import sqlalchemy as sa
 from rich.console import Console
@@ -23,6 +22,8 @@ from rich.table import Table
 
 from flowrunner import testing
 from flowrunner.flows import files
+from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import RecordId
 from flowrunner.history import flows
 from flowrunner.runner import FlowRunner
 from flowrunner.store import app_tables, migrate
@@ -86,7 +87,7 @@ class Story:
         self.driver.advance(by)
         self.say(f"[italic]… {by} later[/italic]")
 
-    def runs(self, record_id: Any, label: str) -> None:
+    def runs(self, record_id: RecordId, label: str) -> None:
         for run in self.driver.runs(record_id):
             table = Table(
                 title=f"{label} — run {run.id}: {run.flow_name} ({run.status})",
@@ -173,7 +174,7 @@ def tickets(console: Console, directory: Path) -> None:
 
 def _ticket(
     ticket_id: int, title: str, requester: str, assignee: str, due: datetime
-) -> dict[str, Any]:
+) -> shapes.RowDict:
     return {
         "id": ticket_id,
         "title": title,
@@ -218,7 +219,7 @@ def purchase_orders(console: Console, directory: Path) -> None:
     story.end()
 
 
-def _order(order_id: int, number: str, amount: int) -> dict[str, Any]:
+def _order(order_id: int, number: str, amount: int) -> shapes.RowDict:
     return {
         "id": order_id,
         "number": number,

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import click
 
 from flowrunner import cli as cli_mod
 from flowrunner import errors
 from flowrunner import query as ql  # `query` names the command here
+from flowrunner.foundations import shapes
 from flowrunner.query import ast
+from flowrunner.query import types as types_mod
 from flowrunner.store import condition_sql
 
 
-def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+def _json_object(text: str | None, option: str) -> shapes.JsonDict | None:
     if text is None:
         return None
     try:
@@ -33,7 +34,7 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
-def _guess(value: Any) -> ql.ColumnType | None:
+def _guess(value: object) -> ql.ColumnType | None:
     """The type a record's JSON value most likely has, for a table to compile against."""
     if isinstance(value, bool):
         return ql.ColumnType.BOOLEAN
@@ -49,7 +50,7 @@ def _guess(value: Any) -> ql.ColumnType | None:
 
 
 def _columns(
-    condition: ql.Condition, types: dict[str, ql.ColumnType], record: dict[str, Any]
+    condition: ql.Condition, types: dict[str, ql.ColumnType], record: shapes.Row
 ) -> dict[str, ql.ColumnType]:
     """The columns to show the SQL over: those given, those of the record, those named."""
     names = dict(types)
@@ -110,7 +111,7 @@ def query(
     event = _json_object(event_json, "--event")
     now = datetime.now(UTC)
     if now_text is not None:
-        moment = ql.coerce(now_text, ql.ColumnType.TIMESTAMP)
+        moment = types_mod.to_timestamp(now_text)
         if moment is None:
             raise click.BadParameter(f"{now_text!r} is not an ISO 8601 moment", param_hint="--now")
         now = moment

@@ -12,16 +12,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from flowrunner import cli as cli_mod
 from flowrunner.engine import actions, operations_room
+from flowrunner.foundations import shapes
 from flowrunner.history import flows
 from flowrunner.store import events, listing
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from flowrunner.store import operations as ops
 
 EXIT_STATUSES = """\b
@@ -453,7 +456,7 @@ def notices(
 # -- words and documents -----------------------------------------------------------------
 
 
-def run_document(run: ops.RunRow, tz: tzinfo | None) -> dict[str, Any]:
+def run_document(run: ops.RunRow, tz: tzinfo | None) -> shapes.JsonDict:
     """A run as JSON shows it (its snapshot and raw state left out)."""
     return {
         "id": run.id,
@@ -500,7 +503,7 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def _table(*columns: str) -> Any:
+def _table(*columns: str) -> Table:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -509,7 +512,7 @@ def _table(*columns: str) -> Any:
     return table
 
 
-def _print(table: Any) -> None:
+def _print(table: Table) -> None:
     from rich.console import Console
 
     Console(soft_wrap=False, highlight=False).print(table)

@@ -19,13 +19,12 @@ flowchart LR
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from flowrunner.diagrams import html, mermaid, model, progress, recorded, svg
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.foundations import shapes
 
 CanRead = model.CanRead
 RunInput = progress.RunInput
@@ -93,7 +92,7 @@ __all__ = ["FORMATS", "CanRead", "Diagram", "RunInput", "flow_diagram"]
 def workflow_diagram(
     name: str,
     version: object,
-    state: Mapping[str, Any],
+    state: shapes.Payload,
     *,
     run_id: int,
     status: str,

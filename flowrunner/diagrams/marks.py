@@ -11,6 +11,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from flowrunner.foundations.shapes import StepKind
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -63,7 +65,7 @@ BUILTIN: dict[str, Mark] = {
 _APP_COLOURS = ("#047857", "#4d7c0f", "#0f766e", "#9333ea", "#c2410c", "#1d4ed8", "#15803d")
 
 
-def mark(kind: str) -> Mark:
+def mark(kind: StepKind) -> Mark:
     """The mark of ``kind``: a built-in kind's, or a hexagon with an app kind's initial.
 
     >>> mark("branch").label, mark("approval").label, mark("approval").letter

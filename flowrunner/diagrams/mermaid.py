@@ -12,6 +12,7 @@ Every text is quoted and written with Mermaid's entity codes for ``"``, ``#``, `
 from __future__ import annotations
 
 from flowrunner.diagrams import marks, model, progress
+from flowrunner.foundations.shapes import StepKind
 
 # The shape each kind is drawn as: (opening, closing) around the quoted label.
 _SHAPES: dict[str, tuple[str, str]] = {
@@ -40,7 +41,7 @@ def _label(*lines: str) -> str:
     return '"' + "<br/>".join(text(line) for line in lines if line) + '"'
 
 
-def _kind_class(mark: marks.Mark, kind: str) -> str:
+def _kind_class(mark: marks.Mark, kind: StepKind) -> str:
     return f"k_{mark.name}" if mark.name != "app" else f"k_app_{_ident(kind)}"
 
 

@@ -16,15 +16,17 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from flowrunner.diagrams import marks
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import StepKind
 
 # The reader's hook: given a step row (its columns as the snapshot holds them), whether
 # this reader may see it. A step the reader cannot read is not drawn.
-CanRead = Callable[[Mapping[str, Any]], bool]
+CanRead = Callable[[shapes.Row], bool]
 
 # A fact longer than this is cut where a box has no room (the HTML shows it whole).
 SHORT = 90
@@ -84,10 +86,10 @@ class Box:
     """
 
     key: str
-    step_id: Any
+    step_id: shapes.Plain
     position: int
     lane: int
-    kind: str
+    kind: StepKind
     mark: marks.Mark
     title: str
     facts: tuple[Fact, ...]
@@ -180,7 +182,7 @@ class Picture:
         return max((w.track + 1 for w in self.ways if w.how == "other"), default=0)
 
 
-def step_row(flow: snapshot.FlowSpec, step: snapshot.StepSpec) -> dict[str, Any]:
+def step_row(flow: snapshot.FlowSpec, step: snapshot.StepSpec) -> shapes.RowDict:
     """The step row as the snapshot holds it, for the reader's ``can_read`` hook."""
     return {
         "id": step.id,
@@ -226,7 +228,7 @@ def _title(step: snapshot.StepSpec) -> str:
     return title if title.strip() else marks.mark(step.kind).label
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return clean(str(value))
@@ -248,7 +250,7 @@ def clean(text: str) -> str:
 def build(
     snap: snapshot.FlowSnapshot,
     *,
-    kinds: Mapping[str, config_mod.KindConfig] | None = None,
+    kinds: Mapping[StepKind, config_mod.KindConfig] | None = None,
     can_read: CanRead | None = None,
 ) -> Picture:
     """The diagram of a flow as ``snap`` holds it, showing only what ``can_read`` allows.
@@ -308,7 +310,7 @@ def build(
     )
 
 
-def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: Any) -> int | None:
+def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: shapes.Plain) -> int | None:
     step = next(s for s in steps if s.id == step_id)
     raw = step.get("goto")
     try:

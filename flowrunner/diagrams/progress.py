@@ -18,14 +18,15 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from flowrunner.diagrams import model
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import state as state_mod
 from flowrunner.flows.interpreter import waits
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 _Lane = statuses.LaneStatus
 
@@ -154,7 +155,7 @@ def _read_history(
     return passes, visits
 
 
-def _outcome(kind: str | None, what: str, detail: object) -> str | None:
+def _outcome(kind: StepKind | None, what: str, detail: object) -> str | None:
     """The outcome a history line finishes a pass with (as ``LaneState.outcome``), if any."""
     if isinstance(detail, Mapping):
         found = detail.get("outcome")
@@ -383,7 +384,7 @@ def _sentence(run: RunInput, position: int | None, hidden: set[str]) -> str:
 def run_input(
     run_id: int,
     status: str,
-    state: Mapping[str, Any] | None,
+    state: shapes.Payload | None,
     history: Sequence[HistoryLine],
     *,
     reason: str | None = None,

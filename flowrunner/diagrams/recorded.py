@@ -8,12 +8,10 @@ state (``workflows.replay.Recording``), no SQL, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from flowrunner.diagrams import marks, model, progress
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
 from flowrunner.workflows import replay
 
 # Each step kind drawn with the mark of the built-in kind that does the same, or its own.
@@ -24,7 +22,7 @@ _TARGETS = {replay.RUN: "command", replay.CALL: "connection", replay.WAIT_FOR: "
 def picture(
     name: str,
     version: object,
-    state: Mapping[str, Any],
+    state: shapes.Payload,
     *,
     run_id: int,
     status: str,

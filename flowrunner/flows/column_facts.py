@@ -38,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors, query
-from flowrunner.foundations import payloads
+from flowrunner.foundations import payloads, sqltypes
 from flowrunner.query import check as query_check
 from flowrunner.query import types as query_types
 
@@ -82,9 +82,7 @@ class ColumnFacts:
         return self.low is not None or self.scale == 0
 
 
-def facts_of_type(
-    sql_type: sa.types.TypeEngine[Any], *, nullable: bool = True
-) -> ColumnFacts | None:
+def facts_of_type(sql_type: sqltypes.SqlType, *, nullable: bool = True) -> ColumnFacts | None:
     """The facts of a column of ``sql_type``, or None when conditions and sets cannot use it.
 
     >>> price = facts_of_type(sa.Numeric(8, 2))
@@ -108,7 +106,7 @@ def facts_of_type(
     return facts
 
 
-def _number_facts(facts: ColumnFacts, sql_type: sa.types.TypeEngine[Any]) -> ColumnFacts:
+def _number_facts(facts: ColumnFacts, sql_type: sqltypes.SqlType) -> ColumnFacts:
     if isinstance(sql_type, sa.Integer):
         bits = 16 if isinstance(sql_type, sa.SmallInteger) else 32
         bits = 64 if isinstance(sql_type, sa.BigInteger) else bits
@@ -124,7 +122,7 @@ def _number_facts(facts: ColumnFacts, sql_type: sa.types.TypeEngine[Any]) -> Col
     return dataclasses.replace(facts, magnitude=_FLOAT8)
 
 
-def facts_of_column(column: sa.Column[Any]) -> ColumnFacts | None:
+def facts_of_column(column: sqltypes.TableColumn) -> ColumnFacts | None:
     """The facts of a table's column (its type and whether it takes null)."""
     return facts_of_type(column.type, nullable=bool(column.nullable))
 

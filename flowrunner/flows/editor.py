@@ -8,6 +8,7 @@ row the tenant's, each write in a savepoint of the caller's transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,7 +17,7 @@ from flowrunner import errors
 from flowrunner.binding import Tenant
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows import edits, rows, snapshot, starts
-from flowrunner.foundations import payloads
+from flowrunner.foundations import payloads, shapes
 from flowrunner.store import dialects, flow_rows
 
 
@@ -149,7 +150,7 @@ class TenantRows:
         self.runner = mounted
         self.column = mounted.binding.tenant
 
-    def owner(self, tenant: Any) -> Any:
+    def owner(self, tenant: Tenant) -> Tenant:
         """The request's tenant; on a tenant binding a dependency answering None is refused."""
         if self.column is not None and tenant is None:
             raise errors.OperatorError(
@@ -159,18 +160,18 @@ class TenantRows:
             )
         return tenant
 
-    def writing(self) -> Any:
+    def writing(self) -> AbstractContextManager[sa.Connection]:
         """A transaction that commits when the route returns, and rolls back if it raises."""
         return dialects.begin(self.runner.engine)
 
-    def _mine(self, row: Mapping[str, Any], owner: Any) -> bool:
+    def _mine(self, row: shapes.Row, owner: Tenant) -> bool:
         return self.column is None or str(row[self.column]) == str(owner)
 
-    def flows(self, conn: sa.Connection, owner: Any) -> list[dict[str, Any]]:
+    def flows(self, conn: sa.Connection, owner: Tenant) -> list[shapes.RowDict]:
         every = flow_rows.all_flows(conn, self.runner.tables)
         return [flow for flow in every if self._mine(flow, owner)]
 
-    def flow(self, conn: sa.Connection, flow_id: Any, owner: Any) -> dict[str, Any]:
+    def flow(self, conn: sa.Connection, flow_id: object, owner: Tenant) -> shapes.RowDict:
         """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
         key = edits.read_id(flow_id, self.runner.tables.flows.c.id)
         found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
@@ -180,7 +181,9 @@ class TenantRows:
             )
         return found
 
-    def step(self, conn: sa.Connection, flow_id: Any, step_id: Any, owner: Any) -> dict[str, Any]:
+    def step(
+        self, conn: sa.Connection, flow_id: object, step_id: object, owner: Tenant
+    ) -> shapes.RowDict:
         """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
         flow = self.flow(conn, flow_id, owner)
         key = edits.read_id(step_id, self.runner.tables.steps.c.id)
@@ -193,7 +196,7 @@ class TenantRows:
             )
         return found
 
-    def judge(self, save: Callable[[sa.Connection], None]) -> dict[str, Any]:
+    def judge(self, save: Callable[[sa.Connection], None]) -> shapes.RowDict:
         """Run ``save`` in a transaction that is always rolled back; its field errors."""
         try:
             with self.writing() as conn:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
 from flowrunner.flows import rows, validation
+from flowrunner.foundations import shapes, sqltypes
 from flowrunner.store import app_tables, flow_rows
 
 Columns = Mapping[str, query.ColumnType] | None
@@ -39,10 +40,10 @@ def resource_columns(
 
 
 def _with_ids(
-    row: Mapping[str, Any],
-    columns: Mapping[str, sa.Column[Any]],
-    label: Callable[[Mapping[str, Any]], str],
-) -> Mapping[str, Any]:
+    row: shapes.Row,
+    columns: Mapping[str, sqltypes.TableColumn],
+    label: Callable[[shapes.Row], str],
+) -> shapes.Row:
     """``row`` with its ids as integers (``"7"`` from a form is 7); ``RowInvalid`` if not.
 
     Each id is bounded by its column's integer size, so no id reaches the database as a
@@ -55,7 +56,7 @@ def _with_ids(
     return found
 
 
-def read_id(value: Any, column: sa.Column[Any]) -> Any:
+def read_id(value: object, column: sqltypes.TableColumn) -> object:
     """An id as ``column`` holds it (``"7"`` is 7), or None when it cannot be one (text
     that is no number, a number past the column's size): such an id names no row."""
     limit = id_limit(column)
@@ -67,11 +68,11 @@ def read_id(value: Any, column: sa.Column[Any]) -> Any:
         return None
 
 
-def _one_id(value: Any, column: sa.Column[Any]) -> Any:
+def _one_id(value: object, column: sqltypes.TableColumn) -> object:
     return _with_ids({"id": value}, {"id": column}, lambda _: "")["id"]
 
 
-def id_limit(column: sa.Column[Any]) -> int | None:
+def id_limit(column: sqltypes.TableColumn) -> int | None:
     """The bound of the whole numbers an integer id column holds (``-limit <= id <
     limit``), or None for a column of another type: an id past it names no row."""
     if isinstance(column.type, sa.SmallInteger):
@@ -85,8 +86,8 @@ def id_limit(column: sa.Column[Any]) -> int | None:
 
 
 def flow_values(
-    binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
-) -> dict[str, Any]:
+    binding: binding_mod.FlowBinding, row: shapes.Row, extra: Collection[str] = ()
+) -> shapes.RowDict:
     """The flow row as it is stored: trimmed, its words in their canonical spelling
     (``start: Created`` is ``created``), ``active`` true unless said. The ORM hook stores
     the same."""
@@ -104,7 +105,7 @@ def save_flow(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    row: Mapping[str, Any],
+    row: shapes.Row,
     *,
     columns: Columns = None,
 ) -> Any:
@@ -127,8 +128,8 @@ def update_flow(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    flow_id: Any,
-    changes: Mapping[str, Any],
+    flow_id: object,
+    changes: shapes.Row,
     *,
     columns: Columns = None,
 ) -> None:
@@ -144,7 +145,7 @@ def delete_flow(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    flow_id: Any,
+    flow_id: object,
 ) -> None:
     """Delete a flow and its steps. Runs already started keep their snapshot."""
     flow_rows.delete_flow(conn, tables, _one_id(flow_id, tables.flows.c.id))
@@ -155,10 +156,10 @@ def delete_flow(
 
 def step_values(
     binding: binding_mod.FlowBinding,
-    row: Mapping[str, Any],
-    flow: Mapping[str, Any],
+    row: shapes.Row,
+    flow: shapes.Row,
     extra: Collection[str] = (),
-) -> dict[str, Any]:
+) -> shapes.RowDict:
     """The step row as it is stored: trimmed, positions as numbers, the built-in kinds
     and modes in their canonical spelling (``WAITFOR`` is ``waitFor``, ``All`` is
     ``all``). The ORM hook stores the same."""
@@ -170,9 +171,7 @@ def step_values(
     return values
 
 
-def _flow_of(
-    conn: sa.Connection, tables: app_tables.AppTables, row: Mapping[str, Any]
-) -> dict[str, Any]:
+def _flow_of(conn: sa.Connection, tables: app_tables.AppTables, row: shapes.Row) -> shapes.RowDict:
     flow_id = row.get("flow_id")
     try:
         flow_key = rows.whole(flow_id)
@@ -190,9 +189,7 @@ def _flow_of(
     return flow
 
 
-def _same_owner(
-    binding: binding_mod.FlowBinding, stored: Mapping[str, Any], row: Mapping[str, Any]
-) -> bool:
+def _same_owner(binding: binding_mod.FlowBinding, stored: shapes.Row, row: shapes.Row) -> bool:
     """Whether a stored row is of the tenant the row written over it names (no tenants:
     always)."""
     column = binding.tenant
@@ -203,7 +200,7 @@ def _same_owner(
 
 
 def _unknown(
-    what: str, row_id: Any, row: str | None = None, *, field: str = "id"
+    what: str, row_id: object, row: str | None = None, *, field: str = "id"
 ) -> errors.RowInvalid:
     """The refusal of a row naming a flow or step (``what``) that is not stored."""
     message = f"there is no {what} with id {row_id!r}"
@@ -214,7 +211,7 @@ def save_step(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    row: Mapping[str, Any],
+    row: shapes.Row,
     *,
     columns: Columns = None,
 ) -> Any:
@@ -247,8 +244,8 @@ def update_step(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    step_id: Any,
-    changes: Mapping[str, Any],
+    step_id: object,
+    changes: shapes.Row,
     *,
     columns: Columns = None,
 ) -> None:
@@ -264,7 +261,7 @@ def delete_step(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    step_id: Any,
+    step_id: object,
 ) -> None:
     """Delete a step, unless it is the last at a position another step's goto names, or
     the wait a loop needs; a step that does not exist is refused too."""
@@ -280,7 +277,7 @@ def _refuse_removal(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    stored: Mapping[str, Any],
+    stored: shapes.Row,
 ) -> None:
     siblings = flow_rows.steps_of_flow(conn, tables, stored["flow_id"])
     found = validation.errors_for_step_delete(binding, stored, siblings=siblings)
@@ -289,7 +286,7 @@ def _refuse_removal(
         raise errors.RowInvalid(found, row=validation.step_label(stored, flow))
 
 
-def moved(steps: Sequence[Mapping[str, Any]], step_id: Any, by: int) -> list[dict[str, Any]]:
+def moved(steps: Sequence[shapes.Row], step_id: object, by: int) -> list[shapes.RowDict]:
     """The flow's steps after the step ``step_id`` moves ``by`` places (-1 up, +1 down).
 
     Positions are groups of steps that start together. A step alone at its position
@@ -308,7 +305,7 @@ def moved(steps: Sequence[Mapping[str, Any]], step_id: Any, by: int) -> list[dic
     if by not in (-1, 1):
         raise ValueError("a step moves one place up (-1) or down (+1)")
     ordered = sorted(steps, key=lambda s: (int(s["position"]), str(s["id"])))
-    groups: list[list[Mapping[str, Any]]] = []
+    groups: list[list[shapes.Row]] = []
     for step in ordered:
         if groups and int(groups[-1][0]["position"]) == int(step["position"]):
             groups[-1].append(step)
@@ -355,11 +352,11 @@ def move_step(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    step_id: Any,
+    step_id: object,
     by: int,
     *,
     columns: Columns = None,
-) -> list[Any]:
+) -> list[object]:
     """Move a step one place up (``by=-1``) or down (``+1``) in its flow (see ``moved``).
 
     The flow as it would be is judged as a whole, as an import is (``RowsInvalid``
@@ -400,8 +397,8 @@ def write_flow(
     conn: sa.Connection,
     binding: binding_mod.FlowBinding,
     tables: app_tables.AppTables,
-    flow: Mapping[str, Any],
-    steps: Sequence[Mapping[str, Any]],
+    flow: shapes.Row,
+    steps: Sequence[shapes.Row],
 ) -> Any:
     """Insert an already validated flow and its steps; return the flow's id.
 

@@ -20,7 +20,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 import yaml
@@ -28,6 +27,7 @@ import yaml
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
 from flowrunner.flows import edits, spelling, validation
+from flowrunner.foundations import shapes
 from flowrunner.store import app_tables, flow_rows
 
 # CSV columns for the flow a step belongs to; the step's own columns follow.
@@ -42,8 +42,8 @@ class FileInvalid(errors.FlowrunnerError):
 class FlowDoc:
     """One flow of a file: its row and its step rows."""
 
-    flow: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    flow: shapes.RowDict
+    steps: list[shapes.RowDict] = field(default_factory=list)
 
 
 @dataclass
@@ -78,7 +78,7 @@ def loads_json(text: str) -> list[FlowDoc]:
     return _docs(data)
 
 
-def _docs(data: Any) -> list[FlowDoc]:
+def _docs(data: object) -> list[FlowDoc]:
     if isinstance(data, Mapping) and set(data) == {"flows"}:
         data = data["flows"]
     if data is None:
@@ -131,7 +131,7 @@ def read_file(path: str | Path) -> list[FlowDoc]:
 # -- judging and importing ---------------------------------------------------------
 
 
-def _clean_steps(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _clean_steps(steps: Sequence[shapes.Row]) -> list[shapes.RowDict]:
     # Ids in a file belong to another database; the import gives new ones.
     return [{k: v for k, v in s.items() if k not in ("id", "flow_id")} for s in steps]
 
@@ -141,7 +141,7 @@ def problems(
     docs: Sequence[FlowDoc],
     columns: Mapping[str, query.ColumnType],
     *,
-    stored: Sequence[Mapping[str, Any]] = (),
+    stored: Sequence[shapes.Row] = (),
     replace: bool = False,
 ) -> list[tuple[str, list[errors.FieldError]]]:
     """Every problem of every row in ``docs``, by row label, given the stored flows."""
@@ -194,7 +194,7 @@ def import_flows(
     return result
 
 
-def _key(binding: binding_mod.FlowBinding, flow: Mapping[str, Any]) -> tuple[Any, str | None]:
+def _key(binding: binding_mod.FlowBinding, flow: shapes.Row) -> tuple[object, str | None]:
     # Names are one whatever their case: --replace replaces 'Big orders' with 'big orders'.
     tenant = flow.get(binding.tenant) if binding.tenant else None
     return (tenant, spelling.name_key(flow.get("name")))
@@ -255,11 +255,11 @@ def dumps_csv(docs: Sequence[FlowDoc], binding: binding_mod.FlowBinding) -> str:
     return out.getvalue()
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value
 
 
-def _empty(value: Any) -> bool:
+def _empty(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())

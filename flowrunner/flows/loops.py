@@ -31,7 +31,7 @@ from flowrunner import binding as binding_mod
 WAITING_KINDS = frozenset({"wait", "until", "waitFor"})
 
 
-def waits(binding: binding_mod.FlowBinding, kind: str | None) -> bool:
+def waits(binding: binding_mod.FlowBinding, kind: binding_mod.StepKind | None) -> bool:
     """Whether a step of ``kind`` (canonically spelled) waits before the run goes on.
 
     A kind the binding does not know counts as waiting: its step is refused for its

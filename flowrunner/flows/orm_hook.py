@@ -10,7 +10,7 @@ rows it compares with are read through ``store.flow_rows``; Core writes are
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -18,13 +18,14 @@ from sqlalchemy import orm
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
 from flowrunner.flows import edits, validation
+from flowrunner.foundations import shapes
 from flowrunner.store import app_tables, flow_rows
 
 Columns = Mapping[str, query.ColumnType] | None
 
 
 def validate_on_flush(
-    target: Any, binding: binding_mod.FlowBinding, *, columns: Columns = None
+    target: object, binding: binding_mod.FlowBinding, *, columns: Columns = None
 ) -> None:
     """Judge every flow and step row an ORM flush would write; refuse with ``RowInvalid``.
 
@@ -40,7 +41,7 @@ def validate_on_flush(
             kept.append(app_tables.reflect(conn, binding))
         return kept[0]
 
-    def before_flush(session: orm.Session, context: Any, instances: Any) -> None:
+    def before_flush(session: orm.Session, context: object, instances: object) -> None:
         _check(session, binding, columns, tables_of)
 
     sa.event.listen(target, "before_flush", before_flush)
@@ -88,17 +89,17 @@ def _check(
     flush.normalize(flows_new, steps_new)
 
 
-def _table_name(obj: Any) -> str | None:
+def _table_name(obj: object) -> str | None:
     table = orm.object_mapper(obj).local_table
     return table.name if isinstance(table, sa.Table) else None
 
 
-def _orm_row(obj: Any) -> dict[str, Any]:
+def _orm_row(obj: object) -> shapes.RowDict:
     mapper = orm.object_mapper(obj)
     return {prop.columns[0].name: getattr(obj, prop.key) for prop in mapper.column_attrs}
 
 
-def _assign(obj: Any, values: Mapping[str, Any], keep: set[str | None]) -> None:
+def _assign(obj: object, values: shapes.Row, keep: set[str | None]) -> None:
     """Set the object's columns to ``values`` where they differ, except those in ``keep``."""
     for prop in orm.object_mapper(obj).column_attrs:
         name = prop.columns[0].name
@@ -106,13 +107,26 @@ def _assign(obj: Any, values: Mapping[str, Any], keep: set[str | None]) -> None:
             setattr(obj, prop.key, values[name])
 
 
-def _related_flow(obj: Any, flows_name: str) -> Any:
+def _related_flow(obj: object, flows_name: str) -> object:
     """The flow object a new step is attached to by a relationship, if any."""
     for rel in orm.object_mapper(obj).relationships:
         target = rel.mapper.local_table
         if isinstance(target, sa.Table) and target.name == flows_name and not rel.uselist:
             return getattr(obj, rel.key)
     return None
+
+
+class _Group(TypedDict):
+    """The steps of one flow as they will stand after the flush, keyed in ``_Flush.groups``
+    by the flow's id (or ``("pending", id(obj))`` for a flow the flush adds)."""
+
+    flow: shapes.Row | None
+    steps: list[shapes.RowDict]
+    """The stored steps the flush leaves where they are."""
+    changed: list[tuple[object, shapes.RowDict]]
+    """The steps the flush adds or changes: each object and its row."""
+    removed: list[tuple[object, shapes.RowDict]]
+    """The stored steps the flush deletes or moves away: each object and its row."""
 
 
 class _Flush:
@@ -132,16 +146,15 @@ class _Flush:
         self.flow_extra = tables.flow_extra
         self.step_extra = tables.step_extra
         self.problems: dict[int, tuple[str, list[errors.FieldError]]] = {}
-        self.final_flows: dict[Any, dict[str, Any]] = {}
-        self.pending: dict[int, dict[str, Any]] = {}
-        # flow key -> {"flow", "steps" (final), "changed" [(obj,row)], "removed" [(obj,row)]}
-        self.groups: dict[Any, dict[str, Any]] = {}
+        self.final_flows: dict[object, shapes.RowDict] = {}
+        self.pending: dict[int, shapes.RowDict] = {}
+        self.groups: dict[object, _Group] = {}
 
-    def add(self, obj: Any, label: str, found: Sequence[errors.FieldError]) -> None:
+    def add(self, obj: object, label: str, found: Sequence[errors.FieldError]) -> None:
         if found:
             self.problems.setdefault(id(obj), (label, []))[1].extend(found)
 
-    def flows(self, new: Sequence[Any], gone: Sequence[Any]) -> None:
+    def flows(self, new: Sequence[object], gone: Sequence[object]) -> None:
         stored = {f["id"]: f for f in flow_rows.all_flows(self.conn, self.tables)}
         gone_ids = {_orm_row(o)["id"] for o in gone}
         self.final_flows = {k: v for k, v in stored.items() if k not in gone_ids}
@@ -159,23 +172,23 @@ class _Flush:
             )
             self.add(obj, validation.flow_label(row), found)
 
-    def group(self, key: Any, flow: Mapping[str, Any] | None) -> dict[str, Any]:
+    def group(self, key: object, flow: shapes.Row | None) -> _Group:
         if key not in self.groups:
             stored = (
                 []
                 if isinstance(key, tuple)
                 else flow_rows.steps_of_flow(self.conn, self.tables, key)
             )
-            self.groups[key] = {"flow": flow, "steps": stored, "changed": [], "removed": []}
+            self.groups[key] = _Group(flow=flow, steps=stored, changed=[], removed=[])
         return self.groups[key]
 
-    def _remove(self, obj: Any, stored: dict[str, Any], *, moved: bool = True) -> None:
+    def _remove(self, obj: object, stored: shapes.RowDict, *, moved: bool = True) -> None:
         entry = self.group(stored["flow_id"], self.final_flows.get(stored["flow_id"]))
         entry["steps"] = [s for s in entry["steps"] if s["id"] != stored["id"]]
         if moved:
             entry["removed"].append((obj, stored))
 
-    def _flow_key(self, obj: Any, row: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any] | None]:
+    def _flow_key(self, obj: object, row: shapes.Row) -> tuple[object, shapes.Row | None]:
         parent = _related_flow(obj, self.binding.flows_table)
         if parent is not None:
             parent_row = self.pending.get(id(parent)) or _orm_row(parent)
@@ -184,7 +197,7 @@ class _Flush:
             return parent_row["id"], self.final_flows.get(parent_row["id"])
         return row["flow_id"], self.final_flows.get(row["flow_id"])
 
-    def steps(self, new: Sequence[Any], gone: Sequence[Any]) -> None:
+    def steps(self, new: Sequence[object], gone: Sequence[object]) -> None:
         for obj in gone:
             stored = flow_rows.step_by_id(self.conn, self.tables, _orm_row(obj)["id"])
             if stored is not None:
@@ -221,7 +234,7 @@ class _Flush:
         for entry in self.groups.values():
             self._judge(entry)
 
-    def _judge(self, entry: Mapping[str, Any]) -> None:
+    def _judge(self, entry: _Group) -> None:
         steps = [*entry["steps"], *(row for _, row in entry["changed"])]
         owners = {id(row): obj for obj, row in (*entry["changed"], *entry["removed"])}
         found = validation.state_problems(
@@ -238,7 +251,7 @@ class _Flush:
             if obj is not None:
                 self.add(obj, validation.step_label(row, entry["flow"]), [error])
 
-    def flow_gone(self, obj: Any) -> None:
+    def flow_gone(self, obj: object) -> None:
         row = _orm_row(obj)
         left = self.group(row["id"], row)["steps"]
         if left:
@@ -246,7 +259,7 @@ class _Flush:
             found = errors.FieldError("id", message, "flow_has_steps")
             self.add(obj, validation.flow_label(row), [found])
 
-    def normalize(self, flows: Sequence[Any], steps: Sequence[Any]) -> None:
+    def normalize(self, flows: Sequence[object], steps: Sequence[object]) -> None:
         """Store what the Core path stores: each row trimmed and canonically spelled.
 
         ``saving.flow_values`` and ``saving.step_values`` say what that is; the ids, the

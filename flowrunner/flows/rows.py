@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Collection, Mapping
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard, TypeVar
 
 import pydantic
 import pydantic_core
@@ -21,14 +21,14 @@ import pydantic_core
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
 from flowrunner.flows import column_facts, spelling
-from flowrunner.foundations import durations, modes, sanitize, templates
+from flowrunner.foundations import durations, modes, sanitize, shapes, templates
 
 STARTS = spelling.STARTS
 MESSAGE_LIMIT = 500
 NAME_LIMIT = 200
 
 # Built-in kind -> (columns it needs, columns it may have); title is open to every kind.
-BUILTIN_READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+BUILTIN_READS: dict[binding_mod.StepKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "set": (("field", "value"), ()),
     "wait": (("duration",), ()),
     "until": (("field",), ("duration",)),
@@ -41,7 +41,7 @@ WAITING_EXTRAS = ("mode", "condition", "duration", "remind")
 STEP_READ_COLUMNS = tuple(c for c in binding_mod.STEP_COLUMNS if c not in ("id", "flow_id"))
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     """What a user typed, as text; blank is empty (None)."""
     if value is None:
         return None
@@ -70,7 +70,7 @@ ID_LIMIT = 2**63
 WHOLE_TEXT = re.compile(r"0|-?[1-9][0-9]*")
 
 
-def whole(value: Any, *, limit: int = WHOLE_LIMIT) -> int | None:
+def whole(value: object, *, limit: int = WHOLE_LIMIT) -> int | None:
     """A whole number, from an int or from text such as ``" 3 "``; ValueError if it is not.
 
     Blank text is None. Text must be the digits ``str(int)`` prints; a float or Decimal
@@ -115,24 +115,24 @@ def whole(value: Any, *, limit: int = WHOLE_LIMIT) -> int | None:
     return number
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _id(value: Any) -> int | None:
+def _id(value: object) -> int | None:
     return whole(value, limit=ID_LIMIT)
 
 
-def _integral(value: Any) -> bool:
+def _integral(value: object) -> TypeGuard[float | Decimal]:
     if isinstance(value, float):
         return math.isfinite(value) and value.is_integer()
     return isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value()
 
 
 def read_ids(
-    row: Mapping[str, Any], limits: Mapping[str, int]
-) -> tuple[dict[str, Any], list[errors.FieldError]]:
+    row: shapes.Row, limits: Mapping[str, int]
+) -> tuple[shapes.RowDict, list[errors.FieldError]]:
     """``row`` with its ids as integers, and the problems of those that are not.
 
     ``limits`` names the id columns and the bound of each (its column's integer size).
@@ -162,7 +162,7 @@ def _message(exc: ValueError) -> str:
     return str(exc)  # pragma: no cover - whole raises only PydanticCustomError
 
 
-def _flag(value: Any) -> bool | None:
+def _flag(value: object) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -174,15 +174,15 @@ def _flag(value: Any) -> bool | None:
     )
 
 
-def _kind(value: Any) -> str | None:
+def _kind(value: object) -> str | None:
     return spelling.canonical_kind(_text(value))
 
 
-def _start(value: Any) -> str | None:
+def _start(value: object) -> str | None:
     return spelling.canonical_start(_text(value))
 
 
-def _mode(value: Any) -> str | None:
+def _mode(value: object) -> str | None:
     return spelling.canonical_mode(_text(value))
 
 
@@ -203,6 +203,9 @@ class _Row(pydantic.BaseModel):
 
     def present(self, column: str) -> Any:
         return getattr(self, column, None)
+
+
+_M = TypeVar("_M", bound=_Row)
 
 
 class FlowRow(_Row):
@@ -245,8 +248,8 @@ def step_model(inputs: tuple[str, ...]) -> type[StepRow]:
 
 
 def _read(
-    model: type[_Row], row: Mapping[str, Any], allowed: frozenset[str]
-) -> tuple[Any, list[errors.FieldError]]:
+    model: type[_M], row: shapes.Row, allowed: frozenset[str]
+) -> tuple[_M, list[errors.FieldError]]:
     """The model of ``row`` and the problems of reading it; a bad field reads as empty."""
     problems = [
         errors.FieldError(str(key), f"'{key}' is not a column of this table", "column_unknown")
@@ -267,25 +270,21 @@ def _read(
 
 
 def read_flow(
-    binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
+    binding: binding_mod.FlowBinding, row: shapes.Row, extra: Collection[str] = ()
 ) -> tuple[FlowRow, list[errors.FieldError]]:
     """The flow model of ``row``; ``extra`` are further columns its table has (not read)."""
     allowed = frozenset(binding_mod.FLOW_COLUMNS) | _tenant(binding) | frozenset(extra)
-    model, problems = _read(FlowRow, row, allowed)
-    flow: FlowRow = model
-    return flow, problems
+    return _read(FlowRow, row, allowed)
 
 
 def read_step(
-    binding: binding_mod.FlowBinding, row: Mapping[str, Any], extra: Collection[str] = ()
+    binding: binding_mod.FlowBinding, row: shapes.Row, extra: Collection[str] = ()
 ) -> tuple[StepRow, list[errors.FieldError]]:
     """The step model of ``row``; ``extra`` are further columns its table has (not read)."""
     inputs = binding.input_columns
     allowed = frozenset(binding_mod.STEP_COLUMNS) | frozenset(inputs) | _tenant(binding)
     allowed |= frozenset(extra)
-    model, problems = _read(step_model(inputs), row, allowed)
-    step: StepRow = model
-    return step, problems
+    return _read(step_model(inputs), row, allowed)
 
 
 def _tenant(binding: binding_mod.FlowBinding) -> frozenset[str]:
@@ -297,7 +296,7 @@ def _tenant(binding: binding_mod.FlowBinding) -> frozenset[str]:
 
 def flow_errors(
     binding: binding_mod.FlowBinding,
-    row: Mapping[str, Any],
+    row: shapes.Row,
     columns: Mapping[str, query.ColumnType],
     *,
     extra: Collection[str] = (),
@@ -333,7 +332,9 @@ def flow_errors(
 # -- one step row ------------------------------------------------------------------
 
 
-def reads(binding: binding_mod.FlowBinding, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def reads(
+    binding: binding_mod.FlowBinding, kind: binding_mod.StepKind
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The columns a kind needs and the ones it may also have (besides ``title``)."""
     if kind in BUILTIN_READS:
         return BUILTIN_READS[kind]
@@ -346,7 +347,7 @@ def reads(binding: binding_mod.FlowBinding, kind: str) -> tuple[tuple[str, ...],
 
 def step_errors(
     binding: binding_mod.FlowBinding,
-    row: Mapping[str, Any],
+    row: shapes.Row,
     columns: Mapping[str, query.ColumnType],
     *,
     need_flow: bool = True,
@@ -405,7 +406,7 @@ def _ordered(problems: list[errors.FieldError]) -> list[errors.FieldError]:
     return sorted(problems, key=lambda p: p.code == "column_unknown")
 
 
-def _a(kind: str) -> str:
+def _a(kind: binding_mod.StepKind) -> str:
     return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
 
 
@@ -413,7 +414,9 @@ def _fields(problems: list[errors.FieldError]) -> set[str]:
     return {p.field for p in problems}
 
 
-def _not_read(binding: binding_mod.FlowBinding, kind: str, column: str) -> errors.FieldError:
+def _not_read(
+    binding: binding_mod.FlowBinding, kind: binding_mod.StepKind, column: str
+) -> errors.FieldError:
     app = binding.kinds.get(kind)
     if app is not None and column in WAITING_EXTRAS:
         if column == "remind" and app.waits:
@@ -596,5 +599,5 @@ def add_condition(
         )
 
 
-def _blank(value: Any) -> bool:
+def _blank(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())

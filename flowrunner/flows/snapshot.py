@@ -11,25 +11,26 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from flowrunner.flows import spelling
+from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import StepKind
 
 # Columns of a step row that are structure, not what the kind reads.
 STEP_STRUCTURE = ("id", "flow_id", "position", "kind", "title")
 FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> shapes.Plain:
     """A JSON-safe, comparable form of a stored column value."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
 
 
-def _empty(value: Any) -> bool:
+def _empty(value: object) -> bool:
     return value is None or (isinstance(value, str) and value.strip() == "")
 
 
@@ -37,33 +38,33 @@ def _empty(value: Any) -> bool:
 class FlowSpec:
     """A flow row as the run started with it."""
 
-    id: Any
+    id: shapes.Plain
     name: str
     start: str
     condition: str | None = None
     changes: str | None = None
     active: bool = True
-    tenant: Any = None
+    tenant: shapes.Plain = None
 
 
 @dataclass(frozen=True)
 class StepSpec:
     """A step row: its place and kind, and the non-empty columns its kind reads."""
 
-    id: Any
+    id: shapes.Plain
     position: int
-    kind: str
+    kind: StepKind
     title: str | None = None
-    values: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    values: tuple[tuple[str, shapes.Plain], ...] = field(default_factory=tuple)
 
-    def get(self, column: str, default: Any = None) -> Any:
+    def get(self, column: str, default: shapes.Plain = None) -> shapes.Plain:
         for name, value in self.values:
             if name == column:
                 return value
         return default
 
     @property
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, shapes.Plain]:
         return dict(self.values)
 
     def label(self) -> str:
@@ -81,9 +82,7 @@ class FlowSnapshot:
     digest: str
 
     @classmethod
-    def build(
-        cls, flow_row: Mapping[str, Any], step_rows: Iterable[Mapping[str, Any]]
-    ) -> FlowSnapshot:
+    def build(cls, flow_row: shapes.Row, step_rows: Iterable[shapes.Row]) -> FlowSnapshot:
         flow = FlowSpec(
             id=_plain(flow_row["id"]),
             name=str(flow_row.get("name") or ""),
@@ -117,7 +116,7 @@ class FlowSnapshot:
         return cls(flow=flow, steps=tuple(steps), digest=digest)
 
     @staticmethod
-    def _body(flow: FlowSpec, steps: tuple[StepSpec, ...]) -> dict[str, Any]:
+    def _body(flow: FlowSpec, steps: tuple[StepSpec, ...]) -> shapes.JsonDict:
         return {
             "flow": {
                 "id": flow.id,
@@ -140,11 +139,11 @@ class FlowSnapshot:
             ],
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {**self._body(self.flow, self.steps), "digest": self.digest}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FlowSnapshot:
+    def from_dict(cls, data: shapes.Payload) -> FlowSnapshot:
         flow = FlowSpec(**data["flow"])
         steps = tuple(
             StepSpec(

@@ -27,7 +27,7 @@ _BUILTIN = {kind.casefold(): kind for kind in binding_mod.BUILTIN_KINDS}
 _STARTS = {start.casefold(): start for start in STARTS}
 
 
-def canonical_kind(kind: str | None) -> str | None:
+def canonical_kind(kind: str | None) -> binding_mod.StepKind | None:
     """A built-in kind in its one spelling (``WaitFor`` → ``waitFor``); others as written.
 
     An application's kinds are the binding's names and stay exact.

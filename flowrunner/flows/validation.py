@@ -10,13 +10,13 @@ Forms and HTTP handlers call ``validate_flow_row``/``validate_step_row`` directl
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
 from flowrunner.flows import loops, rows, snapshot, spelling
+from flowrunner.foundations import shapes
 
-Row = Mapping[str, Any]
+Row = shapes.Row
 # A problem and the row (by identity) it belongs to.
 Problem = tuple[Row, errors.FieldError]
 
@@ -77,7 +77,7 @@ class RowsInvalid(errors.RowInvalid):
     def __str__(self) -> str:
         return str(self.args[0])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "detail": [
                 e.to_dict(loc_prefix=("body", label)) for label, found in self.rows for e in found
@@ -408,9 +408,9 @@ def sentences(
     return [f"{label}: {e.message}" for label, errs in found for e in errs]
 
 
-def flow_row(snap: snapshot.FlowSnapshot, binding: binding_mod.FlowBinding) -> dict[str, Any]:
+def flow_row(snap: snapshot.FlowSnapshot, binding: binding_mod.FlowBinding) -> shapes.RowDict:
     """The snapshot's flow as a row again."""
-    row: dict[str, Any] = {
+    row: shapes.RowDict = {
         "id": snap.flow.id,
         "name": snap.flow.name,
         "start": snap.flow.start,
@@ -423,7 +423,7 @@ def flow_row(snap: snapshot.FlowSnapshot, binding: binding_mod.FlowBinding) -> d
     return row
 
 
-def step_rows(snap: snapshot.FlowSnapshot) -> list[dict[str, Any]]:
+def step_rows(snap: snapshot.FlowSnapshot) -> list[shapes.RowDict]:
     """The snapshot's steps as rows again (without ``flow_id`` or the tenant)."""
     return [
         {"id": s.id, "position": s.position, "kind": s.kind, "title": s.title, **s.columns}
@@ -445,14 +445,14 @@ def _kind(step: Row) -> str | None:
     return spelling.canonical_kind(kind) if isinstance(kind, str) else None
 
 
-def _strip(value: Any) -> str | None:
+def _strip(value: object) -> str | None:
     if value is None:
         return None
     text = str(value).strip()
     return text or None
 
 
-def _whole(value: Any) -> int | None:
+def _whole(value: object) -> int | None:
     try:
         return rows.whole(value)
     except ValueError:

@@ -42,6 +42,8 @@ from typing import Any
 
 import pydantic_core
 
+from flowrunner.foundations import shapes
+
 MAX_DEPTH = 32
 """How deep containers may nest in a payload (the payload itself is depth 1)."""
 MIN_INT = -(2**63)
@@ -83,19 +85,19 @@ def quote(value: object, limit: int = 40) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
-def plain(payload: Mapping[str, Any]) -> dict[str, Any]:
+def plain(payload: shapes.Payload) -> shapes.JsonDict:
     """The payload as the store keeps it; ``NotPlain`` names the first field it cannot."""
     if not isinstance(payload, Mapping):
         raise NotPlain("", "must be a mapping of names to values")
     return _mapping(payload, "", 1)
 
 
-def _mapping(value: Mapping[Any, Any], path: str, depth: int) -> dict[str, Any]:
+def _mapping(value: Mapping[Any, object], path: str, depth: int) -> shapes.JsonDict:
     if depth > MAX_DEPTH:
         raise NotPlain(
             path, f"nests deeper than {MAX_DEPTH} levels, which cannot be stored: send it flatter"
         )
-    kept: dict[str, Any] = {}
+    kept: shapes.JsonDict = {}
     for name, item in value.items():
         if not isinstance(name, str):
             raise NotPlain(
@@ -108,7 +110,7 @@ def _mapping(value: Mapping[Any, Any], path: str, depth: int) -> dict[str, Any]:
     return kept
 
 
-def _value(value: Any, path: str, depth: int) -> Any:
+def _value(value: object, path: str, depth: int) -> object:
     # bool before int: True is an int to Python, and stays a boolean here.
     if value is None or isinstance(value, bool):
         return value
@@ -158,7 +160,7 @@ def _value(value: Any, path: str, depth: int) -> Any:
 _UNCONVERTED = object()
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     """Pydantic's JSON form of ``value`` (``_UNCONVERTED`` when it has none)."""
     try:
         return pydantic_core.to_jsonable_python(value)

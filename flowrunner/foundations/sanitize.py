@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from flowrunner.foundations import shapes
+
 REDACTED = "[redacted]"
 DEFAULT_MAX_LEN = 1000
 MESSAGE_MAX_LEN = 500
@@ -365,7 +367,7 @@ def _card_field(name: str) -> bool:
     return any(part in joined for part in ("card", "pan")) and "pin" not in joined
 
 
-class Sanitized(dict[str, Any]):
+class Sanitized(shapes.JsonDict):
     """Fields ``sanitize_fields`` made safe at the default length: ``sanitize_value``
     hands them back as they are. A history line's detail the interpreter made safe is
     written without being made safe a second time (nobody changes it in between)."""
@@ -373,7 +375,7 @@ class Sanitized(dict[str, Any]):
     __slots__ = ()
 
 
-def sanitize_value(value: Any, *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 0) -> Any:
+def sanitize_value(value: Any, *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 0) -> object:
     """A JSON-safe copy of ``value`` with every string sanitized and nesting bounded."""
     kind = type(value)
     if kind is Sanitized and max_len == DEFAULT_MAX_LEN and _depth == 0:
@@ -419,14 +421,14 @@ def sanitize_value(value: Any, *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 
 
 
 def sanitize_fields(
-    fields: Mapping[Any, Any], *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 0
-) -> dict[str, Any]:
+    fields: Mapping[Any, object], *, max_len: int = DEFAULT_MAX_LEN, _depth: int = 0
+) -> shapes.JsonDict:
     """A JSON-safe copy of a mapping: sensitive fields redacted, every value sanitized.
 
     ``{"password": "hunter2", "card_number": "4111111111111111", "note": "hi\\n"}``
     becomes ``{"password": "[redacted]", "card_number": "****1111", "note": "hi"}``.
     """
-    result: dict[str, Any] = Sanitized() if max_len == DEFAULT_MAX_LEN and _depth == 0 else {}
+    result: shapes.JsonDict = Sanitized() if max_len == DEFAULT_MAX_LEN and _depth == 0 else {}
     for count, (raw_key, value) in enumerate(fields.items()):
         if count >= _MAX_ITEMS:
             result["…"] = f"{len(fields) - _MAX_ITEMS} more fields"
@@ -450,7 +452,7 @@ def _code(code: str) -> str:
     return cleaned or "error"
 
 
-def _size(envelope: Mapping[str, Any]) -> int:
+def _size(envelope: Mapping[str, object]) -> int:
     return len(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")))
 
 
@@ -458,16 +460,16 @@ def error_envelope(
     code: str,
     message: str,
     *,
-    details: Mapping[str, Any] | None = None,
+    details: Mapping[str, object] | None = None,
     retryable: bool = False,
-) -> dict[str, Any]:
+) -> shapes.JsonDict:
     """A sanitized, size-capped, JSON-safe description of an error, fit to store and log.
 
     ``code`` is a short machine name (``command.refused``); ``message`` one sentence.
     ``details`` are sanitized field by field and dropped (``details_truncated``) when
     they would push the envelope past ``ENVELOPE_MAX_CHARS``.
     """
-    envelope: dict[str, Any] = {
+    envelope: shapes.JsonDict = {
         "code": _code(code),
         "message": sanitize_text(message, MESSAGE_MAX_LEN) or "error",
         "retryable": bool(retryable),
@@ -529,8 +531,8 @@ def error_from_exception(
     *,
     code: str | None = None,
     retryable: bool = False,
-    details: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    details: Mapping[str, object] | None = None,
+) -> shapes.JsonDict:
     """The envelope of an exception: its class name as the code unless one is given."""
     message = exception_text(exc) or type(exc).__name__
     return error_envelope(code or type(exc).__name__, message, details=details, retryable=retryable)

@@ -1,12 +1,32 @@
-"""Column types flowrunner stores with: timestamps that stay time-zone aware everywhere."""
+"""Column types flowrunner stores with: timestamps that stay time-zone aware everywhere.
+
+And SQLAlchemy's generic parts as flowrunner holds them, each named once: over columns
+whose Python type the application chose (its tables are its own), so their values are
+``Any`` to the type checker.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import sqlalchemy as sa
+
+SqlType: TypeAlias = sa.types.TypeEngine[Any]
+"""A column's SQL type, whatever Python value it holds."""
+TableColumn: TypeAlias = sa.Column[Any]
+"""A column of a table: the engine's or the application's."""
+Expression: TypeAlias = sa.ColumnElement[Any]
+"""An SQL expression of any type (a column, a function of one, a literal)."""
+# SQLAlchemy types a statement and its rows by each of their columns' types (a variadic
+# generic); these three are of whatever columns. Quoted: only the type checker reads them.
+Query: TypeAlias = "sa.Select[*tuple[Any, ...]]"
+"""A SELECT statement, of whatever columns."""
+ResultRow: TypeAlias = "sa.Row[*tuple[Any, ...]]"
+"""A row a statement gave back."""
+Results: TypeAlias = "sa.Result[*tuple[Any, ...]]"
+"""What a statement gave back: its rows, of whatever columns."""
 
 # A moment whose text tells SQLAlchemy's format for SQLite apart from any other.
 _SAMPLE = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -32,7 +52,7 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     impl = sa.DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+    def process_bind_param(self, value: object, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
         if isinstance(value, str):
@@ -44,7 +64,7 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
             return moment.replace(tzinfo=None)
         return moment
 
-    def bind_processor(self, dialect: sa.Dialect) -> Callable[[Any], Any] | None:
+    def bind_processor(self, dialect: sa.Dialect) -> Callable[[datetime | None], Any] | None:
         """``process_bind_param`` then the column type's own conversion; on SQLite, an
         aware or naive datetime goes to its UTC text in one step (``_sqlite_text``)."""
         generic = super().bind_processor(dialect)
@@ -52,12 +72,12 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
             # Another format than SQLAlchemy's default for SQLite: its own conversion.
             return generic
 
-        def process(value: Any) -> Any:
+        def process(value: datetime | None) -> object:
             return _sqlite_text(value) if type(value) is datetime else generic(value)
 
         return process
 
-    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+    def process_result_value(self, value: object, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
         if isinstance(value, str):  # pragma: no cover - drivers return datetimes

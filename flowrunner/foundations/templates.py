@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Any
 
 _FORMATTER = string.Formatter()
 
@@ -30,7 +29,7 @@ def _plain_name(name: str) -> bool:
     return name.isidentifier()
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -48,7 +47,7 @@ def _literal(name: str, conversion: str | None, spec: str | None) -> str:
     return "{" + body + "}"
 
 
-def render(template: str, values: Mapping[str, Any]) -> str:
+def render(template: str, values: Mapping[str, object]) -> str:
     """Fill ``{name}`` placeholders from ``values``; ``{{`` and ``}}`` are literal braces.
 
     A template that is not well formed (an unmatched brace) is returned with its

@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from datetime import tzinfo
-from typing import Any
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import waits
+from flowrunner.foundations import shapes
 from flowrunner.history import programs
 from flowrunner.history.words import Line, Say, condition_words, listed, ordinal, when, who_did
 
@@ -158,7 +158,7 @@ def _condition(say: Say) -> str:
     return f"Took the other way: {otherwise} → {_position(say, target)}"
 
 
-def _position(say: Say, target: Any) -> str:
+def _position(say: Say, target: shapes.Json) -> str:
     try:
         number = int(target)
     except (TypeError, ValueError):
@@ -202,7 +202,7 @@ def _asked(say: Say, until: str | None) -> str:
     return f"Asked {whom} for {say.kind} ({must}{f' by {until}' if until else ''})"
 
 
-def _offset(field: str, offset: Any) -> str:
+def _offset(field: str, offset: object) -> str:
     text = str(offset or "").strip()
     if not text:
         return field

@@ -9,12 +9,13 @@ Shared by ``history_text`` (the sentences of a flow's lines) and ``history_progr
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
 
 from flowrunner.flows import snapshot
+from flowrunner.foundations import shapes
 from flowrunner.query import words
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -89,7 +90,7 @@ class Say:
     def __init__(
         self,
         line: Line,
-        detail: Mapping[str, Any],
+        detail: shapes.Payload,
         snap: snapshot.FlowSnapshot | None,
         tz: tzinfo | None,
         tried: bool = False,
@@ -113,7 +114,7 @@ class Say:
         except ValueError:
             return str(value)
 
-    def value(self, value: Any) -> str:
+    def value(self, value: object) -> str:
         return value_words(value, self.tz)
 
     @property
@@ -126,7 +127,7 @@ def who_did(who: object) -> str:
     return "an operator" if who == "operator" else str(who)
 
 
-def value_words(value: Any, tz: tzinfo | None) -> str:
+def value_words(value: object, tz: tzinfo | None) -> str:
     """A value as a sentence shows it: ``empty``, ``true``, a date or moment on ``tz``."""
     if value is None:
         return "empty"

@@ -28,16 +28,16 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import NoReturn
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors
 from flowrunner.engine import commands as commands_mod
-from flowrunner.foundations import sanitize
+from flowrunner.foundations import sanitize, shapes
 from flowrunner.inbound import signing
 
 # A function of the parsed body (JSON: a dict, a list, a text, a number...).
-BodyFunction = Callable[[Any], Any]
+BodyFunction = Callable[[shapes.Json], object]
 
 # A name is the last segment of the endpoint's path: POST .../inbound/payment_settled.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -107,11 +107,11 @@ class Delivery:
 
     key: str
     """The sender's delivery id, as text."""
-    tenant: Any
+    tenant: object
     """What ``tenant(body)`` named (None without tenants)."""
-    inputs: Mapping[str, Any]
+    inputs: shapes.Payload
     """The command's inputs (empty without a command)."""
-    event: Mapping[str, Any] | None
+    event: shapes.Payload | None
     """The payload of the event to emit, or None."""
     fingerprint: str
     """The body's SHA-256, as a receipt keeps it: the same bytes, the same fingerprint."""
@@ -173,12 +173,12 @@ def read(inbound: Inbound, body: bytes) -> Delivery:
     cannot be used. Pure: the functions run here, before any transaction."""
     parsed = _json(body)
     key = _key(_call(inbound, "key", parsed))
-    tenant = None
+    tenant: object = None
     if inbound.tenant is not None:
         tenant = _call(inbound, "tenant", parsed)
         if tenant is None:
             raise _unreadable("tenant(body) named no tenant")
-    inputs: Mapping[str, Any] = {}
+    inputs: shapes.Payload = {}
     if inbound.command is not None:
         given = parsed if inbound.input is None else _call(inbound, "input", parsed)
         inputs = _mapping(given, "input(body)" if inbound.input else "the body (the input)")
@@ -195,11 +195,11 @@ def read(inbound: Inbound, body: bytes) -> Delivery:
 def fingerprint(body: bytes) -> str:
     """The body's SHA-256 as a receipt keeps it (the ledger keeps results sanitized, and
     masking is the same for the same text, so the kept form is the one compared)."""
-    kept: str = sanitize.sanitize_value("sha256:" + hashlib.sha256(body).hexdigest())
+    kept = sanitize.sanitize_text("sha256:" + hashlib.sha256(body).hexdigest())
     return kept
 
 
-def _json(body: bytes) -> Any:
+def _json(body: bytes) -> shapes.Json:
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_not_json)
     except UnicodeDecodeError:
@@ -208,11 +208,11 @@ def _json(body: bytes) -> Any:
         raise _unreadable(f"the body is not JSON ({type(exc).__name__})") from None
 
 
-def _not_json(constant: str) -> Any:
+def _not_json(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not JSON")
 
 
-def _call(inbound: Inbound, field: str, parsed: Any) -> Any:
+def _call(inbound: Inbound, field: str, parsed: shapes.Json) -> object:
     function: BodyFunction = getattr(inbound, field)
     try:
         return function(parsed)
@@ -220,7 +220,7 @@ def _call(inbound: Inbound, field: str, parsed: Any) -> Any:
         raise _unreadable(f"{field}(body) failed: {sanitize.describe_exception(exc)}") from None
 
 
-def _key(value: Any) -> str:
+def _key(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _unreadable(f"key(body) gave a {type(value).__name__}, not a text or a number")
     text = str(value).strip()
@@ -229,7 +229,7 @@ def _key(value: Any) -> str:
     return text
 
 
-def _mapping(value: Any, what: str) -> dict[str, Any]:
+def _mapping(value: object, what: str) -> shapes.JsonDict:
     if not isinstance(value, Mapping):
         raise _unreadable(f"{what} is a {type(value).__name__}, not a mapping of fields")
     return {str(k): v for k, v in value.items()}

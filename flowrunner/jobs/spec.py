@@ -16,13 +16,12 @@ runs them on its workers.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from flowrunner import errors
-from flowrunner.foundations import durations, payloads, retry_policy
+from flowrunner.foundations import durations, payloads, retry_policy, shapes
 from flowrunner.jobs import schedules
 
 
@@ -34,7 +33,7 @@ class Emitted:
     """The event's id."""
     name: str
     """``po.decided``."""
-    payload: Mapping[str, Any]
+    payload: shapes.Payload
     """Its fields, as plain data (``flowrunner.foundations.payloads``)."""
     record_id: str
     """The key of the record it names, as text."""
@@ -54,7 +53,7 @@ class Plan:
 
     key: object
     run_at: datetime | None = None
-    input: Mapping[str, Any] = field(default_factory=dict)
+    input: shapes.Payload = field(default_factory=dict)
 
 
 Schedule = Callable[[Emitted], Plan]
@@ -122,7 +121,7 @@ class Job:
         return f"on {self.on}" if self.on is not None else self.slots.words()
 
 
-def plan_of(job_name: str, job: Job, event: Emitted) -> tuple[str, datetime, dict[str, Any]]:
+def plan_of(job_name: str, job: Job, event: Emitted) -> tuple[str, datetime, shapes.JsonDict]:
     """What ``job``'s schedule plans for ``event``: the key as text, when, the input.
 
     A schedule that raises, or answers anything but a ``Plan`` with a plain key, an aware

@@ -41,7 +41,7 @@ class Ref:
 class Literal:
     """A constant value; ``type`` is None only for ``null``."""
 
-    value: Any
+    value: Any  # of ``type``: str, int or Decimal, bool, date, datetime; None for null
     type: types.ColumnType | None
     line: int = field(default=1, compare=False, repr=False)
     column: int = field(default=1, compare=False, repr=False)
@@ -228,7 +228,7 @@ class Or:
 Node = Compare | In | IsNull | Not | And | Or
 
 
-def render_value(value: Any) -> str:
+def render_value(value: object) -> str:
     """The canonical text of a constant: strings always quoted, timestamps in UTC."""
     if value is None:
         return "null"

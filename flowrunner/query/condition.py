@@ -9,6 +9,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import sqlalchemy as sa
 
+from flowrunner.foundations import shapes
 from flowrunner.query import ast, check, evaluate, sql, types
 
 _P = ParamSpec("_P")
@@ -129,8 +130,8 @@ class Condition:
         return evaluate.Compiled(self.node)
 
     def evaluator(
-        self, now: datetime | None = None, event: Mapping[str, Any] | None = None
-    ) -> Callable[[Mapping[str, Any]], bool]:
+        self, now: datetime | None = None, event: shapes.Payload | None = None
+    ) -> Callable[[shapes.Row], bool]:
         """A function of one record, for testing many records at the same ``now``.
 
         >>> from datetime import UTC, datetime
@@ -150,9 +151,9 @@ class Condition:
     @_compiled_per_instance(lambda condition: condition._compiled.matches)
     def matches(
         self,
-        record: Mapping[str, Any],
+        record: shapes.Row,
         now: datetime | None = None,
-        event: Mapping[str, Any] | None = None,
+        event: shapes.Payload | None = None,
     ) -> bool:
         """Whether ``record`` (column → value) satisfies the condition at ``now`` (UTC).
 
@@ -170,7 +171,7 @@ class Condition:
         """
         return self._compiled.matches(record, now, event)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # What was compiled from the node (``_compiled``, ``matches``) is made again on use.
         return {
             "node": self.node,
@@ -183,7 +184,7 @@ class Condition:
         self,
         table: sa.Table,
         now: datetime | None = None,
-        event: Mapping[str, Any] | None = None,
+        event: shapes.Payload | None = None,
     ) -> sa.ColumnElement[bool]:
         """A boolean clause over ``table`` that holds for exactly the rows ``matches`` accepts.
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import ast as pyast
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from flowrunner.foundations import shapes
 from flowrunner.query import ast, types
 
 T = types.ColumnType
@@ -45,7 +46,7 @@ _FAST: dict[types.ColumnType, frozenset[type]] = {
     # Not Decimal: a NaN would raise when compared; the slow path turns it into null.
     T.NUMBER: frozenset({int}),
 }
-EMPTY: Mapping[str, Any] = {}
+EMPTY: shapes.Payload = {}
 
 
 def _test(value: Any, ctype: types.ColumnType, op: str, expected: Any) -> bool:
@@ -216,7 +217,7 @@ class Compiled:
         self.function: Evaluator = namespace["function"]
         self.matches: Evaluator = namespace["matches"]
 
-    def resolve(self, now: datetime | None) -> tuple[Any, ...]:
+    def resolve(self, now: datetime | None) -> tuple[types.Compared, ...]:
         """The values of the condition's ``now()`` and ``today()`` at ``now`` (default: now)."""
         at = now or datetime.now(UTC)
         # A value past an end of the calendar is ``types.Beyond``, which orders after (or

@@ -11,7 +11,7 @@ import threading
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeAlias, cast
 
 import lark
 import lark.exceptions
@@ -23,6 +23,19 @@ from flowrunner.query import ast, messages, types
 MAX_LENGTH = 4000
 MAX_LIST = 500
 MAX_DIGITS = 15  # what survives a round trip through a double, as SQLite stores numbers
+
+# What Lark hands a rule's method: the rule's tokens and what its parts were built into
+# (nodes, values, lists), different for each rule (``query.lark`` says which).
+Children: TypeAlias = list[Any]
+
+
+class _Token(Protocol):
+    """A token as Lark's LALR parser hands it to a rule: its text and where it stands."""
+
+    value: str
+    line: int
+    column: int
+
 
 RESERVED = frozenset({"and", "or", "not", "in", "is", "contains", "starts", "with"})
 
@@ -41,7 +54,7 @@ def grammar_path() -> Path:
     )
 
 
-def _error(message: str, token: Any, text: str, found: str | None = None) -> errors.QueryError:
+def _error(message: str, token: object, text: str, found: str | None = None) -> errors.QueryError:
     return errors.QueryError(
         message,
         line=getattr(token, "line", 1) or 1,
@@ -51,7 +64,7 @@ def _error(message: str, token: Any, text: str, found: str | None = None) -> err
     )
 
 
-class _Builder(lark.Transformer[Any, Any]):
+class _Builder(lark.Transformer[lark.Token, object]):
     """One method per grammar alias; each returns an AST node (or a piece of one)."""
 
     @property
@@ -60,16 +73,16 @@ class _Builder(lark.Transformer[Any, Any]):
         # parsed, needed only for messages, is per thread.
         return str(getattr(_local, "text", ""))
 
-    def start(self, c: list[Any]) -> Any:
+    def start(self, c: Children) -> object:
         return c[0]
 
     value_start = start
     pass_through = start
 
-    def group(self, c: list[Any]) -> Any:
+    def group(self, c: Children) -> object:
         return c[1]
 
-    def _limit(self, node: ast.Node, token: Any) -> ast.Node:
+    def _limit(self, node: ast.Node, token: _Token) -> ast.Node:
         if node.depth > ast.MAX_DEPTH:
             raise _error(
                 f"the condition nests too deeply (more than {ast.MAX_DEPTH} levels)",
@@ -78,16 +91,16 @@ class _Builder(lark.Transformer[Any, Any]):
             )
         return node
 
-    def or_(self, c: list[Any]) -> ast.Node:
+    def or_(self, c: Children) -> ast.Node:
         return self._limit(ast.Or((c[0], c[2])), c[1])
 
-    def and_(self, c: list[Any]) -> ast.Node:
+    def and_(self, c: Children) -> ast.Node:
         return self._limit(ast.And((c[0], c[2])), c[1])
 
-    def not_(self, c: list[Any]) -> ast.Node:
+    def not_(self, c: Children) -> ast.Node:
         return self._limit(ast.Not(c[1]), c[0])
 
-    def compare(self, c: list[Any]) -> ast.Node:
+    def compare(self, c: Children) -> ast.Node:
         left, op, right = c
         if isinstance(right, ast.Literal) and right.type is None:
             word = "is null" if op.value == "=" else "is not null" if op.value == "!=" else None
@@ -95,45 +108,45 @@ class _Builder(lark.Transformer[Any, Any]):
             raise _error(f"null cannot be compared with '{op.value}'{hint}", op, self.text)
         return ast.Compare(left, str(op.value), right)
 
-    def contains(self, c: list[Any]) -> ast.Node:
+    def contains(self, c: Children) -> ast.Node:
         return self._text_op(c[0], "contains", c[1], c[2])
 
-    def starts_with(self, c: list[Any]) -> ast.Node:
+    def starts_with(self, c: Children) -> ast.Node:
         return self._text_op(c[0], "starts with", c[1], c[3])
 
-    def _text_op(self, left: ast.Ref, op: str, token: Any, right: ast.ValueExpr) -> ast.Node:
+    def _text_op(self, left: ast.Ref, op: str, token: _Token, right: ast.ValueExpr) -> ast.Node:
         if isinstance(right, ast.Literal) and right.type is None:
             raise _error(f"'{op}' needs a text to look for, not null", token, self.text)
         return ast.Compare(left, op, right)
 
-    def in_(self, c: list[Any]) -> ast.Node:
+    def in_(self, c: Children) -> ast.Node:
         return ast.In(c[0], tuple(c[2]))
 
-    def not_in(self, c: list[Any]) -> ast.Node:
+    def not_in(self, c: Children) -> ast.Node:
         return ast.In(c[0], tuple(c[3]), negated=True)
 
-    def is_null(self, c: list[Any]) -> ast.Node:
+    def is_null(self, c: Children) -> ast.Node:
         return ast.IsNull(c[0])
 
-    def is_not_null(self, c: list[Any]) -> ast.Node:
+    def is_not_null(self, c: Children) -> ast.Node:
         return ast.IsNull(c[0], negated=True)
 
-    def field(self, c: list[Any]) -> ast.Ref:
+    def field(self, c: list[_Token]) -> ast.Ref:
         token = c[0]
         return ast.Ref(str(token.value), "record", token.line, token.column)
 
-    def dotted(self, c: list[Any]) -> ast.Ref:
+    def dotted(self, c: list[_Token]) -> ast.Ref:
         scope, name = c[0], c[2]
         return ast.Ref(str(name.value), str(scope.value).lower(), scope.line, scope.column)
 
-    def value_list(self, c: list[Any]) -> list[ast.Literal]:
+    def value_list(self, c: Children) -> list[ast.Literal]:
         return list(c[1])
 
-    def first_item(self, c: list[Any]) -> list[Any]:
+    def first_item(self, c: Children) -> list[ast.Literal]:
         return [self._item(c[0])]
 
-    def more_items(self, c: list[Any]) -> list[Any]:
-        items: list[Any] = c[0]
+    def more_items(self, c: Children) -> list[ast.Literal]:
+        items: list[ast.Literal] = c[0]
         if len(items) >= MAX_LIST:
             raise _error(f"a list holds at most {MAX_LIST} values", c[1], self.text)
         items.append(self._item(c[2]))
@@ -152,14 +165,14 @@ class _Builder(lark.Transformer[Any, Any]):
 
     # values
 
-    def string(self, c: list[Any]) -> ast.Literal:
+    def string(self, c: list[_Token]) -> ast.Literal:
         token = c[0]
         value = ast.unescape(token.value[1:-1])
         if "\x00" in value:
             raise _error("a text value cannot hold the NUL character", token, self.text)
         return ast.Literal(value, types.ColumnType.TEXT, token.line, token.column)
 
-    def word(self, c: list[Any]) -> ast.Literal:
+    def word(self, c: list[_Token]) -> ast.Literal:
         token = c[0]
         if token.value.lower() in RESERVED:
             raise _error(
@@ -170,7 +183,7 @@ class _Builder(lark.Transformer[Any, Any]):
             )
         return ast.Literal(str(token.value), types.ColumnType.TEXT, token.line, token.column)
 
-    def number(self, c: list[Any]) -> ast.Literal:
+    def number(self, c: list[_Token]) -> ast.Literal:
         token = c[0]
         return ast.Literal(
             read_number(token.value, token, self.text),
@@ -179,7 +192,7 @@ class _Builder(lark.Transformer[Any, Any]):
             token.column,
         )
 
-    def date_value(self, c: list[Any]) -> ast.Literal:
+    def date_value(self, c: list[_Token]) -> ast.Literal:
         token = c[0]
         try:
             value = date.fromisoformat(token.value)
@@ -189,7 +202,7 @@ class _Builder(lark.Transformer[Any, Any]):
             ) from None
         return ast.Literal(value, types.ColumnType.DATE, token.line, token.column)
 
-    def timestamp(self, c: list[Any]) -> ast.Literal:
+    def timestamp(self, c: list[_Token]) -> ast.Literal:
         token = c[0]
         try:
             value = datetime.fromisoformat(token.value.upper())
@@ -200,28 +213,28 @@ class _Builder(lark.Transformer[Any, Any]):
             raise _error(outside_calendar(token.value), token, self.text)
         return ast.Literal(moment, types.ColumnType.TIMESTAMP, token.line, token.column)
 
-    def true(self, c: list[Any]) -> ast.Literal:
+    def true(self, c: list[_Token]) -> ast.Literal:
         return ast.Literal(True, types.ColumnType.BOOLEAN, c[0].line, c[0].column)
 
-    def false(self, c: list[Any]) -> ast.Literal:
+    def false(self, c: list[_Token]) -> ast.Literal:
         return ast.Literal(False, types.ColumnType.BOOLEAN, c[0].line, c[0].column)
 
-    def null(self, c: list[Any]) -> ast.Literal:
+    def null(self, c: list[_Token]) -> ast.Literal:
         return ast.Literal(None, None, c[0].line, c[0].column)
 
-    def now(self, c: list[Any]) -> ast.Relative:
+    def now(self, c: list[_Token]) -> ast.Relative:
         return ast.Relative("now", None, c[0].line, c[0].column)
 
-    def today(self, c: list[Any]) -> ast.Relative:
+    def today(self, c: list[_Token]) -> ast.Relative:
         return ast.Relative("today", None, c[0].line, c[0].column)
 
-    def now_offset(self, c: list[Any]) -> ast.Relative:
+    def now_offset(self, c: Children) -> ast.Relative:
         return ast.Relative("now", self._offset(c[3], c[4]), c[0].line, c[0].column)
 
-    def today_offset(self, c: list[Any]) -> ast.Relative:
+    def today_offset(self, c: Children) -> ast.Relative:
         return ast.Relative("today", self._offset(c[3], c[4]), c[0].line, c[0].column)
 
-    def _offset(self, sign: Any, token: Any) -> durations.Duration:
+    def _offset(self, sign: _Token, token: _Token) -> durations.Duration:
         try:
             duration = durations.parse_duration(token.value)
         except errors.DurationError as exc:
@@ -243,7 +256,7 @@ def outside_calendar(raw: str) -> str:
     return f"'{raw}' is outside the calendar: in UTC it falls {edge}"
 
 
-def read_number(raw: str, token: Any, text: str) -> int | Decimal:
+def read_number(raw: str, token: object, text: str) -> int | Decimal:
     value = Decimal(raw)
     if len(value.normalize().as_tuple().digits) > MAX_DIGITS:
         raise _error(
@@ -273,7 +286,7 @@ def _lark() -> lark.Lark:
     return _parser
 
 
-def _run(text: str, start: str, what: str) -> Any:
+def _run(text: str, start: str, what: str) -> object:
     if not isinstance(text, str):
         raise errors.QueryError(f"{what} must be text, not {type(text).__name__}", text=str(text))
     if len(text) > MAX_LENGTH:
@@ -297,11 +310,9 @@ def _run(text: str, start: str, what: str) -> Any:
 
 def parse_node(text: str) -> ast.Node:
     """The AST of a condition, unchecked against any columns."""
-    node: ast.Node = _run(text, "start", "a condition")
-    return node
+    return cast(ast.Node, _run(text, "start", "a condition"))
 
 
 def parse_value_node(text: str) -> ast.ValueExpr:
     """The AST of one value (``'open'``, ``42``, ``today() + 2 days``...)."""
-    value: ast.ValueExpr = _run(text, "value_start", "a value")
-    return value
+    return cast(ast.ValueExpr, _run(text, "value_start", "a value"))

@@ -11,19 +11,20 @@ bytes; PostgreSQL is told ``COLLATE "C"``; ``contains``/``starts with`` use
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import functions
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from flowrunner import errors
-from flowrunner.foundations import sqltypes
+from flowrunner.foundations import shapes, sqltypes
 from flowrunner.query import ast, types
 
 T = types.ColumnType
+_T = TypeVar("_T")
 Clause = sa.ColumnElement[bool]
 
 
@@ -64,71 +65,71 @@ class _EventValue(functions.FunctionElement[Any]):
         self.type = value.type
 
 
-def _args(element: functions.FunctionElement[Any], compiler: Any, **kw: Any) -> list[str]:
+def _args(element: functions.FunctionElement[_T], compiler: SQLCompiler, **kw: object) -> list[str]:
     return [compiler.process(arg, **kw) for arg in element.clauses]
 
 
 @compiles(_Contains)
-def _contains_default(element: _Contains, compiler: Any, **kw: Any) -> str:
+def _contains_default(element: _Contains, compiler: SQLCompiler, **kw: object) -> str:
     haystack, needle = _args(element, compiler, **kw)
     return f"(POSITION({needle} IN {haystack}) > 0)"
 
 
 @compiles(_Contains, "sqlite")
-def _contains_sqlite(element: _Contains, compiler: Any, **kw: Any) -> str:
+def _contains_sqlite(element: _Contains, compiler: SQLCompiler, **kw: object) -> str:
     haystack, needle = _args(element, compiler, **kw)
     return f"(instr({haystack}, {needle}) > 0)"
 
 
 @compiles(_Contains, "postgresql")
-def _contains_pg(element: _Contains, compiler: Any, **kw: Any) -> str:
+def _contains_pg(element: _Contains, compiler: SQLCompiler, **kw: object) -> str:
     haystack, needle = _args(element, compiler, **kw)
     return f"(strpos({haystack}, {needle}) > 0)"
 
 
 @compiles(_StartsWith)
-def _starts_default(element: _StartsWith, compiler: Any, **kw: Any) -> str:
+def _starts_default(element: _StartsWith, compiler: SQLCompiler, **kw: object) -> str:
     haystack, prefix = _args(element, compiler, **kw)
     return f"(POSITION({prefix} IN {haystack}) = 1)"
 
 
 @compiles(_StartsWith, "sqlite")
-def _starts_sqlite(element: _StartsWith, compiler: Any, **kw: Any) -> str:
+def _starts_sqlite(element: _StartsWith, compiler: SQLCompiler, **kw: object) -> str:
     haystack, prefix = _args(element, compiler, **kw)
     return f"(instr({haystack}, {prefix}) = 1)"
 
 
 @compiles(_StartsWith, "postgresql")
-def _starts_pg(element: _StartsWith, compiler: Any, **kw: Any) -> str:
+def _starts_pg(element: _StartsWith, compiler: SQLCompiler, **kw: object) -> str:
     haystack, prefix = _args(element, compiler, **kw)
     return f"starts_with({haystack}, {prefix})"
 
 
 @compiles(_EventValue)
-def _event_default(element: _EventValue, compiler: Any, **kw: Any) -> str:
+def _event_default(element: _EventValue, compiler: SQLCompiler, **kw: object) -> str:
     (value,) = _args(element, compiler, **kw)
     return value
 
 
 @compiles(_EventValue, "postgresql")
-def _event_pg(element: _EventValue, compiler: Any, **kw: Any) -> str:
+def _event_pg(element: _EventValue, compiler: SQLCompiler, **kw: object) -> str:
     (value,) = _args(element, compiler, **kw)
     return f"CAST({value} AS {compiler.dialect.type_compiler_instance.process(element.type)})"
 
 
 @compiles(_CodePointOrder)
-def _order_default(element: _CodePointOrder, compiler: Any, **kw: Any) -> str:
+def _order_default(element: _CodePointOrder, compiler: SQLCompiler, **kw: object) -> str:
     (text,) = _args(element, compiler, **kw)
     return text
 
 
 @compiles(_CodePointOrder, "postgresql")
-def _order_pg(element: _CodePointOrder, compiler: Any, **kw: Any) -> str:
+def _order_pg(element: _CodePointOrder, compiler: SQLCompiler, **kw: object) -> str:
     (text,) = _args(element, compiler, **kw)
     return f'({text} COLLATE "C")'
 
 
-def _bind_type(ctype: types.ColumnType, column: sa.ColumnElement[Any] | None) -> Any:
+def _bind_type(ctype: types.ColumnType, column: sqltypes.Expression | None) -> Any:
     """The type a parameter compared with ``column`` is bound as."""
     if ctype in (T.DATE, T.TIMESTAMP) and column is not None:
         # The column's own type writes the parameter exactly as stored values are
@@ -144,7 +145,7 @@ def _bind_type(ctype: types.ColumnType, column: sa.ColumnElement[Any] | None) ->
     }[ctype]
 
 
-def _naive_column(column: sa.ColumnElement[Any] | None) -> bool:
+def _naive_column(column: sqltypes.Expression | None) -> bool:
     if column is None:
         return False
     sql_type = column.type
@@ -156,7 +157,7 @@ def _naive_column(column: sa.ColumnElement[Any] | None) -> bool:
 class Builder:
     """Builds the clause of one typed node over ``table`` at ``now`` with ``event``."""
 
-    def __init__(self, table: sa.Table, now: datetime, event: Mapping[str, Any] | None) -> None:
+    def __init__(self, table: sa.Table, now: datetime, event: shapes.Payload | None) -> None:
         self.table = table
         self.now = now
         self.event = event or {}
@@ -182,7 +183,7 @@ class Builder:
 
     def left(
         self, ref: ast.Ref, ctype: types.ColumnType | None
-    ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any] | None]:
+    ) -> tuple[sqltypes.Expression, sqltypes.Expression | None]:
         """The left side's expression, and the column it is (None for an event field)."""
         if ref.scope == "record":
             column = self.table.c.get(ref.name)
@@ -194,14 +195,14 @@ class Builder:
         return _EventValue(sa.bindparam(None, value, type_=_bind_type(kind, None))), None
 
     def param(
-        self, value: Any, ctype: types.ColumnType, column: sa.ColumnElement[Any] | None
-    ) -> sa.BindParameter[Any]:
+        self, value: object, ctype: types.ColumnType, column: sqltypes.Expression | None
+    ) -> sa.BindParameter[object]:
         value = types.coerce(value, ctype)
-        if ctype is T.TIMESTAMP and _naive_column(column):
+        if ctype is T.TIMESTAMP and isinstance(value, datetime) and _naive_column(column):
             value = value.astimezone(UTC).replace(tzinfo=None)
         return sa.bindparam(None, value, type_=_bind_type(ctype, column))
 
-    def resolve(self, value: ast.ValueExpr) -> Any:
+    def resolve(self, value: ast.ValueExpr) -> object:
         return value.bounded(self.now) if isinstance(value, ast.Relative) else value.value
 
     def compare(self, node: ast.Compare) -> Clause:
@@ -243,7 +244,7 @@ class Builder:
 
 
 def build(
-    node: ast.Node, table: sa.Table, now: datetime, event: Mapping[str, Any] | None = None
+    node: ast.Node, table: sa.Table, now: datetime, event: shapes.Payload | None = None
 ) -> Clause:
     """The boolean clause of a node already typed against ``table``'s columns."""
     return Builder(table, now, event).clause(node)

@@ -13,15 +13,16 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TypeAlias
 
 import sqlalchemy as sa
 
 from flowrunner import errors
+from flowrunner.foundations import sqltypes
 
 
 class ColumnType(enum.Enum):
@@ -46,16 +47,13 @@ _NOUNS = {
 }
 
 # A SQL type may be given as its class (``sa.Float``) or an instance (``sa.Numeric(12, 2)``).
-ColumnsArg = (
-    sa.Table
-    | Mapping[str, "ColumnType | str | sa.types.TypeEngine[Any] | type[sa.types.TypeEngine[Any]]"]
-)
+ColumnsArg = sa.Table | Mapping[str, "ColumnType | str | sqltypes.SqlType | type[sqltypes.SqlType]"]
 
 # ASCII digits only: ``\d`` would also take ``٣``, which no database reads as a number.
 _NUMBER_TEXT = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 
 
-def sql_type_to_column_type(sql_type: sa.types.TypeEngine[Any]) -> ColumnType | None:
+def sql_type_to_column_type(sql_type: sqltypes.SqlType) -> ColumnType | None:
     """The query type of a SQLAlchemy type, or None when conditions cannot use it."""
     if isinstance(sql_type, sa.types.TypeDecorator):
         sql_type = sql_type.impl_instance
@@ -113,7 +111,7 @@ def column_types(columns: ColumnsArg) -> dict[str, ColumnType]:
     return result
 
 
-def to_number(value: Any) -> int | Decimal | None:
+def to_number(value: object) -> int | Decimal | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -132,7 +130,7 @@ def to_number(value: Any) -> int | Decimal | None:
     return None
 
 
-def to_boolean(value: Any) -> bool | None:
+def to_boolean(value: object) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -142,7 +140,7 @@ def to_boolean(value: Any) -> bool | None:
     return None
 
 
-def to_timestamp(value: Any) -> datetime | None:
+def to_timestamp(value: object) -> datetime | None:
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip())
@@ -205,7 +203,7 @@ class Beyond:
         return self.__gt__(other)
 
 
-def to_date(value: Any) -> date | None:
+def to_date(value: object) -> date | None:
     if isinstance(value, datetime):
         moment = to_timestamp(value)
         return None if moment is None else moment.date()
@@ -221,11 +219,15 @@ def to_date(value: Any) -> date | None:
     return None
 
 
-def to_text(value: Any) -> str | None:
+def to_text(value: object) -> str | None:
     return str(value) if isinstance(value, str) else None
 
 
-_COERCERS = {
+# A value as conditions compare it: text, a number, true or false, a date or a date and
+# time (in UTC), a moment past the calendar's ends (``Beyond``), or null.
+Compared: TypeAlias = str | int | Decimal | bool | date | Beyond | None
+
+_COERCERS: dict[ColumnType, Callable[[object], Compared]] = {
     ColumnType.TEXT: to_text,
     ColumnType.NUMBER: to_number,
     ColumnType.BOOLEAN: to_boolean,
@@ -234,7 +236,7 @@ _COERCERS = {
 }
 
 
-def coerce(value: Any, column_type: ColumnType) -> Any:
+def coerce(value: object, column_type: ColumnType) -> Compared:
     """``value`` as the query language compares it for ``column_type``; None if it is not one.
 
     Naive datetimes are UTC and aware ones move to UTC; ISO strings are read for dates

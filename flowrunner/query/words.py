@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any
 
 from flowrunner import errors
 from flowrunner.query import ast, parser
@@ -22,7 +21,7 @@ _TEXT_OPS = {"contains": ("contains", "does not contain")}
 _STARTS = ("starts with", "does not start with")
 _WORD = re.compile(r"[\w.@-]+")  # the whole text (fullmatch): "$" would let a newline end it
 
-Show = Callable[[Any], str]
+Show = Callable[[object], str]
 
 
 def describe(text: str, *, negated: bool = False, value: Show | None = None) -> str:
@@ -48,7 +47,7 @@ def _node(text: str) -> ast.Node:
     return parser.parse_node(text)
 
 
-def _plain(constant: Any) -> str:
+def _plain(constant: object) -> str:
     if constant is None:
         return "empty"
     return constant if isinstance(constant, str) else ast.render_value(constant)

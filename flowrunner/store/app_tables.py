@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard, TypeVar, cast
 
 import sqlalchemy as sa
 
 from flowrunner import errors
-from flowrunner.foundations import flow_columns, payloads
+from flowrunner.foundations import flow_columns, payloads, sqltypes
+
+S = TypeVar("S")
 
 # A flow's name is checked to fit (and is unique, so it is not an unbounded text);
 # every other column users type into is text of any length, so what validation
@@ -57,13 +59,13 @@ def flows_table(
     name: str,
     *,
     tenant: str | None = None,
-    tenant_type: sa.types.TypeEngine[Any] | None = None,
+    tenant_type: sqltypes.SqlType | None = None,
 ) -> sa.Table:
     """A flows table: ``id, name, start, condition, changes, active`` (and the tenant column).
 
     A flow's name is unique within the table, or within its tenant.
     """
-    columns: list[sa.Column[Any]] = [
+    columns: list[sqltypes.TableColumn] = [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("name", sa.String(NAME_LENGTH), nullable=False),
         sa.Column("start", sa.Text, nullable=False),
@@ -90,19 +92,19 @@ def steps_table(
     flows: sa.Table | str | None = None,
     inputs: Iterable[str] = (),
     tenant: str | None = None,
-    tenant_type: sa.types.TypeEngine[Any] | None = None,
+    tenant_type: sqltypes.SqlType | None = None,
 ) -> sa.Table:
     """A steps table with the fixed step columns plus one text column per kind input.
 
     ``flows`` (the flows table or its name) adds a foreign key from ``flow_id``.
     """
     flows_name = flows.name if isinstance(flows, sa.Table) else flows
-    flow_id: sa.Column[Any] = (
+    flow_id: sqltypes.TableColumn = (
         sa.Column("flow_id", sa.Integer, sa.ForeignKey(f"{flows_name}.id"), nullable=False)
         if flows_name
         else sa.Column("flow_id", sa.Integer, nullable=False)
     )
-    columns: list[sa.Column[Any]] = [
+    columns: list[sqltypes.TableColumn] = [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         flow_id,
         sa.Column("position", sa.Integer, nullable=False),
@@ -130,7 +132,7 @@ def for_binding(
     metadata: sa.MetaData,
     binding: Declared,
     *,
-    tenant_type: sa.types.TypeEngine[Any] | None = None,
+    tenant_type: sqltypes.SqlType | None = None,
 ) -> tuple[sa.Table, sa.Table]:
     """The flows and steps tables a binding names, with every kind's input columns."""
     flows = flows_table(
@@ -169,27 +171,28 @@ class AppTables:
     flow_extra: frozenset[str] = frozenset()
     step_extra: frozenset[str] = frozenset()
     # Statements built once for this runner's tables (see store.prepared).
-    built: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    built: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def metadata(self) -> sa.MetaData:
         """The ``MetaData`` the three tables were read into (``FlowBinding.check`` takes it)."""
         return self.resource.metadata
 
-    def statement(self, key: Any, build: Any) -> Any:
+    def statement(self, key: Hashable, build: Callable[[], S]) -> S:
+        """The statement for ``key``, built by ``build`` the first time it is asked for."""
         found = self.built.get(key)
         if found is None:
             found = self.built[key] = build()
-        return found
+        return cast(S, found)
 
-    def key_value(self, record_id: Any) -> Any:
+    def key_value(self, record_id: object) -> Any:
         """The record id as the key column holds it (runs keep ``str`` of it); see ``key_of``.
 
         Raises ``RecordRejected`` for an id the column cannot hold, saying what to send.
         """
         return key_of(self.resource.c[self.key], record_id, self.resource.name)
 
-    def tenant_value(self, tenant: Any) -> Any:
+    def tenant_value(self, tenant: object) -> Any:
         """The tenant as the resource's tenant column holds it (runs keep ``str`` of it).
 
         The rule of ``key_of``, except that a text tenant column also takes an ``int``,
@@ -220,7 +223,7 @@ _WHOLE_DIGITS = len(str(payloads.MIN_INT))
 _UUID = "12345678-1234-5678-1234-567812345678"
 
 
-def key_of(column: sa.Column[Any], value: Any, what: str) -> Any:
+def key_of(column: sqltypes.TableColumn, value: object, what: str) -> Any:
     """``value`` as ``column`` holds it, by the one rule every record key follows.
 
     An integer column takes an ``int`` (not a ``bool``) or text that is exactly how
@@ -269,7 +272,7 @@ def key_of(column: sa.Column[Any], value: Any, what: str) -> Any:
     return value
 
 
-def _whole_text(value: object) -> bool:
+def _whole_text(value: object) -> TypeGuard[str]:
     return (
         isinstance(value, str)
         and len(value) <= _WHOLE_DIGITS
@@ -277,7 +280,7 @@ def _whole_text(value: object) -> bool:
     )
 
 
-def _uuid_text(value: object) -> bool:
+def _uuid_text(value: object) -> TypeGuard[str]:
     if not isinstance(value, str) or len(value) != len(_UUID):
         return False
     try:
@@ -286,7 +289,7 @@ def _uuid_text(value: object) -> bool:
         return False
 
 
-def _python_type(column: sa.Column[Any]) -> type | None:
+def _python_type(column: sqltypes.TableColumn) -> type | None:
     try:
         found: type = column.type.python_type
     except NotImplementedError:
@@ -294,7 +297,7 @@ def _python_type(column: sa.Column[Any]) -> type | None:
     return found
 
 
-def _refused(value: Any, what: str, expected: str) -> errors.RecordRejected:
+def _refused(value: object, what: str, expected: str) -> errors.RecordRejected:
     return errors.RecordRejected(
         f"{what} {payloads.quote(value)} is not a {what} key: send {expected}",
         value=value,

@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner.foundations import shapes, sqltypes
 from flowrunner.store import dialects, engine_tables, leases, prepared, wakeups
 from flowrunner.store.due import Claim, scoped
 
 
 def fair_candidates_query(
     *, now: datetime, limit: int, tenant: object, resource: str | None = None
-) -> sa.Select[Any]:
+) -> sqltypes.Query:
     """Due runs (of one resource, where given), oldest first but taken from each tenant in turn.
 
     Each tenant's due runs are numbered by age (``row_number() over (partition by
@@ -49,7 +49,7 @@ def fair_candidates_query(
     )
 
 
-def _ranked(*, now: object, tenant: object, resource: object) -> sa.Select[Any]:
+def _ranked(*, now: object, tenant: object, resource: object) -> sqltypes.Query:
     """The due rows with each one's ``rank``: its place in its tenant's line, oldest first.
 
     ``now``, ``tenant`` and ``resource`` are values or bound parameters.
@@ -145,7 +145,7 @@ def _pick_locked(
         )
 
     key = ("claim_pick", fair, tenant is None, resource is None)
-    values: dict[str, Any] = {"p_now": now, "p_limit": limit, "p_held": held_until}
+    values: shapes.RowDict = {"p_now": now, "p_limit": limit, "p_held": held_until}
     if fair:
         values["p_wanted"] = 2 * limit + 16
     if tenant is not None:
@@ -176,7 +176,7 @@ def _pick_in_turn(
         )
     else:
 
-        def oldest() -> sa.Select[Any]:
+        def oldest() -> sqltypes.Query:
             query = scoped(
                 sa.select(table.c.run_id, table.c.tenant, table.c.due_at, table.c.wakes),
                 tenant=None if tenant is None else prepared.param("p_tenant", table.c.tenant),
@@ -188,7 +188,7 @@ def _pick_in_turn(
                 .limit(sa.bindparam("p_limit", type_=sa.Integer))
             )
 
-        values: dict[str, Any] = {"p_now": now, "p_limit": limit}
+        values: shapes.RowDict = {"p_now": now, "p_limit": limit}
         if tenant is not None:
             values["p_tenant"] = tenant
         if resource is not None:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from flowrunner import query
-from flowrunner.foundations import sqltypes
+from flowrunner.foundations import shapes, sqltypes
 
-SQL_TYPES: dict[query.ColumnType, sa.types.TypeEngine[Any]] = {
+SQL_TYPES: dict[query.ColumnType, sqltypes.SqlType] = {
     query.ColumnType.TEXT: sa.String(),
     query.ColumnType.NUMBER: sa.Numeric(),
     query.ColumnType.BOOLEAN: sa.Boolean(),
@@ -34,8 +33,8 @@ def compiled(
     dialect: str,
     *,
     now: datetime,
-    event: Mapping[str, Any] | None = None,
-) -> tuple[str, dict[str, Any]]:
+    event: shapes.Row | None = None,
+) -> tuple[str, shapes.RowDict]:
     """The SQL text of ``condition`` for ``dialect`` and its parameters by name.
 
     Raises ``QueryError`` where the condition cannot be SQL over these columns.
@@ -46,6 +45,6 @@ def compiled(
         *(sa.Column(name, SQL_TYPES[kind]) for name, kind in sorted(columns.items())),
     )
     clause = condition.to_sql(table, now=now, event=event)
-    statement: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(table).where(clause)
+    statement: sqltypes.Query = sa.select(sa.literal_column("*")).select_from(table).where(clause)
     done = statement.compile(dialect=_DIALECTS[dialect]())
     return str(done), dict(done.params)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -27,13 +27,24 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from flowrunner.foundations import shapes, sqltypes
+
 # How long a SQLite writer waits for another's lock before "database is locked".
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # The execution option that asks for BEGIN IMMEDIATE on SQLite.
 _IMMEDIATE = "flowrunner_begin_immediate"
 
+# What a statement is sent with, as its driver takes it: one row's values, by position
+# or by name, or (``many``) a list of such rows. The driver judges them (SQLite's stubs
+# type each of these cases apart), so they are left to it.
+DriverParams: TypeAlias = Any
+# A row as a driver gives it back: its values by position, of whatever column types.
+DriverRow: TypeAlias = Sequence[Any]
+# An INSERT that knows ON CONFLICT: each dialect has its own.
+Upsertable: TypeAlias = postgresql.Insert | sqlite_dialect.Insert
 
-def json_type() -> sa.types.TypeEngine[Any]:
+
+def json_type() -> sqltypes.SqlType:
     """JSON on SQLite, JSONB on PostgreSQL; Python ``None`` is SQL NULL."""
     return sa.JSON(none_as_null=True).with_variant(
         postgresql.JSONB(none_as_null=True), "postgresql"
@@ -222,8 +233,8 @@ def _control(conn: sa.Connection, sql: str) -> None:
 
 
 def driver_execute(
-    conn: sa.Connection, sql: str, params: Any, *, many: bool = False
-) -> tuple[list[Any], int] | None:
+    conn: sa.Connection, sql: str, params: DriverParams, *, many: bool = False
+) -> tuple[list[DriverRow], int] | None:
     """Send ``sql`` with its driver-ready ``params`` (``many``: a list of them) on SQLite.
 
     What ``exec_driver_sql`` does there (``_sqlite_send``) in a tenth of its time: the
@@ -239,8 +250,8 @@ def driver_execute(
 
 
 def _sqlite_send(
-    conn: sa.Connection, raw: sqlite3.Connection, sql: str, params: Any, *, many: bool
-) -> tuple[list[Any], int]:
+    conn: sa.Connection, raw: sqlite3.Connection, sql: str, params: DriverParams, *, many: bool
+) -> tuple[list[DriverRow], int]:
     """Send ``sql`` (``params``: None for none) to SQLite's driver as SQLAlchemy would.
 
     The connection's ``before_cursor_execute`` and ``after_cursor_execute`` listeners are
@@ -276,8 +287,8 @@ def _listened(conn: sa.Connection) -> bool:
 
 
 def _sqlite_send_told(
-    conn: sa.Connection, raw: sqlite3.Connection, sql: str, params: Any, many: bool
-) -> tuple[list[Any], int]:
+    conn: sa.Connection, raw: sqlite3.Connection, sql: str, params: DriverParams, many: bool
+) -> tuple[list[DriverRow], int]:
     """``_sqlite_send`` with the connection's listeners told before and after."""
     cursor = raw.cursor()
     try:
@@ -295,12 +306,12 @@ def _sqlite_send_told(
         cursor.close()
 
 
-def insert_statement(conn: sa.Connection, table: sa.Table) -> Any:
+def insert_statement(conn: sa.Connection, table: sa.Table) -> Upsertable:
     """The dialect's INSERT, which knows ON CONFLICT."""
     return _insert(conn, table)
 
 
-def _insert(conn: sa.Connection, table: sa.Table) -> Any:
+def _insert(conn: sa.Connection, table: sa.Table) -> Upsertable:
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     if conn.dialect.name == "sqlite":
@@ -311,10 +322,10 @@ def _insert(conn: sa.Connection, table: sa.Table) -> Any:
 def insert_ignore(
     conn: sa.Connection,
     table: sa.Table,
-    values: Mapping[str, Any],
+    values: shapes.Row,
     *,
     conflict: Sequence[str],
-    returning: sa.Column[Any] | None = None,
+    returning: sqltypes.TableColumn | None = None,
 ) -> Any:
     """Insert a row unless one with the same ``conflict`` columns exists.
 
@@ -330,12 +341,12 @@ def insert_ignore(
 def upsert(
     conn: sa.Connection,
     table: sa.Table,
-    values: Mapping[str, Any],
+    values: shapes.Row,
     *,
     conflict: Sequence[str],
-    update: Mapping[str, Any],
+    update: shapes.Row,
     where: sa.ColumnElement[bool] | None = None,
-    returning: sa.ColumnElement[Any] | None = None,
+    returning: sqltypes.Expression | None = None,
 ) -> int:
     """Insert a row, or update the existing one with ``update`` (only where ``where`` holds).
 
@@ -345,22 +356,21 @@ def upsert(
     """
     stmt = _insert(conn, table).values(**values)
     stmt = stmt.on_conflict_do_update(index_elements=conflict, set_=dict(update), where=where)
-    if returning is not None:
-        stmt = stmt.returning(returning)
-    return int(conn.execute(stmt).rowcount)
+    sent: sa.Executable = stmt if returning is None else stmt.returning(returning)
+    return int(conn.execute(sent).rowcount)
 
 
-def excluded(conn: sa.Connection, table: sa.Table) -> Any:
+def excluded(conn: sa.Connection, table: sa.Table) -> sa.ColumnCollection[str, sqltypes.Expression]:
     """The ``excluded`` pseudo-table of an upsert on ``table`` (the offered row)."""
     return _insert(conn, table).excluded
 
 
 def rows_digest(
     bind: sa.Connection | sa.Engine,
-    columns: Sequence[sa.ColumnElement[Any]],
+    columns: Sequence[sqltypes.Expression],
     where: sa.ColumnElement[bool],
-    order_by: Sequence[sa.ColumnElement[Any]],
-) -> sa.ScalarSelect[Any]:
+    order_by: Sequence[sqltypes.Expression],
+) -> sa.ScalarSelect[str | None]:
     """One value that differs whenever the rows ``where`` finds differ in any of ``columns``.
 
     Each row becomes the quoted literals of its values (``quote``/``quote_nullable``: a
@@ -387,14 +397,14 @@ def rows_digest(
     ).scalar_subquery()
 
 
-def _joined(texts: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
+def _joined(texts: Sequence[sqltypes.Expression]) -> sqltypes.Expression:
     joined = texts[0]
     for text in texts[1:]:
         joined = joined.op("||")(sa.literal_column("','")).op("||")(text)
     return joined
 
 
-def skip_locked(bind: sa.Connection | sa.Engine, select: sa.Select[Any]) -> sa.Select[Any]:
+def skip_locked(bind: sa.Connection | sa.Engine, select: sqltypes.Query) -> sqltypes.Query:
     """Lock the selected rows, skipping ones other transactions hold (PostgreSQL only)."""
     if bind.dialect.name == "postgresql":
         return select.with_for_update(skip_locked=True)
@@ -463,7 +473,7 @@ def _set_local(conn: sa.Connection, name: str, limit: timedelta) -> None:
     conn.execute(sa.select(sa.func.set_config(name, str(milliseconds), True)))
 
 
-def integer_range(conn: sa.Connection, type_: sa.types.TypeEngine[Any]) -> tuple[int, int]:
+def integer_range(conn: sa.Connection, type_: sqltypes.SqlType) -> tuple[int, int]:
     """The whole numbers a column of the integer ``type_`` holds on ``conn``'s database.
 
     SQLite keeps every integer in 64 bits. PostgreSQL's SMALLINT, INTEGER and BIGINT hold
@@ -519,7 +529,7 @@ def reconnect_when_read_only(engine: sa.Engine) -> sa.Engine:
     return engine
 
 
-def likely(conn: sa.Connection, condition: Any) -> Any:
+def likely(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
     """``condition``, marked as true of most rows where the planner would guess otherwise.
 
     SQLite, without statistics, takes any equality on an indexed column to narrow the

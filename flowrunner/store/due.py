@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import sqltypes, statuses
+from flowrunner.foundations import shapes, sqltypes, statuses
 from flowrunner.store import dialects, engine_tables, prepared, wakeups
 
 
@@ -113,8 +112,8 @@ def after_claim(dropped: bool) -> sa.Delete | sa.Update:
 
 def after_claim_values(
     *, run_id: int, due_at: datetime | None, tenant: object, claim: Claim
-) -> dict[str, Any]:
-    values: dict[str, Any] = {"p_run": run_id, "p_wakes": claim.wakes}
+) -> shapes.RowDict:
+    values: shapes.RowDict = {"p_run": run_id, "p_wakes": claim.wakes}
     if due_at is not None:
         values |= {"p_due": due_at, "p_tenant": tenant}
     return values
@@ -151,7 +150,7 @@ def _set(conn: sa.Connection, *, run_id: int, due_at: datetime | None, tenant: o
         ).execute(conn, {"p_run": run_id})
         return True
 
-    def upsert() -> Any:
+    def upsert() -> sa.ClauseElement:
         runs = engine_tables.runs
         stmt = dialects.insert_statement(conn, table).values(
             run_id=sa.bindparam("p_run"),
@@ -194,7 +193,7 @@ def wake_record(
     """
     runs = engine_tables.runs
 
-    def build() -> sa.Select[Any]:
+    def build() -> sqltypes.Query:
         query = sa.select(runs.c.id, runs.c.tenant)
         woken_by = wakeups.wake(conn.dialect, sa.bindparam("p_resource", type_=sa.Text))
         if woken_by is not None:
@@ -226,7 +225,7 @@ def wake_record(
         return []
     table = engine_tables.due
 
-    def wake() -> Any:
+    def wake() -> dialects.Upsertable:
         stmt = dialects.insert_statement(conn, table).values(
             run_id=sa.bindparam("p_run"),
             tenant=prepared.param("p_tenant", table.c.tenant),
@@ -254,7 +253,7 @@ def wake_record(
     return [int(row[0]) for row in woken]
 
 
-def scoped(query: sa.Select[Any], *, tenant: object, resource: object) -> sa.Select[Any]:
+def scoped(query: sqltypes.Query, *, tenant: object, resource: object) -> sqltypes.Query:
     """``query`` over the due rows of one tenant and one resource, where given (as values
     or bound parameters)."""
     table = engine_tables.due

@@ -9,7 +9,7 @@ compares this metadata with the migrated schema on both databases.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 
@@ -36,7 +36,7 @@ class TenantText(sa.types.TypeDecorator[str]):
     impl = sa.Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+    def process_bind_param(self, value: object, dialect: sa.Dialect) -> str | None:
         return None if value is None else str(value)
 
 
@@ -188,7 +188,7 @@ journal = sa.Table(
 )
 
 
-def from_row(make: Callable[..., _R], row: sa.Row[Any], **values: Any) -> _R:
+def from_row(make: Callable[..., _R], row: sqltypes.ResultRow, **values: object) -> _R:
     """A row of one of these tables as its record (``RunRow``, ``EventRow``, ...).
 
     Each column goes to the field of its name (``pass``, a Python keyword, to ``pass_``);

@@ -11,13 +11,14 @@ never handed out for delivery.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from flowrunner.foundations import shapes, sqltypes
 from flowrunner.store import dialects, engine_tables, prepared
 
 _R = TypeVar("_R")
@@ -32,7 +33,7 @@ class EventRow:
     resource: str
     record_id: str
     name: str
-    payload: dict[str, Any]
+    payload: shapes.JsonDict
     at: datetime
 
 
@@ -101,7 +102,7 @@ def insert_event(
     resource: str,
     record_id: str,
     name: str,
-    payload: Mapping[str, Any],
+    payload: shapes.Payload,
     at: datetime,
 ) -> int:
     """Store an event about a record; returns its id.
@@ -249,7 +250,7 @@ def mark_delivered(
 def _in_order(
     conn: sa.Connection,
     make: Callable[..., _R],
-    query: sa.Select[Any],
+    query: sqltypes.Query,
     table: sa.Table,
     tenant: object,
     limit: int | None,

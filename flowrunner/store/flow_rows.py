@@ -8,29 +8,30 @@ objects), so they travel to YAML and JSON unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner.flows import spelling
+from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations.shapes import Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
 
-def _dicts(result: sa.Result[Any]) -> list[dict[str, Any]]:
+def _dicts(result: sqltypes.Results) -> list[shapes.RowDict]:
     return [{str(k): v for k, v in row.items()} for row in result.mappings()]
 
 
-def _first(result: sa.Result[Any]) -> dict[str, Any] | None:
+def _first(result: sqltypes.Results) -> shapes.RowDict | None:
     found = _dicts(result)
     return found[0] if found else None
 
 
-def _by_id(conn: sa.Connection, table: sa.Table, row_id: Any) -> dict[str, Any] | None:
+def _by_id(conn: sa.Connection, table: sa.Table, row_id: object) -> shapes.RowDict | None:
     return _first(conn.execute(sa.select(table).where(table.c.id == row_id)))
 
 
-def _store(conn: sa.Connection, table: sa.Table, row_id: Any, values: Mapping[str, Any]) -> Any:
+def _store(conn: sa.Connection, table: sa.Table, row_id: object, values: shapes.Row) -> Any:
     if row_id is None:
         key = conn.execute(sa.insert(table).values(dict(values))).inserted_primary_key
         assert key is not None  # an INSERT of one row always has one
@@ -42,21 +43,21 @@ def _store(conn: sa.Connection, table: sa.Table, row_id: Any, values: Mapping[st
 # -- flows -------------------------------------------------------------------------
 
 
-def all_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[dict[str, Any]]:
+def all_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[shapes.RowDict]:
     """Every flow row (of every tenant), in id order."""
     flows = tables.flows
     return _dicts(conn.execute(sa.select(flows).order_by(flows.c.id)))
 
 
 def flow_by_id(
-    conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any
-) -> dict[str, Any] | None:
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: object
+) -> shapes.RowDict | None:
     return _by_id(conn, tables.flows, flow_id)
 
 
 def flow_by_name_or_id(
-    conn: sa.Connection, tables: app_tables.AppTables, name_or_id: Any, tenant: Any = None
-) -> dict[str, Any] | None:
+    conn: sa.Connection, tables: app_tables.AppTables, name_or_id: object, tenant: object = None
+) -> shapes.RowDict | None:
     """The flow an operator names (``"Big orders"`` or ``7``), of the tenant on a tenant binding."""
     flows = tables.flows
     by = flows.c.name == str(name_or_id)
@@ -75,8 +76,8 @@ def flow_by_name_or_id(
 
 
 def flows_to_start(
-    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
-) -> list[dict[str, Any]]:
+    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Tenant = None
+) -> list[shapes.RowDict]:
     """Active flows of one start kind, of the record's tenant when the binding has tenants."""
     query = tables.statement(
         ("flows_to_start",),
@@ -86,14 +87,14 @@ def flows_to_start(
 
 
 def startable(
-    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
-) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Tenant = None
+) -> list[tuple[shapes.RowDict, list[shapes.RowDict]]]:
     """``flows_to_start`` with each flow's steps (as ``steps_of_flow``): two statements."""
     flows = flows_to_start(conn, tables, start, tenant)
     if not flows:
         return []
 
-    def build() -> sa.Select[Any]:
+    def build() -> sqltypes.Query:
         steps, chosen = tables.steps, sa.select(tables.flows.c.id).where(_startable(tables))
         return (
             sa.select(steps)
@@ -101,7 +102,7 @@ def startable(
             .order_by(steps.c.flow_id, steps.c.position, steps.c.id)
         )
 
-    found: dict[Any, list[dict[str, Any]]] = {flow["id"]: [] for flow in flows}
+    found: dict[object, list[shapes.RowDict]] = {flow["id"]: [] for flow in flows}
     query = tables.statement(("startable_steps",), build)
     for step in _dicts(conn.execute(query, {"p_start": start, "p_tenant": tenant})):
         # A flow that turned active between the two reads waits for the next start.
@@ -110,15 +111,15 @@ def startable(
 
 
 def startable_digest(
-    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Any = None
-) -> tuple[Any, Any]:
+    conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Tenant = None
+) -> tuple[object, object]:
     """A digest of what ``startable`` reads: it differs whenever those rows differ.
 
     One statement; a runner compares it with the digest of the flows it keeps, and reads
     them again only when it differs (``starting.startable``).
     """
 
-    def build() -> sa.Select[Any]:
+    def build() -> sa.Select[str | None, str | None]:
         flows, steps = tables.flows, tables.steps
         chosen = _startable(tables)
         ids = sa.select(flows.c.id).where(chosen)
@@ -148,13 +149,13 @@ def _startable(tables: app_tables.AppTables) -> sa.ColumnElement[bool]:
 
 
 def store_flow(
-    conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any, values: Mapping[str, Any]
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: object, values: shapes.Row
 ) -> Any:
     """Insert a flow row, or update the one with ``flow_id`` when it is given; its id."""
     return _store(conn, tables.flows, flow_id, values)
 
 
-def delete_flow(conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any) -> None:
+def delete_flow(conn: sa.Connection, tables: app_tables.AppTables, flow_id: object) -> None:
     """Delete a flow row and its steps."""
     steps, flows = tables.steps, tables.flows
     conn.execute(sa.delete(steps).where(steps.c.flow_id == flow_id))
@@ -165,8 +166,8 @@ def delete_flow(conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any)
 
 
 def steps_of_flow(
-    conn: sa.Connection, tables: app_tables.AppTables, flow_id: Any
-) -> list[dict[str, Any]]:
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: object
+) -> list[shapes.RowDict]:
     """A flow's step rows in position order (then id: the order steps sharing one were added)."""
     steps = tables.steps
     query = sa.select(steps).where(steps.c.flow_id == flow_id)
@@ -174,18 +175,18 @@ def steps_of_flow(
 
 
 def step_by_id(
-    conn: sa.Connection, tables: app_tables.AppTables, step_id: Any
-) -> dict[str, Any] | None:
+    conn: sa.Connection, tables: app_tables.AppTables, step_id: object
+) -> shapes.RowDict | None:
     return _by_id(conn, tables.steps, step_id)
 
 
 def store_step(
-    conn: sa.Connection, tables: app_tables.AppTables, step_id: Any, values: Mapping[str, Any]
+    conn: sa.Connection, tables: app_tables.AppTables, step_id: object, values: shapes.Row
 ) -> Any:
     """Insert a step row, or update the one with ``step_id`` when it is given; its id."""
     return _store(conn, tables.steps, step_id, values)
 
 
-def delete_step(conn: sa.Connection, tables: app_tables.AppTables, step_id: Any) -> None:
+def delete_step(conn: sa.Connection, tables: app_tables.AppTables, step_id: object) -> None:
     steps = tables.steps
     conn.execute(sa.delete(steps).where(steps.c.id == step_id))

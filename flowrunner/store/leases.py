@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from flowrunner import errors
+from flowrunner.foundations import shapes
 from flowrunner.store import dialects, engine_tables, prepared
 
 Ttl = timedelta | float
@@ -161,7 +162,7 @@ def _taking(count: int) -> sa.Update:
     )
 
 
-def _adding(conn: sa.Connection, count: int) -> Any:
+def _adding(conn: sa.Connection, count: int) -> sa.ClauseElement:
     """SQLite's second statement of ``acquire_leases``: insert the ``count`` named leases
     that have no row yet, at epoch 1; the names inserted."""
     table = engine_tables.leases
@@ -291,8 +292,8 @@ def finishing(forget: bool) -> sa.Delete | sa.Update:
     )
 
 
-def finishing_values(*, name: str, owner: str, epoch: int, forget: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {"p_name": name, "p_owner": owner, "p_epoch": epoch}
+def finishing_values(*, name: str, owner: str, epoch: int, forget: bool) -> shapes.RowDict:
+    values: shapes.RowDict = {"p_name": name, "p_owner": owner, "p_epoch": epoch}
     if not forget:
         values["p_expires"] = dialects.epoch_start()
     return values
@@ -371,6 +372,7 @@ def time_left(conn: sa.Connection, *, names: Sequence[str], now: datetime) -> di
     )
     if dialects.database_clock(conn) is None:
         return {str(row.name): row.expires_at - now for row in conn.execute(query)}
+    assert isinstance(clock, sa.ColumnElement)  # the database's clock, then
     rows = conn.execute(query.add_columns(clock.label("at"))).all()
     return {str(row.name): row.expires_at - row.at for row in rows}
 
@@ -411,13 +413,13 @@ def age_leases(engine: sa.Engine, *, by: timedelta) -> int:
     return int(result.rowcount)
 
 
-def _clock(conn: sa.Connection, now: datetime) -> Any:
+def _clock(conn: sa.Connection, now: datetime) -> datetime | sa.ColumnElement[datetime]:
     """What "now" is for leases in a statement on ``conn`` (see the module docstring)."""
     clock = dialects.database_clock(conn)
     return now if clock is None else clock
 
 
-def _until(conn: sa.Connection, now: datetime, ttl: Ttl) -> Any:
+def _until(conn: sa.Connection, now: datetime, ttl: Ttl) -> datetime | sa.ColumnElement[datetime]:
     """The expiry of a lease taken or renewed now for ``ttl``."""
     clock = dialects.database_clock(conn)
     return now + as_timedelta(ttl) if clock is None else clock + as_timedelta(ttl)

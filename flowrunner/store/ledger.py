@@ -8,14 +8,13 @@ lists every operator action (start, cancel, retry, redrive) with the operator's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import sanitize
+from flowrunner.foundations import sanitize, shapes
 from flowrunner.store import dialects, engine_tables, prepared
 
 IN_PROGRESS = "IN_PROGRESS"
@@ -29,7 +28,7 @@ class IdemRow:
     key: str
     tenant: str | None
     status: str
-    result: Any
+    result: shapes.Json
     created_at: datetime
     updated_at: datetime
     created: bool = False
@@ -51,7 +50,7 @@ class JournalRow:
     run_id: int | None
     resource: str | None
     record_id: str | None
-    detail: Any
+    detail: object
 
 
 def find_idempotent(conn: sa.Connection, *, key: str) -> IdemRow | None:
@@ -79,7 +78,7 @@ def begin_idempotent(
 
 
 def complete_idempotent(
-    conn: sa.Connection, *, key: str, result: Any = None, now: datetime
+    conn: sa.Connection, *, key: str, result: object = None, now: datetime
 ) -> bool:
     """Mark ``key`` COMPLETED with its sanitized result; False when there is no such key."""
     table = engine_tables.idempotency
@@ -92,7 +91,7 @@ def complete_idempotent(
 
 
 def record_idempotent(
-    conn: sa.Connection, *, key: str, tenant: object = None, result: Any = None, now: datetime
+    conn: sa.Connection, *, key: str, tenant: object = None, result: object = None, now: datetime
 ) -> None:
     """Record ``key`` as COMPLETED with its result, whether or not it was begun."""
     record_completed(conn, [Completed(key, tenant, result)], now=now)
@@ -104,7 +103,7 @@ class Completed:
 
     key: str
     tenant: object = None
-    result: Any = None
+    result: object = None
 
 
 def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: datetime) -> None:
@@ -118,7 +117,7 @@ def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: dat
         return
     table = engine_tables.idempotency
 
-    def build() -> Any:
+    def build() -> dialects.Upsertable:
         stmt = dialects.insert_statement(conn, table).values(
             {c.name: sa.bindparam(c.name, type_=c.type) for c in table.c}
         )
@@ -143,7 +142,7 @@ def record_completed(conn: sa.Connection, done: Sequence[Completed], *, now: dat
     )
 
 
-def _result(result: Any) -> Any:
+def _result(result: object) -> object:
     return None if result is None else sanitize.sanitize_value(result)
 
 
@@ -157,7 +156,7 @@ def journal(
     run_id: int | None = None,
     resource: str | None = None,
     record_id: str | None = None,
-    detail: Mapping[str, Any] | None = None,
+    detail: shapes.Payload | None = None,
 ) -> int:
     """Write an operator action to the journal; returns its id."""
     table = engine_tables.journal

@@ -20,11 +20,11 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import statuses
+from flowrunner.foundations import sqltypes, statuses
 from flowrunner.store import dialects, engine_tables, leases
 from flowrunner.store.events import NoticeRow, NoticeState
 from flowrunner.store.events import notice_row as notice_row
@@ -171,7 +171,7 @@ def run_flow_names(conn: sa.Connection, *, resource: str, tenant: object, name: 
     return conn.execute(query.limit(1)).first() is not None
 
 
-def _flow_named(column: Any, name: str) -> Any:
+def _flow_named(column: sqltypes.Expression, name: str) -> sa.ColumnElement[bool]:
     # lower() folds ASCII on SQLite and every letter on PostgreSQL: a run's name as it
     # was when it started; the flows as they are now are matched by id, in Python's rule.
     return sa.func.lower(sa.func.trim(column)) == name.strip().lower()
@@ -179,16 +179,16 @@ def _flow_named(column: Any, name: str) -> Any:
 
 def _run_conditions(
     conn: sa.Connection, resource: str, tenant: object, where: RunFilter, now: datetime
-) -> list[Any]:
+) -> list[sa.ColumnElement[bool]]:
     table = engine_tables.runs
     # One resource's runs are often all the runs: read newest first, not by resource.
-    found: list[Any] = [dialects.likely(conn, table.c.resource == resource)]
+    found: list[sa.ColumnElement[bool]] = [dialects.likely(conn, table.c.resource == resource)]
     if tenant is not None:
         found.append(table.c.tenant == tenant)
     if where.record_id is not None:
         found.append(table.c.record_id == where.record_id)
     if where.flow_given:
-        by: list[Any] = []
+        by: list[sa.ColumnElement[bool]] = []
         if where.flow_ids:
             by.append(table.c.flow_id.in_(list(where.flow_ids)))
         if where.flow_name is not None:
@@ -200,7 +200,7 @@ def _run_conditions(
         found.append(table.c.started_at < where.started_before)
     if where.statuses:
         plain = [s for s in where.statuses if s != STUCK]
-        wanted: list[Any] = []
+        wanted: list[sa.ColumnElement[bool]] = []
         if plain:
             wanted.append(table.c.status.in_(plain))
         if STUCK in where.statuses:
@@ -209,7 +209,9 @@ def _run_conditions(
     return found
 
 
-def _stuck(conn: sa.Connection, rule: Stuck, now: datetime, resource: str) -> Any:
+def _stuck(
+    conn: sa.Connection, rule: Stuck, now: datetime, resource: str
+) -> sa.ColumnElement[bool]:
     """The runs that have not ended, that no worker holds, and whose work was long missed.
 
     Found from what was missed — due rows long due (by the due index), leases long run
@@ -218,8 +220,8 @@ def _stuck(conn: sa.Connection, rule: Stuck, now: datetime, resource: str) -> An
     runs, due, held = engine_tables.runs, engine_tables.due, engine_tables.leases
     # Leases are judged by the database's clock on PostgreSQL, due rows by the caller's.
     clock = dialects.database_clock(conn)
-    lease_now: Any = now if clock is None else clock
-    lease_cutoff: Any = (
+    lease_now: datetime | sa.ColumnElement[datetime] = now if clock is None else clock
+    lease_cutoff: datetime | sa.ColumnElement[datetime] = (
         now - rule.lease_expired
         if clock is None
         else clock - sa.literal(rule.lease_expired, sa.Interval())
@@ -302,20 +304,20 @@ def outbox_page(
     return _page(conn, query.order_by(table.c.id.desc()), _notice_row, limit)
 
 
-def _journal_row(row: sa.Row[Any]) -> JournalRow:
+def _journal_row(row: sqltypes.ResultRow) -> JournalRow:
     return engine_tables.from_row(JournalRow, row)
 
 
-def _notice_row(row: sa.Row[Any]) -> NoticeRow:
+def _notice_row(row: sqltypes.ResultRow) -> NoticeRow:
     return engine_tables.from_row(notice_row, row)
 
 
 def _page(
-    conn: sa.Connection, query: sa.Select[Any], make: Callable[[sa.Row[Any]], _R], limit: int
+    conn: sa.Connection, query: sqltypes.Query, make: Callable[[sqltypes.ResultRow], _R], limit: int
 ) -> Page[_R]:
     """The first ``limit`` rows of ``query`` (ordered by id, descending), read with one
     more: when it is there, the page's last id is where the next page begins."""
     limit = max(1, min(int(limit), MAX_LIMIT))
-    rows: Sequence[sa.Row[Any]] = conn.execute(query.limit(limit + 1)).all()
+    rows: Sequence[sqltypes.ResultRow] = conn.execute(query.limit(limit + 1)).all()
     shown = tuple(make(row) for row in rows[:limit])
     return Page(shown, int(rows[limit - 1].id) if len(rows) > limit else None)

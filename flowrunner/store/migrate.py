@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -28,7 +27,7 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 UP_COMMAND = "flowrunner migrate up --app MODULE:ATTR"
 
 
-def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
     """Alembic's filter: only flowrunner's own tables are compared or touched."""
     if type_ == "table":
         return name is not None and name.startswith(TABLE_PREFIX) and name != VERSION_TABLE

@@ -24,33 +24,36 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
+from sqlalchemy.sql.compiler import SQLCompiler
 
-from flowrunner.foundations import sanitize
+from flowrunner.foundations import sanitize, shapes, sqltypes
 from flowrunner.store import dialects
 
 S = TypeVar("S")
 
-_built: dict[Hashable, Any] = {}
+_built: dict[Hashable, object] = {}
 
 
 def statement(key: Hashable, build: Callable[[], S]) -> S:
     """The statement for ``key``, built by ``build`` the first time it is asked for."""
     try:
-        found: S = _built[key]
+        found = cast(S, _built[key])
     except KeyError:
-        found = _built[key] = build()
+        found = build()
+        _built[key] = found
     return found
 
 
-def param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
+def param(name: str, column: sqltypes.TableColumn) -> sa.BindParameter[Any]:
     """A bound parameter typed as ``column``, so its type's conversions apply (UTC, JSON)."""
     return sa.bindparam(name, type_=column.type)
 
 
-Convert = Callable[[Any], Any]
+# How a value is converted for the driver (a column type's bind processor).
+Convert = Callable[[object], object]
 
 
 class Result:
@@ -59,17 +62,17 @@ class Result:
 
     __slots__ = ("rowcount", "rows")
 
-    def __init__(self, rows: list[Any], rowcount: int) -> None:
+    def __init__(self, rows: list[dialects.DriverRow], rowcount: int) -> None:
         self.rows = rows
         self.rowcount = rowcount
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[dialects.DriverRow]:
         return iter(self.rows)
 
-    def all(self) -> list[Any]:
+    def all(self) -> list[dialects.DriverRow]:
         return list(self.rows)
 
-    def first(self) -> Any:
+    def first(self) -> dialects.DriverRow | None:
         """The first row, or None."""
         return self.rows[0] if self.rows else None
 
@@ -77,7 +80,7 @@ class Result:
         """The first row's first value, or None."""
         return self.rows[0][0] if self.rows else None
 
-    def one(self) -> Any:
+    def one(self) -> dialects.DriverRow:
         """The one row; SQLAlchemy's ``NoResultFound`` or ``MultipleResultsFound`` else."""
         if len(self.rows) != 1:
             if not self.rows:
@@ -102,7 +105,7 @@ class Param:
     name: str
     convert: Convert | None
     fixed: bool = False
-    value: Any = None
+    value: object = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ class Compiled:
 
     # Each parameter as (name, how it is converted, whether it is a constant, its
     # value if so): what ``execute`` reads for every value it sends.
-    plan: tuple[tuple[str, Convert | None, bool, Any], ...] = field(
+    plan: tuple[tuple[str, Convert | None, bool, object], ...] = field(
         init=False, repr=False, compare=False
     )
 
@@ -137,7 +140,7 @@ class Compiled:
         )
         object.__setattr__(self, "converting", converting)
 
-    def execute(self, conn: sa.Connection, values: Mapping[str, Any]) -> Result:
+    def execute(self, conn: sa.Connection, values: Mapping[str, object]) -> Result:
         """Send the statement with ``values`` (each parameter's by its name)."""
         sent = [
             value if fixed else values[name] if convert is None else convert(values[name])
@@ -145,7 +148,7 @@ class Compiled:
         ]
         return _send(conn, self.sql, tuple(sent) if self.positional else self._named(sent))
 
-    def fetch(self, conn: sa.Connection, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def fetch(self, conn: sa.Connection, values: Mapping[str, object]) -> list[shapes.RowDict]:
         """Send a query compiled ``typed`` with ``values``: its rows, each a dict of its
         columns' values converted by their types (what SQLAlchemy's rows would hold)."""
         found = []
@@ -161,14 +164,14 @@ class Compiled:
     def execute_many(
         self,
         conn: sa.Connection,
-        columns: Mapping[str, Sequence[Any]],
-        shared: Mapping[str, Any] | None = None,
+        columns: Mapping[str, Sequence[object]],
+        shared: Mapping[str, object] | None = None,
     ) -> None:
         """Send the statement once for many rows, given column by column: ``columns``
         maps a name to its value in each row, in order; ``shared`` maps each other name
         to the one value all rows have, converted once (a step's time, its run)."""
         count = len(next(iter(columns.values())))
-        sent: list[Iterable[Any]] = []
+        sent: list[Iterable[object]] = []
         for name, convert, fixed, value in self.plan:
             if fixed:
                 sent.append(repeat(value, count))
@@ -187,11 +190,13 @@ class Compiled:
             many=True,
         )
 
-    def _named(self, sent: Sequence[Any]) -> dict[str, Any]:
+    def _named(self, sent: Sequence[object]) -> dict[str, object]:
         return {p.name: value for p, value in zip(self.params, sent, strict=True)}
 
 
-def _send(conn: sa.Connection, sql: str, params: Any, *, many: bool = False) -> Result:
+def _send(
+    conn: sa.Connection, sql: str, params: dialects.DriverParams, *, many: bool = False
+) -> Result:
     """Send a compiled statement: to SQLite's driver directly, elsewhere through SQLAlchemy."""
     sent = dialects.driver_execute(conn, sql, params, many=many)
     if sent is not None:
@@ -200,20 +205,20 @@ def _send(conn: sa.Connection, sql: str, params: Any, *, many: bool = False) -> 
     return Result(list(result.fetchall()) if result.returns_rows else [], result.rowcount)
 
 
-def _converted(values: Sequence[Any], convert: Convert) -> list[Any]:
+def _converted(values: Sequence[object], convert: Convert) -> list[object]:
     """``values`` converted, each distinct plain value once (a step's lines share their
     time, and most of their details are a few short words)."""
-    done: dict[tuple[Any, ...], Any] = {}
-    out: list[Any] = []
-    last: Any = _NOTHING
-    last_sent: Any = None
+    done: dict[tuple[object, ...], object] = {}
+    out: list[object] = []
+    last: object = _NOTHING
+    last_sent: object = None
     for value in values:
         if value is last:  # the same object as the row before's: converted alike
             out.append(last_sent)
             continue
         kind = type(value)
         if kind in _PLAIN:
-            key = (kind, value, value.tzinfo) if kind is datetime else (kind, value)
+            key = (kind, value, value.tzinfo) if isinstance(value, datetime) else (kind, value)
             sent = done.get(key, _NOTHING)
             if sent is _NOTHING:
                 sent = done[key] = convert(value)
@@ -233,7 +238,7 @@ _NOTHING = object()
 def compiled(
     conn: sa.Connection,
     key: Hashable,
-    build: Callable[[], Any],
+    build: Callable[[], sa.ClauseElement],
     *,
     many: bool = False,
     typed: bool = False,
@@ -242,18 +247,19 @@ def compiled(
     for (``many``: for many rows at once; ``typed``: a query for ``Compiled.fetch``)."""
     dialect = conn.dialect
     full_key = ("compiled", type(dialect), dialect.paramstyle, many, typed, key)
-    found: Compiled | None = _built.get(full_key)
+    found = cast("Compiled | None", _built.get(full_key))
     if found is None:  # ``statement``, without making its ``build`` on every step
-        found = _built[full_key] = compile_for(build(), dialect, many=many, typed=typed)
+        found = compile_for(build(), dialect, many=many, typed=typed)
+        _built[full_key] = found
     return found
 
 
 def compile_for(
-    stmt: Any, dialect: sa.Dialect, *, many: bool = False, typed: bool = False
+    stmt: sa.ClauseElement, dialect: sa.Dialect, *, many: bool = False, typed: bool = False
 ) -> Compiled:
     """``stmt`` as ``dialect``'s driver takes it (for a cache of the caller's own);
     ``typed``: a query whose values ``Compiled.fetch`` converts by their columns' types."""
-    done = stmt.compile(dialect=dialect, for_executemany=many)
+    done = cast(SQLCompiler, stmt.compile(dialect=dialect, for_executemany=many))
     if done.literal_execute_params or done.post_compile_params:
         raise ValueError("a compiled statement takes no IN list that grows with its values")
     if not dialect.positional:
@@ -270,7 +276,7 @@ def compile_for(
             params.append(Param(name, None, True, value if convert is None else convert(value)))
     if not typed:
         return Compiled(done.string, tuple(params), dialect.positional)
-    columns = list(stmt.selected_columns)
+    columns = list(cast(sa.SelectBase, stmt).selected_columns)
     return Compiled(
         done.string,
         tuple(params),
@@ -282,7 +288,7 @@ def compile_for(
     )
 
 
-def converter(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Convert | None:
+def converter(type_: sqltypes.SqlType, dialect: sa.Dialect) -> Convert | None:
     """How a value bound as ``type_`` is converted for ``dialect``'s driver: as the type's
     own bind processor does, with JSON on SQLite encoded by ``json_text``."""
     impl = type_.dialect_impl(dialect)
@@ -291,7 +297,7 @@ def converter(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Convert |
         return convert
     generic = convert
 
-    def to_json(value: Any) -> Any:
+    def to_json(value: object) -> object:
         if type(value) in _JSON_PLAIN:
             return json_text(value)
         return generic(value)  # None, SQL NULL, and what json.dumps is to judge
@@ -299,7 +305,7 @@ def converter(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Convert |
     return to_json
 
 
-def _dumps_json(impl: sa.types.TypeEngine[Any], dialect: sa.Dialect, convert: Convert) -> bool:
+def _dumps_json(impl: sqltypes.SqlType, dialect: sa.Dialect, convert: Convert) -> bool:
     """Whether ``convert``, ``impl``'s bind processor, is SQLAlchemy's JSON one with
     ``json.dumps`` and nothing after it: SQLite's, unless the engine was given a
     ``json_serializer`` (and as long as it writes a sample as ``json_text`` does)."""
@@ -321,7 +327,7 @@ _encode_text = json.encoder.encode_basestring_ascii
 _JSON_PLAIN = frozenset({str, list, dict, sanitize.Sanitized})
 
 
-def _json_encoder() -> Callable[[Any, int], Any] | None:
+def _json_encoder() -> Callable[[object, int], Iterable[str]] | None:
     """The C encoder with the settings ``json.dumps`` gives it by default, built once;
     None where there is none. It keeps no list of the containers it is inside (that
     list would be shared by every thread): a value that contains itself recurses until
@@ -346,7 +352,7 @@ def _json_encoder() -> Callable[[Any, int], Any] | None:
 _ENCODE = _json_encoder()
 
 
-def json_text(value: Any) -> str:
+def json_text(value: object) -> str:
     """``json.dumps(value)``, character for character, in a third of its time.
 
     ``json.dumps`` with its default settings takes a few Python-level steps and builds

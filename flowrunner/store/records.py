@@ -6,17 +6,19 @@ Every statement has bound parameters and runs within the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations.shapes import RecordId, Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
 
 def load_record(
-    conn: sa.Connection, tables: app_tables.AppTables, record_id: Any, tenant: Any = None
-) -> dict[str, Any] | None:
+    conn: sa.Connection, tables: app_tables.AppTables, record_id: RecordId, tenant: Tenant = None
+) -> shapes.RowDict | None:
     """The record with this key (of this tenant, on a tenant binding), or None.
 
     The key and tenant follow ``app_tables.key_of``: one its column cannot hold raises
@@ -31,7 +33,7 @@ def load_record(
     if not _may_exist(conn, tables.resource.c[tables.key], key):
         return None
 
-    def build() -> sa.Select[Any]:
+    def build() -> sqltypes.Query:
         return sa.select(tables.resource).where(tables.where_record_params())
 
     values = {"p_key": key, "p_tenant": tenant}
@@ -49,7 +51,7 @@ def load_record(
     return dict(row) if row is not None else None
 
 
-def _may_exist(conn: sa.Connection, column: sa.Column[Any], value: Any) -> bool:
+def _may_exist(conn: sa.Connection, column: sqltypes.TableColumn, value: object) -> bool:
     if isinstance(value, int) and isinstance(column.type, sa.Integer):
         low, high = dialects.integer_range(conn, column.type)
         return low <= value <= high
@@ -59,9 +61,9 @@ def _may_exist(conn: sa.Connection, column: sa.Column[Any], value: Any) -> bool:
 def write_fields(
     conn: sa.Connection,
     tables: app_tables.AppTables,
-    record_id: Any,
-    tenant: Any,
-    values: Mapping[str, Any],
+    record_id: RecordId,
+    tenant: Tenant,
+    values: shapes.Row,
 ) -> int:
     """Write a set step's values to the record; returns the number of rows changed."""
     if not values:
@@ -83,14 +85,12 @@ def write_fields(
     return int(result.rowcount or 0)
 
 
-def insert_record(
-    conn: sa.Connection, tables: app_tables.AppTables, values: Mapping[str, Any]
-) -> None:
+def insert_record(conn: sa.Connection, tables: app_tables.AppTables, values: shapes.Row) -> None:
     """Insert a record, as the application would (the test driver's ``create``)."""
     conn.execute(sa.insert(tables.resource).values(dict(values)))
 
 
-def delete_record(conn: sa.Connection, tables: app_tables.AppTables, record_id: Any) -> None:
+def delete_record(conn: sa.Connection, tables: app_tables.AppTables, record_id: RecordId) -> None:
     """Delete a record by its key, as the application would (the test driver's ``delete``)."""
     resource = tables.resource
     conn.execute(sa.delete(resource).where(resource.c[tables.key] == tables.key_value(record_id)))
@@ -100,7 +100,7 @@ def record_ids(
     conn: sa.Connection,
     tables: app_tables.AppTables,
     where: sa.ColumnElement[bool] | None,
-    tenant: Any = None,
+    tenant: Tenant = None,
     batch: int = 500,
 ) -> Iterator[Sequence[Any]]:
     """Ids of the records matching ``where``, in key order, a batch at a time."""
@@ -123,11 +123,11 @@ def records_with(
     tables: app_tables.AppTables,
     columns: Sequence[str],
     where: sa.ColumnElement[bool] | None,
-    tenant: Any = None,
+    tenant: Tenant = None,
     *,
-    after: Any = None,
+    after: object = None,
     batch: int = 1000,
-) -> list[dict[str, Any]]:
+) -> list[shapes.RowDict]:
     """The next ``batch`` records (after key ``after``, in key order) matching ``where``
     with a value in any of ``columns``: their key, tenant and those columns."""
     resource = tables.resource
@@ -154,7 +154,7 @@ def count_records(
     conn: sa.Connection,
     tables: app_tables.AppTables,
     where: sa.ColumnElement[bool] | None,
-    tenant: Any = None,
+    tenant: Tenant = None,
 ) -> int:
     query = sa.select(sa.func.count()).select_from(tables.resource)
     if where is not None:

@@ -37,7 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner import errors
-from flowrunner.foundations import durations, statuses
+from flowrunner.foundations import durations, sqltypes, statuses
 from flowrunner.store import dialects, engine_tables, ledger
 
 # Rows deleted per transaction by default; at most MAX_BATCH (one IN list per statement).
@@ -157,7 +157,7 @@ def _transaction(engine: sa.Engine, scope: _Scope) -> AbstractContextManager[sa.
     return dialects.begin(engine, immediate=not scope.dry_run)
 
 
-def _count(conn: sa.Connection, query: sa.Select[Any]) -> int:
+def _count(conn: sa.Connection, query: sqltypes.Query) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar_one())
 
 
@@ -165,12 +165,14 @@ def _count(conn: sa.Connection, query: sa.Select[Any]) -> int:
 class _Window:
     """One stretch of a table's primary key: where it ends, its length, the keys to judge."""
 
-    last: Any
+    last: object
     length: int
-    keys: list[Any]
+    keys: list[Any]  # the table's own: ids, or idempotency keys
 
 
-def _window(conn: sa.Connection, table: sa.Table, after: Any, until: Any, scope: _Scope) -> _Window:
+def _window(
+    conn: sa.Connection, table: sa.Table, after: object, until: object, scope: _Scope
+) -> _Window:
     """The next ``scope.batch`` rows of ``table`` with keys above ``after`` up to ``until``,
     by its primary key alone; the keys to judge are those of the scope's resource.
 
@@ -211,7 +213,7 @@ def _walk(
         until = conn.execute(sa.select(sa.func.max(key))).scalar()
         # Counted only to report progress.
         total = 0 if progress is None else _count(conn, sa.select(key))
-    after: Any = None
+    after: object = None
     walked = 0
     while until is not None:
         with _transaction(engine, scope) as conn:
@@ -279,7 +281,7 @@ def _prune_runs(
     runs, log, notices = engine_tables.runs, engine_tables.step_log, engine_tables.notices
     gone = {"runs": 0, "history": 0, "notices": 0}
 
-    def judge(conn: sa.Connection, ids: list[Any]) -> None:
+    def judge(conn: sa.Connection, ids: list[int]) -> None:
         doomed = _prunable_runs(conn, scope, ids)
         if not doomed:
             return
@@ -335,7 +337,7 @@ def _prune_events(engine: sa.Engine, scope: _Scope, progress: Progress | None) -
     newest = sa.select(sa.func.max(events.c.id)).scalar_subquery()
     gone = [0]
 
-    def judge(conn: sa.Connection, ids: list[Any]) -> None:
+    def judge(conn: sa.Connection, ids: list[int]) -> None:
         rule = sa.and_(
             events.c.id.in_(ids),
             events.c.at < scope.before,
@@ -358,7 +360,7 @@ def _prune_idempotency(engine: sa.Engine, scope: _Scope, progress: Progress | No
     table = engine_tables.idempotency
     gone = [0]
 
-    def judge(conn: sa.Connection, keys: list[Any]) -> None:
+    def judge(conn: sa.Connection, keys: list[str]) -> None:
         rule = sa.and_(
             table.c.key.in_(keys),
             table.c.status == ledger.COMPLETED,

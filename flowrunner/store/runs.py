@@ -8,16 +8,16 @@ refused with ``errors.LeaseLost`` instead of overwriting newer state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql.dml import ReturningInsert
 
 from flowrunner import errors
 from flowrunner.flows.interpreter import waits
-from flowrunner.foundations import sanitize, statuses
+from flowrunner.foundations import sanitize, shapes, sqltypes, statuses
+from flowrunner.foundations.shapes import StepKind
 from flowrunner.store import dialects, due, engine_tables, prepared, wakeups
 
 
@@ -93,7 +93,7 @@ class LogRow:
     """The step's id, as text; None for a line about the whole run."""
     title: str | None
     """The step's title."""
-    kind: str | None
+    kind: StepKind | None
     """The step's kind: a built-in one (``set``, ``wait``, ``notify``, ...) or the binding's."""
     pass_: int | None
     """Which pass through the step (a flow that loops back passes a step again)."""
@@ -119,7 +119,7 @@ class LogRow:
 LATE = timedelta(minutes=1)
 
 
-def run_row(row: sa.Row[Any]) -> RunRow:
+def run_row(row: sqltypes.ResultRow) -> RunRow:
     return engine_tables.from_row(RunRow, row, status=statuses.RunStatus(row.status))
 
 
@@ -132,7 +132,7 @@ def _status(status: str) -> str:
         raise ValueError(f"a run's status is one of {known}: {status!r}") from None
 
 
-def _error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _error(error: shapes.Payload | None) -> shapes.JsonDict | None:
     return None if error is None else sanitize.sanitize_fields(error)
 
 
@@ -149,14 +149,14 @@ def insert_run(
     flow_id: str,
     flow_name: str,
     start_key: str,
-    snapshot: Mapping[str, Any],
+    snapshot: shapes.Payload,
     digest: str,
-    state: Mapping[str, Any],
+    state: shapes.Payload,
     status: str = statuses.RunStatus.RUNNING,
     now: datetime,
     started_by: str | None = None,
     reason: str | None = None,
-    error: Mapping[str, Any] | None = None,
+    error: shapes.Payload | None = None,
     due_at: datetime | None = None,
 ) -> int | None:
     """Start a run; its id, or None when this flow already started for ``start_key``.
@@ -201,7 +201,7 @@ def insert_run(
     return int(run_id)
 
 
-def _run_insert_due(conn: sa.Connection, ended: bool) -> sa.Select[Any]:
+def _run_insert_due(conn: sa.Connection, ended: bool) -> sqltypes.Query:
     """``_run_insert`` with the new run's due row, in one statement (PostgreSQL)."""
     table = engine_tables.runs
     started = _run_insert(conn, ended).returning(table.c.tenant, table.c.resource).cte("started")
@@ -211,7 +211,7 @@ def _run_insert_due(conn: sa.Connection, ended: bool) -> sa.Select[Any]:
     return query if woken_by is None else query.add_columns(woken_by)
 
 
-def _run_insert(conn: sa.Connection, ended: bool) -> Any:
+def _run_insert(conn: sa.Connection, ended: bool) -> ReturningInsert[int]:
     """``insert_run``'s statement: the run, unless its start key started one already."""
     table = engine_tables.runs
     events = engine_tables.events
@@ -253,7 +253,7 @@ def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     """The run, or None when there is none with this id."""
     table = engine_tables.runs
 
-    def build() -> sa.Select[Any]:
+    def build() -> sqltypes.Query:
         return sa.select(table).where(table.c.id == sa.bindparam("p_run", type_=table.c.id.type))
 
     if dialects.is_sqlite(conn):
@@ -298,10 +298,10 @@ def save_run(
     run_id: int,
     *,
     expected_version: int,
-    state: Mapping[str, Any],
+    state: shapes.Payload,
     status: str,
     now: datetime,
-    error: Mapping[str, Any] | None = None,
+    error: shapes.Payload | None = None,
     reason: str | None = None,
 ) -> int:
     """Save the run's new state over the version that was read; returns the new version.
@@ -352,12 +352,12 @@ def saving_values(
     run_id: int,
     *,
     expected_version: int,
-    state: Mapping[str, Any],
+    state: shapes.Payload,
     status: str,
     now: datetime,
-    error: Mapping[str, Any] | None = None,
+    error: shapes.Payload | None = None,
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> shapes.JsonDict:
     return {
         "p_run": run_id,
         "p_ver": expected_version,
@@ -494,9 +494,9 @@ def append_log(
     position: int | None = None,
     step_id: str | None = None,
     title: str | None = None,
-    kind: str | None = None,
+    kind: StepKind | None = None,
     pass_: int | None = None,
-    detail: Any = None,
+    detail: object = None,
     tenant: object = None,
 ) -> int:
     """Add a line to the run's history (in the step's transaction); returns its id.
@@ -505,7 +505,7 @@ def append_log(
     """
     table = engine_tables.step_log
     # Without a tenant given, the line takes its run's, in the same statement.
-    owner: Any = (
+    owner: object = (
         tenant
         if tenant is not None
         else sa.select(engine_tables.runs.c.tenant)
@@ -539,9 +539,9 @@ class LogLine:
     position: int | None = None
     step_id: str | None = None
     title: str | None = None
-    kind: str | None = None
+    kind: StepKind | None = None
     pass_: int | None = None
-    detail: Any = None
+    detail: object = None
     due_at: datetime | None = None
 
 

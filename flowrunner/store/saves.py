@@ -12,13 +12,11 @@ raises the same ``LeaseLost``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, sqltypes, statuses
 from flowrunner.store import due, engine_tables, leases, prepared, runs
 
 
@@ -27,10 +25,10 @@ def save_step(
     *,
     run_id: int,
     expected_version: int,
-    state: Mapping[str, Any],
+    state: shapes.Payload,
     status: str,
     now: datetime,
-    error: Mapping[str, Any] | None = None,
+    error: shapes.Payload | None = None,
     reason: str | None = None,
     owner: str,
     claim: due.Claim,
@@ -87,7 +85,7 @@ def save_step(
         due.not_as_claimed(conn, run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
 
 
-def _together(ended: bool, dropped: bool) -> sa.Select[Any]:
+def _together(ended: bool, dropped: bool) -> sqltypes.Query:
     """The three statements as one: each runs only when the one before it changed its
     row, and the counts of rows each changed come back."""
     fence = leases.finishing(forget=ended).returning(engine_tables.leases.c.name).cte("fenced")

@@ -29,7 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import logs, sanitize
+from flowrunner.foundations import logs, sanitize, sqltypes
 
 log = logs.logger("flowrunner.wakeups")
 
@@ -50,7 +50,7 @@ def channel() -> sa.ColumnElement[str]:
     return sa.literal(CHANNEL_PREFIX, sa.Text) + digest
 
 
-def wake(dialect: sa.Dialect, resource: sa.ColumnElement[Any]) -> sa.ColumnElement[Any] | None:
+def wake(dialect: sa.Dialect, resource: sqltypes.Expression) -> sqltypes.Expression | None:
     """A column that wakes ``resource``'s workers once its statement's transaction commits.
 
     Add it to the RETURNING or the select list of a statement that makes runs due now:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, tzinfo
-from typing import Any
 
 from flowrunner import binding, errors, query
+from flowrunner.foundations import shapes
 
 # The program a timer's run executes (``engine.mounted.program_of`` reads it from the snapshot).
 PROGRAM = "at"
@@ -73,7 +73,7 @@ class Arming:
         owner = "" if tenant is None else f"{tenant}/"
         return f"{PROGRAM}:{self.timer.column}:{owner}{record_id}:{iso(self.instant)}"
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> shapes.JsonDict:
         """What the run keeps: the program, the column and the instant it was armed for."""
         return {"program": PROGRAM, "column": self.timer.column, "instant": iso(self.instant)}
 

@@ -28,18 +28,19 @@ Who may edit at all is the application's too: pass its dependencies
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Path, Response, params
 
+from flowrunner import binding as binding_mod
 from flowrunner import errors
 from flowrunner.flows.editor import TenantRows
+from flowrunner.foundations import shapes
 from flowrunner.runner import FlowRunner
 from flowrunner.store import flow_rows
 
-TenantOf = Callable[..., Any]
+TenantOf = Callable[..., binding_mod.Tenant]
 """A FastAPI dependency returning the request's tenant (it may take its own
 dependencies: the request, the logged-in user)."""
 
@@ -86,12 +87,14 @@ def router(
     Tenant = Depends(tenant or _no_tenant)  # a marker, as Body and Path are
 
     @api.get("", summary="The flows")
-    def list_flows(owner: Any = Tenant) -> list[dict[str, Any]]:
+    def list_flows(owner: binding_mod.Tenant = Tenant) -> list[shapes.RowDict]:
         with runner.engine.connect() as conn:
             return rows_of.flows(conn, rows_of.owner(owner))
 
     @api.post("", status_code=201, summary="Create a flow")
-    def create_flow(row: dict[str, Any] = Row, owner: Any = Tenant) -> dict[str, Any]:
+    def create_flow(
+        row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _no_id(row, "flow")
         with rows_of.writing() as conn:
@@ -99,7 +102,9 @@ def router(
             return rows_of.flow(conn, flow_id, owner)
 
     @api.post("/validate", summary="Judge a flow row; nothing is saved")
-    def validate_flow(row: dict[str, Any] = Row, owner: Any = Tenant) -> dict[str, Any]:
+    def validate_flow(
+        row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
 
         def save(conn: sa.Connection) -> None:
@@ -111,7 +116,7 @@ def router(
         return rows_of.judge(save)
 
     @api.get("/{flow_id}", summary="A flow with its steps")
-    def read_flow(flow_id: int = FlowId, owner: Any = Tenant) -> dict[str, Any]:
+    def read_flow(flow_id: int = FlowId, owner: binding_mod.Tenant = Tenant) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         with runner.engine.connect() as conn:
             flow = rows_of.flow(conn, flow_id, owner)
@@ -119,8 +124,8 @@ def router(
 
     @api.patch("/{flow_id}", summary="Change a flow; the whole row is judged")
     def update_flow(
-        flow_id: int = FlowId, changes: dict[str, Any] = Row, owner: Any = Tenant
-    ) -> dict[str, Any]:
+        flow_id: int = FlowId, changes: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _same(changes, "id", flow_id, "the flow's id is the one in the address")
         with rows_of.writing() as conn:
@@ -129,7 +134,7 @@ def router(
             return rows_of.flow(conn, flow_id, owner)
 
     @api.delete("/{flow_id}", status_code=204, summary="Delete a flow and its steps")
-    def delete_flow(flow_id: int = FlowId, owner: Any = Tenant) -> Response:
+    def delete_flow(flow_id: int = FlowId, owner: binding_mod.Tenant = Tenant) -> Response:
         owner = rows_of.owner(owner)
         with rows_of.writing() as conn:
             runner.editor.delete_flow(conn, flow_id, tenant=owner)
@@ -137,8 +142,8 @@ def router(
 
     @api.post("/{flow_id}/steps", status_code=201, summary="Add a step to a flow")
     def create_step(
-        flow_id: int = FlowId, row: dict[str, Any] = Row, owner: Any = Tenant
-    ) -> dict[str, Any]:
+        flow_id: int = FlowId, row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _no_id(row, "step")
         _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
@@ -149,8 +154,8 @@ def router(
 
     @api.post("/{flow_id}/steps/validate", summary="Judge a step row; nothing is saved")
     def validate_step(
-        flow_id: int = FlowId, row: dict[str, Any] = Row, owner: Any = Tenant
-    ) -> dict[str, Any]:
+        flow_id: int = FlowId, row: shapes.RowDict = Row, owner: binding_mod.Tenant = Tenant
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _same(row, "flow_id", flow_id, "the step's flow is the one in the address")
 
@@ -167,9 +172,9 @@ def router(
     def update_step(
         flow_id: int = FlowId,
         step_id: int = StepId,
-        changes: dict[str, Any] = Row,
-        owner: Any = Tenant,
-    ) -> dict[str, Any]:
+        changes: shapes.RowDict = Row,
+        owner: binding_mod.Tenant = Tenant,
+    ) -> shapes.RowDict:
         owner = rows_of.owner(owner)
         _same(changes, "id", step_id, "the step's id is the one in the address")
         with rows_of.writing() as conn:
@@ -182,7 +187,9 @@ def router(
             return rows_of.step(conn, moved_to["flow_id"], step_id, owner)
 
     @api.delete("/{flow_id}/steps/{step_id}", status_code=204, summary="Delete a step")
-    def delete_step(flow_id: int = FlowId, step_id: int = StepId, owner: Any = Tenant) -> Response:
+    def delete_step(
+        flow_id: int = FlowId, step_id: int = StepId, owner: binding_mod.Tenant = Tenant
+    ) -> Response:
         owner = rows_of.owner(owner)
         with rows_of.writing() as conn:
             rows_of.step(conn, flow_id, step_id, owner)
@@ -192,13 +199,13 @@ def router(
     return api
 
 
-def _no_id(row: Mapping[str, Any], what: str) -> None:
+def _no_id(row: shapes.Row, what: str) -> None:
     if row.get("id") is not None:
         message = f"a new {what} gets its id when it is saved: leave id out"
         raise errors.RowInvalid([errors.FieldError("id", message, "column_not_read")])
 
 
-def _same(row: Mapping[str, Any], field: str, expected: int, message: str) -> None:
+def _same(row: shapes.Row, field: str, expected: int, message: str) -> None:
     if row.get(field) is not None and str(row[field]).strip() != str(expected):
         raise errors.RowInvalid([errors.FieldError(field, message, "column_not_read")])
 

@@ -11,13 +11,12 @@ server's operators, not the client.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from flowrunner import errors
-from flowrunner.foundations import logs
+from flowrunner.foundations import logs, shapes
 
 log = logs.logger("flowrunner.web")
 
@@ -28,7 +27,7 @@ def answer(error: errors.FlowrunnerError) -> JSONResponse:
     """The HTTP answer to ``error``: its status, and its ``to_dict()`` as the body."""
     if error.status_code >= 500:
         log.error("answered %s (%s): %s", error.status_code, error.code, error)
-        body: dict[str, Any] = {"detail": SERVER_SIDE, "code": error.code}
+        body: shapes.JsonDict = {"detail": SERVER_SIDE, "code": error.code}
     else:
         body = error.to_dict()
     return JSONResponse(body, status_code=error.status_code)
@@ -40,7 +39,7 @@ async def _handle(_request: Request, exc: Exception) -> Response:
     return answer(exc)
 
 
-Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
+Handler = Callable[[Request, Exception], Coroutine[object, object, Response]]
 
 EXCEPTION_HANDLERS: dict[int | type[Exception], Handler] = {errors.FlowrunnerError: _handle}
 """For ``FastAPI(exception_handlers=web.EXCEPTION_HANDLERS)``."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from flowrunner import errors
-from flowrunner.foundations import durations, payloads, retry_policy
+from flowrunner.foundations import durations, payloads, retry_policy, shapes
 from flowrunner.workflows import replay
 
 T = TypeVar("T")
@@ -36,7 +36,7 @@ class Step(Generic[T]):
     def __init__(self, ask: replay.Ask) -> None:
         self.ask = ask
 
-    def __await__(self) -> Generator[replay.Ask, Any, T]:
+    def __await__(self) -> Generator[replay.Ask, shapes.Json, T]:
         result: T = yield self.ask
         return result
 
@@ -64,8 +64,8 @@ class Context:
         command: str,
         *,
         target: object = None,
-        input: Mapping[str, Any] | None = None,
-    ) -> Step[dict[str, Any] | None]:
+        input: shapes.Payload | None = None,
+    ) -> Step[shapes.JsonDict | None]:
         """Run the application's ``command`` as the workflow's principal, exactly once:
         its writes commit with the step's record. ``target`` names the record it acts on
         (default: the run's); ``input`` is what it reads as ``ctx.inputs``. Returns its
@@ -81,10 +81,10 @@ class Context:
         self,
         name: str,
         connection: str,
-        request: Mapping[str, Any],
+        request: shapes.Payload,
         *,
-        retry: Mapping[str, Any] | retry_policy.RetryPolicy | None = None,
-    ) -> Step[Any]:
+        retry: shapes.Payload | retry_policy.RetryPolicy | None = None,
+    ) -> Step[shapes.Json]:
         """Call the HTTP ``connection`` with ``request`` (``method``, ``path``, ``body``,
         ``headers``, ``query``) and an ``Idempotency-Key``, at least once. A 5xx, 408,
         429 or a timeout is tried again with backoff (``retry``: ``attempts``,
@@ -116,9 +116,9 @@ class Context:
         name: str,
         event: str,
         *,
-        match: Callable[[Mapping[str, Any]], bool] | None = None,
+        match: Callable[[shapes.Payload], bool] | None = None,
         timeout: str | timedelta | None = None,
-    ) -> Step[dict[str, Any] | None]:
+    ) -> Step[shapes.JsonDict | None]:
         """The first ``event`` about the run's record since the run began for which
         ``match(payload)`` holds — one that came before this step was reached counts —
         or None once ``timeout`` (counted from when the step was reached) has passed."""
@@ -170,7 +170,7 @@ def _length(name: str, length: str | timedelta) -> str:
     return str(length)
 
 
-def _plain(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+def _plain(name: str, given: shapes.Payload | None) -> shapes.JsonDict:
     if given is None:
         return {}
     if not isinstance(given, Mapping):
@@ -181,7 +181,7 @@ def _plain(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
         raise errors.BindingError(f"step {name!r}: {exc}") from None
 
 
-def _json(name: str, body: Any) -> Any:
+def _json(name: str, body: object) -> shapes.Json:
     if body is None or isinstance(body, str | int | float | bool):
         return body
     if isinstance(body, Mapping):
@@ -192,7 +192,7 @@ def _json(name: str, body: Any) -> Any:
 
 
 def retry_of(
-    name: str, given: Mapping[str, Any] | retry_policy.RetryPolicy | None
+    name: str, given: shapes.Payload | retry_policy.RetryPolicy | None
 ) -> retry_policy.RetryPolicy:
     """A call's retry (``{"attempts": 4, "backoff": "30 seconds", "max": "10 minutes"}``).
 

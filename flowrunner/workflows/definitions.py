@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowrunner import errors
+from flowrunner.foundations import shapes
 from flowrunner.workflows import context
 
 Body = Callable[[context.Context, Any], Coroutine[Any, Any, Any]]
-Key = Callable[[Mapping[str, Any]], object]
+Key = Callable[[shapes.Payload], object]
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,10 @@ httpx is imported when the first call is made: ``pip install 'flowrunner[workflo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from flowrunner import errors
-from flowrunner.foundations import sanitize
+from flowrunner.foundations import sanitize, shapes
 from flowrunner.workflows import definitions
 
 # Answers that are tried again: the service was busy, slow or broken, not the request.
@@ -29,7 +27,7 @@ QUOTED = 200
 @dataclass(frozen=True)
 class Answered:
     status: int
-    body: Any
+    body: shapes.Json
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ class Failed:
 Outcome = Answered | Refused | Failed
 
 
-def attempt(connection: definitions.Connection, request: Mapping[str, Any], *, key: str) -> Outcome:
+def attempt(connection: definitions.Connection, request: shapes.Payload, *, key: str) -> Outcome:
     """Send ``request`` once to ``connection`` with ``key`` as its ``Idempotency-Key``."""
     try:
         import httpx
@@ -80,7 +78,7 @@ def attempt(connection: definitions.Connection, request: Mapping[str, Any], *, k
     return Refused(status, f"{said}: {text}" if text else said)
 
 
-def _body(content: bytes) -> Any:
+def _body(content: bytes) -> shapes.Json:
     """The answer's body as JSON; a body that is not JSON as its text; none as None."""
     if not content:
         return None

@@ -13,10 +13,11 @@ Pure: no SQL, no clock, no I/O. The state is plain JSON (``Recording.to_dict``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+
+from flowrunner.foundations import shapes
 
 # The kinds of step a workflow may ask for, as ``Ask.kind`` and history lines name them.
 RUN = "run"
@@ -44,7 +45,7 @@ class Ask:
     name: str
     kind: str
     target: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: shapes.Payload = field(default_factory=dict)
 
     def words(self) -> str:
         """``run 'assess' (command assessLateFees)``, ``sleep 'grace'``."""
@@ -65,16 +66,16 @@ class Recorded:
     name: str
     kind: str
     target: str | None
-    result: Any = None
+    result: shapes.Json = None
     """The step's result as JSON: a command's answer, a call's answer body, the event's
     payload (None when a wait timed out), the time (``now``, in ISO 8601)."""
-    refused: dict[str, Any] | None = None
+    refused: shapes.JsonDict | None = None
     """``{"message": ..., "status": 404}`` when the step was refused (``StepRefused``)."""
     at: str | None = None
     """When it finished on the run's own clock (ISO 8601): the next timer counts from it."""
 
-    def to_dict(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"name": self.name, "kind": self.kind, "target": self.target}
+    def to_dict(self) -> shapes.JsonDict:
+        found: shapes.JsonDict = {"name": self.name, "kind": self.kind, "target": self.target}
         found["result"] = self.result
         if self.refused is not None:
             found["refused"] = self.refused
@@ -83,7 +84,7 @@ class Recorded:
         return found
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Recorded:
+    def from_dict(cls, data: shapes.Payload) -> Recorded:
         return cls(
             name=str(data["name"]),
             kind=str(data["kind"]),
@@ -110,7 +111,7 @@ class Pending:
     error: str | None = None
     """Why the last attempt failed, in a line."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -122,7 +123,7 @@ class Pending:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Pending:
+    def from_dict(cls, data: shapes.Payload) -> Pending:
         return cls(
             name=str(data["name"]),
             kind=str(data["kind"]),
@@ -142,10 +143,10 @@ class Recording:
     pending: Pending | None = None
     clock: str | None = None
     """When the last finished step finished, on the run's own clock (ISO 8601)."""
-    result: Any = None
+    result: shapes.Json = None
     """What the workflow returned, once it has."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "steps": [step.to_dict() for step in self.steps],
             "pending": None if self.pending is None else self.pending.to_dict(),
@@ -154,7 +155,7 @@ class Recording:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> Recording:
+    def from_dict(cls, data: shapes.Payload | None) -> Recording:
         if not data:
             return cls()
         pending = data.get("pending")
@@ -165,7 +166,9 @@ class Recording:
             result=data.get("result"),
         )
 
-    def finish(self, ask: Ask, result: Any, at: datetime, refused: dict[str, Any] | None) -> None:
+    def finish(
+        self, ask: Ask, result: shapes.Json, at: datetime, refused: shapes.JsonDict | None
+    ) -> None:
         """Record ``ask`` as finished at ``at`` with ``result`` (or its refusal)."""
         moment = at.isoformat()
         self.steps.append(Recorded(ask.name, ask.kind, ask.target, result, refused, moment))
@@ -256,7 +259,7 @@ def _diverged(index: int, ask: Ask, kind: str, name: str, target: str | None, ve
     )
 
 
-def delivered(step: Recorded, refuse: Callable[[Recorded], BaseException]) -> Any:
+def delivered(step: Recorded, refuse: Callable[[Recorded], BaseException]) -> shapes.Json:
     """What the body's ``await`` gives for a finished step: its result (a ``now`` step's
     time as an aware ``datetime``), or raises ``refuse(step)`` for a refused one."""
     if step.refused is not None:

@@ -11,18 +11,17 @@ only their answers count. Without ``by``, modes count events.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import happened, reading, state
 from flowrunner.flows.interpreter.turn import Turn
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
 
 # An answerer's name is kept in the run state and the history: long ones are cut.
 NAME_MAX = 200
 
 
-def read_asked(lane: state.LaneState, answer: Mapping[str, Any], by: str | None) -> None:
+def read_asked(lane: state.LaneState, answer: shapes.Payload, by: str | None) -> None:
     """Take the command's ``asked``: a number, or the list of whom it asked."""
     if "asked" not in answer:
         return
@@ -65,7 +64,7 @@ def take(
     turn.log("answered", detail, step, lane)
 
 
-def progress(step: snapshot.StepSpec, lane: state.LaneState) -> dict[str, Any]:
+def progress(step: snapshot.StepSpec, lane: state.LaneState) -> shapes.JsonDict:
     """How far the wait is: answers counted, how many it needs (``None`` while the
     command has not said how many it asked), and who was asked but has not answered."""
     waiting = lane.status == statuses.LaneStatus.WAITING
@@ -78,7 +77,7 @@ def missing(lane: state.LaneState) -> list[str]:
     return [n for n in lane.asked_names if n not in lane.answerers]
 
 
-def _answer(step: snapshot.StepSpec, turn: Turn, event: happened.EventIn) -> dict[str, Any]:
+def _answer(step: snapshot.StepSpec, turn: Turn, event: happened.EventIn) -> shapes.JsonDict:
     """The answer's fields the step's condition reads (``event.decision``): the flow's own
     words for what was answered (``approved``), kept short."""
     if reading.text(step, "condition") is None:
@@ -98,7 +97,7 @@ def _recount(lane: state.LaneState) -> None:
         lane.received = len(lane.answerers)
 
 
-def _name(value: Any) -> str | None:
+def _name(value: object) -> str | None:
     if value is None or isinstance(value, Mapping | list | tuple):
         return None
     text = str(value).strip()

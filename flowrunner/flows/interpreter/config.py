@@ -12,6 +12,7 @@ from datetime import timedelta, tzinfo
 
 from flowrunner import query
 from flowrunner.foundations.retry_policy import RetryPolicy
+from flowrunner.foundations.shapes import StepKind
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class InterpreterConfig:
     """
 
     columns: Mapping[str, query.ColumnType] = field(default_factory=dict)
-    kinds: Mapping[str, KindConfig] = field(default_factory=dict)
+    kinds: Mapping[StepKind, KindConfig] = field(default_factory=dict)
     events: Mapping[str, str] = field(default_factory=dict)
     notify: Mapping[str, NotifyConfig] = field(default_factory=dict)
     set_columns: frozenset[str] = frozenset()
@@ -74,7 +75,7 @@ class InterpreterConfig:
         """The audiences a notify step may name."""
         return frozenset(self.notify)
 
-    def retry_for(self, kind: str) -> RetryPolicy:
+    def retry_for(self, kind: StepKind) -> RetryPolicy:
         """The retry policy of ``kind``'s command: the kind's own, else the runner's."""
         own = self.kinds.get(kind)
         return own.retry if own is not None and own.retry is not None else self.retry

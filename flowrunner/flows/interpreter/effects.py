@@ -6,21 +6,23 @@ advance ends with exactly one ``Wake`` saying when the run is next due.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from flowrunner.foundations import shapes
+from flowrunner.foundations.shapes import StepKind
+
 # What a history line says beyond its code: plain values by name (``{"who": "bob",
 # "received": 2, "needed": 3}``), or a short text on the lines with nothing more to say.
-Detail: TypeAlias = Mapping[str, Any] | str
+Detail: TypeAlias = shapes.Payload | str
 
 
 @dataclass(frozen=True)
 class SetField:
     """Write ``value`` (already resolved to its Python value) to the record's ``field``."""
 
-    step_id: Any
+    step_id: shapes.Plain
     field: str
     value: Any
 
@@ -35,7 +37,7 @@ class Notify:
     written, as undeliverable: ``problem`` says why in a sentence.
     """
 
-    step_id: Any
+    step_id: shapes.Plain
     pass_: int
     audience: str
     message: str
@@ -62,11 +64,11 @@ class RunCommand:
     """
 
     key: str
-    step_id: Any
+    step_id: shapes.Plain
     pass_: int
-    kind: str
+    kind: StepKind
     command: str
-    inputs: Mapping[str, Any]
+    inputs: shapes.Payload
     attempt: int
     reminder: int | None = None
     cancel: bool = False
@@ -75,11 +77,11 @@ class RunCommand:
     def made(
         cls,
         key: str,
-        step_id: Any,
+        step_id: shapes.Plain,
         pass_: int,
-        kind: str,
+        kind: StepKind,
         command: str,
-        inputs: Mapping[str, Any],
+        inputs: shapes.Payload,
         attempt: int,
         reminder: int | None,
         cancel: bool,
@@ -113,9 +115,9 @@ class Log:
     """
 
     position: int | None
-    step_id: Any
+    step_id: shapes.Plain
     title: str | None
-    kind: str | None
+    kind: StepKind | None
     pass_: int | None
     what: str
     detail: Detail = ""
@@ -125,9 +127,9 @@ class Log:
     def made(
         cls,
         position: int | None,
-        step_id: Any,
+        step_id: shapes.Plain,
         title: str | None,
-        kind: str | None,
+        kind: StepKind | None,
         pass_: int | None,
         what: str,
         detail: Detail,

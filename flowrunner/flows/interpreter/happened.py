@@ -6,10 +6,10 @@ last advance reaches it as one frozen ``Happened``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+
+from flowrunner.foundations import shapes
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class EventIn:
 
     id: int
     name: str
-    payload: Mapping[str, Any]
+    payload: shapes.Payload
     at: datetime
 
 
@@ -32,8 +32,8 @@ class CommandResult:
 
     key: str
     ok: bool
-    answer: Mapping[str, Any] | None = None
-    error: Mapping[str, Any] | None = None
+    answer: shapes.Payload | None = None
+    error: shapes.Payload | None = None
     refused: bool = False
 
 
@@ -62,7 +62,7 @@ class Happened:
     record; only ``start`` reads it, as the default event floor.
     """
 
-    record: Mapping[str, Any] | None
+    record: shapes.Payload | None
     events: tuple[EventIn, ...] = ()
     latest_event_id: int = 0
     results: tuple[CommandResult, ...] = ()

@@ -8,7 +8,6 @@ that cannot run; the interpreter turns that into a failed run.
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
 
 from flowrunner import query
 from flowrunner.flows import snapshot
@@ -23,7 +22,7 @@ from flowrunner.flows.interpreter import (
     watching,
 )
 from flowrunner.flows.interpreter.turn import Turn
-from flowrunner.foundations import durations, statuses
+from flowrunner.foundations import durations, shapes, statuses
 from flowrunner.query import ast as query_ast
 
 BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
@@ -187,7 +186,7 @@ def _branch(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
 
 
 def _start_waiting(
-    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, detail: dict[str, Any]
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, detail: shapes.JsonDict
 ) -> None:
     lane.waiting_since = turn.now
     lane.status = statuses.LaneStatus.WAITING
@@ -199,7 +198,7 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> shapes.Plain:
     """A value a set step wrote, as a history line keeps it (JSON: times as ISO text)."""
     if isinstance(value, datetime | date):
         return value.isoformat()
@@ -208,11 +207,11 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _wait_detail(step: snapshot.StepSpec, lane: state.LaneState) -> dict[str, Any]:
+def _wait_detail(step: snapshot.StepSpec, lane: state.LaneState) -> shapes.JsonDict:
     return {"until": _iso(lane.timer), "duration": reading.text(step, "duration")}
 
 
-def _until_detail(step: snapshot.StepSpec, target: datetime | None) -> dict[str, Any]:
+def _until_detail(step: snapshot.StepSpec, target: datetime | None) -> shapes.JsonDict:
     """An until step's target, with the column and offset it was read from."""
     return {
         "until": _iso(target),
@@ -221,7 +220,7 @@ def _until_detail(step: snapshot.StepSpec, target: datetime | None) -> dict[str,
     }
 
 
-def _gave_up(step: snapshot.StepSpec) -> dict[str, Any]:
+def _gave_up(step: snapshot.StepSpec) -> shapes.JsonDict:
     return {"duration": reading.text(step, "duration")}
 
 
@@ -294,7 +293,7 @@ def _check_condition(
     turn: Turn,
     step: snapshot.StepSpec,
     lane: state.LaneState,
-    event: dict[str, Any] | None = None,
+    event: shapes.JsonDict | None = None,
 ) -> list[str]:
     """See whether the step's condition holds now; the parts of it that do, if it does.
 
@@ -368,7 +367,7 @@ def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     turn.command(step, lane, kind, reminder=k)
 
 
-def _reminder_detail(lane: state.LaneState, number: int) -> dict[str, Any]:
+def _reminder_detail(lane: state.LaneState, number: int) -> shapes.JsonDict:
     """Which reminder, and whom it nudges: those asked who have not answered yet."""
     return {"reminder": number, "to": answers.missing(lane)}
 

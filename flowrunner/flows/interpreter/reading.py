@@ -8,14 +8,13 @@ raises ``Broken`` with a sentence instead, and the interpreter fails the run wit
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, time
 from typing import Any
 
 from flowrunner import errors, query
 from flowrunner.flows import column_facts, rows, snapshot
 from flowrunner.flows.interpreter import config as config_mod
-from flowrunner.foundations import durations, modes
+from flowrunner.foundations import durations, modes, shapes
 
 
 class Broken(Exception):
@@ -112,7 +111,7 @@ def set_value(
 
 def until_target(
     step: snapshot.StepSpec,
-    record: Mapping[str, Any],
+    record: shapes.Payload,
     cfg: config_mod.InterpreterConfig,
 ) -> datetime | None:
     """When an until step is due: the record's date plus its duration, or ``None`` if null."""
@@ -178,5 +177,5 @@ def kind(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> config_m
     return found
 
 
-def inputs(step: snapshot.StepSpec, found: config_mod.KindConfig) -> dict[str, Any]:
+def inputs(step: snapshot.StepSpec, found: config_mod.KindConfig) -> shapes.JsonDict:
     return {name: step.get(name) for name in found.inputs}

@@ -13,10 +13,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
 
 from flowrunner.flows.interpreter import happened
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 _Run = statuses.RunStatus
 _Lane = statuses.LaneStatus
@@ -73,7 +73,7 @@ class _Status:
     (the engine reads statuses far more often than it changes them).
     """
 
-    def __set__(self, instance: _Guarded, value: Any) -> None:
+    def __set__(self, instance: _Guarded, value: str) -> None:
         if type(value) is not instance._statuses:
             value = instance._statuses(value)
         held = instance.__dict__
@@ -87,7 +87,7 @@ def _when(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _moment(value: Any) -> datetime | None:
+def _moment(value: object) -> datetime | None:
     return None if value is None else datetime.fromisoformat(str(value))
 
 
@@ -120,8 +120,8 @@ class LaneState(_Guarded):
     _what = "lane"
     _statuses = statuses.LaneStatus
 
-    step_id: Any
-    kind: str
+    step_id: shapes.Plain
+    kind: StepKind
     pass_: int
     status: statuses.LaneStatus = statuses.LaneStatus.READY
     started_at: datetime | None = None
@@ -130,7 +130,7 @@ class LaneState(_Guarded):
     timer: datetime | None = None
     asked: int = 1
     received: int = 0
-    event: dict[str, Any] | None = None
+    event: shapes.JsonDict | None = None
     held: bool = False
     reminders_sent: int = 0
     next_remind_at: datetime | None = None
@@ -144,7 +144,7 @@ class LaneState(_Guarded):
     finished_at: datetime | None = None
 
     @classmethod
-    def fresh(cls, step_id: Any, kind: str, pass_: int) -> LaneState:
+    def fresh(cls, step_id: shapes.Plain, kind: StepKind, pass_: int) -> LaneState:
         """``LaneState(step_id=..., kind=..., pass_=...)``, made without checking each
         field's assignment (a lane is made for every step a run enters)."""
         lane = object.__new__(cls)
@@ -176,7 +176,7 @@ class LaneState(_Guarded):
         lane.__dict__.update(values)
         return lane
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         """The lane as stored: its step, kind, pass and status, and each other field that
         differs from a fresh lane's (``from_dict`` gives the rest their defaults). A lane
         holds a score of fields and most stay as they began: left out, the run's row keeps
@@ -195,8 +195,8 @@ class LaneState(_Guarded):
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LaneState:
-        values: dict[str, Any] = {}
+    def from_dict(cls, data: shapes.Payload) -> LaneState:
+        values: shapes.JsonDict = {}
         for f in fields(cls):
             name = "pass" if f.name == "pass_" else f.name
             if name not in data:
@@ -259,7 +259,7 @@ class RunState(_Guarded):
     passes: dict[int, int] = field(default_factory=dict)
     lanes: list[LaneState] = field(default_factory=list)
     last_event_id: int = 0
-    error: dict[str, Any] | None = None
+    error: shapes.JsonDict | None = None
     reason: str | None = None
     last_goto: int | None = None
     cancel_requested: str | None = None
@@ -271,10 +271,10 @@ class RunState(_Guarded):
     def ended(self) -> bool:
         return self.status in statuses.ENDED
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         """The state as stored; what is not there (no error, no reason, no unread
         events) is left out, as a lane's fresh fields are."""
-        data: dict[str, Any] = {
+        data: shapes.JsonDict = {
             "status": self.status.value,
             "position": self.position,
             "moves": self.moves,
@@ -296,7 +296,7 @@ class RunState(_Guarded):
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
+    def from_dict(cls, data: shapes.Payload) -> RunState:
         return cls(
             status=statuses.RunStatus(data["status"]),
             position=None if data.get("position") is None else int(data["position"]),
@@ -341,7 +341,7 @@ def _event_copy(event: happened.EventIn) -> happened.EventIn:
     return happened.EventIn(event.id, event.name, dict(event.payload), event.at)
 
 
-def cancel_pending(data: Mapping[str, Any] | None) -> bool:
+def cancel_pending(data: shapes.Payload | None) -> bool:
     """Whether a stored state holds an operator's cancel that no advance carried out yet.
 
     The operator's cancel marks the run cancelled at once and leaves the rest to the

@@ -14,8 +14,6 @@ History lines (``what`` codes that stay the same, each with a mapping as its det
 
 from __future__ import annotations
 
-from typing import Any
-
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import effects, reading, state
 from flowrunner.flows.interpreter.turn import Turn
@@ -54,7 +52,7 @@ def tell(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     turn.finish(step, lane, "done")
 
 
-def _recipient(value: Any) -> str | None:
+def _recipient(value: object) -> str | None:
     """The recipient as text; None when the column is null or blank."""
     if value is None:
         return None

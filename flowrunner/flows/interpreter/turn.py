@@ -8,14 +8,12 @@ the run).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import effects, happened, known, reading, state
-from flowrunner.foundations import sanitize, statuses
+from flowrunner.foundations import sanitize, shapes, statuses
 
 # Why a waiting step stopped, by the outcome it finished with (for the cancel's line).
 _STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
@@ -48,7 +46,7 @@ class Turn:
         # The clock never goes back, even for a driver whose own clock is behind.
         self.until = max(now, clock)
         self.cfg = cfg
-        self.record: dict[str, Any] | None = None if seen.record is None else dict(seen.record)
+        self.record: shapes.RowDict | None = None if seen.record is None else dict(seen.record)
         self.effects: list[effects.Effect] = []
         self.emitted: set[str] = set()
 
@@ -106,7 +104,7 @@ class Turn:
         clock (it became known late) nor after the driver's time (its clock is ahead)."""
         return min(max(event.at, self.now), self.until)
 
-    def working_record(self) -> dict[str, Any]:
+    def working_record(self) -> shapes.RowDict:
         # Only called while the run goes on, which needs a record.
         return self.record if self.record is not None else {}
 
@@ -172,7 +170,7 @@ class Turn:
         lane: state.LaneState,
         outcome: str,
         what: str = "done",
-        detail: Mapping[str, Any] | None = None,
+        detail: shapes.Payload | None = None,
     ) -> None:
         """The lane is done with ``outcome``; its line ``what`` says so, with ``detail``."""
         # Only "complete" ends a wait by its answers; any other way out is a cancel.
@@ -233,7 +231,7 @@ class Turn:
         lane: state.LaneState,
         code: str,
         message: str,
-        cause: Mapping[str, Any] | None = None,
+        cause: shapes.Payload | None = None,
     ) -> None:
         """The lane failed, and with it the run (a failing lane fails the run)."""
         waited = lane.status == statuses.LaneStatus.WAITING
@@ -241,7 +239,7 @@ class Turn:
         lane.pending = None
         lane.finished_at = self.now
         reason = f"{reading.describe(step)} failed: {message}"
-        details: dict[str, Any] = {
+        details: shapes.JsonDict = {
             "step_id": step.id,
             "kind": step.kind,
             "position": step.position,
@@ -255,7 +253,7 @@ class Turn:
             self.cancel_command(step, lane, "the step failed")
         self.fail_run(code, reason, details)
 
-    def fail_run(self, code: str, reason: str, details: Mapping[str, Any] | None = None) -> None:
+    def fail_run(self, code: str, reason: str, details: shapes.Payload | None = None) -> None:
         if self.run.status == statuses.RunStatus.FAILED:
             return  # a second failure while taking answers: the first stays the reason
         self.run.status = statuses.RunStatus.FAILED
@@ -285,7 +283,7 @@ def _latest_moment(run: state.RunState) -> datetime | None:
     return max(moments) if moments else None
 
 
-def _sanitized(detail: effects.Detail) -> str | dict[str, Any]:
+def _sanitized(detail: effects.Detail) -> str | shapes.JsonDict:
     """A history line's detail made safe to show: one line of text, or sanitized fields.
 
     Most details repeat (``{"outcome": "done"}``, the same command's first attempt): one
@@ -311,7 +309,7 @@ def _sanitized(detail: effects.Detail) -> str | dict[str, Any]:
 
 # Details sanitized before, by their items and their values' types: up to
 # ``_SAFE_COUNT`` of them (then it starts again), none holding a long text.
-_SAFE: dict[tuple[Any, ...], dict[str, Any]] = {}
+_SAFE: dict[tuple[object, ...], shapes.JsonDict] = {}
 _SAFE_COUNT = 4096
 _SAFE_LENGTH = 300
 # The types of the values a detail looked up may hold, exactly (not a float: -0.0
@@ -319,7 +317,7 @@ _SAFE_LENGTH = 300
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
-def _plain(detail: Mapping[str, Any]) -> bool:
+def _plain(detail: shapes.Payload) -> bool:
     """Whether a detail of plain values may be remembered: text keys, and no long text."""
     return all(
         type(k) is str and len(k) <= _SAFE_LENGTH and (type(v) is not str or len(v) <= _SAFE_LENGTH)

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import reading, state
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 
 class Awaits(enum.StrEnum):
@@ -45,7 +44,7 @@ class Waiting:
     position: int
     step_id: str | None
     title: str | None
-    kind: str
+    kind: StepKind
     awaits: Awaits
     status: statuses.LaneStatus
     event: str | None = None
@@ -70,7 +69,7 @@ class Waiting:
 
 def where(
     snap: snapshot.FlowSnapshot,
-    run_state: Mapping[str, Any] | state.RunState,
+    run_state: shapes.Payload | state.RunState,
     cfg: config_mod.InterpreterConfig,
 ) -> tuple[Waiting, ...]:
     """The steps an open run waits at (empty for a run that ended or failed).
@@ -127,7 +126,7 @@ def _waiting(
         return dataclasses.replace(base, awaits=Awaits.TIME, until=lane.timer, field=field)
     if step.kind == "waitFor":
         return dataclasses.replace(base, awaits=Awaits.EVENT, event=event, until=lane.deadline)
-    counts: dict[str, Any] = {}
+    counts: shapes.JsonDict = {}
     if kind is not None:
         counts = {
             "asked": lane.asked,

@@ -15,19 +15,18 @@ does not read an old answer again.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from flowrunner import query
+from flowrunner.foundations import shapes
 from flowrunner.query import ast
 
 
 def holds(
     condition: query.Condition,
-    record: Mapping[str, Any],
+    record: shapes.Payload,
     now: datetime,
-    event: Mapping[str, Any] | None = None,
+    event: shapes.Payload | None = None,
 ) -> bool:
     """Whether ``condition`` ends the wait now: with an arriving ``event``, or without one.
 
@@ -44,7 +43,7 @@ def holds(
     return _known(condition.node, record, now) is True
 
 
-def _known(node: ast.Node, record: Mapping[str, Any], now: datetime) -> bool | None:
+def _known(node: ast.Node, record: shapes.Payload, now: datetime) -> bool | None:
     """The node's truth over the record, ``None`` where it depends on an event field."""
     if isinstance(node, ast.And | ast.Or):
         # One false item decides an ``and``, one true item an ``or``, known or not the rest.

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
-from typing import Any
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
@@ -43,7 +42,8 @@ from flowrunner.flows.trial.script import (
     Unreadable,
     read,
 )
-from flowrunner.foundations import durations, payloads
+from flowrunner.foundations import durations, payloads, shapes
+from flowrunner.foundations.shapes import RecordId, Tenant
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ class Setting:
     binding: binding_mod.FlowBinding
     snap: snapshot.FlowSnapshot
     columns: Mapping[str, query.ColumnType]
-    record_id: Any
+    record_id: RecordId
     """The record's key as its column holds it (what an event names it by)."""
-    tenant: Any
+    tenant: Tenant
     start: datetime
     end: datetime
     tz: tzinfo | None = None
@@ -68,7 +68,7 @@ class Arrival:
 
     at: datetime
     event: str
-    payloads: tuple[Mapping[str, Any], ...]
+    payloads: tuple[shapes.Payload, ...]
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Writing:
     """The application writing ``values`` (Python values of their columns) to the record."""
 
     at: datetime
-    values: Mapping[str, Any]
+    values: shapes.Row
 
 
 @dataclass(frozen=True)
@@ -156,13 +156,11 @@ def _command(name: str, setting: Setting) -> str:
     return name
 
 
-def _values(
-    given: Mapping[str, Any], at: datetime, setting: Setting, *, written: bool
-) -> dict[str, Any]:
+def _values(given: shapes.Row, at: datetime, setting: Setting, *, written: bool) -> shapes.RowDict:
     if not given:
         raise Unreadable("answer_unreadable", "a change needs a column and its value")
     binding = setting.binding
-    values: dict[str, Any] = {}
+    values: shapes.RowDict = {}
     for name, value in given.items():
         if name in (binding.key, binding.tenant):
             raise Unreadable(
@@ -185,7 +183,7 @@ def _values(
     return values
 
 
-def _as_written(value: Any, facts: column_facts.ColumnFacts | None) -> str:
+def _as_written(value: object, facts: column_facts.ColumnFacts | None) -> str:
     """A Python value as a set step's value would be written, so one rule fits it: text
     for a text column in quotes, other text as it is (``2026-03-09``), numbers, dates."""
     if value is None:
@@ -204,7 +202,7 @@ def _as_written(value: Any, facts: column_facts.ColumnFacts | None) -> str:
 def _arrival(item: Answer, at: datetime, setting: Setting) -> Arrival:
     binding = setting.binding
     event = _event(item, setting)
-    base: dict[str, Any] = {}
+    base: shapes.RowDict = {}
     for name, value in item.fields.items():
         if not isinstance(name, str) or not NAME.fullmatch(name):
             raise Unreadable("field_invalid", f"{payloads.quote(name)} is not a field name")
@@ -217,7 +215,7 @@ def _arrival(item: Answer, at: datetime, setting: Setting) -> Arrival:
     base[binding.events[event]] = setting.record_id
     if binding.tenant is not None:
         base[binding.tenant] = setting.tenant
-    people: list[dict[str, Any]] = [{}]
+    people: list[shapes.RowDict] = [{}]
     if item.who is not None:
         by = sorted({kind.by for _, kind in waiting if kind is not None and kind.by})
         if not by:
@@ -325,7 +323,7 @@ def _answerers(
 
 
 def _read_field(
-    item: Answer, event: str, waiting: Sequence[tuple[snapshot.StepSpec, Any]]
+    item: Answer, event: str, waiting: Sequence[tuple[snapshot.StepSpec, object]]
 ) -> str | None:
     """The one field of ``event`` the waiting steps' conditions read (``decision``); None
     when they read none (what the answer says then changes nothing in the flow)."""

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any
 
-from flowrunner.foundations import statuses
+from flowrunner.foundations import shapes, statuses
+from flowrunner.foundations.shapes import StepKind
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A record value as JSON holds it: a Decimal as its text, a moment as ISO 8601."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
@@ -43,11 +43,11 @@ class TryLine:
     position: int | None
     step: str | None
     """The step's title (its kind, untitled); None for a line about the whole run."""
-    kind: str | None
+    kind: StepKind | None
     what: str
     sentence: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "at": _at(self.at),
             "position": self.position,
@@ -66,10 +66,10 @@ class TrySet:
     position: int | None
     step: str | None
     field: str
-    before: Any
-    after: Any
+    before: object
+    after: object
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "at": _at(self.at),
             "position": self.position,
@@ -99,7 +99,7 @@ class TryNotice:
     def deliverable(self) -> bool:
         return self.problem is None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "at": _at(self.at),
             "position": self.position,
@@ -124,11 +124,11 @@ class TryCommand:
     position: int | None
     step: str | None
     command: str
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+    inputs: shapes.Payload = field(default_factory=dict)
     attempt: int = 1
     reminder: int | None = None
     cancel: bool = False
-    answer: Mapping[str, Any] = field(default_factory=dict)
+    answer: shapes.Payload = field(default_factory=dict)
     refused: str | None = None
 
     @property
@@ -141,7 +141,7 @@ class TryCommand:
             said += f" again (attempt {self.attempt})"
         return f"{said}, refused: {self.refused}" if self.refused else said
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "at": _at(self.at),
             "position": self.position,
@@ -172,7 +172,7 @@ class TryEnd:
     def ended(self) -> bool:
         return self.status in statuses.ENDED
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "status": self.status.value,
             "ended": self.ended,
@@ -212,7 +212,7 @@ class TryResult:
             f"{line.step} ({line.position})" for line in self.lines if line.what == "started"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> shapes.JsonDict:
         return {
             "flow": self.flow,
             "record_id": self.record_id,

@@ -27,13 +27,12 @@ read raises ``Unreadable`` with one of ``CODES`` and a sentence saying what to w
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from flowrunner import errors
-from flowrunner.foundations import durations
+from flowrunner.foundations import durations, shapes
 
 # Every code a problem of a try's script can carry, and what it means.
 CODES = {
@@ -80,7 +79,7 @@ class Answer:
     who: str | None = None
     says: str | None = None
     event: str | None = None
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: shapes.Payload = field(default_factory=dict)
     after: After = timedelta(0)
 
 
@@ -93,7 +92,7 @@ class Change:
     line gives them.
     """
 
-    values: Mapping[str, Any]
+    values: shapes.Row
     after: After = timedelta(0)
     written: bool = False
 
@@ -190,11 +189,11 @@ def _after(text: str) -> tuple[str, After]:
     return body, when
 
 
-def _fields(text: str | None) -> dict[str, Any]:
+def _fields(text: str | None) -> shapes.JsonDict:
     """``decision = rejected, reason = 'too dear'`` as the event's fields (values as text)."""
     if not text:
         return {}
-    found: dict[str, Any] = {}
+    found: shapes.JsonDict = {}
     for pair in re.findall(r"(?:'[^']*'|\"[^\"]*\"|[^,])+", text):
         name, equals, value = pair.partition("=")
         name = name.strip()

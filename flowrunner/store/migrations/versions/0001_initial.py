@@ -10,7 +10,7 @@ keeps meaning what it meant when later migrations change the metadata.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
 import sqlalchemy as sa
 from alembic import op
@@ -22,21 +22,21 @@ branch_labels = None
 depends_on = None
 
 
-def _json() -> Any:
+def _json() -> sa.JSON:
     return sa.JSON(none_as_null=True).with_variant(
         postgresql.JSONB(none_as_null=True), "postgresql"
     )
 
 
-def _id() -> Any:
+def _id() -> sa.BigInteger:
     return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
-def _at(name: str, *, nullable: bool = False) -> sa.Column[Any]:
+def _at(name: str, *, nullable: bool = False) -> sa.Column[datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
-def _tenant() -> sa.Column[Any]:
+def _tenant() -> sa.Column[str]:
     return sa.Column("tenant", sa.Text(), nullable=True)
 
 

@@ -16,8 +16,6 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -27,7 +25,7 @@ branch_labels = None
 depends_on = None
 
 
-def _id() -> Any:
+def _id() -> sa.BigInteger:
     return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
