@@ -19,15 +19,18 @@ from fixtures.purchase_orders import app as po
 from flowrunner import tables
 from flowrunner.store import migrate
 
-settings.register_profile(
-    "default", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+# How many examples a property test draws: a moderate count by default and in CI (which
+# sets HYPOTHESIS_PROFILE=ci), thirty times that in a long run (HYPOTHESIS_PROFILE=long;
+# "thorough" is its older name). Tests that set max_examples themselves keep their count.
+MODERATE, LONG = 100, 3000
+for _name, _examples in (("default", MODERATE), ("ci", MODERATE), ("long", LONG)):
+    settings.register_profile(
+        _name,
+        max_examples=_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+settings.register_profile("thorough", settings.get_profile("long"))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 PG_ENV = "FLOWRUNNER_TEST_POSTGRES_URL"
