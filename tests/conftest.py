@@ -52,8 +52,23 @@ def pg_url() -> str:
     return url
 
 
+# The tests' own connections do not wait for the disk at each commit: SQLite's
+# synchronous=OFF, PostgreSQL's synchronous_commit=off. What a test checks is what each
+# transaction left, as every other connection sees it, never what survives a power cut;
+# a process killed on purpose keeps its commits all the same (only a crash of the whole
+# machine could lose them). Worker processes a test starts open their own connections,
+# which wait as an application's do.
+NO_DISK_WAITS = "-csynchronous_commit=off"
+
+
+def _no_disk_waits(dbapi_connection: Any, _record: object) -> None:
+    """SQLite's half of NO_DISK_WAITS, on each new connection of an engine."""
+    dbapi_connection.execute("PRAGMA synchronous = OFF")
+
+
 def _schema_engine(url: str, schema: str) -> sa.Engine:
-    engine = sa.create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
+    options = f"-csearch_path={schema} {NO_DISK_WAITS}"
+    engine = sa.create_engine(url, connect_args={"options": options})
     return engine
 
 
@@ -98,6 +113,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
     """A SQLite engine on a file in the test's own folder."""
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'test.db'}")
+    sa.event.listen(engine, "connect", _no_disk_waits)
     try:
         yield engine
     finally:
@@ -132,10 +148,6 @@ def po_tables(po_engine: sa.Engine) -> tables.AppTables:
     return tables.reflect(po_engine, po.binding)
 
 
-def _no_disk_waits(dbapi_connection: Any, _record: object) -> None:
-    dbapi_connection.execute("PRAGMA synchronous = OFF")
-
-
 @pytest.fixture
 def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], sa.Engine]]:
     """Makes fresh, empty databases of the parametrized dialect."""
@@ -149,12 +161,6 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     def make() -> sa.Engine:
         if dialect == "sqlite":
             engine = sa.create_engine(f"sqlite:///{tmp_path / uuid.uuid4().hex}.db")
-            # These tests replay a scenario once per commit boundary, crashing the worker
-            # there by an exception or by killing its process: what they check is what each
-            # transaction left, never what survives a power cut. So this process does not
-            # wait for the disk at each commit (a killed process's commits are kept all the
-            # same; only a crash of the whole machine could lose them). Worker processes
-            # the tests start open their own connections, which do wait.
             sa.event.listen(engine, "connect", _no_disk_waits)
             made.append((engine, None))
             return engine
@@ -162,8 +168,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
         schema = f"c_{uuid.uuid4().hex[:12]}"
         with admin.begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        # As on SQLite, a commit does not wait for the disk (see above).
-        options = f"-csearch_path={schema} -csynchronous_commit=off"
+        options = f"-csearch_path={schema} {NO_DISK_WAITS}"
         engine = sa.create_engine(admin.url, connect_args={"options": options})
         engine.info_schema = schema  # type: ignore[attr-defined]
         made.append((engine, schema))
