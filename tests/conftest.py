@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -19,15 +20,18 @@ from fixtures.purchase_orders import app as po
 from flowrunner import tables
 from flowrunner.store import migrate
 
-settings.register_profile(
-    "default", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+# How many examples a property test draws: a moderate count by default and in CI (which
+# sets HYPOTHESIS_PROFILE=ci), thirty times that in a long run (HYPOTHESIS_PROFILE=long;
+# "thorough" is its older name). Tests that set max_examples themselves keep their count.
+MODERATE, LONG = 100, 3000
+for _name, _examples in (("default", MODERATE), ("ci", MODERATE), ("long", LONG)):
+    settings.register_profile(
+        _name,
+        max_examples=_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+settings.register_profile("thorough", settings.get_profile("long"))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 PG_ENV = "FLOWRUNNER_TEST_POSTGRES_URL"
@@ -48,8 +52,23 @@ def pg_url() -> str:
     return url
 
 
+# The tests' own connections do not wait for the disk at each commit: SQLite's
+# synchronous=OFF, PostgreSQL's synchronous_commit=off. What a test checks is what each
+# transaction left, as every other connection sees it, never what survives a power cut;
+# a process killed on purpose keeps its commits all the same (only a crash of the whole
+# machine could lose them). Worker processes a test starts open their own connections,
+# which wait as an application's do.
+NO_DISK_WAITS = "-csynchronous_commit=off"
+
+
+def _no_disk_waits(dbapi_connection: Any, _record: object) -> None:
+    """SQLite's half of NO_DISK_WAITS, on each new connection of an engine."""
+    dbapi_connection.execute("PRAGMA synchronous = OFF")
+
+
 def _schema_engine(url: str, schema: str) -> sa.Engine:
-    engine = sa.create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
+    options = f"-csearch_path={schema} {NO_DISK_WAITS}"
+    engine = sa.create_engine(url, connect_args={"options": options})
     return engine
 
 
@@ -94,6 +113,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
     """A SQLite engine on a file in the test's own folder."""
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'test.db'}")
+    sa.event.listen(engine, "connect", _no_disk_waits)
     try:
         yield engine
     finally:
@@ -141,13 +161,14 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     def make() -> sa.Engine:
         if dialect == "sqlite":
             engine = sa.create_engine(f"sqlite:///{tmp_path / uuid.uuid4().hex}.db")
+            sa.event.listen(engine, "connect", _no_disk_waits)
             made.append((engine, None))
             return engine
         assert admin is not None
         schema = f"c_{uuid.uuid4().hex[:12]}"
         with admin.begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        options = f"-csearch_path={schema}"
+        options = f"-csearch_path={schema} {NO_DISK_WAITS}"
         engine = sa.create_engine(admin.url, connect_args={"options": options})
         engine.info_schema = schema  # type: ignore[attr-defined]
         made.append((engine, schema))

@@ -197,13 +197,20 @@ def _python_view(kind: T, value: Any, draw: Any) -> Any:
     return value
 
 
+# Each column's values, None a third of the time: built once, since hypothesis checks a
+# strategy the first time it draws from it, and a record draws from each column.
+_COLUMN_VALUES = {
+    column: st.one_of(st.none(), VALUES[kind], VALUES[kind]) for column, kind in COLUMNS.items()
+}
+
+
 @st.composite
 def records(draw: Any, ident: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the row stored in the database, the record the Python evaluator sees)."""
     row: dict[str, Any] = {"id": ident}
     record: dict[str, Any] = {"id": ident}
     for column, kind in COLUMNS.items():
-        value = draw(st.one_of(st.none(), VALUES[kind], VALUES[kind]))
+        value = draw(_COLUMN_VALUES[column])
         if column == "naive_at" and value is not None:
             # A column without time zone holds UTC wall-clock times, written naive.
             row[column] = value.astimezone(UTC).replace(tzinfo=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -129,21 +130,35 @@ def mount(
     commands: Mapping[str, Any] | None = None,
     start: datetime = T0,
     binding: Any = None,
+    copy_of: sa.Engine | None = None,
     **options: Any,
 ) -> testing.FlowDriver:
     """Create the app's and the engine's tables, mount a runner, import flows, drive it.
 
     ``flows`` is YAML text; by default the app's own flows file is imported.
+
+    ``copy_of``, for tests that need many databases alike: a SQLite database on which
+    ``mount`` was called with the same app and flows, and nothing done since. Its file is
+    copied to ``engine``'s (a new SQLite file, not connected yet) instead of the tables,
+    migrations and flows being made again.
     """
     module = app(name)
-    module.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    if copy_of is not None:
+        assert engine.dialect.name == copy_of.dialect.name == "sqlite"
+        assert engine.url.database and copy_of.url.database
+        copy_of.dispose()
+        shutil.copyfile(copy_of.url.database, engine.url.database)
+    else:
+        module.metadata.create_all(engine)
+        migrate.upgrade(engine)
     runner = flow_runner(
         binding or module.binding,
         engine,
         commands={**module.COMMANDS, **(commands or {})},
         **options,
     )
+    if copy_of is not None:
+        return testing.FlowDriver(runner, start=start)
     docs = files.loads_yaml(flows) if flows is not None else files.read_file(module.FLOWS_FILE)
     with runner.engine.begin() as conn:
         files.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)

@@ -5,15 +5,11 @@ the console's routes."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-import sys
-import types
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
+from guides import run_guide, said_pairs
 from test_docs_cli import command_lines, parses
 
 from flowrunner.web.console import flows_pages, ops_pages, record_pages, runs_pages
@@ -26,28 +22,8 @@ def test_the_console_guide_runs_and_prints_what_it_says(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ORDERS_DATABASE_URL", database_url)
-    text = DOC.read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) >= 6
-    out = io.StringIO()
-    guide = types.ModuleType("console_guide")
-    sys.modules[guide.__name__] = guide
-    namespace = guide.__dict__
-    try:
-        with contextlib.redirect_stdout(out):
-            for block in blocks:
-                exec(compile(block, str(DOC), "exec", dont_inherit=True), namespace)
-    finally:
-        del sys.modules[guide.__name__]
-        engine = namespace.get("engine")
-        if isinstance(engine, sa.Engine):
-            engine.dispose()
-    printed = out.getvalue()
-    pairs = re.findall(r"prints `([^`]+)`(?:\s+and\s+`([^`]+)`)?", text)
-    claims = [claim for pair in pairs for claim in pair if claim]
-    assert len(claims) >= 7
-    for claim in claims:
-        assert claim in printed, f"the guide says it prints {claim!r}; it printed {printed!r}"
+    guide = run_guide("console.md", blocks=6, module="console_guide", own_module=True)
+    guide.check(said_pairs(guide.text), at_least=7)
 
 
 def test_its_command_lines_parse() -> None:

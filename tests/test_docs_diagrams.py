@@ -9,12 +9,11 @@ After a change to the diagrams, write the page's Mermaid blocks again with
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 from pathlib import Path
 
 from drawn import config, drawn_run, fixture_snapshots
+from guides import run_guide, said_inline
 
 from flowrunner import diagrams
 
@@ -55,19 +54,8 @@ def test_the_screenshots_are_there_and_small() -> None:
 
 
 def test_the_python_example_runs_and_prints_what_the_page_says() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert blocks
-    out = io.StringIO()
-    namespace: dict[str, object] = {"__name__": "diagrams_guide"}
-    with contextlib.redirect_stdout(out):
-        for block in blocks:
-            exec(compile(block, str(DOC), "exec"), namespace)  # our own doc, not user input
-    printed = out.getvalue()
-    claims = re.findall(r"prints `([^`]+)`", text)
-    assert claims
-    for claim in claims:
-        assert claim in printed, f"the page says it prints {claim!r}; it printed {printed!r}"
+    guide = run_guide("diagrams.md", blocks=1, module="diagrams_guide")
+    guide.check(said_inline(guide.text), at_least=2)
 
 
 def write_blocks() -> None:

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "jobs.md"
+from guides import run_guide, said_inline
 
 
 def test_jobs_guide_examples_run_and_print_what_the_guide_says() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) >= 5
-    out = io.StringIO()
-    namespace: dict[str, object] = {"__name__": "jobs_guide"}
-    with contextlib.redirect_stdout(out):
-        for block in blocks:
-            exec(compile(block, str(DOC), "exec"), namespace)  # our own doc, not user input
-    printed = out.getvalue()
-    claims = re.findall(r"prints `([^`]+)`", text)
-    assert len(claims) >= 4
-    for claim in claims:
-        assert claim in printed, f"the guide says it prints {claim!r}; it printed {printed!r}"
+    guide = run_guide("jobs.md", blocks=5, module="jobs_guide")
+    guide.check(said_inline(guide.text), at_least=4)
     # The indented block after "prints" is what the history printed, line for line.
-    shown = re.search(r"prints\n\n((?:    .+\n)+)", text)
+    shown = re.search(r"prints\n\n((?:    .+\n)+)", guide.text)
     assert shown is not None
     for line in shown.group(1).splitlines():
-        assert line.strip() in printed.splitlines(), line
+        assert line.strip() in guide.printed.splitlines(), line

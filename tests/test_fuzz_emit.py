@@ -22,11 +22,11 @@ from flowrunner.store import operations as ops
 PO = app("purchase_orders")
 
 # Each example is a few round trips on a real database: bounded in CI (and by default),
-# the thorough profile's count when asked for.
+# the long profile's count when asked for.
 _PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 EXAMPLES = (
     _PROFILE.max_examples
-    if os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+    if os.environ.get("HYPOTHESIS_PROFILE") in ("long", "thorough")
     else min(_PROFILE.max_examples, 300)
 )
 

@@ -37,13 +37,14 @@ def _check(
     event: dict[str, Any] | None = None,
 ) -> None:
     rows = [row for row, _ in batch]
-    with engine.begin() as conn:
-        conn.execute(table.delete())
-        conn.execute(table.insert(), rows)
     expected = sorted(r["id"] for _, r in batch if condition.matches(r, qs.NOW, event))
     statement = sa.select(table.c.id).where(condition.to_sql(table, now=qs.NOW, event=event))
-    with engine.connect() as conn:
+    # The batch is stored, read back and rolled back in one transaction: the next example
+    # finds the table empty again, without a commit (nor a delete) per example.
+    with engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(table.insert(), rows)
         got = sorted(conn.execute(statement).scalars())
+        transaction.rollback()
     assert got == expected, (
         f"{condition} with {event} on {engine.dialect.name}: sql {got} python {expected}"
     )
