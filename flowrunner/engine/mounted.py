@@ -149,6 +149,11 @@ class Mounted:
         if check:
             migrate.ensure_current(self.engine)
 
+    @staticmethod
+    def of(runner: Mounted | Mountable) -> Mounted:
+        """The context itself, or a runner's (what takes either takes it here)."""
+        return runner if isinstance(runner, Mounted) else runner.mounted
+
     # -- commands -------------------------------------------------------------------------
 
     def check_command(self, command: str, *, principal: str, needed_by: str) -> None:

@@ -118,7 +118,7 @@ class Worker:
         crash_at: Hook | None = None,
     ) -> None:
         # A runner (the facade) is taken for its context.
-        self.mounted = mounted if isinstance(mounted, Mounted) else mounted.mounted
+        self.mounted = Mounted.of(mounted)
         mounted = self.mounted
         dialects.reconnect_when_read_only(mounted.engine)  # a failover: connect anew
         self.owner = owner or ops.new_owner_id("worker")

@@ -91,7 +91,7 @@ class Jobs(Program):
     """The jobs mounted on one runner, by name (see the module's docstring)."""
 
     def __init__(self, runner: Mounted | Mountable, jobs: Mapping[str, spec.Job]) -> None:
-        mounted = runner if isinstance(runner, Mounted) else runner.mounted
+        mounted = Mounted.of(runner)
         if mounted.jobs is not None:
             raise errors.BindingError("this runner has jobs mounted already: mount them once")
         self.mounted = mounted
