@@ -78,6 +78,11 @@ class Kind(_Model):
     not events. ``cancel`` names a command run once when a waiting step
     stops waiting for any reason but its answers (the run cancelled or failed, the
     wait given up, its condition holding), so the application can withdraw its asks.
+    ``outside`` (True unless said) is whether its commands may reach outside the
+    database — send an email, call an API: each such command then has a checkpoint of
+    its own, committed before the next one starts, so a worker that dies repeats at
+    most the command it was in. ``outside=False`` declares that they only write
+    through ``ctx.conn``; the commands of a run's step then share one commit.
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -91,6 +96,7 @@ class Kind(_Model):
     timeout: str | None = None
     by: str | None = None
     cancel: str | None = None
+    outside: bool = True
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod

@@ -21,6 +21,7 @@ for that run, asked to ``advance()``, dropped after it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,6 +57,7 @@ class ClaimedStep:
         self.later = tuple(claimed.later)
         self.now = claimed.now
         self.run = claimed.run
+        self.commit = claimed.commit
         self.lines: list[ops.LogLine] = []
         self.completed: list[ops.Completed] = []
         # Why the run failed at this step, when it did: logged once the step is saved.
@@ -144,6 +146,49 @@ class ClaimedStep:
             due_at=None if status in statuses.ENDED else due_at,
             tenant=run.tenant,
         )
+
+    def checkpoint(self, *, state: Mapping[str, Any], status: str) -> bool:
+        """Commit what the step did so far and go on under the same claim: the gathered
+        history lines and answered commands' records, the run's state and status (still
+        open) — with the writes made in the step's transaction — so a worker that dies
+        from here on repeats nothing done before this point.
+
+        Fenced as ``save`` is (``LeaseLost`` when the lease is another's now or the run
+        moved on) and the lease renewed, not given up. A step handed over without a way
+        to commit (``Claimed.commit`` None) keeps one transaction: it does nothing. Whether
+        it committed.
+        """
+        if self.commit is None:
+            return False
+        run = self.run
+        self.write_gathered()
+        name = ops.run_lease(run.id)
+        kept = ops.refresh_lease(
+            self.conn,
+            name=name,
+            owner=self.owner,
+            epoch=self.claim.epoch,
+            now=self.mounted.clock(),
+            ttl=self.lease_ttl,
+        )
+        if not kept:
+            raise errors.LeaseLost(
+                f"the lease of run {run.id} was taken over before its step could be kept; "
+                "another worker does the step"
+            )
+        version = ops.save_run(
+            self.conn,
+            run.id,
+            expected_version=run.version,
+            state=dict(state),
+            status=status,
+            now=self.now,
+        )
+        self.run = dataclasses.replace(
+            run, version=version, state=dict(state), status=statuses.RunStatus(status)
+        )
+        self.commit()
+        return True
 
     def give_up_lease(self, *, forget: bool) -> None:
         ops.finish_lease(

@@ -307,6 +307,7 @@ def interpreter_config(
                 timeout=kind.timeout_delta,
                 by=kind.by,
                 cancel=kind.cancel,
+                outside=kind.outside,
             )
             for name, kind in binding.kinds.items()
         },
@@ -357,7 +358,9 @@ class Claimed:
     """One claimed run, as the worker hands it to the run's program: the runner's
     context, the worker's name and lease, its crash hook (tests), the step's
     transaction, the claim and the claims after it in the same batch, the clock's now
-    and the run as read."""
+    and the run as read. ``commit`` commits the step's transaction so far and goes on
+    in a new one under the same claim (a checkpoint: ``ClaimedStep.checkpoint``); a
+    step handed over without one keeps a single transaction."""
 
     mounted: Mounted
     owner: str
@@ -368,6 +371,7 @@ class Claimed:
     now: datetime
     later: Sequence[ops.Claim]
     run: ops.RunRow
+    commit: Callable[[], None] | None = None
 
 
 class Stepping(Protocol):

@@ -163,10 +163,10 @@ class Worker:
                     while pending:
                         group = self._still_ours(pending[: self.batch], now)
                         rest = pending[self.batch :]
-                        with conn.begin():
+                        with dialects.Checkpoints.within(conn) as unit:
                             for index, claim in enumerate(group):
                                 # A long command keeps the leases of every run still to come.
-                                self._one(conn, claim, later=(*group[index + 1 :], *rest))
+                                self._one(unit, claim, later=(*group[index + 1 :], *rest))
                             self._point("before-commit")
                         pending = rest
                         self._point("committed")
@@ -239,20 +239,24 @@ class Worker:
                     self.stats.refused += 1
         return kept
 
-    def _one(self, conn: sa.Connection, claim: ops.Claim, later: Sequence[ops.Claim] = ()) -> bool:
+    def _one(
+        self, unit: dialects.Checkpoints, claim: ops.Claim, later: Sequence[ops.Claim] = ()
+    ) -> bool:
         """Advance one claimed run inside its own savepoint; False if nothing was saved.
 
         Nothing is saved when its write was refused (the lease is another's now) or the
-        database failed for a moment (the lease expires and the run is tried again).
-        The lease is given up in the step's own transaction, with the save. ``later``
-        are the claims this transaction advances next: a long command keeps them too.
+        database failed for a moment (the lease expires and the run is tried again) —
+        nothing since the step's last checkpoint, which stays committed. The lease is
+        given up in the step's own transaction, with the save. ``later`` are the claims
+        this transaction advances next: a long command keeps them too.
         """
+        conn = unit.conn
         # The clock is read per run: a slow run before this one costs no stale time.
         now = self.mounted.clock()
-        savepoint = dialects.Savepoint(conn, "flowrunner_run")
+        savepoint = _RunSavepoint(unit, self._point)
         failure: str | None = None
         try:
-            step = self._step(conn, claim, now, later)
+            step = self._step(conn, claim, now, later, savepoint.checkpoint)
             step.advance()
             failure = step.failure()
         except errors.LeaseLost as lost:
@@ -293,14 +297,19 @@ class Worker:
         return True
 
     def _step(
-        self, conn: sa.Connection, claim: ops.Claim, now: datetime, later: Sequence[ops.Claim]
+        self,
+        conn: sa.Connection,
+        claim: ops.Claim,
+        now: datetime,
+        later: Sequence[ops.Claim],
+        commit: Callable[[], None] | None = None,
     ) -> Stepping:
         """The step of the program the claimed run executes: a flow from rows unless its
         snapshot names another program the runner registered (``FlowRunner.programs``)."""
         run = ops.load_run(conn, claim.run_id)
         name = program_of(run.snapshot)
         program = self.mounted.programs.get(name)
-        claimed = self.claimed(conn, claim, now, later, run)
+        claimed = self.claimed(conn, claim, now, later, run, commit)
         if program is None:
             return stepping.Unknown(claimed, name)
         return program.step(claimed)
@@ -312,6 +321,7 @@ class Worker:
         now: datetime,
         later: Sequence[ops.Claim],
         run: ops.RunRow,
+        commit: Callable[[], None] | None = None,
     ) -> Claimed:
         """A claimed run as this worker hands it to the run's program."""
         return Claimed(
@@ -324,6 +334,7 @@ class Worker:
             now=now,
             later=later,
             run=run,
+            commit=commit,
         )
 
     def _fail_run(
@@ -398,6 +409,31 @@ class Worker:
                     waking.wait(stop, poll)
                 else:
                     waking.drain()  # what was sent meanwhile: this worker is looking anyway
+
+
+class _RunSavepoint:
+    """One run's part of the claim's transaction: a savepoint, rolled back alone when the
+    run's step fails, and the checkpoints its step takes (``checkpoint``: what the step
+    did so far commits — with the steps of the batch's runs before it — and the step
+    goes on in a new transaction, under a new savepoint)."""
+
+    def __init__(self, unit: dialects.Checkpoints, point: Hook) -> None:
+        self.unit = unit
+        self.point = point
+        self.savepoint = dialects.Savepoint(unit.conn, "flowrunner_run")
+
+    def checkpoint(self) -> None:
+        self.point("before-checkpoint")
+        self.savepoint.release()
+        self.unit.checkpoint()
+        self.savepoint = dialects.Savepoint(self.unit.conn, "flowrunner_run")
+        self.point("checkpointed")
+
+    def release(self) -> None:
+        self.savepoint.release()
+
+    def rollback(self) -> None:
+        self.savepoint.rollback()
 
 
 def _tenants(claims: Sequence[ops.Claim]) -> str:

@@ -105,11 +105,18 @@ class Advance(claimed.ClaimedStep):
         rounds = 0
         while True:
             results: list[happened.CommandResult] = []
+            asked: effects.RunCommand | None = None  # the round's one step command
             for effect in step.effects:
                 if isinstance(effect, effects.Wake):
                     wake_at = effect.at
                 elif isinstance(effect, effects.RunCommand):
+                    if asked is not None and not effect.cancel:
+                        # One step command per round: the next advance asks for the others
+                        # again (``lanes.reissue``), after this one's checkpoint.
+                        continue
                     results.append(self._command(effect, working))
+                    if not effect.cancel:
+                        asked = effect
                 else:
                     self._apply(effect, working)
             if not results:
@@ -130,8 +137,33 @@ class Advance(claimed.ClaimedStep):
                 now,
                 mounted.config,
             )
+            if asked is not None and self._outside(asked) and step.state.status in statuses.OPEN:
+                self._checkpoint(step.state)
         self._save(step.state, wake_at)
         return step.state
+
+    def _outside(self, command: effects.RunCommand) -> bool:
+        """Whether ``command`` may reach outside the database (its kind did not declare
+        ``outside=False``): it then has a checkpoint of its own."""
+        kind = self.mounted.config.kinds.get(command.kind)
+        return kind is None or kind.outside
+
+    def _checkpoint(self, new: state.RunState) -> None:
+        """Commit the step so far — the sets, notices and history lines before it, the
+        command's writes and answer, the run's state with it taken — and go on under the
+        same claim (``ClaimedStep.checkpoint``)."""
+        self._flush_sets()
+        if self.wrote_record:
+            self.wrote_record = False
+            ops.wake_record(
+                self.conn,
+                resource=self.mounted.binding.resource,
+                record_id=self.run.record_id,
+                tenant=self.run.tenant,
+                now=self.now,
+                except_run=self.run.id,
+            )
+        self.checkpoint(state=new.to_dict(), status=new.status)
 
     def failure(self) -> str | None:
         """The sentence to log when this step failed the run: which run, flow, record, why."""

@@ -162,6 +162,35 @@ def connected(engine: sa.Engine, *, immediate: bool = True) -> Iterator[sa.Conne
         yield conn
 
 
+class Checkpoints:
+    """A transaction on ``conn`` that may be committed part way and go on: each
+    ``checkpoint`` commits what was done so far and begins the next transaction on the
+    same connection (on SQLite, holding the write lock from its first statement again,
+    as the connection asks). ``within`` begins the first one and commits the last,
+    or rolls back what followed the last checkpoint when the block raises."""
+
+    def __init__(self, conn: sa.Connection) -> None:
+        self.conn = conn
+        self.count = 0
+
+    def checkpoint(self) -> None:
+        self.conn.commit()
+        self.count += 1
+        self.conn.begin()
+
+    @classmethod
+    @contextmanager
+    def within(cls, conn: sa.Connection) -> Iterator[Checkpoints]:
+        conn.begin()
+        try:
+            yield cls(conn)
+        except BaseException:
+            if conn.in_transaction():
+                conn.rollback()
+            raise
+        conn.commit()
+
+
 @contextmanager
 def rolled_back(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A transaction that always rolls back, however it ends (a try of a flow).

@@ -65,16 +65,27 @@ class Context:
         *,
         target: object = None,
         input: shapes.Payload | None = None,
+        outside: bool = True,
     ) -> Step[shapes.JsonDict | None]:
         """Run the application's ``command`` as the workflow's principal, exactly once:
         its writes commit with the step's record. ``target`` names the record it acts on
         (default: the run's); ``input`` is what it reads as ``ctx.inputs``. Returns its
         answer; raises ``StepRefused`` when it refuses.
+
+        Each such step has a checkpoint of its own (its result, writes and history
+        commit before the body goes on), as the command may reach outside the database.
+        ``outside=False`` declares that it only writes through ``ctx.conn``: it then
+        shares the next step's commit.
         """
         _name(name)
         if not isinstance(command, str) or not command.strip():
             raise errors.BindingError(f"step {name!r}: name the command to run")
-        options = {"target": None if target is None else str(target), "input": _plain(name, input)}
+        options: dict[str, object] = {
+            "target": None if target is None else str(target),
+            "input": _plain(name, input),
+        }
+        if not outside:
+            options["outside"] = False
         return Step(replay.Ask(name, replay.RUN, command, options))
 
     def call(

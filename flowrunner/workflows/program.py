@@ -10,10 +10,13 @@ as diverged, with a sentence naming the step).
 What each kind of step does, in the step's transaction:
 
 - ``run``: the command in a savepoint under a heartbeat (``ClaimedStep.command``); its
-  writes, its idempotency record and the step's record commit together: exactly once.
-- ``call``: one HTTP attempt (``calling``) under a heartbeat; its answer is saved at
-  once and the run goes on in its next claim, so an answer is never asked for again
-  once kept. A crash before the save sends it again with the same Idempotency-Key.
+  writes, its idempotency record and the step's record commit together, at a
+  checkpoint of its own (``ClaimedStep.checkpoint``) before the body goes on: a crash
+  repeats at most the command in flight, with the same key. A step declared
+  ``outside=False`` shares the next step's commit instead.
+- ``call``: one HTTP attempt (``http_call``) under a heartbeat; its answer is kept at a
+  checkpoint at once, so an answer is never asked for again once kept. A crash before
+  it sends the request again with the same Idempotency-Key.
 - ``wait_for``: the record's events since the run began (its floor), first match wins.
 - ``sleep``, ``until``: a moment on the run's own clock (``sleep`` counts from when
   the step before it finished); ``now``: the clock, kept.
@@ -149,8 +152,9 @@ class WorkflowStep(claimed.ClaimedStep):
                     return self._wait(asked, index, outcome)
                 rec.finish(asked, outcome.result, outcome.at, outcome.refused)
                 self._said(asked, index, outcome)
-                if asked.kind == replay.CALL:
-                    # The answer is kept now: a crash from here on never asks for it again.
+                if _outside(asked) and not self._kept():
+                    # No checkpoint here: the answer is kept by a save now, and the run
+                    # goes on in its next claim.
                     return self._save(statuses.RunStatus.RUNNING, due=self.now)
                 step = rec.steps[-1]
             else:
@@ -404,6 +408,12 @@ class WorkflowStep(claimed.ClaimedStep):
             reason=reason,
         )
 
+    def _kept(self) -> bool:
+        """A checkpoint after a step that reached outside: its result, its writes and
+        history commit before the body goes on, so a crash from here on never does it
+        again. False when the step cannot commit part way (it then saves and stops)."""
+        return self.checkpoint(state=self.recording.to_dict(), status=statuses.RunStatus.RUNNING)
+
     def _save(
         self,
         status: statuses.RunStatus,
@@ -434,6 +444,15 @@ def _refusal(step: replay.Recorded) -> errors.StepRefused:
         step=step.name,
         status=int(status) if isinstance(status, int) else None,
     )
+
+
+def _outside(asked: replay.Ask) -> bool:
+    """Whether a finished step may have reached outside the database: every ``call``,
+    and every ``run`` but those declared ``outside=False`` (their command only writes
+    through ``ctx.conn``, so they share the next step's commit)."""
+    if asked.kind == replay.CALL:
+        return True
+    return asked.kind == replay.RUN and asked.options.get("outside", True) is not False
 
 
 def _plain_result(result: Any) -> Any:

@@ -23,7 +23,8 @@ class KindConfig:
     ``timeout`` the time one attempt of its commands may take (None: no limit).
     ``by`` is the event field naming who answered (modes then count distinct
     answerers); ``cancel`` the command run once when a waiting step stops waiting
-    for any reason but its answers.
+    for any reason but its answers. ``outside`` says its commands may reach outside
+    the database (an email, an API): each then has a checkpoint of its own.
     """
 
     name: str
@@ -35,6 +36,7 @@ class KindConfig:
     timeout: timedelta | None = None
     by: str | None = None
     cancel: str | None = None
+    outside: bool = True
 
 
 @dataclass(frozen=True)
