@@ -1,4 +1,5 @@
-"""A worker process that kills itself at a named point: used by tests/test_crash.py.
+"""A worker process that kills itself at a named point: used by tests/test_crash.py (and,
+killed inside a call rather than at a point, by tests/test_checkpoints.py).
 
     python crashing_worker.py APP NOW POINT     (CRASH_DB, CRASH_OPTIONS in the environment)
 
@@ -17,6 +18,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import five_calls
 import workflow_desk
 from running import app
 
@@ -31,7 +33,19 @@ def main() -> None:
     engine = sa.create_engine(
         os.environ["CRASH_DB"], connect_args={"options": options} if options else {}
     )
-    if name == "workflows":  # the desk's code workflow (tests/test_workflows_crash.py)
+    if name in ("five-flow", "five-workflow"):  # five calls (tests/test_checkpoints.py)
+        module = app("tickets")
+        five = five_calls.commands(
+            Path(os.environ["FIVE_OUTSIDE"]), crash_in=int(os.environ["FIVE_CRASH_IN"])
+        )
+        runner = flow_runner(
+            module.binding,
+            engine,
+            commands={**module.COMMANDS, **five},
+            clock=lambda: now,
+            workflows=five_calls.workflows() if name == "five-workflow" else None,
+        )
+    elif name == "workflows":  # the desk's code workflow (tests/test_workflows_crash.py)
         module = app("tickets")
         runner = flow_runner(
             module.binding,
