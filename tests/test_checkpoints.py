@@ -22,7 +22,7 @@ from pathlib import Path
 import five_calls
 import pytest
 import sqlalchemy as sa
-from running import mount, ticket
+from running import mount, stored, ticket
 
 from flowrunner import testing
 from flowrunner.engine import worker
@@ -99,7 +99,7 @@ def test_a_worker_killed_inside_any_of_five_calls_repeats_only_that_call(
         assert times == {f"a{n}": 2 if n == call else 1 for n in range(1, 6)}, (call, sent)
         keys = {key for who, key in sent if who == f"a{call}"}
         assert len(keys) == 1, f"call {call} came again with another key: {keys}"
-        assert driver.record(1)["title"] == MARKS, f"killed inside call {call}"
+        assert stored(driver, 1)["title"] == MARKS, f"killed inside call {call}"
         (run,) = driver.runs(1)
         assert run.status == "done", (call, run.reason)
         with engine.connect() as conn:
