@@ -225,9 +225,13 @@ def _gave_up(step: snapshot.StepSpec) -> shapes.JsonDict:
 
 
 def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
-    # Follows the record: the target is read again from the record as it is now.
+    # Follows the record: the target is read again from the record as it is now. A date
+    # the record moved is the new target from when the run sees the change (``Turn.
+    # sees_record``): until then the wait neither ends at the old date nor the new one.
     target = reading.until_target(step, turn.working_record(), turn.cfg)
     if target != lane.timer:
+        if not turn.sees_record(lane):
+            return
         lane.timer = target
         turn.log("waiting", _until_detail(step, target), step, lane)
     if target is not None and target <= turn.now:
@@ -270,8 +274,10 @@ def _answered(
 
 
 def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
-    # The record may have changed since the latest event: look at the condition again.
-    _app_done(turn, step, lane, _check_condition(turn, step, lane))
+    # The record may have changed since the latest event: look at the condition again,
+    # from the moment the run sees the change (``Turn.sees_record``).
+    held_by = _check_condition(turn, step, lane) if turn.sees_record(lane) else []
+    _app_done(turn, step, lane, held_by)
     if lane.status != statuses.LaneStatus.WAITING:
         return
     if lane.deadline is not None and lane.deadline <= turn.now:

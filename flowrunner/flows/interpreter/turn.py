@@ -15,6 +15,8 @@ from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import effects, happened, known, reading, state
 from flowrunner.foundations import sanitize, shapes, statuses
 
+_WAITING = statuses.LaneStatus.WAITING
+
 # Why a waiting step stopped, by the outcome it finished with (for the cancel's line).
 _STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
 
@@ -47,6 +49,8 @@ class Turn:
         self.until = max(now, clock)
         self.cfg = cfg
         self.record: shapes.RowDict | None = None if seen.record is None else dict(seen.record)
+        # The lanes that already waited when this advance began (``sees_record``).
+        self.waited = [lane for lane in self.run.lanes if lane.status == _WAITING]
         self.effects: list[effects.Effect] = []
         self.emitted: set[str] = set()
 
@@ -103,6 +107,18 @@ class Turn:
         """The moment an event is read: when it was recorded, but never before the
         clock (it became known late) nor after the driver's time (its clock is ahead)."""
         return min(max(event.at, self.now), self.until)
+
+    def sees_record(self, lane: state.LaneState) -> bool:
+        """Whether ``lane`` reads the record as given at the current moment.
+
+        The driver gives the record as it is at its own time (``until``). A lane that
+        already waited when this advance began read the record when the run's clock
+        stopped; whatever changed since is seen at ``until`` — when the change woke the
+        run, or when a worker back from an outage saw it — so a wait it ends ends then,
+        and the steps after it count from there. A lane that starts during the advance
+        reads the record from its start (with the run's own writes, at their moments).
+        """
+        return self.now >= self.until or all(waited is not lane for waited in self.waited)
 
     def working_record(self) -> shapes.RowDict:
         # Only called while the run goes on, which needs a record.
