@@ -395,6 +395,24 @@ def test_after_an_outage_only_the_latest_missed_reminder_is_sent() -> None:
     assert sim.wake == monday(9) + timedelta(days=4)
 
 
+def test_a_reminder_sent_after_an_outage_says_when_it_was_planned() -> None:
+    sim = Sim([approval(1, remind="1 day")]).create()
+    sim.run()
+    sim.at(tuesday(12)).run()  # the workers were down from 09:00 to noon
+    [command] = [c for c in sim.commands if c.reminder is not None]
+    assert command.at == tuesday(9)
+    assert when(sim, "reminder") == when(sim, "reminded") == [tuesday(9)]
+    assert sim.state is not None and sim.state.clock == tuesday(12)
+
+
+def test_a_reminder_sent_on_time_says_so() -> None:
+    sim = Sim([approval(1, remind="1 day")]).create()
+    sim.run()
+    sim.to_wake().run()
+    [command] = [c for c in sim.commands if c.reminder is not None]
+    assert command.at == tuesday(9) == sim.now
+
+
 def test_no_reminder_after_an_outage_in_which_the_answer_came() -> None:
     sim = Sim([approval(1, remind="1 day"), tell(2)]).create()
     sim.run()

@@ -132,9 +132,13 @@ class Turn:
         detail: effects.Detail = "",
         step: snapshot.StepSpec | None = None,
         lane: state.LaneState | None = None,
+        *,
+        at: datetime | None = None,
     ) -> None:
+        """Write a history line at the flow's current moment, or at ``at`` (a moment it
+        stands for that is not the current one: a reminder's planned time)."""
         pass_ = lane.pass_ if lane is not None else None
-        self.effects.append(self.line(what, detail, step, pass_, at=self.now))
+        self.effects.append(self.line(what, detail, step, pass_, at=self.now if at is None else at))
 
     def line(
         self,
@@ -170,15 +174,17 @@ class Turn:
         kind: config_mod.KindConfig,
         *,
         reminder: int | None = None,
+        at: datetime | None = None,
     ) -> None:
-        """Ask the driver to run the kind's command (or its remind command) now."""
+        """Ask the driver to run the kind's command (or its remind command) now; ``at`` is
+        the moment it stands for, when not the driver's time (``RunCommand.at``)."""
         key = self.key(step, lane)
         if reminder is None:
             name, attempt = kind.command, lane.attempts
         else:
             key = f"{key}/remind-{reminder}"
             name, attempt = kind.remind or "", 1
-        self._ask(key, step, lane, kind, name, attempt, reminder=reminder)
+        self._ask(key, step, lane, kind, name, attempt, reminder=reminder, at=at)
 
     def finish(
         self,
@@ -224,6 +230,7 @@ class Turn:
         *,
         reminder: int | None = None,
         cancel: bool = False,
+        at: datetime | None = None,
     ) -> None:
         """Ask the driver to run one of the kind's commands for this pass, under ``key``."""
         self.emitted.add(key)
@@ -238,6 +245,7 @@ class Turn:
                 attempt,
                 reminder,
                 cancel,
+                at,
             )
         )
 
