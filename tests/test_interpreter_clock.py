@@ -310,6 +310,80 @@ def test_an_answer_recorded_while_the_command_was_retried_counts() -> None:
     assert sim.status == "done"
 
 
+# -- the record watched ----------------------------------------------------------------
+
+
+def approved_by_hand(position: int, **extra: Any) -> dict[str, Any]:
+    """An approval that also ends when the order is approved (another flow sets it)."""
+    return approval(position, condition="status = approved", **extra)
+
+
+def test_approved_at_ten_by_another_flow_the_hour_after_it_ends_at_eleven() -> None:
+    sim = Sim([approved_by_hand(1), wait(2, "1 hour"), tell(3)]).create()
+    sim.run()  # Monday 09:00: it waits for the approval
+    assert sim.record is not None
+    sim.record["status"] = "approved"  # another flow's set step, at 10:00; it wakes the run
+    sim.at(monday(10)).run()
+    assert when(sim, "condition") == [monday(10)]
+    assert when(sim, "started", 2) == [monday(10)]
+    assert sim.wake == monday(11)
+    sim.to_wake().run()
+    assert when(sim, "notice") == [monday(11)]
+
+
+def test_a_record_change_seen_after_an_outage_is_taken_when_it_was_seen() -> None:
+    # Nobody knows when during the outage the order was approved: it was seen at noon.
+    sim = Sim([approved_by_hand(1, duration="1 day"), wait(2, "1 hour"), tell(3)]).create()
+    sim.run()
+    assert sim.record is not None
+    sim.record["status"] = "approved"
+    sim.at(monday(12)).run()
+    assert when(sim, "condition") == [monday(12)]
+    assert sim.wake == monday(13)
+
+
+def test_a_give_up_due_before_the_change_was_seen_comes_first() -> None:
+    sim = Sim([approved_by_hand(1, duration="2 hours"), tell(2)]).create()
+    sim.run()
+    assert sim.record is not None
+    sim.record["status"] = "approved"
+    sim.at(monday(12)).run()  # the wait gave up at 11:00; the approval was seen at noon
+    assert when(sim, "timed_out") == [monday(11)]
+    assert sim.logs("condition") == []
+
+
+def test_a_wait_that_starts_in_a_catch_up_reads_the_record_at_its_start() -> None:
+    sim = Sim([wait(1, "1 hour"), approved_by_hand(2), tell(3)]).create()
+    sim.run()
+    assert sim.record is not None
+    sim.record["status"] = "approved"
+    sim.at(monday(12)).run()
+    assert when(sim, "condition") == [monday(10)]
+    assert when(sim, "notice") == [monday(10)]
+
+
+def test_an_until_date_moved_into_the_past_ends_the_wait_when_it_was_seen() -> None:
+    until = {"position": 1, "kind": "until", "title": "Due", "field": "due_at"}
+    sim = Sim([until, wait(2, "1 hour"), tell(3)], record={"id": 42, "due_at": wednesday(9)})
+    sim.create().run()
+    assert sim.record is not None
+    sim.record["due_at"] = monday(8)  # moved before the wait began, at 10:00
+    sim.at(monday(10)).run()
+    assert when(sim, "done", 1) == [monday(10)]
+    assert sim.wake == monday(11)
+
+
+def test_an_until_date_moved_later_during_an_outage_still_waits() -> None:
+    until = {"position": 1, "kind": "until", "title": "Due", "field": "due_at"}
+    sim = Sim([until, tell(2)], record={"id": 42, "due_at": tuesday(9)})
+    sim.create().run()
+    assert sim.record is not None
+    sim.record["due_at"] = thursday(9)  # postponed while no worker ran
+    sim.at(wednesday(12)).run()
+    assert sim.status == "waiting"
+    assert sim.wake == thursday(9)
+
+
 # -- reminders -------------------------------------------------------------------------
 
 
@@ -319,6 +393,24 @@ def test_after_an_outage_only_the_latest_missed_reminder_is_sent() -> None:
     sim.at(thursday(15)).run()
     assert sim.reminders() == [3]
     assert sim.wake == monday(9) + timedelta(days=4)
+
+
+def test_a_reminder_sent_after_an_outage_says_when_it_was_planned() -> None:
+    sim = Sim([approval(1, remind="1 day")]).create()
+    sim.run()
+    sim.at(tuesday(12)).run()  # the workers were down from 09:00 to noon
+    [command] = [c for c in sim.commands if c.reminder is not None]
+    assert command.at == tuesday(9)
+    assert when(sim, "reminder") == when(sim, "reminded") == [tuesday(9)]
+    assert sim.state is not None and sim.state.clock == tuesday(12)
+
+
+def test_a_reminder_sent_on_time_says_so() -> None:
+    sim = Sim([approval(1, remind="1 day")]).create()
+    sim.run()
+    sim.to_wake().run()
+    [command] = [c for c in sim.commands if c.reminder is not None]
+    assert command.at == tuesday(9) == sim.now
 
 
 def test_no_reminder_after_an_outage_in_which_the_answer_came() -> None:

@@ -236,7 +236,7 @@ def test_a_line_made_directly_is_the_line_its_constructor_makes() -> None:
 
 
 def test_a_command_made_directly_is_the_command_its_constructor_makes() -> None:
-    values = ("step-7/pass-1", 7, 1, "send", "send_po", {"to": "ann"}, 2, None, False)
+    values = ("step-7/pass-1", 7, 1, "remind", "remind_po", {"to": "ann"}, 1, 2, False, Sim([]).now)
     made = effects.RunCommand.made(*values)
     built = effects.RunCommand(*values)
     assert made == built and repr(made) == repr(built)

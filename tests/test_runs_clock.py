@@ -7,13 +7,14 @@ the history showing when each thing was due and when it was done.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from running import T0, app, mount, stored
+from running import T0, app, mount, order, stored
 
 from flowrunner import testing
+from flowrunner.engine import commands
 from flowrunner.store import dialects
 
 TICKETS = app("tickets")
@@ -51,6 +52,14 @@ CHASE_BY_HAND = """
   steps:
     - {position: 1, kind: waitFor, title: Requester replies, event: ticket.replied}
     - {position: 2, kind: set, title: Answered, field: status, value: answered}
+"""
+
+
+REMINDED_DAILY = """
+- name: Approve
+  start: created
+  steps:
+    - {position: 1, kind: approval, title: Approval, approver: ann, remind: 1 day}
 """
 
 
@@ -158,3 +167,28 @@ def test_the_reply_came_during_the_cooling_off_the_chase_after_it_still_waits(
     assert run.status == "waiting"
     reply(driver)
     assert status(driver) == "answered"
+
+
+def test_a_reminder_sent_after_an_outage_says_when_it_was_due_and_that_it_is_late(
+    any_engine: sa.Engine,
+) -> None:
+    said: list[datetime | None] = []
+
+    def remind(ctx: commands.CommandContext) -> None:
+        said.append(ctx.now)
+
+    driver = mount(
+        any_engine, "purchase_orders", flows=REMINDED_DAILY, commands={"remind_approver": remind}
+    )
+    driver.create(order(1))  # Monday 09:00: ann is asked, reminded daily
+    driver.advance_to(T0 + timedelta(days=1, hours=3), run=False)  # the workers are back
+    driver.run_until_idle()  # at Tuesday noon; the reminder was due at 09:00
+    tuesday_nine = T0 + timedelta(days=1)
+    assert said == [tuesday_nine]
+    [run] = driver.runs(1)
+    history = driver.history(run.id)
+    for what in ("reminder", "reminded"):
+        [line] = [h for h in history if h.what == what]
+        assert line.due_at == tuesday_nine and line.at == T0 + timedelta(days=1, hours=3)
+        assert line.late
+    assert driver.next_due() == T0 + timedelta(days=2)  # the next one counts on as before

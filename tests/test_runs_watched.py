@@ -7,10 +7,11 @@ another run's set step.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from running import app, mount, stored, whats
+from running import T0, app, mount, stored, whats
 from sqlalchemy import orm
 
 from flowrunner import testing
@@ -28,6 +29,20 @@ WITHDRAWABLE = """
   start: manual
   steps:
     - {position: 1, kind: set, title: Withdraw the order, field: status, value: withdrawn}
+"""
+
+# An order waits until it is approved (by hand, in another flow), then an hour more.
+APPROVED_THEN_AN_HOUR = """
+- name: Approve
+  start: created
+  steps:
+    - {position: 1, kind: approval, title: Approval, approver: ann, condition: status = approved}
+    - {position: 2, kind: wait, title: An hour, duration: 1 hour}
+    - {position: 3, kind: notify, title: Tell, audience: requester, message: Approved.}
+- name: Approve by hand
+  start: manual
+  steps:
+    - {position: 1, kind: set, title: Approve the order, field: status, value: approved}
 """
 
 
@@ -139,3 +154,41 @@ def test_the_sample_flow_ends_both_approvals_when_the_order_is_withdrawn(
     assert "Rejected?: condition" in lines  # withdrawn, not rejected: no rejection notice
     assert driver.notices() == []
     assert all(done for _, done in withdrawn_requests(any_engine))
+
+
+def approved_at_ten(driver: testing.FlowDriver, by_hand: bool) -> None:
+    """Order 1 waits for its approval from 09:00; at 10:00 it is approved."""
+    driver.create(order(1))
+    driver.advance("1 hour")
+    if by_hand:
+        driver.runner.start("Approve by hand", 1, operator="olga")
+        driver.run_until_idle()
+    else:
+        driver.update(1, status="approved")
+
+
+def told_at_eleven(driver: testing.FlowDriver) -> None:
+    run = approval_run(driver, 1)
+    [held] = [h for h in driver.history(run.id) if h.what == "condition"]
+    assert held.due_at == T0 + timedelta(hours=1) and not held.late  # 10:00, not 09:00
+    driver.advance("59 minutes")
+    assert driver.notices() == []  # an hour after the approval, not after the wait began
+    driver.advance("1 minute")
+    [notice] = driver.notices()
+    assert notice.at == T0 + timedelta(hours=2)
+
+
+def test_an_order_approved_at_ten_by_another_flows_set_is_told_at_eleven(
+    any_engine: sa.Engine,
+) -> None:
+    driver = mount(any_engine, "purchase_orders", flows=APPROVED_THEN_AN_HOUR)
+    approved_at_ten(driver, by_hand=True)
+    told_at_eleven(driver)
+
+
+def test_an_order_approved_at_ten_by_record_updated_is_told_at_eleven(
+    any_engine: sa.Engine,
+) -> None:
+    driver = mount(any_engine, "purchase_orders", flows=APPROVED_THEN_AN_HOUR)
+    approved_at_ten(driver, by_hand=False)
+    told_at_eleven(driver)

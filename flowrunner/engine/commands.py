@@ -70,7 +70,8 @@ class CommandContext:
     reminder: int | None = None
     tenant: str | None = None
     # The runner's clock at this step: use it rather than the wall clock, so tests
-    # that move the clock by hand see consistent times.
+    # that move the clock by hand see consistent times. A reminder sent late (after an
+    # outage) has the time it was due: the flow's time, as on its history line.
     now: datetime | None = None
     deadline: datetime | None = None
     # The runner's clock, which ``deadline`` is on.

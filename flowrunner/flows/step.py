@@ -280,7 +280,7 @@ class Advance(claimed.ClaimedStep):
             attempt=effect.attempt,
             reminder=effect.reminder,
             tenant=run.tenant,
-            now=self.now,
+            now=self.now if effect.at is None else effect.at,  # a reminder's planned time
             deadline=self.deadline(timeout),
             clock=mounted.clock,
         )

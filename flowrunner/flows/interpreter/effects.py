@@ -61,6 +61,10 @@ class RunCommand:
     ``reminder`` is the reminder's number, or ``None`` for the kind's own command;
     ``cancel`` marks the kind's cancel command, run once and never retried. The
     interpreter takes a reminder's or a cancel's answer as a history line only.
+
+    ``at`` is the moment on the flow's clock the command stands for when that is not
+    the driver's time: a reminder's planned time (one sent after an outage is late).
+    The driver gives it to the command as its ``now``; ``None``: the driver's time.
     """
 
     key: str
@@ -72,6 +76,7 @@ class RunCommand:
     attempt: int
     reminder: int | None = None
     cancel: bool = False
+    at: datetime | None = None
 
     @classmethod
     def made(
@@ -85,6 +90,7 @@ class RunCommand:
         attempt: int,
         reminder: int | None,
         cancel: bool,
+        at: datetime | None,
     ) -> RunCommand:
         """``RunCommand(...)`` with every field given, made without the frozen class's
         ``object.__setattr__`` for each (an advance asks for many commands)."""
@@ -99,6 +105,7 @@ class RunCommand:
             attempt=attempt,
             reminder=reminder,
             cancel=cancel,
+            at=at,
         )
         return command_
 
@@ -110,8 +117,8 @@ class Log:
     ``what`` is the code programs read; ``detail`` holds what a sentence needs
     (``flowrunner.history.flows`` renders the line in the flow's own words). ``at`` is
     the moment on the flow's own clock: when it happened for the flow (a wait's end is
-    its timer, an arrival the event's time), which may be earlier than when the worker
-    did it.
+    its timer, an arrival the event's time, a reminder when it was due), which may be
+    earlier than when the worker did it.
     """
 
     position: int | None

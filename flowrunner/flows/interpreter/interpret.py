@@ -13,7 +13,10 @@ when the one before it logically finished (the first when the run was created), 
 ``advance`` catches up in time order — unread events (by when they were recorded) and
 the lanes' timers — leaving positions and entering the next at their logical moments,
 until the next moment would be after ``now``. A late worker thus delays what a run
-does, but shifts no later timer and loses no event.
+does, but shifts no later timer and loses no event. The record is as the driver gives
+it at ``now``: a change a waiting step had not seen is taken at ``now``
+(``Turn.sees_record``). A reminder goes out once the run has caught up, stamped with
+the moment it was due (``RunCommand.at``).
 
 Driving protocol: when a lane needs an application command the step carries a
 ``RunCommand`` and the lane waits in ``commanding``; the driver runs the command in

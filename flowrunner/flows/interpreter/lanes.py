@@ -123,12 +123,13 @@ def on_result(
                 turn.log("retry", detail, step, lane)
     elif lane.reminding is not None and result.key == _remind_key(step, lane, lane.reminding):
         number, lane.reminding = lane.reminding, None
+        planned = _reminder_due(turn, step, lane, number)
         if result.ok:
-            turn.log("reminded", _reminder_detail(lane, number), step, lane)
+            turn.log("reminded", _reminder_detail(lane, number), step, lane, at=planned)
         else:
             # A reminder is a nudge: a failed one is recorded, never retried.
             detail = {**_reminder_detail(lane, number), "error": _said(result)}
-            turn.log("reminder_failed", detail, step, lane)
+            turn.log("reminder_failed", detail, step, lane, at=planned)
 
 
 def on_event(
@@ -225,9 +226,13 @@ def _gave_up(step: snapshot.StepSpec) -> shapes.JsonDict:
 
 
 def _until(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
-    # Follows the record: the target is read again from the record as it is now.
+    # Follows the record: the target is read again from the record as it is now. A date
+    # the record moved is the new target from when the run sees the change (``Turn.
+    # sees_record``): until then the wait neither ends at the old date nor the new one.
     target = reading.until_target(step, turn.working_record(), turn.cfg)
     if target != lane.timer:
+        if not turn.sees_record(lane):
+            return
         lane.timer = target
         turn.log("waiting", _until_detail(step, target), step, lane)
     if target is not None and target <= turn.now:
@@ -270,8 +275,10 @@ def _answered(
 
 
 def _app_wait(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
-    # The record may have changed since the latest event: look at the condition again.
-    _app_done(turn, step, lane, _check_condition(turn, step, lane))
+    # The record may have changed since the latest event: look at the condition again,
+    # from the moment the run sees the change (``Turn.sees_record``).
+    held_by = _check_condition(turn, step, lane) if turn.sees_record(lane) else []
+    _app_done(turn, step, lane, held_by)
     if lane.status != statuses.LaneStatus.WAITING:
         return
     if lane.deadline is not None and lane.deadline <= turn.now:
@@ -363,8 +370,18 @@ def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     lane.reminders_sent = k
     lane.reminding = k
     lane.next_remind_at = _remind_at(lane, every, k + 1, turn)
-    turn.log("reminder", _reminder_detail(lane, k), step, lane)
-    turn.command(step, lane, kind, reminder=k)
+    # Sent now, once the run caught up; stamped (and the command's now) when it was due.
+    planned = _remind_at(lane, every, k, turn)
+    turn.log("reminder", _reminder_detail(lane, k), step, lane, at=planned)
+    turn.command(step, lane, kind, reminder=k, at=planned)
+
+
+def _reminder_due(
+    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, number: int
+) -> datetime:
+    """When reminder ``number`` was due (its lines and its command stand for that moment)."""
+    every = _remind_every(step)
+    return turn.now if every is None else _remind_at(lane, every, number, turn)
 
 
 def _reminder_detail(lane: state.LaneState, number: int) -> shapes.JsonDict:
@@ -390,4 +407,5 @@ def reissue(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     ):
         turn.command(step, lane, turn.known.kind(step))
     if lane.reminding is not None and _remind_key(step, lane, lane.reminding) not in turn.emitted:
-        turn.command(step, lane, turn.known.kind(step), reminder=lane.reminding)
+        planned = _reminder_due(turn, step, lane, lane.reminding)
+        turn.command(step, lane, turn.known.kind(step), reminder=lane.reminding, at=planned)

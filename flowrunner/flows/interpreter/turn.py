@@ -15,6 +15,8 @@ from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import effects, happened, known, reading, state
 from flowrunner.foundations import sanitize, shapes, statuses
 
+_WAITING = statuses.LaneStatus.WAITING
+
 # Why a waiting step stopped, by the outcome it finished with (for the cancel's line).
 _STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
 
@@ -47,6 +49,8 @@ class Turn:
         self.until = max(now, clock)
         self.cfg = cfg
         self.record: shapes.RowDict | None = None if seen.record is None else dict(seen.record)
+        # The lanes that already waited when this advance began (``sees_record``).
+        self.waited = [lane for lane in self.run.lanes if lane.status == _WAITING]
         self.effects: list[effects.Effect] = []
         self.emitted: set[str] = set()
 
@@ -104,6 +108,18 @@ class Turn:
         clock (it became known late) nor after the driver's time (its clock is ahead)."""
         return min(max(event.at, self.now), self.until)
 
+    def sees_record(self, lane: state.LaneState) -> bool:
+        """Whether ``lane`` reads the record as given at the current moment.
+
+        The driver gives the record as it is at its own time (``until``). A lane that
+        already waited when this advance began read the record when the run's clock
+        stopped; whatever changed since is seen at ``until`` — when the change woke the
+        run, or when a worker back from an outage saw it — so a wait it ends ends then,
+        and the steps after it count from there. A lane that starts during the advance
+        reads the record from its start (with the run's own writes, at their moments).
+        """
+        return self.now >= self.until or all(waited is not lane for waited in self.waited)
+
     def working_record(self) -> shapes.RowDict:
         # Only called while the run goes on, which needs a record.
         return self.record if self.record is not None else {}
@@ -116,9 +132,13 @@ class Turn:
         detail: effects.Detail = "",
         step: snapshot.StepSpec | None = None,
         lane: state.LaneState | None = None,
+        *,
+        at: datetime | None = None,
     ) -> None:
+        """Write a history line at the flow's current moment, or at ``at`` (a moment it
+        stands for that is not the current one: a reminder's planned time)."""
         pass_ = lane.pass_ if lane is not None else None
-        self.effects.append(self.line(what, detail, step, pass_, at=self.now))
+        self.effects.append(self.line(what, detail, step, pass_, at=self.now if at is None else at))
 
     def line(
         self,
@@ -154,15 +174,17 @@ class Turn:
         kind: config_mod.KindConfig,
         *,
         reminder: int | None = None,
+        at: datetime | None = None,
     ) -> None:
-        """Ask the driver to run the kind's command (or its remind command) now."""
+        """Ask the driver to run the kind's command (or its remind command) now; ``at`` is
+        the moment it stands for, when not the driver's time (``RunCommand.at``)."""
         key = self.key(step, lane)
         if reminder is None:
             name, attempt = kind.command, lane.attempts
         else:
             key = f"{key}/remind-{reminder}"
             name, attempt = kind.remind or "", 1
-        self._ask(key, step, lane, kind, name, attempt, reminder=reminder)
+        self._ask(key, step, lane, kind, name, attempt, reminder=reminder, at=at)
 
     def finish(
         self,
@@ -208,6 +230,7 @@ class Turn:
         *,
         reminder: int | None = None,
         cancel: bool = False,
+        at: datetime | None = None,
     ) -> None:
         """Ask the driver to run one of the kind's commands for this pass, under ``key``."""
         self.emitted.add(key)
@@ -222,6 +245,7 @@ class Turn:
                 attempt,
                 reminder,
                 cancel,
+                at,
             )
         )
 

@@ -2,9 +2,10 @@
 
 A condition that reads only the record's columns (``status = withdrawn``) is tested
 on every advance of the waiting step — the worker advances it whenever the record
-changes — so it ends the wait as soon as the record makes it hold. A condition that
-reads the event (``event.decision = rejected``) is tested with each event as it
-arrives. Between events, a condition that reads both holds only if the record alone
+changes — so it ends the wait as soon as the record makes it hold, at the moment the
+run sees the change (``Turn.sees_record``), and the steps after it count from there.
+A condition that reads the event (``event.decision = rejected``) is tested with each
+event as it arrives. Between events, a condition that reads both holds only if the record alone
 decides it: each ``event.<field>`` test counts as unknown (three-valued logic), so
 ``event.decision = rejected or status = withdrawn`` ends the wait once the order is
 withdrawn, while ``event.decision = rejected and amount > 100`` waits for an answer
