@@ -47,6 +47,12 @@ class Measured:
     synchronous: str
     # flowrunner only: the part spent starting runs (record_created); the rest drives them.
     start_seconds: float | None = None
+    # Commits to the SQLite file while the clock ran (None: not counted, DBOS as shipped).
+    commits: int | None = None
+
+    @property
+    def commits_per_workflow(self) -> float | None:
+        return None if self.commits is None else self.commits / self.runs
 
     @property
     def steps_per_second(self) -> float:
@@ -56,10 +62,27 @@ class Measured:
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
+# Commits to SQLite counted on every durable connection of the process (each variant
+# has a process of its own): SQLite tells each statement it runs, COMMIT among them.
+_COMMITS = [0]
+
+
+def _traced(sql: str) -> None:
+    if sql.lstrip()[:6].upper() in ("COMMIT", "END"):
+        _COMMITS[0] += 1
+
+
+def commits() -> int:
+    """The commits counted so far on this process's durable connections."""
+    return _COMMITS[0]
+
+
 def durable_connection(connection: sqlite3.Connection) -> sqlite3.Connection:
-    """The durability every variant but DBOS-as-shipped gets: WAL, ``synchronous=FULL``."""
+    """The durability every variant but DBOS-as-shipped gets: WAL, ``synchronous=FULL``;
+    its commits counted (``commits``)."""
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = FULL")
+    connection.set_trace_callback(_traced)
     return connection
 
 
@@ -103,14 +126,22 @@ FLOWS = {
 """,
 }
 
-BINDING = FlowBinding(
-    resource="item",
-    flows_table="item_flow",
-    steps_table="item_flow_step",
-    set_columns=["status"],
-    notify=[NotifyRule(audience="owner", to="owner")],
-    kinds={"add_one": Kind(command="add_one")},
-)
+
+def binding(*, outside: bool = True) -> FlowBinding:
+    """The items' binding. ``outside``: the add_one kind's command may reach outside the
+    database, as a DBOS step may (the default: a checkpoint per command); False declares
+    it only writes through ``ctx.conn`` (the commands of a run share its commit)."""
+    return FlowBinding(
+        resource="item",
+        flows_table="item_flow",
+        steps_table="item_flow_step",
+        set_columns=["status"],
+        notify=[NotifyRule(audience="owner", to="owner")],
+        kinds={"add_one": Kind(command="add_one", outside=outside)},
+    )
+
+
+BINDING = binding()
 
 
 def add_one(context: Any) -> Mapping[str, object]:
@@ -127,8 +158,9 @@ def durable_engine(path: Path) -> sa.Engine:
     return engine
 
 
-def mount(engine: sa.Engine, flow: str) -> tuple[FlowRunner, sa.Table]:
+def mount(engine: sa.Engine, flow: str, *, outside: bool = True) -> tuple[FlowRunner, sa.Table]:
     """The item table, the engine's tables and one flow; the runner mounted on them."""
+    bound = binding(outside=outside)
     metadata = sa.MetaData()
     item = sa.Table(
         "item",
@@ -137,13 +169,13 @@ def mount(engine: sa.Engine, flow: str) -> tuple[FlowRunner, sa.Table]:
         sa.Column("status", sa.String(32)),
         sa.Column("owner", sa.String(64)),
     )
-    tables.for_binding(metadata, BINDING)
+    tables.for_binding(metadata, bound)
     metadata.create_all(engine)
     migrate.upgrade(engine)
-    runner = flow_runner(BINDING, engine, commands={"add_one": add_one})
+    runner = flow_runner(bound, engine, commands={"add_one": add_one})
     with engine.begin() as conn:
         files.import_flows(
-            conn, BINDING, runner.tables, files.loads_yaml(FLOWS[flow]), columns=runner.columns
+            conn, bound, runner.tables, files.loads_yaml(FLOWS[flow]), columns=runner.columns
         )
     return runner, item
 
@@ -166,18 +198,22 @@ def drive(serving: worker.Worker) -> None:
         pass
 
 
-def flowrunner_job(folder: Path, runs: int, *, batch: int, flow: str = "commands") -> Measured:
+def flowrunner_job(
+    folder: Path, runs: int, *, batch: int, flow: str = "commands", outside: bool = True
+) -> Measured:
     engine = durable_engine(folder / "flowrunner.db")
-    runner, item = mount(engine, flow)
+    runner, item = mount(engine, flow, outside=outside)
     serving = worker.Worker(runner, batch=batch)
     start_runs(runner, item, range(runs + 1, runs + 1 + WARMUP), per_transaction=batch)
     drive(serving)
     settle()
+    committed = commits()
     began = time.perf_counter()
     start_runs(runner, item, range(1, runs + 1), per_transaction=batch)
     started = time.perf_counter()
     drive(serving)
     ended = time.perf_counter()
+    committed = commits() - committed
     with engine.connect() as conn:
         done = conn.execute(
             sa.select(sa.func.count()).where(engine_tables.runs.c.status == "done")
@@ -186,7 +222,9 @@ def flowrunner_job(folder: Path, runs: int, *, batch: int, flow: str = "commands
     engine.dispose()
     if done != runs + WARMUP:
         raise RuntimeError(f"flowrunner: only {done - WARMUP} of {runs} runs ended")
-    return Measured(runs, ended - began, journal, level, start_seconds=started - began)
+    return Measured(
+        runs, ended - began, journal, level, start_seconds=started - began, commits=committed
+    )
 
 
 # -- DBOS Transact -----------------------------------------------------------------------
@@ -205,9 +243,11 @@ def dbos_job(folder: Path, runs: int, *, durable: bool) -> Measured:
 
     work(range(runs, runs + WARMUP))
     settle()
+    committed = commits()
     began = time.perf_counter()
     work(range(runs))
     elapsed = time.perf_counter() - began
+    committed = commits() - committed
     DBOS.destroy()
     with sqlite3.connect(folder / "dbos.sqlite") as check:
         done = check.execute(
@@ -219,7 +259,7 @@ def dbos_job(folder: Path, runs: int, *, durable: bool) -> Measured:
             f"DBOS: {done - WARMUP} of {runs} workflows ended, {outputs} steps recorded"
         )
     journal, level = settings[0] if settings else ("?", "?")
-    return Measured(runs, elapsed, journal, level)
+    return Measured(runs, elapsed, journal, level, commits=committed if durable else None)
 
 
 def dbos_app(path: Path, *, durable: bool) -> tuple[Callable[[int], int], list[tuple[str, str]]]:
@@ -313,12 +353,47 @@ def spiff_job(folder: Path, runs: int) -> Measured:
 
     work(range(runs, runs + WARMUP))
     settle()
+    committed = commits()
     began = time.perf_counter()
     work(range(runs))
     elapsed = time.perf_counter() - began
+    committed = commits() - committed
     done = db.execute("SELECT count(*) FROM workflow WHERE done = 1").fetchone()[0]
     journal, level = settings_of(db)
     db.close()
     if done != runs + WARMUP:
         raise RuntimeError(f"SpiffWorkflow: only {done - WARMUP} of {runs} workflows ended")
-    return Measured(runs, elapsed, journal, level)
+    return Measured(runs, elapsed, journal, level, commits=committed)
+
+
+# -- the storage's limit ------------------------------------------------------------------
+
+
+def storage_job(folder: Path, runs: int, *, commits_per_workflow: float) -> Measured:
+    """What the disk allows: stdlib ``sqlite3`` in WAL with ``synchronous=FULL``, one tiny
+    write per commit, as many commits per workflow as flowrunner made (measured in the
+    same repetition) — no engine at all, so no workflow engine on this file can beat it."""
+    db = durable_connection(sqlite3.connect(folder / "storage.db", isolation_level=None))
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+    per = max(1, round(commits_per_workflow))
+
+    def work(ids: range) -> None:
+        for n in ids:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO t VALUES (?, 0)", (n,))
+            db.execute("COMMIT")
+            for _ in range(per - 1):
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("UPDATE t SET v = v + 1 WHERE id = ?", (n,))
+                db.execute("COMMIT")
+
+    work(range(runs, runs + WARMUP))
+    settle()
+    committed = commits()
+    began = time.perf_counter()
+    work(range(runs))
+    elapsed = time.perf_counter() - began
+    committed = commits() - committed
+    journal, level = settings_of(db)
+    db.close()
+    return Measured(runs, elapsed, journal, level, commits=committed)

@@ -9,9 +9,16 @@ fresh child process, and the variants take turns (A B C …, A B C …), so the 
 noise falls on all of them alike. Before its clock starts, every variant runs the
 same few workflows to their end and collects its set-up's garbage
 (``peer_jobs.WARMUP``, ``peer_jobs.settle``). The script prints steps per second per variant
-(median of the repetitions) and flowrunner's speed over each peer's (median of the
-repetitions' side-by-side ratios), then the statements flowrunner sends per run and
-where a run's time goes (``bench/statements.py``).
+(median of the repetitions) with the commits each workflow made, and flowrunner's speed
+over each peer's (median of the repetitions' side-by-side ratios), then the statements
+flowrunner sends per run and where a run's time goes (``bench/statements.py``).
+
+flowrunner's five steps are application commands, as DBOS's are functions: each may
+reach outside, so each has a checkpoint (a commit) of its own, as DBOS checkpoints
+every step. "outside=False" is the same flow with the kind declared to write only
+through ``ctx.conn`` (its commands share the run's commit). The storage's limit is no
+engine at all: stdlib ``sqlite3`` on the same durability, one tiny write per commit,
+as many commits per workflow as flowrunner made in the same repetition.
 
 The peers are optional: ``pip install -e '.[bench]'`` installs DBOS Transact and
 SpiffWorkflow; a peer that is missing is named, and its variants are skipped.
@@ -68,6 +75,11 @@ VARIANTS = [
         partial(peer_jobs.flowrunner_job, batch=1),
     ),
     Variant(
+        "flowrunner-one-commit",
+        "flowrunner, outside=False, 1 run/tx",
+        partial(peer_jobs.flowrunner_job, batch=1, outside=False),
+    ),
+    Variant(
         "flowrunner-50",
         "flowrunner, 50 runs per transaction",
         partial(peer_jobs.flowrunner_job, batch=50),
@@ -82,20 +94,24 @@ VARIANTS = [
         "dbos-shipped", "DBOS Transact as shipped", partial(peer_jobs.dbos_job, durable=False), DBOS
     ),
     Variant("spiff", "SpiffWorkflow (WAL, FULL)", peer_jobs.spiff_job, SPIFF),
+    # Not a peer: what the disk allows at flowrunner's commits per workflow (its
+    # ``commits_per_workflow`` is given by the repetition's flowrunner measurement).
+    Variant("storage", "the storage's limit (sqlite3, WAL, FULL)", peer_jobs.storage_job),
 ]
 BY_KEY = {variant.key: variant for variant in VARIANTS}
 OURS = [key for key in BY_KEY if key.startswith("flowrunner")]
-# The issue's targets, in steps per second at one run per transaction.
-TARGETS = {"dbos": 4.0, "spiff": 1.5}
+# The targets, in steps per second at one run per transaction, checkpointed per step.
+TARGETS = {"dbos": 4.0, "spiff": 1.5, "storage": 0.5}
 
 
-def measure_once(variant: Variant, runs: int) -> peer_jobs.Measured:
-    """One measurement of ``variant``, in a fresh child process."""
+def measure_once(variant: Variant, runs: int, commits: float | None = None) -> peer_jobs.Measured:
+    """One measurement of ``variant``, in a fresh child process (``commits``: per
+    workflow, for the storage's limit)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "measured.json"
         done = subprocess.run(
             [sys.executable, __file__, "--child", variant.key, "--runs", str(runs)],
-            env={**os.environ, "PEERS_BENCH_OUT": str(out)},
+            env={**os.environ, "PEERS_BENCH_OUT": str(out), "PEERS_COMMITS": str(commits or 7)},
             capture_output=True,
             text=True,
             check=False,
@@ -107,7 +123,11 @@ def measure_once(variant: Variant, runs: int) -> peer_jobs.Measured:
 
 def child(key: str, runs: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        measured = BY_KEY[key].job(Path(folder), runs)
+        if key == "storage":
+            commits = float(os.environ["PEERS_COMMITS"])
+            measured = peer_jobs.storage_job(Path(folder), runs, commits_per_workflow=commits)
+        else:
+            measured = BY_KEY[key].job(Path(folder), runs)
     Path(os.environ["PEERS_BENCH_OUT"]).write_text(json.dumps(asdict(measured)))
 
 
@@ -117,8 +137,13 @@ def load() -> str:
 
 def report(results: dict[str, list[peer_jobs.Measured]], say: Callable[[str], None]) -> None:
     say("")
-    say(f"{'variant':40} {'steps/s':>8} {'(min-max)':>13} {'workflows/s':>12}  journal, sync")
+    say(
+        f"{'variant':40} {'steps/s':>8} {'(min-max)':>13} {'workflows/s':>12} "
+        f"{'commits/wf':>11}  journal, sync"
+    )
     for key, measured in results.items():
+        per = measured[0].commits_per_workflow
+        commits = "-" if per is None else f"{per:.1f}"
         rates = [m.steps_per_second for m in measured]
         split = ""
         starts = [m.start_seconds for m in measured if m.start_seconds is not None]
@@ -128,7 +153,7 @@ def report(results: dict[str, list[peer_jobs.Measured]], say: Callable[[str], No
         say(
             f"{BY_KEY[key].title:40} {statistics.median(rates):8.0f} "
             f"{f'({min(rates):.0f}-{max(rates):.0f})':>13} "
-            f"{statistics.median(rates) / peer_jobs.STEPS:12.0f}  "
+            f"{statistics.median(rates) / peer_jobs.STEPS:12.0f} {commits:>11}  "
             f"{measured[0].journal_mode}, {measured[0].synchronous}{split}"
         )
     peers = [key for key in results if key not in OURS]
@@ -187,7 +212,10 @@ def main() -> None:
     for repetition in range(1, args.repeat + 1):
         line = []
         for variant in chosen:
-            measured = measure_once(variant, args.runs)
+            # The storage's limit makes as many commits per workflow as flowrunner did.
+            ours = results.get("flowrunner") or [None]
+            commits = ours[-1].commits_per_workflow if ours[-1] is not None else None
+            measured = measure_once(variant, args.runs, commits)
             results[variant.key].append(measured)
             line.append(f"{variant.key} {measured.steps_per_second:.0f}")
         print(f"repetition {repetition}: " + ", ".join(line) + " steps/s")
