@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from running import T0, app, decide, mount
+from sizes import sized
 
 from flowrunner import testing
 from flowrunner.engine import worker
@@ -230,10 +231,12 @@ def test_crash_at_every_commit_boundary_changes_nothing(
 ) -> None:
     expected, passed = reference(engines, name)
     assert expected["stuck"] == [] and expected["notices"]
-    # Every point on SQLite; on PostgreSQL each distinct point and every 4th hit (all of
-    # them with FLOWRUNNER_CRASH_ALL=1), to keep CI short.
+    # Each distinct point, and every 3rd hit on SQLite, every 8th on PostgreSQL; every hit
+    # in a long run (or with FLOWRUNNER_CRASH_ALL=1).
     dialect = engines().dialect.name
-    every = 1 if dialect == "sqlite" or os.environ.get("FLOWRUNNER_CRASH_ALL") else 4
+    every = sized(3 if dialect == "sqlite" else 8, 1)
+    if os.environ.get("FLOWRUNNER_CRASH_ALL"):
+        every = 1
     plan = crash_plan(passed, every)
     # On SQLite each crash point starts from a copy of one database the app was mounted on,
     # rather than from the app's tables, migrations and flows made again.

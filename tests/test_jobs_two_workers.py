@@ -19,15 +19,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from running import mount
+from sizes import sized
 from timed_worker import set_clock, slot_ran
 
 from flowrunner.store import engine_tables
 
 START = datetime(2026, 3, 2, tzinfo=UTC)
-# A simulated day of minutely slots by default (each slot is a claim and a step on the
-# database, one after the other: ~10-40 ms here); FLOWRUNNER_TEST_JOB_SLOTS=10080 runs
-# the whole week, in minutes rather than seconds.
-SLOTS = int(os.environ.get("FLOWRUNNER_TEST_JOB_SLOTS", str(24 * 60)))
+# Six simulated hours of minutely slots by default, a day in a long run (each slot is a
+# claim and a step on the database, one after the other: ~10-40 ms here);
+# FLOWRUNNER_TEST_JOB_SLOTS=10080 runs the whole week, in minutes rather than seconds.
+SLOTS = int(os.environ.get("FLOWRUNNER_TEST_JOB_SLOTS", str(sized(6 * 60, 24 * 60))))
 
 
 def _workers(
