@@ -3,12 +3,15 @@
 A schedule is five cron fields (``0 6 * * 1-5``: six in the morning, Monday to Friday)
 or one of ``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, read on a time zone's wall
 clock (``America/New_York``; UTC by default). The cron fields are read and matched by
-``cronsim`` (Debian cron's rules); this module adds the zone, turns every slot into a
-UTC moment, and answers the two questions the engine asks: the first slot after a
-moment (``next_slot``) and the latest slot due by now since the last one run
-(``latest_slot``). Pure: no clock, no SQL.
+``cronsim`` on the wall clock's readings alone (no zone); this module walks the zone's
+clock itself, turns every matched reading into the UTC moments it runs at by the rules
+below, and answers the two questions the engine asks: the first slot after a moment
+(``next_slot``) and the latest slot due by now since the last one run (``latest_slot``).
+Pure: no clock, no SQL.
 
-Daylight saving, as Debian's cron does it:
+Daylight saving, as Debian's cron does it, in every zone, however far its clocks move
+and at whatever minute (an hour at two in the morning; half an hour on Lord Howe
+Island; an hour at a quarter to three on the Chatham Islands):
 
 - A job at a set time of day (its minute and hour fields both name values, not ``*``)
   keeps that wall-clock time: ``0 6 * * *`` runs at six in winter and in summer.
@@ -17,8 +20,12 @@ Daylight saving, as Debian's cron does it:
 - A set time the clock passes twice (``30 1 * * *`` on the night the clocks go back)
   runs once, at the first of the two (01:30 before the change).
 - A job whose minute or hour field is ``*``-based (``*/15 * * * *``, ``@hourly``) follows
-  elapsed time: every quarter-hour that happens runs once, the repeated hour twice
-  over, the skipped hour not at all.
+  elapsed time: every reading that happens runs each time it happens — the repeated
+  stretch's twice over, the skipped stretch's not at all.
+
+(``cronsim`` given the zone steps through it by whole hours of elapsed time; where the
+clocks move by half an hour it lands on the wrong minute and skips slots that happen, so
+it is given the wall clock's readings only.)
 
 >>> s = parse("0 6 * * 1-5", "America/New_York")
 >>> s.next_slot(datetime(2026, 3, 6, 12, tzinfo=UTC)).isoformat()  # Fri noon UTC → Mon
@@ -30,6 +37,8 @@ Daylight saving, as Debian's cron does it:
 from __future__ import annotations
 
 import functools
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -68,20 +77,21 @@ class Schedule:
     def zone(self) -> tzinfo:
         return zone(self.timezone)
 
+    @property
+    def _set_time(self) -> bool:
+        """Whether the fields name a set time of day (minute and hour fields both name
+        values) rather than an interval (either is ``*``-based): the rules differ."""
+        minute, hour = self.every.split()[:2]
+        return not minute.startswith("*") and not hour.startswith("*")
+
     def next_slot(self, after: datetime) -> datetime:
         """The first slot strictly after ``after`` (an aware moment), as a UTC moment.
 
         >>> parse("@daily").next_slot(datetime(2026, 1, 1, tzinfo=UTC)).isoformat()
         '2026-01-02T00:00:00+00:00'
         """
-        after = _aware(after)
-        start = after.astimezone(self.zone)
-        for slot in cronsim.CronSim(self.every, start):
-            moment = slot.astimezone(UTC)
-            # A set time is matched on the wall clock: its first occurrence may lie
-            # before a moment that falls in the hour the clock passes twice.
-            if moment > after:
-                return moment
+        for moment in self._following(after):
+            return moment
         raise errors.BindingError(f"the schedule {self.every!r} has no slot after {after}")
 
     def slots(self, after: datetime, until: datetime) -> list[datetime]:
@@ -91,12 +101,8 @@ class Schedule:
         ...     datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))]
         ['2026-01-01T12:00:00+00:00', '2026-01-02T00:00:00+00:00']
         """
-        found: list[datetime] = []
-        moment = self.next_slot(after)
-        while moment <= _aware(until):
-            found.append(moment)
-            moment = self.next_slot(moment)
-        return found
+        until = _aware(until)
+        return list(itertools.takewhile(lambda moment: moment <= until, self._following(after)))
 
     def latest_slot(self, after: datetime, now: datetime) -> datetime | None:
         """The latest slot strictly after ``after`` and at or before ``now``; None if
@@ -112,34 +118,78 @@ class Schedule:
         """
         after, now = _aware(after), _aware(now)
         latest: datetime | None = None
-        moment = self.next_slot(after)
-        for _ in range(WALK):
+        for moment in itertools.islice(self._following(after), WALK):
             if moment > now:
                 return latest
-            latest, moment = moment, self.next_slot(moment)
+            latest = moment
+        if latest is None:
+            return None
         # Many slots missed: find the last one going backwards, then walk forwards from
         # a little before it, so the forward rules (a skipped time moved, a repeated one
-        # once) decide which slot it is.
+        # once) decide which slot it is. (Walked from too late a start the walk finds
+        # none, and the walk from the last slot seen decides.)
         start = max(after, self._before(now) - SHIFT)
-        moment = self.next_slot(start)
-        walked = None
-        while moment <= now:
-            walked, moment = moment, self.next_slot(moment)
-        return walked if walked is not None else self._walk(latest, now)
+        return self._last(start, now) or self._last(latest, now) or latest
+
+    def _last(self, after: datetime, now: datetime) -> datetime | None:
+        """The last slot strictly after ``after`` and at or before ``now``, walking forwards."""
+        last = None
+        for moment in self._following(after):
+            if moment > now:
+                break
+            last = moment
+        return last
+
+    def _following(self, after: datetime) -> Iterator[datetime]:
+        """Every slot strictly after ``after``, in order (UTC): the zone's clock walked from
+        about ``after``'s reading, each reading the fields match turned into its runs."""
+        after = _aware(after)
+        waiting: list[datetime] = []
+        given = after
+        for reading in cronsim.CronSim(self.every, self._start(after)):
+            runs = self._runs(reading)
+            waiting = sorted({*waiting, *(moment for moment in runs if moment > given)})
+            # The readings still to come run no earlier than this one first runs (a
+            # reading's first run moves on with the reading): the runs up to it are due.
+            while runs and waiting and waiting[0] <= runs[0]:
+                given = waiting.pop(0)
+                yield given
+        yield from waiting  # the fields match nothing more (cronsim looks 50 years ahead)
 
     def _before(self, now: datetime) -> datetime:
-        """A slot at or before ``now`` found going backwards (a starting point only)."""
+        """A slot near ``now`` found going backwards (a starting point only)."""
         start = (now + timedelta(seconds=1)).replace(microsecond=1).astimezone(self.zone)
-        return next(iter(cronsim.CronSim(self.every, start, reverse=True))).astimezone(UTC)
+        naive = start.replace(tzinfo=None)
+        reading = next(iter(cronsim.CronSim(self.every, naive, reverse=True)))
+        return _moment(reading, self.zone, fold=0)
 
-    def _walk(self, latest: datetime | None, now: datetime) -> datetime | None:
-        moment = latest
-        while moment is not None:
-            following = self.next_slot(moment)
-            if following > now:
-                return moment
-            moment = following
-        return None
+    def _start(self, after: datetime) -> datetime:
+        """The reading after which the walk for the first slot after ``after`` starts: the
+        clock's reading at ``after``, or, when that reading is one the clock passes twice,
+        as much earlier as the clock goes back (the readings just before it may yet run
+        a second time)."""
+        local = after.astimezone(self.zone)
+        reading = local.replace(tzinfo=None)
+        first, second = (reading.replace(tzinfo=self.zone, fold=f).utcoffset() for f in (0, 1))
+        back = first - second if first is not None and second is not None else timedelta(0)
+        return reading - max(back, timedelta(0))
+
+    def _runs(self, reading: datetime) -> tuple[datetime, ...]:
+        """The UTC moments a matched wall-clock reading runs at, by the module's rules: once
+        where the clock reads it once; where twice, a set time at the first, an interval
+        at both; where never, a set time at the first minute after the jump, an interval
+        not at all."""
+        zone = self.zone
+        either = {_moment(reading, zone, fold=0), _moment(reading, zone, fold=1)}
+        happens = tuple(sorted(moment for moment in either if _reading(moment, zone) == reading))
+        if not self._set_time:
+            return happens
+        if happens:
+            return happens[:1]
+        later = reading + timedelta(minutes=1)
+        while _reading(_moment(later, zone, fold=0), zone) != later:
+            later += timedelta(minutes=1)
+        return (_moment(later, zone, fold=0),)
 
     def words(self) -> str:
         """The schedule as people say it: ``0 6 * * 1-5 (America/New_York)``."""
@@ -193,6 +243,17 @@ def zone(name: str) -> tzinfo:
         raise errors.BindingError(
             f"there is no time zone {name!r}: name one such as 'America/New_York' or 'UTC'"
         ) from None
+
+
+def _moment(reading: datetime, clock: tzinfo, fold: int) -> datetime:
+    """The UTC moment a naive wall-clock reading stands for on ``clock``: ``fold`` 0 the
+    first of two, 1 the second (for a reading the clock skips, neither reads back)."""
+    return reading.replace(tzinfo=clock, fold=fold).astimezone(UTC)
+
+
+def _reading(moment: datetime, clock: tzinfo) -> datetime:
+    """What ``clock`` reads at ``moment``, naive."""
+    return moment.astimezone(clock).replace(tzinfo=None, fold=0)
 
 
 def _aware(moment: datetime) -> datetime:
