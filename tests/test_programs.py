@@ -106,6 +106,11 @@ class _Counter(Program):
         snap = FlowSnapshot.build({"id": 1, "name": "count", "start": "manual"}, steps)
         return diagrams.flow_diagram(snap, config=mounted.config, can_read=can_read)
 
+    def sentence(self, mounted: Mounted, run: ops.RunRow, line: ops.LogRow) -> str:
+        if line.what == "counted" and isinstance(line.detail, dict):
+            return f"Counted to {line.detail['count']}"
+        return super().sentence(mounted, run, line)
+
 
 _count = _Counter()
 
@@ -125,6 +130,12 @@ def test_a_registered_program_is_claimed_and_advanced_by_the_worker(any_engine: 
     assert (run.status, run.state) == ("done", {"count": 3})
     assert looked == [1, 2, 3]
     assert [line.what for line in driver.history(run_id)] == ["counted"] * 3
+    # Its history lines read as the program says them.
+    assert [line.sentence for line in driver.runner.history(run_id)] == [
+        "Counted to 1",
+        "Counted to 2",
+        "Counted to 3",
+    ]
     with any_engine.connect() as conn:
         assert ops.find_idempotent(conn, key=f"run-{run_id}/count-3") is not None
 
@@ -182,3 +193,4 @@ def test_a_program_of_its_own_is_cancelled_retried_and_drawn_like_any_run(
     page = console(driver).get(f"/run/{failing}")
     assert page.status_code == 200
     assert "Count 2" in page.text
+    assert "Counted to 3" in page.text  # its history, in its own words

@@ -31,6 +31,7 @@ from flowrunner.flows import column_facts, snapshot, validation
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import payloads, retry_policy, statuses
+from flowrunner.history import flows as history_lines
 from flowrunner.inbound import endpoints
 from flowrunner.jobs import spec
 from flowrunner.store import app_tables, dialects, engine_tables, migrate
@@ -438,6 +439,11 @@ class Program(Protocol):
         """The run drawn (what is done, where it waits, what is ahead), or None when this
         program draws no diagram."""
         return None
+
+    def sentence(self, mounted: Mounted, run: ops.RunRow, line: ops.LogRow) -> str:
+        """One of the run's history lines as a sentence (``run.history``): the shared
+        words for its code (``history.flows``), times on the runner's time zone."""
+        return history_lines.sentence(line, None, mounted.config.timezone)
 
 
 FLOW = "flow"  # the program of a run whose snapshot names none: a flow from rows

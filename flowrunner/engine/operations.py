@@ -22,9 +22,7 @@ from flowrunner import diagrams
 from flowrunner.binding import RecordId, Tenant
 from flowrunner.engine import actions, drawings, operations_room
 from flowrunner.engine.mounted import Mounted
-from flowrunner.flows import snapshot
 from flowrunner.foundations import durations
-from flowrunner.history import flows as flow_lines
 from flowrunner.store import dialects, listing, retention
 from flowrunner.store import operations as ops
 
@@ -96,7 +94,8 @@ class Operations:
 
     def history(self, run_id: object, *, tenant: Tenant = None) -> list[ops.LogRow]:
         """What happened in the run, step by step, in order; each line with its
-        ``sentence`` in the flow's own words (times on the runner's time zone).
+        ``sentence`` as the run's program says it (``Program.sentence``: a flow's in the
+        flow's own words), times on the runner's time zone.
 
         A run of another runner's resource (or another tenant's) is refused as unknown.
         """
@@ -105,12 +104,8 @@ class Operations:
         with m.engine.connect() as conn:
             run = actions.run_for_operator(m, conn, key, m.need_tenant(tenant))
             lines = ops.run_history(conn, key)
-        snap = snapshot_of(run)
-        tz = m.config.timezone
-        return [
-            dataclasses.replace(line, sentence=flow_lines.sentence(line, snap, tz))
-            for line in lines
-        ]
+        said = actions.program(m, run).sentence
+        return [dataclasses.replace(line, sentence=said(m, run, line)) for line in lines]
 
     def diagram(
         self,
@@ -332,13 +327,4 @@ class Operations:
         )
 
 
-def snapshot_of(run: ops.RunRow) -> snapshot.FlowSnapshot | None:
-    """The flow snapshot a run keeps, or None for another program's run or one whose
-    stored snapshot no longer reads (the run fails on it)."""
-    try:
-        return snapshot.FlowSnapshot.from_dict(run.snapshot)
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-__all__ = ["Operations", "RunFilters", "RunQuery", "snapshot_of"]
+__all__ = ["Operations", "RunFilters", "RunQuery"]
