@@ -37,7 +37,7 @@ from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import durations, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.workflows import actions, context, http_call, replay, starts, waits
+from flowrunner.workflows import actions, awaited, context, http_call, replay, starts, waits
 
 FAILED = statuses.RunStatus.FAILED
 
@@ -116,28 +116,15 @@ class WorkflowStep(claimed.ClaimedStep):
         thrown: BaseException | None = None
         while True:
             try:
-                asked = body.throw(thrown) if thrown is not None else body.send(value)
+                asked = awaited.next_step(body, value, thrown)
             except StopIteration as stop:
                 diverged = replay.ended_early(rec, index, version)
                 if diverged is not None:
                     return self._fail(_Fail(diverged.sentence, diverged.code), diverged=True)
                 return self._end(stop.value)
-            except errors.StepRefused as refused:
-                return self._fail(
-                    _Fail(f"step {refused.step!r} was refused: {refused}", "step_refused")
-                )
             except Exception as exc:
-                said = claimed.describe(exc)
-                return self._fail(_Fail(f"the workflow raised {said}", "workflow_failed"))
+                return self._fail(_raised(exc))
             value, thrown = None, None
-            if not isinstance(asked, replay.Ask):
-                return self._fail(
-                    _Fail(
-                        "a workflow may await only its steps (w.run, w.call, w.wait_for, "
-                        f"w.sleep, w.until, w.now); it awaited {type(asked).__name__}",
-                        "workflow_awaited",
-                    )
-                )
             judged = replay.replay(rec, index, asked, version)
             if isinstance(judged, replay.Diverged):
                 return self._fail(_Fail(judged.sentence, judged.code), diverged=True)
@@ -424,6 +411,15 @@ class WorkflowStep(claimed.ClaimedStep):
             f"run {run.id} of workflow {run.flow_name!r} on {self.mounted.binding.resource} "
             f"{run.record_id} failed: {self.failed}"
         )
+
+
+def _raised(exc: Exception) -> _Fail:
+    """Why the run fails when its body raised ``exc``."""
+    if isinstance(exc, awaited.NotAStep):
+        return _Fail(str(exc), "workflow_awaited")
+    if isinstance(exc, errors.StepRefused):
+        return _Fail(f"step {exc.step!r} was refused: {exc}", "step_refused")
+    return _Fail(f"the workflow raised {claimed.describe(exc)}", "workflow_failed")
 
 
 def _refusal(step: replay.Recorded) -> errors.StepRefused:
