@@ -123,6 +123,8 @@ class WorkflowStep(claimed.ClaimedStep):
                     return self._fail(_Fail(diverged.sentence, diverged.code), diverged=True)
                 return self._end(stop.value)
             except Exception as exc:
+                if thrown is not None:
+                    rec.fail_on_refusal(index)
                 return self._fail(_raised(exc))
             value, thrown = None, None
             judged = replay.replay(rec, index, asked, version)
@@ -234,7 +236,7 @@ class WorkflowStep(claimed.ClaimedStep):
             inputs=dict(asked.options.get("input") or {}),
             conn=self.conn,
             principal=self.definition.run_as or mounted.run_as,
-            idempotency_key=f"run-{run.id}/{asked.name}",
+            idempotency_key=self.recording.idempotency_key(run.id, asked.name),
             run_id=run.id,
             flow_name=self.definition.name,
             step_title=asked.name,
@@ -274,6 +276,7 @@ class WorkflowStep(claimed.ClaimedStep):
             return _Done(None, self.now, {"message": message, "code": "connection_unknown"})
         attempt = (pending.attempt if pending is not None else 0) + 1
         request = asked.options["request"]
+        key = self.recording.idempotency_key(self.run.id, asked.name)
         beat = heartbeat.Heartbeat(
             self.mounted.engine,
             owner=self.owner,
@@ -283,7 +286,7 @@ class WorkflowStep(claimed.ClaimedStep):
             point=self.point,
         )
         with beat:
-            answer = http_call.attempt(connection, request, key=f"run-{self.run.id}/{asked.name}")
+            answer = http_call.attempt(connection, request, key=key)
         if self.run.id in beat.lost:
             raise errors.LeaseLost(
                 f"the lease of run {self.run.id} was taken over while its call was out"
@@ -451,7 +454,7 @@ class WorkflowProgram(Program):
         self, mounted: Mounted, run: ops.RunRow, now: datetime
     ) -> tuple[Mapping[str, object], statuses.RunStatus]:
         """The failed step is tried again with all its attempts, the finished ones
-        replayed."""
+        replayed; a refused step the run failed on runs again under a new key."""
         return actions.retried(run.state), statuses.RunStatus.RUNNING
 
     def restarted(
