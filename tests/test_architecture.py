@@ -110,7 +110,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
             "time",
             "threading",
         )
-        for pure in ("definitions", "context", "replay", "waits")
+        for pure in ("definitions", "context", "replay", "waits", "awaited")
     },
     "flowrunner.foundations.sanitize": ("flowrunner.store", "sqlalchemy"),
     "flowrunner.foundations.templates": ("flowrunner.store", "sqlalchemy"),
@@ -538,6 +538,15 @@ THIRD_PARTY_PRIVATE = {
         "SQLAlchemy's Connection._has_events: store/dialects asks it before sending a "
         "statement through the driver, as SQLAlchemy's own event points do, so that a "
         "listener on the connection still sees it; only the store knows SQLAlchemy's insides"
+    ),
+    "_get_running_loop": (
+        "asyncio's say of which loop runs in this thread (in asyncio.events.__all__, as "
+        "other event loops use it): workflows/awaited keeps it to put it back"
+    ),
+    "_set_running_loop": (
+        "asyncio's way to say which loop runs in this thread (in asyncio.events.__all__, as "
+        "other event loops use it): workflows/awaited gives a workflow's body one that "
+        "refuses every use, so asyncio.sleep or gather fails with the workflow's sentence"
     ),
 }
 

@@ -187,7 +187,7 @@ def test_the_cancel_command_runs_once_when_a_sibling_fails_and_a_retry_asks_agai
     assert len(rows(any_engine)) == 1
     assert [(lane["status"], lane.get("outcome")) for lane in cast(Any, run.state)["lanes"]] == [
         ("failed", "cancelled"),
-        ("failed", None),
+        ("failed", "refused"),
     ]
     assert count(any_engine, PO.approval_request) == 2
     outage["on"] = False

@@ -1,9 +1,9 @@
 """Operators' actions on a code workflow's runs, where they differ from a flow's.
 
 A retried run replays its recorded steps and tries its failed step again with all its
-attempts (``retried``); a restarted run is a new run of the workflow's latest version
-with the old run's start (``restart``). Cancel and redrive are the same for every
-program (``flowrunner.engine.actions``).
+attempts, a refused one under a new idempotency key (``retried``); a restarted run is a
+new run of the workflow's latest version with the old run's start (``restart``).
+Cancel and redrive are the same for every program (``flowrunner.engine.actions``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,16 @@ PROGRAM = starts.PROGRAM
 
 
 def retried(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's state with its waiting step's failed attempts forgotten."""
+    """The run's state as an operator's retry leaves it: its waiting step's failed
+    attempts forgotten, or the refused step it failed on set aside (``superseded``), so
+    that the step runs again, under a new idempotency key."""
     rec = replay.Recording.from_dict(state)
     pending = rec.pending
     if pending is not None and pending.kind in (replay.RUN, replay.CALL):
         rec.pending = None
+    elif rec.failed_on is not None and rec.steps and rec.steps[-1].name == rec.failed_on:
+        rec.superseded.append(rec.steps.pop())
+    rec.failed_on = None
     return rec.to_dict()
 
 

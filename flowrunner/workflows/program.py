@@ -40,7 +40,7 @@ from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import durations, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.workflows import actions, context, http_call, replay, starts, waits
+from flowrunner.workflows import actions, awaited, context, http_call, replay, starts, waits
 
 FAILED = statuses.RunStatus.FAILED
 
@@ -119,28 +119,17 @@ class WorkflowStep(claimed.ClaimedStep):
         thrown: BaseException | None = None
         while True:
             try:
-                asked = body.throw(thrown) if thrown is not None else body.send(value)
+                asked = awaited.next_step(body, value, thrown)
             except StopIteration as stop:
                 diverged = replay.ended_early(rec, index, version)
                 if diverged is not None:
                     return self._fail(_Fail(diverged.sentence, diverged.code), diverged=True)
                 return self._end(stop.value)
-            except errors.StepRefused as refused:
-                return self._fail(
-                    _Fail(f"step {refused.step!r} was refused: {refused}", "step_refused")
-                )
             except Exception as exc:
-                said = claimed.describe(exc)
-                return self._fail(_Fail(f"the workflow raised {said}", "workflow_failed"))
+                if thrown is not None:
+                    rec.fail_on_refusal(index)
+                return self._fail(_raised(exc))
             value, thrown = None, None
-            if not isinstance(asked, replay.Ask):
-                return self._fail(
-                    _Fail(
-                        "a workflow may await only its steps (w.run, w.call, w.wait_for, "
-                        f"w.sleep, w.until, w.now); it awaited {type(asked).__name__}",
-                        "workflow_awaited",
-                    )
-                )
             judged = replay.replay(rec, index, asked, version)
             if isinstance(judged, replay.Diverged):
                 return self._fail(_Fail(judged.sentence, judged.code), diverged=True)
@@ -251,7 +240,7 @@ class WorkflowStep(claimed.ClaimedStep):
             inputs=dict(asked.options.get("input") or {}),
             conn=self.conn,
             principal=self.definition.run_as or mounted.run_as,
-            idempotency_key=f"run-{run.id}/{asked.name}",
+            idempotency_key=self.recording.idempotency_key(run.id, asked.name),
             run_id=run.id,
             flow_name=self.definition.name,
             step_title=asked.name,
@@ -291,6 +280,7 @@ class WorkflowStep(claimed.ClaimedStep):
             return _Done(None, self.now, {"message": message, "code": "connection_unknown"})
         attempt = (pending.attempt if pending is not None else 0) + 1
         request = asked.options["request"]
+        key = self.recording.idempotency_key(self.run.id, asked.name)
         beat = heartbeat.Heartbeat(
             self.mounted.engine,
             owner=self.owner,
@@ -300,7 +290,7 @@ class WorkflowStep(claimed.ClaimedStep):
             point=self.point,
         )
         with beat:
-            answer = http_call.attempt(connection, request, key=f"run-{self.run.id}/{asked.name}")
+            answer = http_call.attempt(connection, request, key=key)
         if self.run.id in beat.lost:
             raise errors.LeaseLost(
                 f"the lease of run {self.run.id} was taken over while its call was out"
@@ -436,6 +426,15 @@ class WorkflowStep(claimed.ClaimedStep):
         )
 
 
+def _raised(exc: Exception) -> _Fail:
+    """Why the run fails when its body raised ``exc``."""
+    if isinstance(exc, awaited.NotAStep):
+        return _Fail(str(exc), "workflow_awaited")
+    if isinstance(exc, errors.StepRefused):
+        return _Fail(f"step {exc.step!r} was refused: {exc}", "step_refused")
+    return _Fail(f"the workflow raised {claimed.describe(exc)}", "workflow_failed")
+
+
 def _refusal(step: replay.Recorded) -> errors.StepRefused:
     refused = step.refused or {}
     status = refused.get("status")
@@ -474,7 +473,7 @@ class WorkflowProgram(Program):
         self, mounted: Mounted, run: ops.RunRow, now: datetime
     ) -> tuple[Mapping[str, object], statuses.RunStatus]:
         """The failed step is tried again with all its attempts, the finished ones
-        replayed."""
+        replayed; a refused step the run failed on runs again under a new key."""
         return actions.retried(run.state), statuses.RunStatus.RUNNING
 
     def restarted(

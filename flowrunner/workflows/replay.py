@@ -6,7 +6,9 @@ name, kind, target and stored result (``Recorded``) — and the step it waits at
 runs the workflow's body again, each step the body asks for (``Ask``) is judged by
 ``replay``: a step finished at that place hands back its stored result (``Replayed``);
 the first one not finished yet is done now (``Fresh``); one whose name, kind or target
-is not what the run recorded there stops the run (``Diverged``, with a sentence).
+is not what the run recorded there stops the run (``Diverged``, with a sentence). A
+refused step the run failed on is set aside by an operator's retry (``superseded``) and
+done again, under a new idempotency key (``Recording.idempotency_key``).
 
 Pure: no SQL, no clock, no I/O. The state is plain JSON (``Recording.to_dict``).
 """
@@ -145,14 +147,26 @@ class Recording:
     """When the last finished step finished, on the run's own clock (ISO 8601)."""
     result: shapes.Json = None
     """What the workflow returned, once it has."""
+    failed_on: str | None = None
+    """The refused step the run failed on — its last, whose refusal the body raised out
+    of (let through, or raised another error in its ``except``): an operator's retry
+    runs it again."""
+    superseded: list[Recorded] = field(default_factory=list)
+    """Refusals an operator's retry set aside, in order: each gives its step's next
+    attempts a new idempotency key (``idempotency_key``)."""
 
     def to_dict(self) -> shapes.JsonDict:
-        return {
+        data: shapes.JsonDict = {
             "steps": [step.to_dict() for step in self.steps],
             "pending": None if self.pending is None else self.pending.to_dict(),
             "clock": self.clock,
             "result": self.result,
         }
+        if self.failed_on is not None:
+            data["failed_on"] = self.failed_on
+        if self.superseded:
+            data["superseded"] = [step.to_dict() for step in self.superseded]
+        return data
 
     @classmethod
     def from_dict(cls, data: shapes.Payload | None) -> Recording:
@@ -164,7 +178,28 @@ class Recording:
             pending=None if not pending else Pending.from_dict(pending),
             clock=data.get("clock"),
             result=data.get("result"),
+            failed_on=data.get("failed_on"),
+            superseded=[Recorded.from_dict(step) for step in data.get("superseded") or []],
         )
+
+    def fail_on_refusal(self, delivered: int) -> None:
+        """The body raised out of the await of its ``delivered``-th step, a refusal: when
+        that is the last step recorded, the run fails on it (``failed_on``)."""
+        if delivered and delivered == len(self.steps) and self.steps[-1].refused is not None:
+            self.failed_on = self.steps[-1].name
+
+    def idempotency_key(self, run_id: int, name: str) -> str:
+        """The key a ``run`` step's command or a ``call`` is sent with: the same on every
+        attempt, a new one after each of the step's refusals an operator retried (a
+        service that keeps its answer by key answers anew, not with its refusal).
+
+        >>> rec = Recording(superseded=[Recorded("charge", RUN, "charge_card")])
+        >>> rec.idempotency_key(7, "charge"), rec.idempotency_key(7, "ship")
+        ('run-7/charge/retry-1', 'run-7/ship')
+        """
+        retried = sum(1 for step in self.superseded if step.name == name)
+        key = f"run-{run_id}/{name}"
+        return f"{key}/retry-{retried}" if retried else key
 
     def finish(
         self, ask: Ask, result: shapes.Json, at: datetime, refused: shapes.JsonDict | None

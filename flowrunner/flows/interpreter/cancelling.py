@@ -24,7 +24,7 @@ from flowrunner.flows.interpreter.turn import Turn
 from flowrunner.foundations import statuses
 
 # ``Turn.key`` plus the suffix ``cancel_command`` adds: which step and pass it was for.
-_KEY = re.compile(r"^step-(?P<ident>.+)/pass-(?P<pass>[0-9]+)/cancel$")
+_KEY = re.compile(r"^step-(?P<ident>.+)/pass-(?P<pass>[0-9]+)(/retry-[0-9]+)?/cancel$")
 
 
 def sweep(turn: Turn) -> None:

@@ -57,7 +57,9 @@ class RunCommand:
 
     ``key`` is stable across retries of one pass (``step-7/pass-1``,
     ``step-7/pass-1/remind-2`` for a reminder, ``step-7/pass-1/cancel`` for the kind's
-    cancel command); the driver prefixes the run id to make the idempotency key.
+    cancel command) and new after a refusal an operator retried
+    (``step-7/pass-1/retry-1``); the driver prefixes the run id to make the
+    idempotency key.
     ``reminder`` is the reminder's number, or ``None`` for the kind's own command;
     ``cancel`` marks the kind's cancel command, run once and never retried. The
     interpreter takes a reminder's or a cancel's answer as a history line only.

@@ -128,7 +128,8 @@ def retry_failed(
     now: datetime,
     cfg: config_mod.InterpreterConfig,
 ) -> Step:
-    """An operator's retry: the failed lanes start again with their attempts reset.
+    """An operator's retry: the failed lanes start again with their attempts reset, a
+    refused one's commands under a new key (``LaneState.restart``).
 
     The run is then due at once; the next ``advance`` starts the lanes again. Raises
     ``OperatorError`` when the run has not failed, or failed outside any step.

@@ -102,6 +102,7 @@ def on_result(
         if result.ok:
             _answered(turn, step, lane, result)
         elif result.refused:
+            lane.outcome = state.REFUSED
             turn.fail_lane(
                 step, lane, "command.refused", f"the command refused: {_said(result)}", result.error
             )

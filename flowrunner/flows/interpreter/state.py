@@ -91,6 +91,9 @@ def _moment(value: object) -> datetime | None:
     return None if value is None else datetime.fromisoformat(str(value))
 
 
+# The outcome of a lane whose command refused (it failed the run).
+REFUSED = "refused"
+
 _MOMENTS = (
     "started_at",
     "waiting_since",
@@ -114,7 +117,9 @@ class LaneState(_Guarded):
     ``answerers`` are the distinct people who answered, in order, and ``asked_names``
     whom the command said it asked (empty when it answered only a number). ``pending``
     is the key of the command this lane awaits an answer to; ``reminding`` the
-    reminder awaiting one.
+    reminder awaiting one. ``retried`` counts the refusals of this pass an operator
+    retried: its commands' key says so (``Turn.key``), so an outside service that keeps
+    its answers by key answers anew.
     """
 
     _what = "lane"
@@ -142,6 +147,7 @@ class LaneState(_Guarded):
     answerers: list[str] = field(default_factory=list)
     asked_names: list[str] = field(default_factory=list)
     finished_at: datetime | None = None
+    retried: int = 0
 
     @classmethod
     def fresh(cls, step_id: shapes.Plain, kind: StepKind, pass_: int) -> LaneState:
@@ -158,12 +164,15 @@ class LaneState(_Guarded):
         return self.status not in _FINISHED
 
     def restart(self) -> None:
-        """Back to ``ready`` with nothing remembered but which step and pass it is."""
+        """Back to ``ready`` with nothing remembered but which step and pass it is, and
+        how often it was retried: once more when it was refused."""
+        retried = self.retried + (1 if self.outcome == REFUSED else 0)
         self.status = statuses.LaneStatus.READY
         fresh = LaneState(step_id=self.step_id, kind=self.kind, pass_=self.pass_)
         for f in fields(self):
             if f.name != "status":
                 object.__setattr__(self, f.name, getattr(fresh, f.name))
+        self.retried = retried
 
     def copy(self) -> LaneState:
         """A deep, independent copy: what ``from_dict(to_dict())`` gives, made directly."""

@@ -164,8 +164,11 @@ class Turn:
 
     @staticmethod
     def key(step: snapshot.StepSpec, lane: state.LaneState) -> str:
+        """The key of a pass's commands, the same on every attempt (``step-7/pass-1``),
+        and another after each refusal an operator retried (``step-7/pass-1/retry-1``)."""
         ident = step.id if step.id is not None else f"p{step.position}"
-        return f"step-{ident}/pass-{lane.pass_}"
+        key = f"step-{ident}/pass-{lane.pass_}"
+        return f"{key}/retry-{lane.retried}" if lane.retried else key
 
     def command(
         self,
