@@ -261,7 +261,7 @@ def main() -> None:
     for flow in ("commands", "sets"):
         count(flow, args.runs, print)
         print()
-    if not args.no_profile:
+    if not args.no_profile and args.profile_runs > 0:
         profile(args.profile_runs, print)
     if importlib.util.find_spec("dbos") is not None:
         print()
