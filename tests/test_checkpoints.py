@@ -22,9 +22,9 @@ from pathlib import Path
 import five_calls
 import pytest
 import sqlalchemy as sa
-from running import mount, stored, ticket
+from running import app, mount, stored, ticket
 
-from flowrunner import testing
+from flowrunner import Kind, testing
 from flowrunner.engine import worker
 from flowrunner.store import engine_tables
 
@@ -108,3 +108,39 @@ def test_a_worker_killed_inside_any_of_five_calls_repeats_only_that_call(
             {key for _, key in sent}
         ), "each call's answer is kept once, under the key it was sent with"
         engine.dispose()
+
+
+def commits_of_one_run(engine: sa.Engine, outside: bool, tmp_path: Path) -> int:
+    """The commits a worker makes to take one ticket through the five calls."""
+    tickets = app("tickets")
+    kinds = {"assign": Kind(command="assign_ticket", input=["assign_to"], outside=outside)}
+    driver = mount(
+        engine,
+        "tickets",
+        flows=five_calls.FLOW,
+        commands=five_calls.commands(tmp_path / f"outside-{outside}.sent"),
+        binding=tickets.binding.model_copy(update={"kinds": kinds}),
+    )
+    driver.create(ticket(1), run=False)
+    counted = {"n": 0}
+
+    def count(_conn: sa.Connection) -> None:
+        counted["n"] += 1
+
+    sa.event.listen(driver.runner.engine, "commit", count)
+    driver.run_until_idle()
+    (run,) = driver.runs(1)
+    assert run.status == "done" and stored(driver, 1)["title"] == MARKS
+    return counted["n"]
+
+
+@pytest.mark.parametrize("engines", ["sqlite", "postgresql"], indirect=True)
+def test_a_kind_that_only_writes_to_the_database_shares_one_commit_for_its_steps(
+    engines: Callable[[], sa.Engine], tmp_path: Path
+) -> None:
+    """Five calls that may reach outside: a commit each (the fifth's is the run's save).
+    Declared ``outside=False`` (their commands only write through ``ctx.conn``), the five
+    steps share the run's one commit."""
+    each = commits_of_one_run(engines(), True, tmp_path)
+    shared = commits_of_one_run(engines(), False, tmp_path)
+    assert each - shared == five_calls.CALLS - 1
