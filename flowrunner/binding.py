@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 import pydantic
 import sqlalchemy as sa
@@ -282,7 +283,14 @@ class Schema:
 
 
 class FlowBinding(_Model):
-    """Mounts flows on one resource table; see the product contract for each field."""
+    """Mounts flows on one resource table; see the product contract for each field.
+
+    ``publish`` says when an edit of a flow's rows reaches the runs that start:
+    ``"on_save"`` (the default) — every save, as the rows are, each new state of a flow
+    kept as a version when a run first starts on it or ``runner.publish`` is called;
+    ``"explicit"`` — the rows are a draft, and runs start on the flow's latest version
+    published with ``runner.publish`` (a flow never published starts nothing).
+    """
 
     resource: str
     flows_table: str
@@ -294,6 +302,7 @@ class FlowBinding(_Model):
     tenant: str | None = None
     key: str = "id"
     at: Sequence[At] = ()
+    publish: Literal["on_save", "explicit"] = "on_save"
 
     @pydantic.field_validator("resource", "flows_table", "steps_table", "key")
     @classmethod

@@ -42,6 +42,7 @@ from flowrunner.flows import column_facts, starts
 from flowrunner.flows import step as flow_step
 from flowrunner.flows.editor import FlowEditor
 from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.flows.publishing import Publishing
 from flowrunner.flows.trial import result, script
 from flowrunner.foundations import retry_policy
 from flowrunner.inbound import asgi, endpoints, receipt, signing
@@ -127,6 +128,7 @@ class FlowRunner:
         self.changes = Changes(self.mounted)
         self.editor = FlowEditor(self.mounted)
         self.operations = Operations(self.mounted)
+        self.publishing = Publishing(self.mounted)
 
     # -- the context, as the application reads it ----------------------------------------
 
@@ -228,6 +230,14 @@ class FlowRunner:
     move_step = _of("editor", FlowEditor.move_step)
     delete_flow = _of("editor", FlowEditor.delete_flow)
     snapshot = _of("editor", FlowEditor.snapshot)
+
+    # -- versions: publish, see, compare, roll back, move waiting runs ----------------------
+
+    publish = _of("publishing", Publishing.publish)
+    versions = _of("publishing", Publishing.versions)
+    compare = _of("publishing", Publishing.compare)
+    roll_back = _of("publishing", Publishing.roll_back)
+    move_runs = _of("publishing", Publishing.move_runs)
 
     def try_flow(
         self,

@@ -24,7 +24,8 @@ from flowrunner import binding, errors, query
 from flowrunner.engine.mounted import Mounted, forget_oldest, record_tenant
 from flowrunner.flows import snapshot
 from flowrunner.foundations import statuses
-from flowrunner.store import app_tables, dialects, flow_rows, records
+from flowrunner.foundations.shapes import Tenant
+from flowrunner.store import app_tables, dialects, flow_rows, flow_versions, records
 from flowrunner.store import operations as ops
 
 
@@ -135,19 +136,94 @@ def startable(mounted: Mounted, conn: sa.Connection, start: str, tenant: object)
     by the next start that can see the edit, and by none before.
     """
     owner = None if tenant is None else mounted.tables.tenant_value(tenant)
-    digest = flow_rows.startable_digest(conn, mounted.tables, start, owner)
+    explicit = mounted.binding.publish == "explicit"
+    digest: object
+    if explicit:
+        active = [flow["id"] for flow in flow_rows.active_flows(conn, mounted.tables, owner)]
+        digest = (flow_versions.marker(conn, mounted.binding.resource), tuple(active))
+    else:
+        digest = flow_rows.startable_digest(conn, mounted.tables, start, owner)
     key = (start, type(tenant), tenant)
     kept = mounted.startable.get(key)
     if kept is not None and kept[0] == digest:
         return kept[1]
-    found = [
-        _startable(mounted, flow, steps, tenant)
-        for flow, steps in flow_rows.startable(conn, mounted.tables, start, owner)
-    ]
+    if explicit:
+        found = _published(mounted, conn, start, tenant, owner)
+    else:
+        found = [
+            _startable(mounted, flow, steps, tenant)
+            for flow, steps in flow_rows.startable(conn, mounted.tables, start, owner)
+        ]
+        _keep_versions(mounted, conn, found, tenant)
     if key not in mounted.startable and len(mounted.startable) >= KEPT_FLOW_LISTS:
         forget_oldest(mounted.startable)
     mounted.startable[key] = (digest, found)
     return found
+
+
+def _published(
+    mounted: Mounted, conn: sa.Connection, start: str, tenant: object, owner: Tenant
+) -> list[Startable]:
+    """The active flows whose latest published version starts on ``start``, each as that
+    version keeps it (``publish="explicit"``: the rows are a draft)."""
+    flows = flow_rows.active_flows(conn, mounted.tables, owner)
+    latest = flow_versions.latest(conn, mounted.binding.resource, [f["id"] for f in flows])
+    found = []
+    for flow in flows:
+        version = latest.get(str(flow["id"]))
+        if version is None:
+            continue  # never published: it starts nothing yet
+        snap = mounted.load_snapshot(version.snapshot)
+        if snap.flow.start != start:
+            continue
+        row = {
+            **flow,
+            "name": snap.flow.name,
+            "start": snap.flow.start,
+            "condition": snap.flow.condition,
+            "changes": snap.flow.changes,
+        }
+        found.append(_from_snapshot(mounted, row, snap))
+    return found
+
+
+def _keep_versions(
+    mounted: Mounted, conn: sa.Connection, found: list[Startable], tenant: object
+) -> None:
+    """``publish="on_save"``: each sound flow whose rows differ from its latest version is
+    kept as a new version (by no one: a save), so its runs name the version they run."""
+    sound = [f for f in found if f.problem is None]
+    latest = flow_versions.latest(conn, mounted.binding.resource, [f.flow["id"] for f in sound])
+    for startable_ in sound:
+        kept = startable_.snapshot  # of an active flow: as a version keeps it
+        version = latest.get(str(startable_.flow["id"]))
+        if version is not None and version.digest == kept.digest:
+            continue
+        flow_versions.insert_version(
+            conn,
+            resource=mounted.binding.resource,
+            flow_id=startable_.flow["id"],
+            tenant=tenant,
+            snapshot=kept.to_dict(),
+            digest=kept.digest,
+            at=mounted.clock(),
+            by=None,
+            note="",
+        )
+
+
+def _from_snapshot(
+    mounted: Mounted, flow: Mapping[str, object], snap: snapshot.FlowSnapshot
+) -> Startable:
+    """A published version as a startable flow: its snapshot as kept, its condition."""
+    text = snap.flow.condition
+    condition = None
+    if text is not None and text.strip():
+        try:
+            condition = query.parse(text, mounted.columns)
+        except errors.QueryError:
+            condition = None
+    return Startable(flow, snap, snap.to_dict(), mounted.check_snapshot(snap), condition)
 
 
 def start_flows(

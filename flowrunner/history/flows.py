@@ -371,6 +371,13 @@ def _redriven(say: Say) -> str:
     return f"{said} ({reason})" if reason else said
 
 
+def _moved(say: Say) -> str:
+    who = who_did(say.get("by", "an operator"))
+    return (
+        f"{who} moved the run from version {say.get('from', '?')} to version {say.get('to', '?')}"
+    )
+
+
 def _restarted(say: Say) -> str:
     said = f"{who_did(say.get('by', 'an operator'))} restarted the run"
     if say.detail.get("restarted_as") is not None:
@@ -404,6 +411,7 @@ _RENDER: dict[str, Callable[[Say], str]] = {
     "retried": _retried,
     "redriven": _redriven,
     "restarted": _restarted,
+    "moved": _moved,
     **programs.RENDER,
 }
 

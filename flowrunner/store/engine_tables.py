@@ -187,6 +187,24 @@ journal = sa.Table(
     sa.Index(None, "run_id"),
 )
 
+# A flow's published versions: what its runs start on. Immutable once written; a roll
+# back publishes an earlier version's rows again under a new number.
+flow_versions = sa.Table(
+    "flowrunner_flow_versions",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    _tenant(),
+    sa.Column("resource", sa.Text, nullable=False),
+    sa.Column("flow_id", sa.Text, nullable=False),
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("digest", sa.Text, nullable=False),
+    sa.Column("snapshot", dialects.json_type(), nullable=False),
+    _at("published_at"),
+    sa.Column("published_by", sa.Text, nullable=True),
+    sa.Column("note", sa.Text, nullable=False),
+    sa.UniqueConstraint("resource", "flow_id", "number"),
+)
+
 
 def from_row(make: Callable[..., _R], row: sqltypes.ResultRow, **values: object) -> _R:
     """A row of one of these tables as its record (``RunRow``, ``EventRow``, ...).

@@ -86,6 +86,19 @@ def flows_to_start(
     return _dicts(conn.execute(query, {"p_start": start, "p_tenant": tenant}))
 
 
+def active_flows(
+    conn: sa.Connection, tables: app_tables.AppTables, tenant: Tenant = None
+) -> list[shapes.RowDict]:
+    """Every active flow, whatever it starts on, of the tenant on a tenant binding."""
+    flows = tables.flows
+    query = sa.select(flows).order_by(flows.c.id)
+    if "active" in flows.c:
+        query = query.where(sa.or_(flows.c.active.is_(None), flows.c.active == sa.true()))
+    if tables.tenant is not None:
+        query = query.where(flows.c[tables.tenant] == tenant)
+    return _dicts(conn.execute(query))
+
+
 def startable(
     conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Tenant = None
 ) -> list[tuple[shapes.RowDict, list[shapes.RowDict]]]:
@@ -185,6 +198,24 @@ def store_step(
 ) -> Any:
     """Insert a step row, or update the one with ``step_id`` when it is given; its id."""
     return _store(conn, tables.steps, step_id, values)
+
+
+def insert_step(conn: sa.Connection, tables: app_tables.AppTables, values: shapes.Row) -> Any:
+    """Insert a step row with the id it names when that id is free (a roll back gives a
+    step its id again), else with a new one; its id."""
+    steps = tables.steps
+    wanted = values.get("id")
+    if wanted is not None and step_by_id(conn, tables, wanted) is None:
+        conn.execute(sa.insert(steps).values(dict(values)))
+        return wanted
+    return store_step(conn, tables, None, {k: v for k, v in values.items() if k != "id"})
+
+
+def delete_steps_of_flow(
+    conn: sa.Connection, tables: app_tables.AppTables, flow_id: object
+) -> None:
+    steps = tables.steps
+    conn.execute(sa.delete(steps).where(steps.c.flow_id == flow_id))
 
 
 def delete_step(conn: sa.Connection, tables: app_tables.AppTables, step_id: object) -> None:
