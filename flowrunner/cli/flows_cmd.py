@@ -18,8 +18,15 @@ if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
 
 # Subcommands of `flows` that live with other parts of the CLI, loaded when used:
-# `flows start` starts runs for records that existed before their flows.
-ELSEWHERE = {"start": "flowrunner.cli.engine_cmd:start"}
+# `flows start` starts runs for records that existed before their flows; a flow's
+# versions (`publish`, `versions`, `compare`, `rollback`).
+ELSEWHERE = {
+    "start": "flowrunner.cli.engine_cmd:start",
+    "publish": "flowrunner.cli.versions_cmd:publish",
+    "versions": "flowrunner.cli.versions_cmd:versions",
+    "compare": "flowrunner.cli.versions_cmd:compare",
+    "rollback": "flowrunner.cli.versions_cmd:rollback",
+}
 
 
 class FlowsGroup(click.Group):
@@ -54,7 +61,8 @@ DATABASE = cli_mod.database_option()
 
 @click.group(cls=FlowsGroup, epilog=cli_mod.EXIT_STATUSES)
 def flows() -> None:
-    """Flows as files: import, export, and validate the stored rows."""
+    """Flows as files: import, export, and validate the stored rows; a flow's versions:
+    publish, list, compare, roll back."""
 
 
 @flows.command("import", epilog=cli_mod.EXIT_STATUSES)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrunner import cli as cli_mod
+from flowrunner.cli import versions_cmd
 from flowrunner.engine import actions, operations_room
 from flowrunner.foundations import shapes
 from flowrunner.history import flows
@@ -66,8 +67,8 @@ BEFORE = click.option(
 
 @click.group(epilog=EXIT_STATUSES)
 def runs() -> None:
-    """Runs across records: list, show, cancel, retry, redrive, restart; the journal and
-    the notices outbox."""
+    """Runs across records: list, show, cancel, retry, redrive, restart, move to another
+    version of their flow; the journal and the notices outbox."""
 
 
 # -- list --------------------------------------------------------------------------------
@@ -316,6 +317,9 @@ _action(
     actions.Action.RESTART,
     "Start each failed RUN's flow again as a new run on the same record.",
 )
+
+
+runs.add_command(versions_cmd.move)
 
 
 # -- the journal and the outbox ----------------------------------------------------------
