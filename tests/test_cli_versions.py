@@ -79,8 +79,8 @@ def test_moving_runs_says_each_run_and_a_dry_run_moves_nothing(url: str) -> None
     moved = flowrunner(url, "runs", "move", "--flow", "Follow up", "--from", "1", "--by", "olga")
     assert moved.exit_code == 0, moved.output
     assert moved.stdout.splitlines() == [
-        "run 1 moved from version 1 to 2",
-        "run 2 moved from version 1 to 2",
+        "run 1 moved from version 1 to version 2",
+        "run 2 moved from version 1 to version 2",
         "2 moved, 0 refused",
     ]
     waiting = [v["waiting"] for v in document(url, "flows", "versions", "Follow up")["versions"]]

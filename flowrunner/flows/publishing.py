@@ -242,7 +242,9 @@ class Publishing:
             record_id=run.record_id,
             detail={"flow": run.flow_name, "from": source, "to": to},
         )
-        return MoveOutcome(run.id, True, f"run {run.id} moved from version {source} to {to}")
+        return MoveOutcome(
+            run.id, True, f"run {run.id} moved from version {source} to version {to}"
+        )
 
     # -- helpers -----------------------------------------------------------------------
 
