@@ -180,12 +180,23 @@ class Publishing:
                 raise _refused(f"flow {row['name']!r} has no version {missing}", 404)
             before = FlowSnapshot.from_dict(source.snapshot)
             after = FlowSnapshot.from_dict(target.snapshot)
+            kept = after.to_dict()
             outcomes = []
             for run in flow_versions.open_runs_of(conn, resource, row["id"], source.digest):
                 if flow_versions.version_of_run(known, run.digest, run.started_at) != source.number:
                     continue
                 outcomes.append(
-                    self._move(conn, run, before, after, source.number, to, by, dry_run)
+                    self._move(
+                        conn,
+                        run,
+                        before,
+                        (after, kept),
+                        source.number,
+                        to,
+                        by,
+                        dry_run,
+                        str(row["name"]),
+                    )
                 )
             if dry_run:
                 conn.rollback()
@@ -194,15 +205,17 @@ class Publishing:
     def _move(
         self,
         conn: sa.Connection,
-        run: ops.RunRow,
+        run: flow_versions.OpenRun,
         before: FlowSnapshot,
-        after: FlowSnapshot,
+        target: tuple[FlowSnapshot, shapes.JsonDict],
         source: int,
         to: int,
         by: str,
         dry_run: bool,
+        flow_name: str,
     ) -> MoveOutcome:
         m = self.mounted
+        after, kept = target
         moved = versions.moved_state(run.id, run.state, before, after, to)
         if isinstance(moved, str):
             return MoveOutcome(run.id, False, moved, dry_run)
@@ -214,7 +227,7 @@ class Publishing:
             conn,
             run.id,
             expected_version=run.version,
-            snapshot=after.to_dict(),
+            snapshot=kept,
             digest=after.digest,
             state=moved.state,
             now=now,
@@ -240,7 +253,7 @@ class Publishing:
             run_id=run.id,
             resource=m.binding.resource,
             record_id=run.record_id,
-            detail={"flow": run.flow_name, "from": source, "to": to},
+            detail={"flow": flow_name, "from": source, "to": to},
         )
         return MoveOutcome(
             run.id, True, f"run {run.id} moved from version {source} to version {to}"

@@ -19,7 +19,6 @@ import sqlalchemy as sa
 
 from flowrunner.foundations import sanitize, shapes, statuses
 from flowrunner.store import dialects, engine_tables
-from flowrunner.store import runs as runs_mod
 
 
 @dataclass(frozen=True)
@@ -185,13 +184,33 @@ def version_of_run(versions: Sequence[VersionRow], digest: str, started_at: date
     return (before or same[:1])[-1].number
 
 
-def open_runs_of(
-    conn: sa.Connection, resource: str, flow_id: object, digest: str
-) -> list[runs_mod.RunRow]:
-    """The open runs of the flow that run the snapshot ``digest``, oldest first."""
+@dataclass(frozen=True)
+class OpenRun:
+    """An open run as a move reads it: what it waits at, and the row version it read."""
+
+    id: int
+    tenant: str | None
+    record_id: str
+    digest: str
+    state: shapes.JsonDict
+    version: int
+    started_at: datetime
+
+
+def open_runs_of(conn: sa.Connection, resource: str, flow_id: object, digest: str) -> list[OpenRun]:
+    """The open runs of the flow that run the snapshot ``digest``, oldest first (without
+    the snapshot each keeps: its digest names it)."""
     runs = engine_tables.runs
     query = (
-        sa.select(runs)
+        sa.select(
+            runs.c.id,
+            runs.c.tenant,
+            runs.c.record_id,
+            runs.c.digest,
+            runs.c.state,
+            runs.c.version,
+            runs.c.started_at,
+        )
         .where(
             runs.c.resource == resource,
             runs.c.flow_id == str(flow_id),
@@ -200,7 +219,10 @@ def open_runs_of(
         )
         .order_by(runs.c.id)
     )
-    return [engine_tables.from_row(runs_mod.RunRow, row) for row in conn.execute(query)]
+    return [
+        OpenRun(int(i), t, str(r), str(d), dict(st or {}), int(v), at)
+        for i, t, r, d, st, v, at in conn.execute(query)
+    ]
 
 
 def move_run(
