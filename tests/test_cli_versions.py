@@ -85,3 +85,38 @@ def test_moving_runs_says_each_run_and_a_dry_run_moves_nothing(url: str) -> None
     ]
     waiting = [v["waiting"] for v in document(url, "flows", "versions", "Follow up")["versions"]]
     assert waiting == [0, 2]
+
+
+def test_a_flows_file_carries_its_version_and_an_import_can_publish_it(
+    url: str, tmp_path: Path
+) -> None:
+    document(url, "flows", "publish", "Follow up", "--by", "olga")
+    exported = tmp_path / "flows.yaml"
+    done = flowrunner(url, "flows", "export", "-o", str(exported))
+    assert done.exit_code == 0, done.output
+    text = exported.read_text()
+    assert "version: 2" in text  # the rows are version 2, as published
+
+    # Edited in the file, imported over the stored flow and published in one go.
+    exported.write_text(text.replace("duration: 10 days", "duration: 3 days"))
+    imported = document(
+        url,
+        "flows",
+        "import",
+        str(exported),
+        "--replace",
+        "--publish",
+        "--by",
+        "olga",
+        "--note",
+        "from the file",
+    )
+    assert (imported["replaced"], imported["published"]) == (["Follow up"], {"Follow up": 3})
+    said = flowrunner(url, "flows", "compare", "Follow up", "2", "3")
+    assert said.stdout == "Step 1 'Requester replies': duration 10 days → 3 days\n"
+    # Its steps kept their ids, so the runs waiting on version 1 can move to it.
+    moved = document(url, "runs", "move", "--flow", "Follow up", "--from", "1", "--by", "olga")
+    assert (moved["moved"], moved["refused"]) == (2, 0)
+
+    needs_by = flowrunner(url, "flows", "import", str(exported), "--replace", "--publish")
+    assert needs_by.exit_code == 2 and "--publish needs --by NAME" in needs_by.output

@@ -69,17 +69,41 @@ def flows() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @APP
 @DATABASE
-@click.option("--replace", is_flag=True, help="Replace stored flows that have the same name.")
-@cli_mod.json_option(
-    'Print {"imported", "steps", "created", "replaced"} as JSON; refused rows as '
-    '{"refused": [{"row", "field", "message"}]}.'
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace stored flows that have the same name (each keeps its id and versions).",
 )
-def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_json: bool) -> None:
+@click.option(
+    "--publish",
+    is_flag=True,
+    help="Publish each imported flow as its next version (else the rows are its draft).",
+)
+@click.option("--by", default=None, metavar="NAME", help="Who publishes (with --publish).")
+@click.option("--note", default="", metavar="TEXT", help="Why (with --publish).")
+@cli_mod.json_option(
+    'Print {"imported", "steps", "created", "replaced", "published"} as JSON; refused rows '
+    'as {"refused": [{"row", "field", "message"}]}.'
+)
+def import_(
+    file: Path,
+    app_spec: str,
+    database: str | None,
+    replace: bool,
+    publish: bool,
+    by: str | None,
+    note: str,
+    as_json: bool,
+) -> None:
     """Import the flows of FILE (.yaml, .json or .csv), all or nothing.
 
     A file that cannot be read is exit status 2; rows that do not validate are listed,
-    nothing is imported, and the exit status is 1.
+    nothing is imported, and the exit status is 1. With --publish each imported flow is
+    published as its next version in the same transaction (one that cannot be refuses
+    the whole import).
     """
+    if publish and not by:
+        raise click.UsageError("--publish needs --by NAME: who publishes")
     try:
         docs = files.read_file(file)
     except files.FileInvalid as exc:
@@ -94,6 +118,11 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_j
         with runner.engine.begin() as conn:
             result = files.import_flows(
                 conn, runner.binding, runner.tables, docs, replace=replace, columns=runner.columns
+            )
+            published = (
+                _publish_all(runner, conn, [*result.created, *result.replaced], str(by), note)
+                if publish
+                else {}
             )
     except validation.RowsInvalid as exc:
         if as_json:
@@ -117,6 +146,7 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_j
                 "steps": result.steps,
                 "created": result.created,
                 "replaced": result.replaced,
+                "published": published,
             }
         )
         return
@@ -125,11 +155,32 @@ def import_(file: Path, app_spec: str, database: str | None, replace: bool, as_j
         parts.append("created " + ", ".join(result.created))
     if result.replaced:
         parts.append("replaced " + ", ".join(result.replaced))
+    if published:
+        parts.append(
+            "published " + ", ".join(f"{name} as version {n}" for name, n in published.items())
+        )
     click.echo(
         f"imported {count} flow(s), {result.steps} step(s)"
         + (": " if parts else "")
         + "; ".join(parts)
     )
+
+
+def _publish_all(
+    runner: FlowRunner, conn: Any, names: list[str], by: str, note: str
+) -> dict[str, int]:
+    """Publish each named flow; the version each became (one the same as its latest
+    version already is left as it is)."""
+    from flowrunner import errors
+
+    published = {}
+    for name in names:
+        try:
+            published[name] = runner.publish(conn, name, by=by, note=note).number
+        except errors.OperatorError as exc:
+            if exc.code != "nothing_to_publish":
+                raise
+    return published
 
 
 @flows.command("export", epilog=cli_mod.EXIT_STATUSES)

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
-from flowrunner.flows import rows, validation
+from flowrunner.flows import rows, spelling, validation
 from flowrunner.foundations import shapes, sqltypes
 from flowrunner.store import app_tables, flow_rows
 
@@ -411,3 +411,30 @@ def write_flow(
         values = step_values(binding, {**step, "flow_id": flow_id}, stored)
         flow_rows.store_step(conn, tables, None, values)
     return flow_id
+
+
+def replace_flow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    flow_id: object,
+    flow: shapes.Row,
+    steps: Sequence[shapes.Row],
+) -> None:
+    """Write an already validated flow and its steps over the stored flow ``flow_id``,
+    which keeps its id (and so its versions). A step whose title is the title of one
+    step of the stored flow keeps that step's id — so the runs waiting at it can move to
+    a version published from these rows; the others get new ids."""
+    old = flow_rows.steps_of_flow(conn, tables, flow_id)
+    titles: dict[str | None, list[object]] = {}
+    for kept in old:
+        titles.setdefault(spelling.name_key(kept.get("title")), []).append(kept["id"])
+    flow_rows.delete_steps_of_flow(conn, tables, flow_id)
+    written: shapes.RowDict = {**flow, "id": flow_id}
+    flow_rows.store_flow(conn, tables, flow_id, flow_values(binding, flow))
+    for step in steps:
+        row = step_values(binding, {**step, "flow_id": flow_id}, written)
+        same = titles.get(spelling.name_key(step.get("title")), [])
+        if step.get("title") and len(same) == 1:
+            row = {**row, "id": same[0]}
+        flow_rows.insert_step(conn, tables, row)

@@ -26,12 +26,15 @@ import yaml
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
-from flowrunner.flows import edits, spelling, validation
+from flowrunner.flows import edits, spelling, validation, versions
 from flowrunner.foundations import shapes
-from flowrunner.store import app_tables, flow_rows
+from flowrunner.store import app_tables, flow_rows, flow_versions
 
 # CSV columns for the flow a step belongs to; the step's own columns follow.
 CSV_FLOW_PREFIX = "flow_"
+# The key an export gives the version a flow's rows were last published as: read back,
+# it says where the file came from and is not a column.
+VERSION = "version"
 
 
 class FileInvalid(errors.FlowrunnerError):
@@ -149,7 +152,7 @@ def problems(
     names = {_key(binding, d.flow) for d in docs}
     existing = [f for f in stored if not (replace and _key(binding, f) in names)]
     for number, doc in enumerate(docs):
-        flow = {k: v for k, v in doc.flow.items() if k != "id"}
+        flow = {k: v for k, v in doc.flow.items() if k not in ("id", VERSION)}
         others = existing + [
             {**d.flow, "id": f"file:{i}"} for i, d in enumerate(docs) if i < number
         ]
@@ -183,13 +186,15 @@ def import_flows(
     for doc in docs:
         old = by_key.get(_key(binding, doc.flow))
         name = str(doc.flow.get("name")).strip()
+        flow = {k: v for k, v in doc.flow.items() if k not in ("id", VERSION)}
         if old is not None:
-            edits.delete_flow(conn, binding, tables, old["id"])
+            # Replaced in place: the flow keeps its id and versions, its steps their ids
+            # where their titles say which they are.
+            edits.replace_flow(conn, binding, tables, old["id"], flow, _clean_steps(doc.steps))
             result.replaced.append(name)
         else:
+            edits.write_flow(conn, binding, tables, flow, _clean_steps(doc.steps))
             result.created.append(name)
-        flow = {k: v for k, v in doc.flow.items() if k != "id"}
-        edits.write_flow(conn, binding, tables, flow, _clean_steps(doc.steps))
         result.steps += len(doc.steps)
     return result
 
@@ -206,9 +211,16 @@ def _key(binding: binding_mod.FlowBinding, flow: shapes.Row) -> tuple[object, st
 def export_flows(
     conn: sa.Connection, binding: binding_mod.FlowBinding, tables: app_tables.AppTables
 ) -> list[FlowDoc]:
-    """Every stored flow with its steps, with empty columns and ids left out."""
+    """Every stored flow with its steps, with empty columns and ids left out; a flow whose
+    rows are its latest published version says which (``version: 3``)."""
     docs = []
-    for flow in flow_rows.all_flows(conn, tables):
+    stored = flow_rows.all_flows(conn, tables)
+    published = (
+        flow_versions.latest(conn, binding.resource, [f["id"] for f in stored])
+        if flow_versions.kept(conn)
+        else {}
+    )
+    for flow in stored:
         # Only flowrunner's columns travel: the application's own stay in its database.
         keep = {*binding_mod.FLOW_COLUMNS, binding.tenant} - {"id"}
         row = {k: v for k, v in flow.items() if k in keep and not _empty(v)}
@@ -225,6 +237,14 @@ def export_flows(
             }
             for step in flow_rows.steps_of_flow(conn, tables, flow["id"])
         ]
+        latest = published.get(str(flow["id"]))
+        if latest is not None:
+            owner = flow.get(binding.tenant) if binding.tenant else None
+            draft = versions.published(
+                {**flow, "tenant": owner}, flow_rows.steps_of_flow(conn, tables, flow["id"])
+            )
+            if draft.digest == latest.digest:
+                row[VERSION] = latest.number
         docs.append(FlowDoc(row, steps))
     return docs
 
@@ -241,7 +261,11 @@ def dumps_json(docs: Sequence[FlowDoc]) -> str:
 
 
 def dumps_csv(docs: Sequence[FlowDoc], binding: binding_mod.FlowBinding) -> str:
-    flow_cols = [*binding_mod.FLOW_COLUMNS[1:], *([binding.tenant] if binding.tenant else [])]
+    flow_cols = [
+        *binding_mod.FLOW_COLUMNS[1:],
+        *([binding.tenant] if binding.tenant else []),
+        VERSION,
+    ]
     step_cols = [
         c for c in (*binding_mod.STEP_COLUMNS, *binding.input_columns) if c not in ("id", "flow_id")
     ]

@@ -155,6 +155,12 @@ def latest(conn: sa.Connection, resource: str, flow_ids: Sequence[object]) -> di
     return {row.flow_id: row for row in map(_row, conn.execute(query))}
 
 
+def kept(conn: sa.Connection) -> bool:
+    """Whether the database has the versions' table (the engine's tables are made by
+    ``flowrunner migrate``; a flows file can be read and written before)."""
+    return sa.inspect(conn).has_table(engine_tables.flow_versions.name)
+
+
 def marker(conn: sa.Connection, resource: str) -> object:
     """A value that changes whenever a version of the resource's flows is published."""
     table = engine_tables.flow_versions
