@@ -258,3 +258,33 @@ def test_moving_100_waiting_runs_moves_90_and_refuses_10_with_sentences(
     driver.advance("6 days")
     assert (driver.record(95) or {})["status"] == "answered"
     assert driver.notices(driver.runs(95)[0].id) == []
+
+
+def test_a_tenant_publishes_and_sees_only_its_own_flows_versions(any_engine: sa.Engine) -> None:
+    import desk as tenants_desk  # a shared desk whose tickets and flows belong to tenants
+
+    runner = tenants_desk.runner(any_engine)
+    with any_engine.begin() as conn:
+        for tenant in ("acme", "beta"):
+            flow = runner.save_flow(conn, {"name": "Triage", "start": "created"}, tenant=tenant)
+            runner.save_step(
+                conn,
+                {
+                    "flow_id": flow,
+                    "position": 1,
+                    "kind": "set",
+                    "title": "Mark",
+                    "field": "status",
+                    "value": tenant,
+                },
+                tenant=tenant,
+            )
+        acme = runner.publish(conn, "Triage", by="ann", note="acme's", tenant="acme")
+    assert (acme.number, acme.tenant) == (1, "acme")
+    assert [v.note for v in runner.versions("Triage", tenant="acme")] == ["acme's"]
+    assert runner.versions("Triage", tenant="beta") == []  # beta never published its own
+    with pytest.raises(OperatorError, match="name the tenant"):
+        runner.versions("Triage")
+    assert [c.sentence for c in runner.compare("Triage", 1, tenant="acme").changes] == []
+    with pytest.raises(OperatorError, match="has no version 1"):
+        runner.compare("Triage", 1, tenant="beta")
