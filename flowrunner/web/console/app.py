@@ -75,7 +75,13 @@ def build(
     title: str | None = None,
 ) -> Starlette:
     """The console of ``runner`` as an ASGI application (see ``flowrunner.web.console``)."""
-    from flowrunner.web.console import flows_pages, ops_pages, record_pages, runs_pages
+    from flowrunner.web.console import (
+        flows_pages,
+        ops_pages,
+        record_pages,
+        runs_pages,
+        versions_pages,
+    )
 
     hooks: dict[str, Any] = {
         name: hook
@@ -102,7 +108,7 @@ def build(
         # The runner's signed callbacks, before sign-in: the signature is the credential.
         Mount("/inbound", app=runner.inbound_app(), name="inbound"),
     ]
-    for module in (flows_pages, record_pages, runs_pages, ops_pages):
+    for module in (flows_pages, versions_pages, record_pages, runs_pages, ops_pages):
         for method, path, handler in module.ROUTES:
             routes.append(Route(path, page.endpoint(console, handler), methods=[method]))
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])

@@ -22,6 +22,7 @@ from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import durations
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
+from flowrunner.web.console import versions_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import (
     FLOW_FIELDS,
@@ -158,6 +159,7 @@ def flow_page(
             conn, flow["id"], can_read=page.console.access.reads(page.reader), tenant=page.tenant
         )
         now = running(conn, page, flow["id"])
+    draft = versions_pages.draft_of(page, flow["id"])
     columns = StepColumns(page.runner.binding)
     may_edit = page.console.access.may_edit(page.reader, flow)
     refused = (editing is not None and editing.problems) or (tried and tried.problems)
@@ -186,6 +188,7 @@ def flow_page(
         editing=editing or Editing("", {}),
         diagram_html=drawn.html(document=False),
         running=now,
+        draft=draft,
         may_edit=may_edit,
         columns=columns,
         kind_options=[(kind, kind) for kind in columns.kinds],

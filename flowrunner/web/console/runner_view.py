@@ -3,7 +3,8 @@
 The console is a surface above the runner; it depends on this view, not on the facade's
 module, so the facade can build it (``runner.console(...)``) without the two importing
 each other. ``FlowRunner`` is one: its context (``mounted``), its flow editor
-(``editor``), its operations (``operations``) and the few calls of its own that a page
+(``editor``), its operations (``operations``), its flows' versions (``publishing``)
+and the few calls of its own that a page
 makes.
 """
 
@@ -21,6 +22,7 @@ from flowrunner.engine.operations import Operations, RunFilters, RunQuery
 from flowrunner.flows import column_facts
 from flowrunner.flows.editor import FlowEditor
 from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.flows.publishing import Publishing
 from flowrunner.flows.trial import result, script
 from flowrunner.inbound import asgi
 from flowrunner.store import app_tables, listing
@@ -47,6 +49,8 @@ class ConsoleRunner(Protocol):
     def editor(self) -> FlowEditor: ...
     @property
     def operations(self) -> Operations: ...
+    @property
+    def publishing(self) -> Publishing: ...
 
     def try_flow(
         self,
