@@ -25,6 +25,8 @@ from flowrunner.store import dialects, flow_rows, flow_versions
 from flowrunner.store import operations as ops
 
 DRAFT = "draft"
+# How many runs one statement moves.
+MOVES_AT_ONCE = 500
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,8 @@ class Publishing:
 
         A moved run keeps its answers, reminders sent, timers and logical start, and
         executes the new version's rows from where it waits; its history says who moved
-        it from which version to which, and the journal has the move.
+        it from which version to which, and the journal has the move. A run saved by a
+        worker while it was being moved stays as it is, and says so.
         """
         m = self.mounted
         resource = m.binding.resource
@@ -180,84 +183,43 @@ class Publishing:
                 raise _refused(f"flow {row['name']!r} has no version {missing}", 404)
             before = FlowSnapshot.from_dict(source.snapshot)
             after = FlowSnapshot.from_dict(target.snapshot)
-            kept = after.to_dict()
-            outcomes = []
+            outcomes: list[MoveOutcome] = []
+            moves: list[flow_versions.Move] = []
             for run in flow_versions.open_runs_of(conn, resource, row["id"], source.digest):
                 if flow_versions.version_of_run(known, run.digest, run.started_at) != source.number:
                     continue
-                outcomes.append(
-                    self._move(
-                        conn,
-                        run,
-                        before,
-                        (after, kept),
-                        source.number,
-                        to,
-                        by,
-                        dry_run,
-                        str(row["name"]),
-                    )
+                moved = versions.moved_state(run.id, run.state, before, after, to)
+                if isinstance(moved, str):
+                    outcomes.append(MoveOutcome(run.id, False, moved, dry_run))
+                    continue
+                said = f"run {run.id} moves from version {source.number} to version {to}"
+                outcomes.append(MoveOutcome(run.id, True, said, dry_run))
+                moves.append(
+                    flow_versions.Move(run.id, run.tenant, run.record_id, run.version, moved.state)
                 )
             if dry_run:
                 conn.rollback()
-        return outcomes
-
-    def _move(
-        self,
-        conn: sa.Connection,
-        run: flow_versions.OpenRun,
-        before: FlowSnapshot,
-        target: tuple[FlowSnapshot, shapes.JsonDict],
-        source: int,
-        to: int,
-        by: str,
-        dry_run: bool,
-        flow_name: str,
-    ) -> MoveOutcome:
-        m = self.mounted
-        after, kept = target
-        moved = versions.moved_state(run.id, run.state, before, after, to)
-        if isinstance(moved, str):
-            return MoveOutcome(run.id, False, moved, dry_run)
-        sentence = f"run {run.id} moves from version {source} to version {to}"
-        if dry_run:
-            return MoveOutcome(run.id, True, sentence, True)
-        now = m.clock()
-        changed = flow_versions.move_run(
-            conn,
-            run.id,
-            expected_version=run.version,
-            snapshot=kept,
-            digest=after.digest,
-            state=moved.state,
-            now=now,
-        )
-        if not changed:
-            return MoveOutcome(
-                run.id, False, f"run {run.id} moved on while it was being moved; look again"
-            )
-        detail: shapes.JsonDict = {"by": by, "from": source, "to": to}
-        ops.append_logs(
-            conn,
-            run_id=run.id,
-            at=now,
-            tenant=run.tenant,
-            lines=[ops.LogLine("moved", detail=detail)],
-        )
-        ops.journal(
-            conn,
-            operator=by,
-            action="move",
-            at=now,
-            tenant=run.tenant,
-            run_id=run.id,
-            resource=m.binding.resource,
-            record_id=run.record_id,
-            detail={"flow": flow_name, "from": source, "to": to},
-        )
-        return MoveOutcome(
-            run.id, True, f"run {run.id} moved from version {source} to version {to}"
-        )
+                return outcomes
+            done: set[int] = set()
+            detail: shapes.JsonDict = {
+                "by": by,
+                "flow": str(row["name"]),
+                "from": source.number,
+                "to": to,
+            }
+            kept = after.to_dict()
+            for first in range(0, len(moves), MOVES_AT_ONCE):
+                done |= flow_versions.move_runs(
+                    conn,
+                    moves[first : first + MOVES_AT_ONCE],
+                    snapshot=kept,
+                    digest=after.digest,
+                    now=m.clock(),
+                    by=by,
+                    resource=resource,
+                    detail=detail,
+                )
+        return [_moved(outcome, outcome.run_id in done, source.number, to) for outcome in outcomes]
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -347,6 +309,18 @@ class Publishing:
         found = flow_versions.version(conn, resource, row["id"], number)
         assert found is not None  # written just now, in this transaction
         return found
+
+
+def _moved(outcome: MoveOutcome, done: bool, source: int, to: int) -> MoveOutcome:
+    """A planned move as it went: moved, or saved by a worker meanwhile; a refusal stays."""
+    if not outcome.moved:
+        return outcome
+    run_id = outcome.run_id
+    if done:
+        return MoveOutcome(
+            run_id, True, f"run {run_id} moved from version {source} to version {to}"
+        )
+    return MoveOutcome(run_id, False, f"run {run_id} moved on while it was being moved; look again")
 
 
 def _refused(sentence: str, status: int, code: str = "version_refused") -> errors.OperatorError:

@@ -231,28 +231,94 @@ def open_runs_of(conn: sa.Connection, resource: str, flow_id: object, digest: st
     ]
 
 
-def move_run(
+@dataclass(frozen=True)
+class Move:
+    """One run to move: its id, tenant and record, the row version read, its new state."""
+
+    run_id: int
+    tenant: str | None
+    record_id: str
+    expected_version: int
+    state: shapes.JsonDict
+
+
+def move_runs(
     conn: sa.Connection,
-    run_id: int,
+    moves: Sequence[Move],
     *,
-    expected_version: int,
     snapshot: shapes.JsonDict,
     digest: str,
-    state: shapes.JsonDict,
     now: datetime,
-) -> bool:
-    """Give the run another version's snapshot and its state as it stands there, over
-    the row version that was read; False when the run was saved since."""
-    runs = engine_tables.runs
-    result = conn.execute(
+    by: str,
+    resource: str,
+    detail: shapes.JsonDict,
+) -> set[int]:
+    """Give each run another version's snapshot and its state as it stands there, over
+    the row version that was read, with a history line and a journal entry each: a few
+    statements for many runs. The ids of the runs moved (one saved since was not)."""
+    if not moves:
+        return set()
+    runs, log, journal = engine_tables.runs, engine_tables.step_log, engine_tables.journal
+    conn.execute(
         sa.update(runs)
-        .where(runs.c.id == run_id, runs.c.version == expected_version)
+        .where(runs.c.id == sa.bindparam("b_id"), runs.c.version == sa.bindparam("b_version"))
         .values(
-            snapshot=snapshot,
+            snapshot=sa.bindparam("b_snapshot", type_=runs.c.snapshot.type),
             digest=digest,
-            state=state,
+            state=sa.bindparam("b_state", type_=runs.c.state.type),
             version=runs.c.version + 1,
             updated_at=now,
-        )
+        ),
+        [
+            {
+                "b_id": m.run_id,
+                "b_version": m.expected_version,
+                "b_snapshot": snapshot,
+                "b_state": m.state,
+            }
+            for m in moves
+        ],
     )
-    return result.rowcount == 1
+    read = {m.run_id: m.expected_version for m in moves}
+    moved = {
+        int(run_id)
+        for run_id, version in conn.execute(
+            sa.select(runs.c.id, runs.c.version).where(
+                runs.c.id.in_(list(read)), runs.c.digest == digest
+            )
+        )
+        if version == read[int(run_id)] + 1
+    }
+    done = [m for m in moves if m.run_id in moved]
+    if done:
+        said = sanitize.sanitize_value(detail)
+        conn.execute(
+            sa.insert(log),
+            [
+                {
+                    "run_id": m.run_id,
+                    "tenant": m.tenant,
+                    "at": now,
+                    "what": "moved",
+                    "detail": said,
+                }
+                for m in done
+            ],
+        )
+        conn.execute(
+            sa.insert(journal),
+            [
+                {
+                    "at": now,
+                    "operator": sanitize.sanitize_text(by, 200),
+                    "action": "move",
+                    "tenant": m.tenant,
+                    "run_id": m.run_id,
+                    "resource": resource,
+                    "record_id": m.record_id,
+                    "detail": said,
+                }
+                for m in done
+            ],
+        )
+    return moved
