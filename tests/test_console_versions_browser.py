@@ -17,9 +17,9 @@ from browser import ARGS, CHROMIUM, need_browser
 from running import mount, order
 from serving import served
 from test_console_browser import NARROW, WIDE, no_sideways_scroll, opened, shot
+from test_versions import kinder_words
 
 from flowrunner import testing
-from flowrunner.store import flow_rows
 
 need_browser()
 
@@ -47,18 +47,9 @@ def shop(tmp_path: Path) -> Iterator[tuple[testing.FlowDriver, str, int]]:
     engine = sa.create_engine(url)
     driver = mount(engine, "purchase_orders")
     driver.create(order(1))
-    runner = driver.runner
-    with engine.begin() as conn:
-        flow = flow_rows.flow_by_name_or_id(conn, runner.tables, "Big orders")
-        assert flow is not None
-        [tell] = [
-            s
-            for s in flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
-            if s["title"] == "Tell the requester it was rejected"
-        ]
-        runner.save_step(conn, {**tell, "message": "Sorry: your order was rejected."})
+    flow = kinder_words(driver)
     with served(APP, url) as base:
-        yield driver, base, int(flow["id"])
+        yield driver, base, flow
     engine.dispose()
 
 

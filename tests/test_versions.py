@@ -65,6 +65,21 @@ def version_run(driver: testing.FlowDriver, ticket_id: int) -> int | None:
     return flow_versions.version_of_run(known, run.digest, run.started_at)
 
 
+def kinder_words(driver: testing.FlowDriver) -> int:
+    """An editor rewords Big orders' rejection notice (its draft); the flow's id."""
+    runner = driver.runner
+    with runner.engine.begin() as conn:
+        flow = flow_rows.flow_by_name_or_id(conn, runner.tables, "Big orders")
+        assert flow is not None
+        [tell] = [
+            s
+            for s in flow_rows.steps_of_flow(conn, runner.tables, flow["id"])
+            if s["title"] == "Tell the requester it was rejected"
+        ]
+        runner.save_step(conn, {**tell, "message": "Sorry: your order was rejected."})
+    return int(flow["id"])
+
+
 def test_runs_start_on_the_published_version_while_the_draft_is_edited(
     any_engine: sa.Engine,
 ) -> None:
@@ -288,3 +303,32 @@ def test_a_tenant_publishes_and_sees_only_its_own_flows_versions(any_engine: sa.
     assert [c.sentence for c in runner.compare("Triage", 1, tenant="acme").changes] == []
     with pytest.raises(OperatorError, match="has no version 1"):
         runner.compare("Triage", 1, tenant="beta")
+
+
+def test_a_moved_approval_keeps_the_answers_it_had_and_asks_no_one_again(
+    any_engine: sa.Engine,
+) -> None:
+    """The manager approved order 1 on version 1; the finance approvers had not yet. The
+    run moves to version 2 (a kinder rejection notice), the finance approvers answer, and
+    the order goes on to the supplier: no approver asked twice, each effect once."""
+    from running import decide, order
+
+    driver = mount(any_engine, "purchase_orders")
+    driver.create(order(1))
+    decide(driver, 1, "manager@example.com")
+    kinder_words(driver)
+    with any_engine.begin() as conn:
+        driver.runner.publish(conn, "Big orders", by="olga", note="kinder words")
+    outcomes = driver.runner.move_runs("Big orders", from_version=1, by="olga", dry_run=False)
+    assert [o.moved for o in outcomes] == [True]
+    decide(driver, 1, "cfo@example.com")
+    decide(driver, 1, "controller@example.com")
+    (run,) = driver.runs(1)
+    assert run.status == "done", run.reason
+    lines = [(line.title, line.what) for line in driver.history(run.id)]
+    assert lines.count(("Manager approval", "command")) == 1  # asked once, before the move
+    assert lines.count(("Finance approval", "command")) == 1
+    assert ("Send to supplier", "command") in lines
+    assert [n.message for n in driver.notices(run.id)] == [
+        "Your order was approved and goes to the supplier now."
+    ]
