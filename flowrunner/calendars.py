@@ -125,7 +125,7 @@ class Calendar:
                 ) from None
         object.__setattr__(self, "_days", tuple(sorted(set(days))))
         if self.country is not None:
-            self._country_days(date.today().year)  # a country the library knows
+            self._country_days(2000)  # a country the library knows, or a sentence now
 
     @cached_property
     def tz(self) -> ZoneInfo:

@@ -129,6 +129,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "flowrunner.errors",
             "flowrunner.moved",
+            "flowrunner.calendars",
             "flowrunner.foundations",
             "flowrunner.inbound.signing",
             "flowrunner.jobs.schedules",
