@@ -20,6 +20,8 @@ What each kind of step does, in the step's transaction:
 - ``wait_for``: the record's events since the run began (its floor), first match wins.
 - ``sleep``, ``until``: a moment on the run's own clock (``sleep`` counts from when
   the step before it finished); ``now``: the clock, kept.
+- ``child``: the child run started with the parent's wait for it (``children``); the
+  parent is woken when the child ends, and reads what it returned or why it failed.
 """
 
 from __future__ import annotations
@@ -40,7 +42,16 @@ from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import durations, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.workflows import actions, awaited, context, http_call, replay, starts, waits
+from flowrunner.workflows import (
+    actions,
+    awaited,
+    children,
+    context,
+    http_call,
+    replay,
+    starts,
+    waits,
+)
 
 FAILED = statuses.RunStatus.FAILED
 
@@ -52,6 +63,8 @@ class _Done:
     result: Any
     at: datetime
     refused: dict[str, Any] | None = None
+    run: int | None = None
+    """The child run a ``child`` step waited for."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,11 @@ class WorkflowStep(claimed.ClaimedStep):
     def advance(self) -> None:
         run = self.run
         if run.status in statuses.ENDED:
+            # Claimed once it ended (an operator cancelled it): its open child is
+            # cancelled with it, and its parent told.
+            if run.status == statuses.RunStatus.CANCELLED:
+                children.cancel_open(self.conn, run, self.now)
+            children.ended(self.conn, run, self.now)
             ops.set_due(self.conn, run_id=run.id, due_at=None, tenant=run.tenant)
             self.give_up_lease(forget=True)
             return
@@ -91,11 +109,17 @@ class WorkflowStep(claimed.ClaimedStep):
                 "does not have any more",
                 code="workflow_missing",
             )
+            children.ended(self.conn, run, self.now)
             return
         self.definition = definition
         self.recording = replay.Recording.from_dict(run.state)
         if not run.state:
-            self.log("started", detail={"workflow": name, "version": version})
+            parent = kept.get(children.PARENT)
+            if isinstance(parent, Mapping):
+                said = {"workflow": name, "version": version, **parent}
+                self.log("started_as_child", detail=said)
+            else:
+                self.log("started", detail={"workflow": name, "version": version})
             self.recording.clock = run.started_at.isoformat()
         w = context.Context(
             workflow=name,
@@ -182,6 +206,8 @@ class WorkflowStep(claimed.ClaimedStep):
             return self._wait_for(asked, since)
         if asked.kind == replay.RUN:
             return self._run(asked, index, since, pending)
+        if asked.kind == replay.CHILD:
+            return self._child(asked, since, pending)
         return self._call(asked, since, pending)
 
     def _wait_for(self, asked: replay.Ask, since: str) -> _Done | _Wait | _Fail:
@@ -258,6 +284,22 @@ class WorkflowStep(claimed.ClaimedStep):
         if result.refused:
             return _Done(None, self.now, {"message": message, "code": error.get("code")})
         return self._again(asked, since, attempt, message, mounted.config.retry)
+
+    def _child(
+        self, asked: replay.Ask, since: str, pending: replay.Pending | None
+    ) -> _Done | _Wait:
+        """The child started, with the wait for it; once it ended, what it returned (or
+        its failure, a refusal)."""
+        if pending is not None and pending.run is not None:
+            ended = children.outcome(self.conn, pending.run, str(asked.target))
+            if ended is None:
+                return _Wait(pending, None)  # woken before the child ended: wait on
+            return _Done(ended.result, self.now, ended.refused, pending.run)
+        key = self.recording.idempotency_key(self.run.id, asked.name)
+        started = children.start(self.mounted, self.conn, self.run, asked, key, self.now)
+        if isinstance(started, str):
+            return _Done(None, self.now, {"message": started, "code": "child_refused"})
+        return _Wait(replay.Pending(asked.name, asked.kind, asked.target, since, run=started), None)
 
     def _keyed(self, record_id: str) -> bool:
         """Whether ``record_id`` can be a key of the runner's resource (a manual run's
@@ -348,6 +390,8 @@ class WorkflowStep(claimed.ClaimedStep):
         elif asked.kind == replay.CALL:
             request = asked.options["request"]
             detail["request"] = f"{request['method']} {request['path']}"
+        if done.run is not None:
+            detail["run"] = done.run
         if asked.kind in (replay.SLEEP, replay.UNTIL, replay.NOW, replay.WAIT_FOR):
             detail["at"] = done.at.isoformat()
         self.log(
@@ -363,13 +407,20 @@ class WorkflowStep(claimed.ClaimedStep):
         rec = self.recording
         first = rec.pending is None or rec.pending.name != asked.name
         rec.pending = waiting.pending
-        if first and asked.kind in (replay.SLEEP, replay.UNTIL, replay.WAIT_FOR):
+        if first and asked.kind in (replay.SLEEP, replay.UNTIL, replay.WAIT_FOR, replay.CHILD):
+            detail: dict[str, Any] = {
+                "name": asked.name,
+                "target": asked.target,
+                "until": waiting.pending.until,
+            }
+            if waiting.pending.run is not None:
+                detail["run"] = waiting.pending.run
             self.log(
                 "workflow_waiting",
                 title=asked.name,
                 kind=asked.kind,
                 position=index + 1,
-                detail={"name": asked.name, "target": asked.target, "until": waiting.pending.until},
+                detail=detail,
             )
         self._save(statuses.RunStatus.WAITING, due=waiting.due)
 
@@ -415,6 +466,8 @@ class WorkflowStep(claimed.ClaimedStep):
         self.save(
             state=self.recording.to_dict(), status=status, due_at=due, error=error, reason=reason
         )
+        if status in statuses.ENDED:
+            children.ended(self.conn, self.run, self.now)  # its parent reads how it ended
 
     def failure(self) -> str | None:
         if self.failed is None:
@@ -468,6 +521,14 @@ class WorkflowProgram(Program):
 
     def step(self, claimed: Claimed) -> Stepping:
         return WorkflowStep(claimed)
+
+    def cancelled(
+        self, mounted: Mounted, run: ops.RunRow, why: str, now: datetime
+    ) -> tuple[dict[str, Any], datetime | None]:
+        """Ended where it stands; due now when it has a child to cancel with it or a
+        parent to tell (its next step does both)."""
+        told = children.waits_for(run.state) is not None or children.parent_of(run) is not None
+        return dict(run.state or {}), now if told else None
 
     def retried(
         self, mounted: Mounted, run: ops.RunRow, now: datetime
