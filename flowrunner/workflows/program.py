@@ -39,7 +39,7 @@ from flowrunner.engine import claimed, commands, heartbeat
 from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping
 from flowrunner.flows.interpreter import retry
 from flowrunner.flows.interpreter.waits import Waiting
-from flowrunner.foundations import durations, sanitize, statuses
+from flowrunner.foundations import durations, payloads, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
 from flowrunner.workflows import (
@@ -165,7 +165,7 @@ class WorkflowStep(claimed.ClaimedStep):
                     return self._wait(asked, index, outcome)
                 rec.finish(asked, outcome.result, outcome.at, outcome.refused)
                 self._said(asked, index, outcome)
-                if _outside(asked) and not self._kept():
+                if replay.reaches_outside(asked) and not self._kept():
                     # No checkpoint here: the answer is kept by a save now, and the run
                     # goes on in its next claim.
                     return self._save(statuses.RunStatus.RUNNING, due=self.now)
@@ -173,7 +173,7 @@ class WorkflowStep(claimed.ClaimedStep):
             else:
                 step = judged.step
             try:
-                value = replay.delivered(step, _refusal)
+                value = replay.delivered(step)
             except errors.StepRefused as refused:
                 thrown = refused
             index += 1
@@ -488,28 +488,7 @@ def _raised(exc: Exception) -> _Fail:
     return _Fail(f"the workflow raised {claimed.describe(exc)}", "workflow_failed")
 
 
-def _refusal(step: replay.Recorded) -> errors.StepRefused:
-    refused = step.refused or {}
-    status = refused.get("status")
-    return errors.StepRefused(
-        str(refused.get("message") or "refused"),
-        step=step.name,
-        status=int(status) if isinstance(status, int) else None,
-    )
-
-
-def _outside(asked: replay.Ask) -> bool:
-    """Whether a finished step may have reached outside the database: every ``call``,
-    and every ``run`` but those declared ``outside=False`` (their command only writes
-    through ``ctx.conn``, so they share the next step's commit)."""
-    if asked.kind == replay.CALL:
-        return True
-    return asked.kind == replay.RUN and asked.options.get("outside", True) is not False
-
-
 def _plain_result(result: Any) -> Any:
-    from flowrunner.foundations import payloads
-
     try:
         return payloads.plain({"result": result})["result"]
     except payloads.NotPlain as exc:

@@ -16,10 +16,10 @@ Pure: no SQL, no clock, no I/O. The state is plain JSON (``Recording.to_dict``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from flowrunner import errors
 from flowrunner.foundations import shapes
 
 # The kinds of step a workflow may ask for, as ``Ask.kind`` and history lines name them.
@@ -333,15 +333,29 @@ def _diverged(index: int, ask: Ask, kind: str, name: str, target: str | None, ve
     )
 
 
-def delivered(step: Recorded, refuse: Callable[[Recorded], BaseException]) -> shapes.Json:
+def delivered(step: Recorded) -> shapes.Json:
     """What the body's ``await`` gives for a finished step: its result (a ``now`` step's
-    time as an aware ``datetime``), or raises ``refuse(step)`` for a refused one."""
+    time as an aware ``datetime``), or raises ``StepRefused`` for a refused one."""
     if step.refused is not None:
-        raise refuse(step)
+        status = step.refused.get("status")
+        raise errors.StepRefused(
+            str(step.refused.get("message") or "refused"),
+            step=step.name,
+            status=int(status) if isinstance(status, int) else None,
+        )
     if step.kind == NOW and isinstance(step.result, str):
         moment = datetime.fromisoformat(step.result)
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return step.result
+
+
+def reaches_outside(ask: Ask) -> bool:
+    """Whether a finished step may have reached outside the database: every ``call``,
+    and every ``run`` but those declared ``outside=False`` (their command only writes
+    through ``ctx.conn``, so they share the next step's commit)."""
+    if ask.kind == CALL:
+        return True
+    return ask.kind == RUN and ask.options.get("outside", True) is not False
 
 
 def moment(text: str) -> datetime:
