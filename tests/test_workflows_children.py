@@ -89,6 +89,12 @@ def test_an_order_starts_a_credit_check_child_waits_and_goes_on_with_its_result(
     assert (waits.title, waits.kind, waits.awaits) == ("credit_check", "child", "event")
     assert waits.event == f"run {check.id} (credit_check) to end"
     assert marks(driver, 1) == "+score(ann)"
+    with driver.runner.engine.connect() as conn:
+        drawn = driver.runner.diagram(conn, "order", order).mermaid()
+    assert (
+        f"child · credit_check<br/>workflow: credit_check<br/>◔ Waiting for run {check.id} to end"
+        in drawn
+    )
 
     driver.advance("1 hour")
     parent = driver.runner.get_run(order)
