@@ -293,3 +293,34 @@ def test_a_child_step_checks_what_it_is_given() -> None:
     asked = w.child("credit_check", input={"customer": "ann"}, key="check-1", record=3).ask
     assert (asked.name, asked.kind, asked.target) == ("check-1", "child", "credit_check")
     assert asked.options == {"input": {"customer": "ann"}, "record": "3"}
+
+
+def test_a_failed_child_an_operator_retried_is_cancelled_with_its_parent(
+    any_engine: sa.Engine,
+) -> None:
+    workflows = ordering.workflows()
+
+    @workflows.define(start=Manual())
+    async def patient(w: Any, start: Mapping[str, Any]) -> Any:
+        try:
+            await w.child("credit_check", input=dict(start))
+        except StepRefused:
+            await w.sleep("wait a week", "7 days")  # the parent goes on without it
+
+    driver = shop(any_engine, workflows)
+    run_id = start(driver, "patient", 2, "bob")
+    driver.run_until_idle()
+    (check,) = children_of(driver, 2, run_id)
+    assert driver.runner.get_run(check.id).status == "failed"
+    ordering.BUREAU["bob"] = 700
+    driver.runner.retry(check.id, operator="olga")  # the check runs again, on its own
+    driver.run_until_idle()
+    assert driver.runner.get_run(check.id).status == "waiting"
+
+    driver.runner.cancel(run_id, operator="olga", reason="bob left")
+    driver.run_until_idle()
+    check = driver.runner.get_run(check.id)
+    assert (check.status, check.reason) == (
+        "cancelled",
+        f"cancelled with its parent, run {run_id} (cancelled by olga: bob left)",
+    )

@@ -8,8 +8,9 @@ parent's wait for it (``Pending.run``) commits with it. The parent then waits, d
 nothing, until the child ends: the child's last step wakes it (``ended``), as an event
 wakes the runs of its record, and the parent reads how the child ended (``outcome``):
 what it returned, or why it failed or was cancelled (a refusal the parent's ``await``
-raises as ``StepRefused``). A parent cancelled while it waits cancels that child
-(``cancel_open``), and the child its own in turn.
+raises as ``StepRefused``). A parent cancelled cancels its children that have not ended
+(``cancel_open``) — the one it waits for, and a failed one an operator retried since —
+and each child its own in turn.
 
 The child is an ordinary run — its own history, the operators' actions — whose
 snapshot names its parent (``{"parent": {"run": 7, "step": "credit"}}``).
@@ -129,12 +130,19 @@ def parent_of(run: ops.RunRow) -> int | None:
     return None
 
 
-def waits_for(state: Mapping[str, object] | None) -> int | None:
-    """The child run a run's state waits for, if it waits for one."""
-    pending = replay.Recording.from_dict(state).pending
-    if pending is not None and pending.kind == replay.CHILD:
-        return pending.run
-    return None
+def started(state: Mapping[str, object] | None) -> list[int]:
+    """The child runs a run's state knows it started and that may not have ended: the
+    one it waits for, and those whose failure it recorded (an operator may have retried
+    them since). A child that returned is done for good."""
+    rec = replay.Recording.from_dict(state)
+    found = []
+    for step in (*rec.superseded, *rec.steps):
+        run = (step.refused or {}).get("run") if step.kind == replay.CHILD else None
+        if isinstance(run, int):
+            found.append(run)
+    if rec.pending is not None and rec.pending.kind == replay.CHILD and rec.pending.run:
+        found.append(rec.pending.run)
+    return found
 
 
 def ended(conn: sa.Connection, run: ops.RunRow, now: datetime) -> None:
@@ -145,27 +153,29 @@ def ended(conn: sa.Connection, run: ops.RunRow, now: datetime) -> None:
         ops.wake_run(conn, run_id=parent, now=now)
 
 
-def cancel_open(conn: sa.Connection, run: ops.RunRow, now: datetime) -> int | None:
-    """A cancelled run's child that has not ended, cancelled with it (and made due, so
-    that its own open child is cancelled in turn); the child's id, if there was one."""
-    child_id = waits_for(run.state)
-    child = None if child_id is None else ops.find_run(conn, child_id)
-    if child is None or child.status in statuses.ENDED:
-        return None
+def cancel_open(conn: sa.Connection, run: ops.RunRow, now: datetime) -> list[int]:
+    """A cancelled run's children that have not ended, cancelled with it (and made due,
+    so that their own open children are cancelled in turn); their ids."""
     why = f"cancelled with its parent, run {run.id}"
     if run.reason:
         why += f" ({run.reason})"
-    ops.save_run(
-        conn,
-        child.id,
-        expected_version=child.version,
-        state=child.state,
-        status=statuses.RunStatus.CANCELLED,
-        now=now,
-        reason=why,
-        error=child.error,
-    )
-    ops.set_due(conn, run_id=child.id, due_at=now, tenant=child.tenant)
-    detail = {"parent": run.id, "reason": run.reason}
-    ops.append_log(conn, run_id=child.id, at=now, what="cancelled_with_parent", detail=detail)
-    return child.id
+    cancelled = []
+    for child_id in started(run.state):
+        child = ops.find_run(conn, child_id)
+        if child is None or child.status in statuses.ENDED:
+            continue
+        ops.save_run(
+            conn,
+            child.id,
+            expected_version=child.version,
+            state=child.state,
+            status=statuses.RunStatus.CANCELLED,
+            now=now,
+            reason=why,
+            error=child.error,
+        )
+        ops.set_due(conn, run_id=child.id, due_at=now, tenant=child.tenant)
+        detail = {"parent": run.id, "reason": run.reason}
+        ops.append_log(conn, run_id=child.id, at=now, what="cancelled_with_parent", detail=detail)
+        cancelled.append(child.id)
+    return cancelled

@@ -504,9 +504,9 @@ class WorkflowProgram(Program):
     def cancelled(
         self, mounted: Mounted, run: ops.RunRow, why: str, now: datetime
     ) -> tuple[dict[str, Any], datetime | None]:
-        """Ended where it stands; due now when it has a child to cancel with it or a
-        parent to tell (its next step does both)."""
-        told = children.waits_for(run.state) is not None or children.parent_of(run) is not None
+        """Ended where it stands; due now when it started children (those not ended are
+        cancelled with it) or has a parent to tell: its next step does both."""
+        told = bool(children.started(run.state)) or children.parent_of(run) is not None
         return dict(run.state or {}), now if told else None
 
     def retried(
