@@ -24,7 +24,7 @@ from flowrunner.engine.mounted import FLOW, program_of
 from flowrunner.foundations import payloads
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
-from flowrunner.workflows import replay, starts
+from flowrunner.workflows import definitions, replay, starts
 
 if TYPE_CHECKING:
     from flowrunner.engine.mounted import Mounted
@@ -119,12 +119,11 @@ class Forks:
                     f"there is no run {key}", status_code=404, code="run_unknown"
                 )
             begins = _forkable(mounted, run, from_step, now)
-            definition = mounted.workflows.find(begins.workflow, begins.version)
             start = run.snapshot.get("start")
             new_id = starts.insert(
                 mounted,
                 conn,
-                definition,
+                begins.definition,
                 start if isinstance(start, Mapping) else {},
                 record_id=run.record_id,
                 tenant=run.tenant,
@@ -142,7 +141,7 @@ class Forks:
                 run_id=new_id,
                 at=now,
                 what="forked_from",
-                detail={**said, "run": run.id, "kept": kept, "workflow": begins.workflow},
+                detail={**said, "run": run.id, "kept": kept, "workflow": run.flow_name},
             )
             ops.append_log(
                 conn, run_id=run.id, at=now, what="forked", detail={**said, "forked_as": new_id}
@@ -163,10 +162,9 @@ class Forks:
 
 @dataclass(frozen=True)
 class _Begins:
-    """What a fork begins with: its workflow and version, its recorded steps."""
+    """What a fork begins with: the run's workflow at its version, the steps it keeps."""
 
-    workflow: str
-    version: int
+    definition: definitions.Definition
     recording: replay.Recording
 
 
@@ -183,7 +181,10 @@ def _forkable(mounted: Mounted, run: ops.RunRow, step: object, now: datetime) ->
         )
     name, version = str(run.snapshot.get("workflow")), run.snapshot.get("version")
     workflows = mounted.workflows
-    if not isinstance(version, int) or workflows is None or workflows.find(name, version) is None:
+    definition = None
+    if isinstance(version, int) and workflows is not None:
+        definition = workflows.find(name, version)
+    if not isinstance(definition, definitions.Definition):
         raise errors.OperatorError(
             f"run {run.id} executes workflow {name!r} version {version}, which this runner "
             "does not have any more: register it again to fork the run",
@@ -198,4 +199,4 @@ def _forkable(mounted: Mounted, run: ops.RunRow, step: object, now: datetime) ->
             f"there (its steps: {reached or 'none yet'})",
             code="step_unknown",
         )
-    return _Begins(name, version, begins)
+    return _Begins(definition, begins)

@@ -89,8 +89,8 @@ class WorkflowStep(claimed.ClaimedStep):
     def advance(self) -> None:
         run = self.run
         if run.status in statuses.ENDED:
-            # Claimed once it ended (an operator cancelled it): its open child is
-            # cancelled with it, and its parent told.
+            # Claimed once it ended (an operator cancelled it): its children that have
+            # not ended are cancelled with it, and its parent is told.
             if run.status == statuses.RunStatus.CANCELLED:
                 children.cancel_open(self.conn, run, self.now)
             children.ended(self.conn, run, self.now)
