@@ -50,6 +50,7 @@ from flowrunner.store import app_tables, listing
 from flowrunner.store import operations as ops
 from flowrunner.timers import program as timers
 from flowrunner.timers import rules as timer_rules
+from flowrunner.workflows import actions as workflow_actions
 from flowrunner.workflows import definitions
 from flowrunner.workflows import program as workflow_program
 from flowrunner.workflows import starts as workflow_starts
@@ -129,6 +130,7 @@ class FlowRunner:
         self.editor = FlowEditor(self.mounted)
         self.operations = Operations(self.mounted)
         self.publishing = Publishing(self.mounted)
+        self.forks = workflow_actions.Forks(self.mounted)
 
     # -- the context, as the application reads it ----------------------------------------
 
@@ -356,6 +358,8 @@ class FlowRunner:
             key=key,
             tenant=tenant,
         )
+
+    fork = _of("forks", workflow_actions.Forks.fork)
 
     def run_due(self, limit: int = 100, *, batch: int = 1) -> int:
         """Advance up to ``limit`` due runs in this process; returns how many were claimed."""

@@ -1,4 +1,5 @@
-"""A worker process that kills itself at a named point: used by tests/test_crash.py (and,
+"""A worker process that kills itself at a named point: used by tests/test_crash.py,
+tests/test_workflows_crash_killed.py and tests/test_workflows_children_crash.py (and,
 killed inside a call rather than at a point, by tests/test_checkpoints.py).
 
     python crashing_worker.py APP NOW POINT     (CRASH_DB, CRASH_OPTIONS in the environment)
@@ -9,6 +10,7 @@ process), or 0 if the work finished without reaching it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from datetime import datetime, timedelta
@@ -19,6 +21,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).parent))
 
 import five_calls
+import ordering
 import workflow_desk
 from running import app
 
@@ -53,6 +56,16 @@ def main() -> None:
             commands={**module.COMMANDS, **workflow_desk.COMMANDS},
             clock=lambda: now,
             workflows=workflow_desk.workflows(os.environ["CRASH_CHECKS"]),
+        )
+    elif name == "ordering":  # orders and their credit checks (test_workflows_children_crash)
+        module = app("purchase_orders")
+        ordering.BUREAU.update(json.loads(os.environ["CRASH_BUREAU"]))
+        runner = flow_runner(
+            module.binding,
+            engine,
+            commands={**module.COMMANDS, **ordering.COMMANDS},
+            clock=lambda: now,
+            workflows=ordering.workflows(),
         )
     else:
         module = app(name)

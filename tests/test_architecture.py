@@ -198,6 +198,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.workflows.http_call",
             "flowrunner.workflows.starts",
             "flowrunner.workflows.actions",
+            "flowrunner.workflows.children",
         ),
     ),
     ("surfaces", ("flowrunner.cli", "flowrunner.web", "flowrunner.__main__")),

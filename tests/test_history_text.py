@@ -464,6 +464,16 @@ SENTENCES["workflow_step"] = [
     ("sleep", {"name": "grace", "at": T}, "Slept until Tue 3 Mar 09:00 (grace)"),
     ("until", {"name": "grace", "at": T}, "Waited until Tue 3 Mar 09:00 (grace)"),
     ("now", {"name": "checked", "at": T}, "Took the time: Tue 3 Mar 09:00 (checked)"),
+    (
+        "child",
+        {"name": "credit", "target": "credit_check", "run": 12},
+        "credit_check (run 12) done (credit)",
+    ),
+    (
+        "child",
+        {"name": "credit", "target": "credit_check", "run": 12, "refused": "child run 12 failed"},
+        "credit_check failed (credit): child run 12 failed",
+    ),
 ]
 SENTENCES["workflow_waiting"] = [
     (
@@ -472,6 +482,45 @@ SENTENCES["workflow_waiting"] = [
         "Waiting for credit.reported until Wed 4 Mar 09:00 (credit-result)",
     ),
     ("sleep", {"name": "grace", "until": T}, "Sleeping until Tue 3 Mar 09:00 (grace)"),
+    (
+        "child",
+        {"name": "credit", "target": "credit_check", "run": 12},
+        "Started credit_check as run 12; waiting for it to end (credit)",
+    ),
+]
+# A code workflow's children and forks.
+SENTENCES["started_as_child"] = [
+    (
+        None,
+        {"workflow": "credit_check", "run": 7, "step": "credit"},
+        "Started by run 7 at its step 'credit'",
+    ),
+]
+SENTENCES["cancelled_with_parent"] = [
+    (
+        None,
+        {"parent": 7, "reason": "cancelled by olga: withdrawn"},
+        "Cancelled with its parent, run 7 (cancelled by olga: withdrawn)",
+    ),
+]
+SENTENCES["forked"] = [
+    (
+        None,
+        {"by": "olga", "step": "charge", "forked_as": 9, "reason": "card added"},
+        "olga forked the run from 'charge' as run 9: card added",
+    ),
+]
+SENTENCES["forked_from"] = [
+    (
+        None,
+        {"by": "olga", "step": "charge", "run": 5, "kept": 2, "reason": "card added"},
+        "Forked by olga from run 5 at 'charge' (2 steps before it kept as recorded): card added",
+    ),
+    (
+        None,
+        {"by": "olga", "step": "reserve", "run": 5, "kept": 0},
+        "Forked by olga from run 5 at 'reserve' (0 steps before it kept as recorded)",
+    ),
 ]
 SENTENCES["diverged"] = [
     (
@@ -547,6 +596,8 @@ WRITERS = [
     PACKAGE / "engine" / "worker.py",
     PACKAGE / "jobs" / "program.py",
     PACKAGE / "workflows" / "program.py",
+    PACKAGE / "workflows" / "children.py",
+    PACKAGE / "workflows" / "actions.py",
     PACKAGE / "timers" / "program.py",
 ]
 # Codes a sentence is ready for that this tree does not write yet, each with its reason.

@@ -20,7 +20,10 @@ from flowrunner.engine import commands
 from flowrunner.workflows import Manual, Workflows, awaited, replay
 
 TICKET = {"id": 1, "title": "Printer on fire", "requester_id": "ann"}
-RULE = "a workflow may await only its steps (w.run, w.call, w.wait_for, w.sleep, w.until, w.now)"
+RULE = (
+    "a workflow may await only its steps "
+    "(w.run, w.call, w.child, w.wait_for, w.sleep, w.until, w.now)"
+)
 
 
 async def _nap() -> None:

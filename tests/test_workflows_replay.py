@@ -211,8 +211,8 @@ def test_a_run_whose_version_is_gone_fails_with_a_sentence(any_engine: sa.Engine
         ),
         (
             "asyncio",
-            "a workflow may await only its steps (w.run, w.call, w.wait_for, w.sleep, "
-            "w.until, w.now); it awaited Future",
+            "a workflow may await only its steps (w.run, w.call, w.child, w.wait_for, "
+            "w.sleep, w.until, w.now); it awaited Future",
         ),
         ("raise", "the workflow raised KeyError: 'missing'"),
     ],

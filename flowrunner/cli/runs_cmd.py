@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner.cli import versions_cmd
+from flowrunner.cli import fork_cmd, versions_cmd
 from flowrunner.engine import actions, operations_room
 from flowrunner.foundations import shapes
 from flowrunner.history import flows
@@ -68,7 +68,7 @@ BEFORE = click.option(
 @click.group(epilog=EXIT_STATUSES)
 def runs() -> None:
     """Runs across records: list, show, cancel, retry, redrive, restart, move to another
-    version of their flow; the journal and the notices outbox."""
+    version of their flow, fork a code workflow's run; the journal and the notices outbox."""
 
 
 # -- list --------------------------------------------------------------------------------
@@ -320,6 +320,7 @@ _action(
 
 
 runs.add_command(versions_cmd.move)
+runs.add_command(fork_cmd.fork)
 
 
 # -- the journal and the outbox ----------------------------------------------------------

@@ -16,7 +16,12 @@ from flowrunner.workflows import replay
 
 # Each step kind drawn with the mark of the built-in kind that does the same, or its own.
 _MARKS = {replay.SLEEP: "wait", replay.UNTIL: "until", replay.WAIT_FOR: "waitFor"}
-_TARGETS = {replay.RUN: "command", replay.CALL: "connection", replay.WAIT_FOR: "event"}
+_TARGETS = {
+    replay.RUN: "command",
+    replay.CALL: "connection",
+    replay.WAIT_FOR: "event",
+    replay.CHILD: "workflow",
+}
 
 
 def picture(
@@ -65,6 +70,8 @@ def picture(
         elif pending.kind == replay.WAIT_FOR:
             text = f"Waiting for {pending.target}"
             run = model.StepRun("waiting", text, _gives_up(until), until)
+        elif pending.kind == replay.CHILD:
+            run = model.StepRun("waiting", f"Waiting for run {pending.run} to end", (), None)
         else:
             run = model.StepRun("waiting", f"Waiting until {progress.when(until)}", (), until)
         columns.append(

@@ -435,6 +435,7 @@ def journal_sentence(entry: ops.JournalRow) -> str:
         "redrive": "redrove",
         "restart": "restarted",
         "start": "started",
+        "fork": "forked",
     }
     detail = entry.detail if isinstance(entry.detail, dict) else {}
     if entry.action in EDITS:
@@ -451,6 +452,8 @@ def journal_sentence(entry: ops.JournalRow) -> str:
         said += f" ({entry.resource or 'record'} {entry.record_id})"
     if detail.get("restarted_as") is not None:
         said += f" as run {detail['restarted_as']}"
+    if detail.get("forked_as") is not None:
+        said += f" from '{detail.get('from', '?')}' as run {detail['forked_as']}"
     if detail.get("reason"):
         said += f": {detail['reason']}"
     return said

@@ -1,6 +1,6 @@
 """The sentences of the history lines that other programs than a flow write: a job's
 (planned, scheduled, ran, failed), a code workflow's steps (done, waiting, diverged),
-a timer on a record's date (fired, moved, unmatched, gone).
+its children and forks, a timer on a record's date (fired, moved, unmatched, gone).
 
 ``history_text.sentence`` finds them here by code (``RENDER``). Pure: no SQL, no clock.
 """
@@ -94,6 +94,11 @@ def _workflow_step(say: Say) -> str:
         if refused:
             return f"{target} refused the call{named}: {refused}"
         return f"Called {target}: {say.get('request', 'a request')}{named}"
+    if kind == "child":
+        if refused:
+            return f"{target} failed{named}: {refused}"
+        run = say.detail.get("run")
+        return f"{target} (run {run}) done{named}" if run else f"{target} done{named}"
     at = say.time("at")
     if kind == "wait_for":
         if say.detail.get("arrived"):
@@ -109,6 +114,11 @@ def _workflow_step(say: Say) -> str:
 def _workflow_waiting(say: Say) -> str:
     until = say.time("until")
     named = _step_name(say)
+    if say.line.kind == "child":
+        workflow = say.get("target", "a workflow")
+        run = say.detail.get("run")
+        started = f"Started {workflow} as run {run}" if run else f"Started {workflow}"
+        return f"{started}; waiting for it to end{named}"
     if say.line.kind == "wait_for":
         event = say.get("target", "an event")
         return (
@@ -121,6 +131,38 @@ def _workflow_waiting(say: Say) -> str:
 
 def _diverged(say: Say) -> str:
     return f"Diverged: {say.get('message', 'the code asked for another step')}"
+
+
+def _started_as_child(say: Say) -> str:
+    parent = say.get("run", "?")
+    step = say.detail.get("step")
+    return f"Started by run {parent} at its step {step!r}" if step else f"Started by run {parent}"
+
+
+def _cancelled_with_parent(say: Say) -> str:
+    said = f"Cancelled with its parent, run {say.get('parent', '?')}"
+    reason = say.detail.get("reason")
+    return f"{said} ({reason})" if reason else said
+
+
+def _steps(count: int) -> str:
+    return f"{count} step{'' if count == 1 else 's'}"
+
+
+def _forked(say: Say) -> str:
+    said = f"{who_did(say.get('by', 'an operator'))} forked the run from {say.get('step', '?')!r}"
+    if say.detail.get("forked_as") is not None:
+        said += f" as run {say.detail['forked_as']}"
+    reason = say.detail.get("reason")
+    return f"{said}: {reason}" if reason else said
+
+
+def _forked_from(say: Say) -> str:
+    step = say.get("step", "?")
+    said = f"Forked by {who_did(say.get('by', 'an operator'))} from run {say.get('run', '?')}"
+    said += f" at {step!r} ({_steps(int(say.get('kept', 0)))} before it kept as recorded)"
+    reason = say.detail.get("reason")
+    return f"{said}: {reason}" if reason else said
 
 
 def _timer_passed(say: Say) -> str:
@@ -168,6 +210,10 @@ RENDER: dict[str, Callable[[Say], str]] = {
     "workflow_step": _workflow_step,
     "workflow_waiting": _workflow_waiting,
     "diverged": _diverged,
+    "started_as_child": _started_as_child,
+    "cancelled_with_parent": _cancelled_with_parent,
+    "forked": _forked,
+    "forked_from": _forked_from,
     "timer_fired": _timer_fired,
     "timer_moved": _timer_moved,
     "timer_unmatched": _timer_unmatched,

@@ -223,6 +223,48 @@ def wake_record(
     ).all()
     if not woken:
         return []
+    upsert = _waking(conn)
+    for run_id, run_tenant, *_ in woken:
+        conn.execute(
+            upsert,
+            {"p_run": run_id, "p_tenant": run_tenant, "p_now": now, "p_resource": resource},
+        )
+    return [int(row[0]) for row in woken]
+
+
+def wake_run(conn: sa.Connection, *, run_id: int, now: datetime) -> bool:
+    """Make one run that has not ended due now, as ``wake_record`` does a record's runs
+    (a code workflow's child that ends wakes its parent); whether it was open.
+
+    A run already due earlier keeps its earlier time; a worker that holds it meanwhile
+    keeps it due (the wake counts, as ``set_due`` with a claim reads it).
+    """
+    runs = engine_tables.runs
+
+    def build() -> sqltypes.Query:
+        query = sa.select(runs.c.tenant, runs.c.resource).where(
+            runs.c.id == sa.bindparam("p_run", type_=runs.c.id.type),
+            runs.c.status.in_(sorted(s.value for s in statuses.OPEN)),
+        )
+        woken_by = wakeups.wake(conn.dialect, runs.c.resource)
+        # Sent for the run found (made due now below) when the caller commits.
+        return query if woken_by is None else query.add_columns(woken_by)
+
+    found = conn.execute(
+        prepared.statement(("wake_run", conn.dialect.name), build), {"p_run": run_id}
+    ).first()
+    if found is None:
+        return False
+    tenant, resource = found[0], found[1]
+    conn.execute(
+        _waking(conn),
+        {"p_run": run_id, "p_tenant": tenant, "p_now": now, "p_resource": resource},
+    )
+    return True
+
+
+def _waking(conn: sa.Connection) -> dialects.Upsertable:
+    """The upsert that makes one run due no later than ``p_now`` and counts the wake."""
     table = engine_tables.due
 
     def wake() -> dialects.Upsertable:
@@ -244,13 +286,7 @@ def wake_record(
             },
         )
 
-    upsert = prepared.statement(("wake_due", conn.dialect.name), wake)
-    for run_id, run_tenant, *_ in woken:
-        conn.execute(
-            upsert,
-            {"p_run": run_id, "p_tenant": run_tenant, "p_now": now, "p_resource": resource},
-        )
-    return [int(row[0]) for row in woken]
+    return prepared.statement(("wake_due", conn.dialect.name), wake)
 
 
 def scoped(query: sqltypes.Query, *, tenant: object, resource: object) -> sqltypes.Query:

@@ -20,6 +20,7 @@ from flowrunner.store.due import (
     next_due,
     set_due,
     wake_record,
+    wake_run,
 )
 from flowrunner.store.events import (
     EventRow,
@@ -162,4 +163,5 @@ __all__ = [
     "stuck_among",
     "time_left",
     "wake_record",
+    "wake_run",
 ]

@@ -2,11 +2,11 @@
 
 A run of a code workflow is a run like a flow's — the same table, due-work index,
 leases, history and operators' actions — whose stored snapshot names the program
-``workflow``. ``defining`` is what an application declares, ``context`` the ``w`` a
+``workflow``. ``definitions`` is what an application declares, ``context`` the ``w`` a
 body awaits, ``replay`` the recorded steps and the rule that replays them (all pure);
-``launching`` starts runs, ``advancing`` is the worker's step, ``calling`` the HTTP
-call of a ``call`` step, ``steering`` the operators' actions on such runs. See
-docs/workflows.md.
+``starts`` starts runs, ``program`` is the worker's step, ``http_call`` the HTTP call of
+a ``call`` step, ``children`` the child runs of ``child`` steps, ``actions`` the
+operators' actions on such runs (retry, restart, fork). See docs/workflows.md.
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ from typing import Any, NoReturn, cast
 
 from flowrunner.workflows import replay
 
-RULE = "a workflow may await only its steps (w.run, w.call, w.wait_for, w.sleep, w.until, w.now)"
+RULE = (
+    "a workflow may await only its steps "
+    "(w.run, w.call, w.child, w.wait_for, w.sleep, w.until, w.now)"
+)
 
 
 class NotAStep(Exception):

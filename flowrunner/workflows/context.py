@@ -122,6 +122,33 @@ class Context:
         options = {"request": sent, "retry": retry_of(name, retry)}
         return Step(replay.Ask(name, replay.CALL, connection, options))
 
+    def child(
+        self,
+        workflow: str,
+        *,
+        input: shapes.Payload | None = None,
+        key: str | None = None,
+        record: object = None,
+    ) -> Step[shapes.Json]:
+        """Start ``workflow`` (another of the same ``Workflows``, its latest version) as a
+        child run given ``input`` as its start, on this run's record unless ``record``
+        says; wait until it ends, and return what it returned. Raises ``StepRefused``
+        when the child fails or is cancelled.
+
+        The step is named ``key`` (the workflow's name unless said: a run that starts one
+        workflow twice names each start), and the child is started once per run and key,
+        whatever crashes. Cancelling this run cancels the child it waits for.
+        """
+        if not isinstance(workflow, str) or not workflow.strip():
+            raise errors.BindingError("w.child: name the workflow to start")
+        name = workflow if key is None else key
+        _name(name)
+        options: dict[str, object] = {
+            "input": _plain(name, input),
+            "record": None if record is None else str(record),
+        }
+        return Step(replay.Ask(name, replay.CHILD, workflow, options))
+
     def wait_for(
         self,
         name: str,

@@ -20,6 +20,8 @@ What each kind of step does, in the step's transaction:
 - ``wait_for``: the record's events since the run began (its floor), first match wins.
 - ``sleep``, ``until``: a moment on the run's own clock (``sleep`` counts from when
   the step before it finished); ``now``: the clock, kept.
+- ``child``: the child run started with the parent's wait for it (``children``); the
+  parent is woken when the child ends, and reads what it returned or why it failed.
 """
 
 from __future__ import annotations
@@ -37,10 +39,19 @@ from flowrunner.engine import claimed, commands, heartbeat
 from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping
 from flowrunner.flows.interpreter import retry
 from flowrunner.flows.interpreter.waits import Waiting
-from flowrunner.foundations import durations, sanitize, statuses
+from flowrunner.foundations import durations, payloads, sanitize, statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.workflows import actions, awaited, context, http_call, replay, starts, waits
+from flowrunner.workflows import (
+    actions,
+    awaited,
+    children,
+    context,
+    http_call,
+    replay,
+    starts,
+    waits,
+)
 
 FAILED = statuses.RunStatus.FAILED
 
@@ -52,6 +63,8 @@ class _Done:
     result: Any
     at: datetime
     refused: dict[str, Any] | None = None
+    run: int | None = None
+    """The child run a ``child`` step waited for."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,11 @@ class WorkflowStep(claimed.ClaimedStep):
     def advance(self) -> None:
         run = self.run
         if run.status in statuses.ENDED:
+            # Claimed once it ended (an operator cancelled it): its children that have
+            # not ended are cancelled with it, and its parent is told.
+            if run.status == statuses.RunStatus.CANCELLED:
+                children.cancel_open(self.conn, run, self.now)
+            children.ended(self.conn, run, self.now)
             ops.set_due(self.conn, run_id=run.id, due_at=None, tenant=run.tenant)
             self.give_up_lease(forget=True)
             return
@@ -91,11 +109,17 @@ class WorkflowStep(claimed.ClaimedStep):
                 "does not have any more",
                 code="workflow_missing",
             )
+            children.ended(self.conn, run, self.now)
             return
         self.definition = definition
         self.recording = replay.Recording.from_dict(run.state)
         if not run.state:
-            self.log("started", detail={"workflow": name, "version": version})
+            parent = kept.get(children.PARENT)
+            if isinstance(parent, Mapping):
+                said = {"workflow": name, "version": version, **parent}
+                self.log("started_as_child", detail=said)
+            else:
+                self.log("started", detail={"workflow": name, "version": version})
             self.recording.clock = run.started_at.isoformat()
         w = context.Context(
             workflow=name,
@@ -141,7 +165,7 @@ class WorkflowStep(claimed.ClaimedStep):
                     return self._wait(asked, index, outcome)
                 rec.finish(asked, outcome.result, outcome.at, outcome.refused)
                 self._said(asked, index, outcome)
-                if _outside(asked) and not self._kept():
+                if replay.reaches_outside(asked) and not self._kept():
                     # No checkpoint here: the answer is kept by a save now, and the run
                     # goes on in its next claim.
                     return self._save(statuses.RunStatus.RUNNING, due=self.now)
@@ -149,7 +173,7 @@ class WorkflowStep(claimed.ClaimedStep):
             else:
                 step = judged.step
             try:
-                value = replay.delivered(step, _refusal)
+                value = replay.delivered(step)
             except errors.StepRefused as refused:
                 thrown = refused
             index += 1
@@ -182,6 +206,8 @@ class WorkflowStep(claimed.ClaimedStep):
             return self._wait_for(asked, since)
         if asked.kind == replay.RUN:
             return self._run(asked, index, since, pending)
+        if asked.kind == replay.CHILD:
+            return self._child(asked, since, pending)
         return self._call(asked, since, pending)
 
     def _wait_for(self, asked: replay.Ask, since: str) -> _Done | _Wait | _Fail:
@@ -258,6 +284,22 @@ class WorkflowStep(claimed.ClaimedStep):
         if result.refused:
             return _Done(None, self.now, {"message": message, "code": error.get("code")})
         return self._again(asked, since, attempt, message, mounted.config.retry)
+
+    def _child(
+        self, asked: replay.Ask, since: str, pending: replay.Pending | None
+    ) -> _Done | _Wait:
+        """The child started, with the wait for it; once it ended, what it returned (or
+        its failure, a refusal)."""
+        if pending is not None and pending.run is not None:
+            ended = children.outcome(self.conn, pending.run, str(asked.target))
+            if ended is None:
+                return _Wait(pending, None)  # woken before the child ended: wait on
+            return _Done(ended.result, self.now, ended.refused, pending.run)
+        key = self.recording.idempotency_key(self.run.id, asked.name)
+        started = children.start(self.mounted, self.conn, self.run, asked, key, self.now)
+        if isinstance(started, str):
+            return _Done(None, self.now, {"message": started, "code": "child_refused"})
+        return _Wait(replay.Pending(asked.name, asked.kind, asked.target, since, run=started), None)
 
     def _keyed(self, record_id: str) -> bool:
         """Whether ``record_id`` can be a key of the runner's resource (a manual run's
@@ -348,6 +390,8 @@ class WorkflowStep(claimed.ClaimedStep):
         elif asked.kind == replay.CALL:
             request = asked.options["request"]
             detail["request"] = f"{request['method']} {request['path']}"
+        if done.run is not None:
+            detail["run"] = done.run
         if asked.kind in (replay.SLEEP, replay.UNTIL, replay.NOW, replay.WAIT_FOR):
             detail["at"] = done.at.isoformat()
         self.log(
@@ -363,13 +407,20 @@ class WorkflowStep(claimed.ClaimedStep):
         rec = self.recording
         first = rec.pending is None or rec.pending.name != asked.name
         rec.pending = waiting.pending
-        if first and asked.kind in (replay.SLEEP, replay.UNTIL, replay.WAIT_FOR):
+        if first and asked.kind in (replay.SLEEP, replay.UNTIL, replay.WAIT_FOR, replay.CHILD):
+            detail: dict[str, Any] = {
+                "name": asked.name,
+                "target": asked.target,
+                "until": waiting.pending.until,
+            }
+            if waiting.pending.run is not None:
+                detail["run"] = waiting.pending.run
             self.log(
                 "workflow_waiting",
                 title=asked.name,
                 kind=asked.kind,
                 position=index + 1,
-                detail={"name": asked.name, "target": asked.target, "until": waiting.pending.until},
+                detail=detail,
             )
         self._save(statuses.RunStatus.WAITING, due=waiting.due)
 
@@ -415,6 +466,8 @@ class WorkflowStep(claimed.ClaimedStep):
         self.save(
             state=self.recording.to_dict(), status=status, due_at=due, error=error, reason=reason
         )
+        if status in statuses.ENDED:
+            children.ended(self.conn, self.run, self.now)  # its parent reads how it ended
 
     def failure(self) -> str | None:
         if self.failed is None:
@@ -435,28 +488,7 @@ def _raised(exc: Exception) -> _Fail:
     return _Fail(f"the workflow raised {claimed.describe(exc)}", "workflow_failed")
 
 
-def _refusal(step: replay.Recorded) -> errors.StepRefused:
-    refused = step.refused or {}
-    status = refused.get("status")
-    return errors.StepRefused(
-        str(refused.get("message") or "refused"),
-        step=step.name,
-        status=int(status) if isinstance(status, int) else None,
-    )
-
-
-def _outside(asked: replay.Ask) -> bool:
-    """Whether a finished step may have reached outside the database: every ``call``,
-    and every ``run`` but those declared ``outside=False`` (their command only writes
-    through ``ctx.conn``, so they share the next step's commit)."""
-    if asked.kind == replay.CALL:
-        return True
-    return asked.kind == replay.RUN and asked.options.get("outside", True) is not False
-
-
 def _plain_result(result: Any) -> Any:
-    from flowrunner.foundations import payloads
-
     try:
         return payloads.plain({"result": result})["result"]
     except payloads.NotPlain as exc:
@@ -468,6 +500,14 @@ class WorkflowProgram(Program):
 
     def step(self, claimed: Claimed) -> Stepping:
         return WorkflowStep(claimed)
+
+    def cancelled(
+        self, mounted: Mounted, run: ops.RunRow, why: str, now: datetime
+    ) -> tuple[dict[str, Any], datetime | None]:
+        """Ended where it stands; due now when it started children (those not ended are
+        cancelled with it) or has a parent to tell: its next step does both."""
+        told = bool(children.started(run.state)) or children.parent_of(run) is not None
+        return dict(run.state or {}), now if told else None
 
     def retried(
         self, mounted: Mounted, run: ops.RunRow, now: datetime

@@ -8,17 +8,18 @@ runs the workflow's body again, each step the body asks for (``Ask``) is judged 
 the first one not finished yet is done now (``Fresh``); one whose name, kind or target
 is not what the run recorded there stops the run (``Diverged``, with a sentence). A
 refused step the run failed on is set aside by an operator's retry (``superseded``) and
-done again, under a new idempotency key (``Recording.idempotency_key``).
+done again, under a new idempotency key (``Recording.idempotency_key``). A fork from a
+step begins with the steps recorded before it (``forked``), and does the rest anew.
 
 Pure: no SQL, no clock, no I/O. The state is plain JSON (``Recording.to_dict``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from flowrunner import errors
 from flowrunner.foundations import shapes
 
 # The kinds of step a workflow may ask for, as ``Ask.kind`` and history lines name them.
@@ -28,10 +29,11 @@ WAIT_FOR = "wait_for"
 SLEEP = "sleep"
 UNTIL = "until"
 NOW = "now"
-KINDS = (RUN, CALL, WAIT_FOR, SLEEP, UNTIL, NOW)
+CHILD = "child"
+KINDS = (RUN, CALL, WAIT_FOR, SLEEP, UNTIL, NOW, CHILD)
 
 # How each kind reads in a sentence ("asked for run 'assess' (command assessLateFees)").
-_TARGET_WORDS = {RUN: "command", CALL: "connection", WAIT_FOR: "event"}
+_TARGET_WORDS = {RUN: "command", CALL: "connection", WAIT_FOR: "event", CHILD: "workflow"}
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,10 @@ class Ask:
     """What the body asks for at one ``await``: a step, by name, kind and target.
 
     ``target`` is what the step acts on and must stay the same for a run to replay: a
-    ``run`` step's command, a ``call`` step's connection, a ``wait_for`` step's event
-    (None for timers and ``now``). ``options`` holds the rest, read when the step is
-    done: a command's input and record, a request, a match, a timeout, a moment.
+    ``run`` step's command, a ``call`` step's connection, a ``wait_for`` step's event,
+    a ``child`` step's workflow (None for timers and ``now``). ``options`` holds the
+    rest, read when the step is done: a command's input and record, a request, a match,
+    a timeout, a moment, a child's start.
     """
 
     name: str
@@ -70,7 +73,8 @@ class Recorded:
     target: str | None
     result: shapes.Json = None
     """The step's result as JSON: a command's answer, a call's answer body, the event's
-    payload (None when a wait timed out), the time (``now``, in ISO 8601)."""
+    payload (None when a wait timed out), the time (``now``, in ISO 8601), what a child
+    run returned."""
     refused: shapes.JsonDict | None = None
     """``{"message": ..., "status": 404}`` when the step was refused (``StepRefused``)."""
     at: str | None = None
@@ -99,7 +103,8 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Pending:
-    """The step a run waits at: a timer, an event, or a command's or call's next attempt."""
+    """The step a run waits at: a timer, an event, a child run, or a command's or call's
+    next attempt."""
 
     name: str
     kind: str
@@ -112,9 +117,11 @@ class Pending:
     """Attempts that failed so far (a ``run`` or ``call`` step retried with backoff)."""
     error: str | None = None
     """Why the last attempt failed, in a line."""
+    run: int | None = None
+    """The child run a ``child`` step waits for, once started."""
 
     def to_dict(self) -> shapes.JsonDict:
-        return {
+        found: shapes.JsonDict = {
             "name": self.name,
             "kind": self.kind,
             "target": self.target,
@@ -123,6 +130,9 @@ class Pending:
             "attempt": self.attempt,
             "error": self.error,
         }
+        if self.run is not None:
+            found["run"] = self.run
+        return found
 
     @classmethod
     def from_dict(cls, data: shapes.Payload) -> Pending:
@@ -134,6 +144,7 @@ class Pending:
             until=data.get("until"),
             attempt=int(data.get("attempt") or 0),
             error=data.get("error"),
+            run=None if data.get("run") is None else int(data["run"]),
         )
 
 
@@ -209,6 +220,34 @@ class Recording:
         self.steps.append(Recorded(ask.name, ask.kind, ask.target, result, refused, moment))
         self.pending = None
         self.clock = moment
+
+
+def reached(recording: Recording) -> list[str]:
+    """The names of the steps a run reached, in order: those it finished, then the one it
+    waits at (or failed at), if any."""
+    names = [step.name for step in recording.steps]
+    if recording.pending is not None:
+        names.append(recording.pending.name)
+    return names
+
+
+def forked(recording: Recording, step: str, at: datetime) -> Recording | None:
+    """What a fork of the run from ``step`` begins with: the steps finished before it, as
+    recorded (replayed, nothing done again), its clock at ``at`` — so ``step`` and the
+    steps after it are done anew from then. None when the run never reached ``step``.
+
+    >>> rec = Recording([Recorded("grace", UNTIL, None), Recorded("assess", RUN, "fees")])
+    >>> at = datetime(2026, 3, 9, tzinfo=UTC)
+    >>> [s.name for s in forked(rec, "assess", at).steps], forked(rec, "assess", at).clock
+    (['grace'], '2026-03-09T00:00:00+00:00')
+    >>> forked(rec, "charge", at) is None
+    True
+    """
+    names = reached(recording)
+    if step not in names:
+        return None
+    kept = recording.steps[: names.index(step)]
+    return Recording(steps=list(kept), clock=at.isoformat())
 
 
 @dataclass(frozen=True)
@@ -294,15 +333,29 @@ def _diverged(index: int, ask: Ask, kind: str, name: str, target: str | None, ve
     )
 
 
-def delivered(step: Recorded, refuse: Callable[[Recorded], BaseException]) -> shapes.Json:
+def delivered(step: Recorded) -> shapes.Json:
     """What the body's ``await`` gives for a finished step: its result (a ``now`` step's
-    time as an aware ``datetime``), or raises ``refuse(step)`` for a refused one."""
+    time as an aware ``datetime``), or raises ``StepRefused`` for a refused one."""
     if step.refused is not None:
-        raise refuse(step)
+        status = step.refused.get("status")
+        raise errors.StepRefused(
+            str(step.refused.get("message") or "refused"),
+            step=step.name,
+            status=int(status) if isinstance(status, int) else None,
+        )
     if step.kind == NOW and isinstance(step.result, str):
         moment = datetime.fromisoformat(step.result)
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return step.result
+
+
+def reaches_outside(ask: Ask) -> bool:
+    """Whether a finished step may have reached outside the database: every ``call``,
+    and every ``run`` but those declared ``outside=False`` (their command only writes
+    through ``ctx.conn``, so they share the next step's commit)."""
+    if ask.kind == CALL:
+        return True
+    return ask.kind == RUN and ask.options.get("outside", True) is not False
 
 
 def moment(text: str) -> datetime:

@@ -39,15 +39,22 @@ def flow_id(name: str) -> str:
     return f"{PROGRAM}:{name}"
 
 
-def snapshot(definition: definitions.Definition, start: Mapping[str, Any]) -> dict[str, Any]:
+def snapshot(
+    definition: definitions.Definition,
+    start: Mapping[str, Any],
+    origin: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What a run of ``definition`` keeps: the program, the workflow, its pinned version,
-    its principal and its start."""
+    its principal and its start — and where it came from, when another run made it
+    (``origin``: ``{"parent": {"run": 7, "step": "credit"}}`` for a child,
+    ``{"forked": {"run": 5, "step": "charge"}}`` for a fork)."""
     return {
         "program": PROGRAM,
         "workflow": definition.name,
         "version": definition.version,
         "run_as": definition.run_as,
         "start": dict(start),
+        **dict(origin or {}),
     }
 
 
@@ -62,9 +69,15 @@ def insert(
     start_key: str,
     started_by: str,
     now: datetime,
+    origin: Mapping[str, Any] | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> int | None:
-    """Insert a run of ``definition``, due now; None when ``start_key`` started one."""
-    kept = snapshot(definition, start)
+    """Insert a run of ``definition``, due now; None when ``start_key`` started one.
+
+    ``origin`` says which run made it (``snapshot``); ``state`` is what it begins with
+    (a fork's steps replayed; empty: it starts at its first step).
+    """
+    kept = snapshot(definition, start, origin)
     digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:32]
     return ops.insert_run(
         conn,
@@ -76,7 +89,7 @@ def insert(
         start_key=start_key,
         snapshot=kept,
         digest=digest,
-        state={},
+        state=dict(state or {}),
         now=now,
         started_by=started_by,
         due_at=now,
