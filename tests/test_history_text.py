@@ -340,6 +340,13 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "olga restarted the run as run 9: released",
         )
     ],
+    "moved": [
+        (
+            None,
+            {"by": "olga", "flow": "Big orders", "from": 1, "to": 2},
+            "olga moved the run from version 1 to version 2",
+        )
+    ],
     "job_planned": [
         (
             "job",
@@ -599,6 +606,7 @@ WRITERS = [
     PACKAGE / "workflows" / "children.py",
     PACKAGE / "workflows" / "actions.py",
     PACKAGE / "timers" / "program.py",
+    PACKAGE / "store" / "flow_versions.py",
 ]
 # Codes a sentence is ready for that this tree does not write yet, each with its reason.
 NOT_WRITTEN_HERE: dict[str, str] = {}

@@ -291,6 +291,7 @@ def move_runs(
     }
     done = [m for m in moves if m.run_id in moved]
     if done:
+        what = "moved"  # the history line's code: "olga moved the run from version 1 to 2"
         said = sanitize.sanitize_value(detail)
         conn.execute(
             sa.insert(log),
@@ -299,7 +300,7 @@ def move_runs(
                     "run_id": m.run_id,
                     "tenant": m.tenant,
                     "at": now,
-                    "what": "moved",
+                    "what": what,
                     "detail": said,
                 }
                 for m in done
