@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import T0, mount
+from running import T0, mount, stored
 from test_runs_faults import BINDING, FLOWS, order, supplier
 
 from flowrunner import Refusal, TryResult, testing
@@ -65,7 +65,7 @@ def test_a_refusal_in_the_script_takes_the_fault_path(driver: testing.FlowDriver
     )
     assert result.end.sentence == "Done on Mon 2 Mar 09:00: the flow ended after its last step"
     # Nothing left the try: the order is as it was, and no run started.
-    assert driver.record(1)["status"] == "open"
+    assert stored(driver, 1)["status"] == "open"
     assert driver.runs(1) == []
 
 
