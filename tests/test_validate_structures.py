@@ -9,6 +9,7 @@ makes waits, the duration reads, the audience has a notify rule, the two go toge
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -316,3 +317,15 @@ def test_a_flow_file_carries_the_columns_both_ways(
         sqlite_engine.begin() as conn,
     ):
         files.import_flows(conn, BINDING, po_tables, files.loads_yaml(bad), columns=COLUMNS)
+
+
+def test_a_steps_table_made_before_them_is_told_what_it_lacks(sqlite_engine: sa.Engine) -> None:
+    po.metadata.create_all(sqlite_engine)
+    with sqlite_engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE po_flow_step DROP COLUMN on_failure"))
+    with pytest.raises(errors.BindingError) as refused:
+        BINDING.check(sqlite_engine)
+    message = "the steps table 'po_flow_step' has no column 'on_failure', a fixed step column"
+    assert str(refused.value) == message
+    guide = (Path(__file__).parent.parent / "docs" / "flows.md").read_text("utf-8")
+    assert message in " ".join(guide.split())  # as the guide says it
