@@ -7,6 +7,10 @@ worker is stopped at that point — by an exception in-process, or by killing a 
 process. A fresh worker (a new owner) takes over once the lease expires, and the
 script goes on. The end state must equal the reference: no duplicated set, notice,
 command write or reminder, no lost run, no stuck run.
+
+The scenarios: the sample apps' own flows (``tickets``, ``purchase_orders``), and
+``fault_paths`` — sends that take their fault path (refused, then failing five times)
+and an approval that escalates to the manager — on the purchasing app.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import pytest
 import sqlalchemy as sa
 from running import T0, app, decide, mount
 from sizes import sized
+from test_runs_faults import BINDING as FAULTS_BINDING
+from test_runs_faults import FLOWS as FAULTS_FLOWS
+from test_runs_faults import supplier
 
 from flowrunner import testing
 from flowrunner.engine import worker
@@ -103,7 +110,44 @@ ORDERS = [
     Action("until", (at(24 * 9),)),
 ]
 
-SCENARIOS = {"tickets": TICKETS, "purchase_orders": ORDERS}
+FAULTS = [
+    Action("create", (order(1, 500),)),  # sent: the buyer is told it went
+    Action("create", (order(2, 500, priority="hold"),)),  # refused: on at its fault path
+    Action("create", (order(3, 500, region="north"),)),  # fails five times: the same
+    Action("create", (order(4, approver="mia@example.com"),)),  # escalates after 2 days
+    Action("run"),
+    Action("until", (at(0.1),)),  # six minutes: order 3's retries are used up
+    Action("until", (at(49),)),  # the manager was told about order 4 at 48 hours
+    decided(4, "cfo@example.com"),  # still answered on day three
+    decided(4, "controller@example.com"),
+    Action("run"),
+    Action("until", (at(24 * 9),)),
+]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A script, the sample app it runs on, and the flows, binding and commands it
+    mounts (the app's own when not given)."""
+
+    app: str
+    script: list[Action]
+    flows: str | None = None
+    binding: Any = None
+    commands: dict[str, Any] | None = None
+
+
+SCENARIOS = {
+    "tickets": Scenario("tickets", TICKETS),
+    "purchase_orders": Scenario("purchase_orders", ORDERS),
+    "fault_paths": Scenario(
+        "purchase_orders",
+        FAULTS,
+        flows=FAULTS_FLOWS,
+        binding=FAULTS_BINDING,
+        commands={"send_purchase_order": supplier},
+    ),
+}
 
 
 def play(driver: testing.FlowDriver, script: list[Action], recover: Callable[[], None]) -> None:
@@ -142,7 +186,7 @@ def apply(driver: testing.FlowDriver, action: Action) -> None:
 def observe(driver: testing.FlowDriver, name: str) -> dict[str, Any]:
     """Everything a crash could duplicate or lose, without timestamps."""
     engine = driver.runner.engine
-    module = app(name)
+    module = app(SCENARIOS[name].app)
     with engine.connect() as conn:
         resource = driver.runner.tables.resource
         records = [
@@ -157,7 +201,7 @@ def observe(driver: testing.FlowDriver, name: str) -> dict[str, Any]:
             (n.run_id, n.step_id, n.pass_, n.audience, n.title) for n in ops.notices(conn)
         )
         extra: dict[str, Any] = {}
-        if name == "purchase_orders":
+        if module.__name__.endswith("purchase_orders.app"):
             for table in (module.approval_request, module.approval_reminder):
                 # A moment depends on when the recovering worker got there: only
                 # whether it was written is compared.
@@ -184,10 +228,23 @@ def observe(driver: testing.FlowDriver, name: str) -> dict[str, Any]:
 def fresh_driver(
     engine: sa.Engine, name: str, hook: Any = None, copy_of: sa.Engine | None = None
 ) -> testing.FlowDriver:
-    """The app mounted on ``engine``, or copied from ``copy_of`` (SQLite) when given."""
-    driver = mount(engine, name, copy_of=copy_of)
+    """The scenario's app mounted on ``engine``, or copied from ``copy_of`` (SQLite)."""
+    driver = mounted(engine, name, copy_of=copy_of)
     driver.worker = worker.Worker(driver.runner, lease_ttl=LEASE, crash_at=hook)
     return driver
+
+
+def mounted(engine: sa.Engine, name: str, copy_of: sa.Engine | None = None) -> testing.FlowDriver:
+    """The scenario ``name``'s app mounted on ``engine`` (``running.mount``)."""
+    scenario = SCENARIOS[name]
+    return mount(
+        engine,
+        scenario.app,
+        flows=scenario.flows,
+        binding=scenario.binding,
+        commands=scenario.commands,
+        copy_of=copy_of,
+    )
 
 
 def recovery(driver: testing.FlowDriver) -> Callable[[], None]:
@@ -209,7 +266,7 @@ def reference(make: Callable[[], sa.Engine], name: str) -> tuple[dict[str, Any],
             passed.append(point)
 
     driver = fresh_driver(make(), name, hook=note)
-    play(driver, SCENARIOS[name], recovery(driver))
+    play(driver, SCENARIOS[name].script, recovery(driver))
     return observe(driver, name), passed
 
 
@@ -223,7 +280,7 @@ def crash_plan(passed: list[str], every: int) -> list[int]:
 
 
 @pytest.mark.parametrize("engines", ["sqlite", "postgresql"], indirect=True)
-@pytest.mark.parametrize("name", ["tickets", "purchase_orders"])
+@pytest.mark.parametrize("name", ["tickets", "purchase_orders", "fault_paths"])
 def test_crash_at_every_commit_boundary_changes_nothing(
     engines: Callable[[], sa.Engine], name: str
 ) -> None:
@@ -238,10 +295,10 @@ def test_crash_at_every_commit_boundary_changes_nothing(
     plan = crash_plan(passed, every)
     # On SQLite each crash point starts from a copy of one database the app was mounted on,
     # rather than from the app's tables, migrations and flows made again.
-    mounted = None
+    mounted_once = None
     if dialect == "sqlite":
-        mounted = engines()
-        mount(mounted, name)
+        mounted_once = engines()
+        mounted(mounted_once, name)
     exercised: set[str] = set()
     for index in plan:
         hits = {"n": 0}
@@ -254,8 +311,8 @@ def test_crash_at_every_commit_boundary_changes_nothing(
                 raise worker.Crash(point)
             hits["n"] += 1
 
-        driver = fresh_driver(engines(), name, hook=hook, copy_of=mounted)
-        play(driver, SCENARIOS[name], recovery(driver))
+        driver = fresh_driver(engines(), name, hook=hook, copy_of=mounted_once)
+        play(driver, SCENARIOS[name].script, recovery(driver))
         exercised.add(passed[index])
         got = observe(driver, name)
         assert got == expected, f"crash at hit {index} ({passed[index]}) changed the outcome"
@@ -263,6 +320,19 @@ def test_crash_at_every_commit_boundary_changes_nothing(
     kinds = {p.split(":")[0] for p in exercised}
     assert {"claimed", "before-save", "before-commit", "committed", "after-set"} <= kinds
     assert "after-notify" in kinds
+    if name == "fault_paths":
+        # Each effect once: orders 2 and 3 held and their buyer told why once, the
+        # manager told about order 4 once, order 4 still sent.
+        assert [r["status"] for r in expected["records"]] == ["sent", "held", "held", "sent"]
+        told = [(run, audience) for run, _, _, audience, _ in expected["notices"]]
+        assert sorted(audience for _, audience in told) == [
+            "manager",
+            "requester",
+            "requester",
+            "requester",
+        ]
+        assert {status for _, _, status, _ in expected["runs"]} == {"done"}
+        assert "after-command:send_purchase_order" in exercised
     if name == "purchase_orders":
         # Order 6's run was refused and failed, then restarted as a run that sent it.
         assert sorted(status for record, _, status, _ in expected["runs"] if record == "6") == [

@@ -279,6 +279,11 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "Got the answers it needed (3 of 3)",
         ),
         ("set", {"outcome": "done"}, "Done"),
+        (
+            "approval",
+            {"outcome": "stopped", "why": "Send to supplier failed"},
+            "Stopped: Send to supplier failed",
+        ),
     ],
     "cancel": [
         (
@@ -302,7 +307,59 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "send",
             {"code": "command.refused", "message": "the command refused: account closed"},
             "Failed: the command refused: account closed",
-        )
+        ),
+        (
+            "send",
+            {
+                "code": "command.refused",
+                "message": "the command refused: the supplier refused: order on hold",
+                "failure": "the supplier refused: order on hold",
+                "attempts": 1,
+                "on_failure": 60,
+            },
+            "The send step failed (the supplier refused: order on hold) — "
+            "went on at position 60 (Tell the requester)",
+        ),
+        (
+            "send",
+            {
+                "code": "command.failed",
+                "message": "the command failed 5 times: ConnectionError: gateway down",
+                "failure": "ConnectionError: gateway down",
+                "attempts": 5,
+                "on_failure": 60,
+            },
+            "The send step failed 5 times (ConnectionError: gateway down) — "
+            "went on at position 60 (Tell the requester)",
+        ),
+    ],
+    "moved": [
+        (None, {"by": "olga", "from": 1, "to": 2}, "olga moved the run from version 1 to version 2")
+    ],
+    "escalated": [
+        (
+            "approval",
+            {
+                "audience": "manager",
+                "after": "2 days",
+                "recipient": "mia",
+                "message": "Manager approval has waited 2 days and still waits for ann.",
+            },
+            "Escalated to mia (manager) after 2 days: "
+            "Manager approval has waited 2 days and still waits for ann.",
+        ),
+        (
+            "waitFor",
+            {
+                "audience": "manager",
+                "after": "1 day",
+                "recipient": None,
+                "to": "approver",
+                "why": "empty",
+                "message": "Reply has waited 1 day and still waits for ticket.replied.",
+            },
+            "Could not escalate to the manager after 1 day: the record's approver is empty",
+        ),
     ],
     "ended": [
         (
@@ -564,6 +621,21 @@ def test_the_engine_guide_shows_each_code_with_a_sentence_it_really_writes() -> 
         assert sentence in [expected for _, _, expected in SENTENCES[code]], code
 
 
+@dataclass(frozen=True)
+class TitledLine(Line):
+    title: str | None = None
+
+
+def test_a_fault_path_names_the_step_that_failed_by_its_title() -> None:
+    detail = {"code": "command.refused", "failure": "on hold", "attempts": 1, "on_failure": 60}
+    line = TitledLine("failed", detail, "send", 80, title="Send to supplier")
+    assert flows.sentence(line, SNAP) == (
+        "Send to supplier failed (on hold) — went on at position 60 (Tell the requester)"
+    )
+    tried = TitledLine("escalated", {"audience": "manager", "recipient": "mia"}, "approval")
+    assert flows.sentence(tried, tried=True) == "Would escalate to mia (manager)"
+
+
 def _codes_written(path: Path) -> set[str]:
     """The history codes a module writes: the first argument of ``log``/``line``/``LogLine``,
     ``what=``, ``finish``'s fourth argument, and texts assigned to ``what``."""
@@ -601,6 +673,7 @@ WRITERS = [
     *sorted((PACKAGE / "flows" / "interpreter").glob("*.py")),
     PACKAGE / "engine" / "actions.py",
     PACKAGE / "engine" / "worker.py",
+    PACKAGE / "flows" / "publishing.py",
     PACKAGE / "jobs" / "program.py",
     PACKAGE / "workflows" / "program.py",
     PACKAGE / "workflows" / "children.py",

@@ -1,6 +1,7 @@
-"""Property tests: random valid flows of built-in kinds under random clock moves, events
-and record changes always end or wait on something real, join every lane, and tell
-each notice at most once per step and pass."""
+"""Property tests: random valid flows of built-in kinds (and sends with fault paths, waits
+that escalate) under random clock moves, events and record changes always end or wait on
+something real, join every lane or leave it by a fault path, and tell each notice at most
+once per step and pass."""
 
 from __future__ import annotations
 
@@ -14,16 +15,24 @@ from test_interpreter_driver import T0, Sim, config
 from flowrunner import binding
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import effects
+from flowrunner.flows.interpreter.happened import CommandResult
 from flowrunner.foundations import statuses
 
 WORDS = ["open", "closed", "high", "low"]
+
+
+# A waiting step may escalate: tell an audience once it has waited this long.
+ESCALATES = {
+    "escalate": st.sampled_from(["30 minutes", "1 day"]),
+    "escalate_to": st.sampled_from(["requester", "buyer"]),
+}
 
 
 def builtin_step(position: int, outside: bool = True) -> st.SearchStrategy[dict[str, Any]]:
     wait_for = st.fixed_dictionaries(
         {"kind": st.just("waitFor"), "event": st.just("po.shipped")},
         optional={"duration": st.sampled_from(["1 hour", "3 days"])},
-    )
+    ).flatmap(escalating)
     return st.one_of(
         st.fixed_dictionaries(
             {
@@ -41,7 +50,7 @@ def builtin_step(position: int, outside: bool = True) -> st.SearchStrategy[dict[
         st.fixed_dictionaries(
             {"kind": st.just("until"), "field": st.just("due_at")},
             optional={"duration": st.sampled_from(["-1 day", "2 hours", "-30 minutes"])},
-        ),
+        ).flatmap(escalating),
         *([wait_for] if outside else []),
         st.fixed_dictionaries(
             {
@@ -51,6 +60,22 @@ def builtin_step(position: int, outside: bool = True) -> st.SearchStrategy[dict[
             }
         ),
     ).map(lambda row: {"position": position, **row})
+
+
+def escalating(row: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """The row as it is, or escalating (both columns go together)."""
+    return st.one_of(st.just(row), st.fixed_dictionaries(ESCALATES).map(lambda e: {**row, **e}))
+
+
+def refusing_odd_passes(command: effects.RunCommand) -> CommandResult:
+    """The supplier refuses a send on its odd passes: a flow going back sends again."""
+    if command.pass_ % 2:
+        error = {"code": "no", "message": "on hold"}
+        return CommandResult(key=command.key, ok=False, error=error, refused=True)
+    return CommandResult(key=command.key, ok=True)
+
+
+HANDLERS = {"send_purchase_order": refusing_odd_passes}
 
 
 @st.composite
@@ -70,6 +95,10 @@ def flows(draw: st.DrawFn, outside: bool = True) -> list[dict[str, Any]]:
             rows.append(branch)
         else:
             rows += draw(st.lists(builtin_step(position, outside), min_size=1, max_size=3))
+            if draw(st.integers(0, 4)) == 0:
+                # A send beside them that takes its fault path when refused.
+                target = draw(st.integers(1, count))
+                rows.append({"position": position, "kind": "send", "on_failure": target})
     return rows
 
 
@@ -126,6 +155,8 @@ def joins_and_notices_hold(sim: Sim) -> None:
             current, finished = (log.position, log.pass_), set()
         elif log.what in ("done", "arrived", "timed_out") and log.step_id is not None:
             finished.add(log.step_id)
+        elif log.what == "failed" and isinstance(log.detail, dict) and "on_failure" in log.detail:
+            finished.add(log.step_id)  # it took its fault path: the others stopped ("done")
         elif log.what == "condition" and log.kind != "branch":
             finished.add(log.step_id)  # an app kind's wait ended by its condition
 
@@ -155,7 +186,8 @@ def play(sim: Sim, script: list[tuple[str, Any]]) -> None:
 def test_random_flows_end_or_wait_on_something_real(
     rows: list[dict[str, Any]], script: list[tuple[str, Any]]
 ) -> None:
-    sim = Sim(rows, record={"id": 42, "status": "open", "due_at": None}, cfg=config(max_moves=60))
+    record = {"id": 42, "status": "open", "due_at": None}
+    sim = Sim(rows, record=record, cfg=config(max_moves=60), handlers=HANDLERS)
     play(sim, script)
 
 
@@ -165,7 +197,8 @@ def test_driven_by_its_wake_times_alone_a_run_without_outside_waits_ends(
 ) -> None:
     # Without waitFor steps and with a due date set, nothing waits on the world:
     # following Wake alone must end the run.
-    sim = Sim(rows, record={"id": 42, "status": "open", "due_at": T0}, cfg=config(max_moves=60))
+    record = {"id": 42, "status": "open", "due_at": T0}
+    sim = Sim(rows, record=record, cfg=config(max_moves=60), handlers=HANDLERS)
     sim.run()
     for _ in range(200):
         if sim.status != "waiting":

@@ -3,10 +3,11 @@
 Random interleavings of events, clock moves, record changes, command successes,
 failures and refusals, operator retries and crashes (the last worker pass is thrown
 away and done again from the saved state) keep the engine's promises: a run ends or
-waits on something real; each reminder and each notice goes out at most once; and a
-wait ends exactly when its mode, its condition or its duration says, counting the
-events read from its logical start on (an event at exactly that moment may have been
-read before the step began, so it is allowed either way).
+waits on something real; each reminder and each notice (an escalation's included) goes
+out at most once; a wait ends exactly when its mode, its condition or its duration
+says, counting the events read from its logical start on (an event at exactly that
+moment may have been read before the step began, so it is allowed either way); and a
+command failing for good fails the run only at a step that names no fault path.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def app_step(position: int) -> st.SearchStrategy[dict[str, Any]]:
             "condition": st.just("event.decision = rejected"),
             "duration": st.sampled_from(["1 day", "3 days"]),
             "remind": st.sampled_from(["6 hours", "1 day"]),
+            "escalate": st.sampled_from(["12 hours", "2 days"]),
         },
-    )
+    ).map(lambda row: {**row, "escalate_to": "buyer"} if "escalate" in row else row)
     quiet = st.fixed_dictionaries(
         {"kind": st.just("quiet")}, optional={"mode": st.sampled_from(["all", "60%"])}
     )
@@ -46,11 +48,18 @@ def app_step(position: int) -> st.SearchStrategy[dict[str, Any]]:
 @st.composite
 def app_flows(draw: st.DrawFn) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for position in range(1, draw(st.integers(1, 4)) + 1):
+    count = draw(st.integers(1, 4))
+    for position in range(1, count + 1):
         for _ in range(draw(st.integers(1, 2))):
             maker = app_step if draw(st.booleans()) else builtin_step
-            rows.append(draw(maker(position)))
+            row = draw(maker(position))
+            if row["kind"] in APP_KINDS and draw(st.booleans()):
+                row["on_failure"] = draw(st.integers(1, count))  # its fault path
+            rows.append(row)
     return rows
+
+
+APP_KINDS = ("approval", "quiet", "send")
 
 
 def rejected(event_payload: Any) -> bool:
@@ -199,6 +208,16 @@ class EngineMachine(RuleBasedStateMachine):
         assert len(notices) == len(set(notices))
 
     @invariant()
+    def a_command_fails_the_run_only_without_a_fault_path(self) -> None:
+        run = self.sim.state
+        if run is None or run.error is None:
+            return
+        if run.error["code"] in ("command.refused", "command.failed"):
+            details = run.error.get("details") or {}
+            [step] = [s for s in self.sim.snap.steps if s.id == details.get("step_id")]
+            assert step.get("on_failure") is None, "a step with a fault path failed the run"
+
+    @invariant()
     def waiting_lanes_wait_exactly_as_long_as_they_should(self) -> None:
         for step, lane in self._waiting_app_lanes():
             surely, maybe = self._counted(lane)
@@ -246,7 +265,10 @@ class EngineMachine(RuleBasedStateMachine):
         ended = {
             (log.step_id, log.pass_): log.what
             for log in self.sim.logs()
-            if log.what in ("done", "condition", "timed_out") and log.kind in ("approval", "quiet")
+            if log.what in ("done", "condition", "timed_out")
+            and log.kind in ("approval", "quiet")
+            # A step beside one that took its fault path stopped, whatever it counted.
+            and not (isinstance(log.detail, dict) and log.detail.get("outcome") == "stopped")
         }
         for step, lane in before:
             what = ended.get((step.id, lane.pass_))

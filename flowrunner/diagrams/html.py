@@ -108,8 +108,9 @@ def _way(way: model.Way, picture: model.Picture) -> str:
         return f'<div class="frd-next{taken}" {data} style="--at:{_gap_before(end)}">{label}</div>'
     low, high = sorted((way.source, end))
     words = f"{way.label} → {'end' if way.target is None else target}"
+    fault = " frd-fault" if way.how == "fault" else ""
     return (
-        f'<div class="frd-other{taken}" {data} data-track="{way.track}" '
+        f'<div class="frd-other{fault}{taken}" {data} data-track="{way.track}" '
         f'data-dir="{"back" if way.back else "forward"}" '
         f'style="--lo:{_centre(low)};--hi:{_centre(high)};--row:{way.track + 3}" '
         f'role="img" aria-label="{_e(words)}"><span>{_e(words)}</span></div>'
@@ -135,7 +136,7 @@ def fragment(picture: model.Picture) -> str:
     if not count:
         body = '<p class="frd-empty">This flow has no steps.</p>'
     else:
-        joined = any(w.how == "other" and w.target is None for w in picture.ways)
+        joined = any(w.below and w.target is None for w in picture.ways)
         cells = [
             '<div class="frd-cell frd-start" style="--at:1"><span>Start</span></div>',
             *(_column(c, scope) for c in picture.columns),

@@ -2,8 +2,9 @@
 
 Each position is a subgraph named by its number holding its steps (lanes top to
 bottom); each kind has a shape and a class of its own (a branch a rhombus, an app kind
-a subroutine box); the ways are links, a branch's other way dotted. A run adds each
-step's state to its label and class and draws the ways it took thick.
+a subroutine box); the ways are links, a branch's other way dotted, a fault path dotted
+and red. A run adds each step's state to its label and class and draws the ways it took
+thick.
 
 Every text is quoted and written with Mermaid's entity codes for ``"``, ``#``, ``<``,
 ``>``, ``&`` and the backtick, so a title cannot end its label or become markup.
@@ -87,14 +88,17 @@ def render(picture: model.Picture) -> str:
         finish.append(f"ended {progress.when(run.ended_at)}")
     out.append(f"  finish([{_label(*finish)}])")
     thick: list[int] = []
+    faults: list[int] = []
     for number, way in enumerate(picture.ways):
         source = "start" if way.source < 0 else (way.step or picture.columns[way.source].key)
         target = "finish" if way.target is None else picture.columns[way.target].key
-        arrow = "-.->" if way.how == "other" else "-->"
+        arrow = "-.->" if way.below else "-->"
         label = way.label + (f" ×{way.taken}" if way.taken > 1 else "")
         link = f"{arrow}|{_label(label)}|" if label else arrow
         out.append(f"  {source} {link} {target}")
-        if way.taken:
+        if way.how == "fault":
+            faults.append(number)  # red, taken or not: a fault path
+        elif way.taken:
             thick.append(number)
     for name, (mark, keys) in sorted(kinds.items()):
         out.append(f"  classDef {name} fill:#ffffff,stroke:{mark.colour},stroke-width:2px")
@@ -106,4 +110,7 @@ def render(picture: model.Picture) -> str:
         out.append(f"  class {','.join(keys)} st_{state}")
     if thick:
         out.append(f"  linkStyle {','.join(map(str, thick))} stroke-width:3px,stroke:#15803d")
+    for number in faults:
+        width = 3 if picture.ways[number].taken else 2
+        out.append(f"  linkStyle {number} stroke-width:{width}px,stroke:#b91c1c")
     return "\n".join(out) + "\n"

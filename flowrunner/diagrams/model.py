@@ -2,9 +2,10 @@
 
 Each position of the flow is a ``Column``; the steps sharing it are its lanes (``Box``),
 each with its kind's mark, its title and the key facts of its columns. ``Way``s join the
-columns: the connector from each to the next (from the start mark, to the end mark),
-and a branch's other way to its ``goto`` column or to the end. A run drawn over its
-flow adds each box's ``StepRun`` and counts the ways it took (``progress``).
+columns: the connector from each to the next (from the start mark, to the end mark), a
+branch's other way to its ``goto`` column or to the end, and a step's fault path ("if it
+fails") to its ``on_failure`` column. A run drawn over its flow adds each box's
+``StepRun`` and counts the ways it took (``progress``).
 
 Pure: built from a ``FlowSnapshot`` (and a run's state and history), no SQL, no clock.
 The renderers (``html``, ``svg``, ``mermaid``) only draw what is here.
@@ -42,6 +43,8 @@ _FACTS: dict[str, tuple[str, ...]] = {
 }
 # What an application kind's step may say about its wait, after its inputs.
 _WAITING = ("mode", "condition", "duration", "remind")
+# The label of a fault path's way.
+IF_IT_FAILS = "if it fails"
 
 
 @dataclass(frozen=True)
@@ -121,19 +124,26 @@ END = "end"
 class Way:
     """A connector between columns, by their index (``-1`` the start mark, ``None`` the end).
 
-    ``how`` is ``next`` (on to the following position, or the end after the last) or
+    ``how`` is ``next`` (on to the following position, or the end after the last),
     ``other`` (a branch's way when its condition does not hold: to its ``goto``, or the
-    end). ``track`` is the row below the columns an ``other`` way is drawn on (ways that
-    would overlap get different tracks). ``taken`` counts the run's passes along it.
+    end) or ``fault`` (a step's way when its command fails for good: to its
+    ``on_failure``). ``track`` is the row below the columns an ``other`` or ``fault`` way
+    is drawn on (ways that would overlap get different tracks). ``taken`` counts the
+    run's passes along it.
     """
 
     source: int
     target: int | None
-    how: Literal["next", "other"]
+    how: Literal["next", "other", "fault"]
     label: str = ""
     step: str | None = None
     track: int = 0
     taken: int = 0
+
+    @property
+    def below(self) -> bool:
+        """Whether the way is drawn below the columns, on a track (not a next way)."""
+        return self.how != "next"
 
     @property
     def back(self) -> bool:
@@ -178,8 +188,8 @@ class Picture:
 
     @property
     def tracks(self) -> int:
-        """How many rows the ``other`` ways need below the columns."""
-        return max((w.track + 1 for w in self.ways if w.how == "other"), default=0)
+        """How many rows the ``other`` and ``fault`` ways need below the columns."""
+        return max((w.track + 1 for w in self.ways if w.below), default=0)
 
 
 def step_row(flow: snapshot.FlowSpec, step: snapshot.StepSpec) -> shapes.RowDict:
@@ -219,6 +229,9 @@ def facts(step: snapshot.StepSpec, kind: config_mod.KindConfig | None) -> tuple[
     found = [Fact(n, _text(values[n])) for n in names if values.get(n) is not None]
     if kind is not None and kind.wait_for is not None:
         found.insert(len(kind.inputs), Fact("waits for", kind.wait_for))
+    after, audience = values.get("escalate"), values.get("escalate_to")
+    if after is not None and audience is not None:
+        found.append(Fact("escalates", f"to {_text(audience)} after {_text(after)}"))
     return tuple(found)
 
 
@@ -294,11 +307,16 @@ def build(
         branch = next((b for b in boxes if b.kind == "branch"), None)
         if branch is None:
             ways.append(Way(i, following, "next"))
-            continue
-        ways.append(Way(i, following, "next", "yes", branch.key))
-        goto = _goto(snap.steps_at(position), branch.step_id)
-        target = index.get(goto) if goto is not None else None
-        ways.append(Way(i, target, "other", "no", branch.key))
+        else:
+            ways.append(Way(i, following, "next", "yes", branch.key))
+            goto = _goto(snap.steps_at(position), branch.step_id, "goto")
+            target = index.get(goto) if goto is not None else None
+            ways.append(Way(i, target, "other", "no", branch.key))
+        for box in boxes:
+            if box.kind not in _FACTS:  # a step that runs a command: not a built-in kind
+                fault = _goto(snap.steps_at(position), box.step_id, "on_failure")
+                if fault is not None:
+                    ways.append(Way(i, index.get(fault), "fault", IF_IT_FAILS, box.key))
     if not snap.positions:
         ways = [Way(-1, None, "next")]
     return Picture(
@@ -310,11 +328,14 @@ def build(
     )
 
 
-def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: shapes.Plain) -> int | None:
+def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: shapes.Plain, column: str) -> int | None:
+    """The position a step's ``goto`` (or ``on_failure``) names, as written."""
     step = next(s for s in steps if s.id == step_id)
-    raw = step.get("goto")
+    raw = step.get(column)
+    if raw is None:
+        return None
     try:
-        number = float(str(raw).strip()) if raw is not None else None
+        number: float | None = float(str(raw).strip())
     except ValueError:
         number = None
     # A goto that broke after it was saved (the run would fail there): drawn to the end.
@@ -322,10 +343,10 @@ def _goto(steps: tuple[snapshot.StepSpec, ...], step_id: shapes.Plain) -> int | 
 
 
 def _tracked(ways: list[Way], columns: int) -> tuple[Way, ...]:
-    """Give each ``other`` way the first track where it overlaps no other way."""
+    """Give each way below the columns the first track where it overlaps no other way."""
     ends: list[int] = []  # per track, the last column its ways reach
     placed: dict[int, Way] = {}
-    others = [(i, w) for i, w in enumerate(ways) if w.how == "other"]
+    others = [(i, w) for i, w in enumerate(ways) if w.below]
     for i, way in sorted(others, key=lambda iw: _span(iw[1], columns)):
         low, high = _span(way, columns)
         track = next((t for t, end in enumerate(ends) if end < low), len(ends))

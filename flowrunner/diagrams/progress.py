@@ -7,8 +7,9 @@ column, and how often the run went along each way. Pure: no SQL, no clock.
 
 History codes read here (the interpreter's ``Log`` lines): ``started`` begins a pass; a
 line whose detail names an ``outcome`` (``done``, ``timed_out``, a ``waitFor``'s
-``arrived``, an app kind's ``condition``) ends it, and ``failed`` fails it; an
-operator's ``retry`` starts it again. What a waiting step waits for is the
+``arrived``, an app kind's ``condition``, ``stopped`` beside a fault) ends it, and
+``failed`` fails it — one naming ``on_failure`` took the step's fault path, which the run
+went along; an operator's ``retry`` starts it again. What a waiting step waits for is the
 interpreter's own reading of the state (``interpreter.standing``).
 """
 
@@ -71,6 +72,8 @@ class _Pass:
     outcome: str | None = None
     finished: datetime | None = None
     failed: str | None = None
+    fault_to: object = None  # the position its fault path went on at
+    why: str | None = None  # why it stopped
 
 
 def when(moment: datetime | None) -> str:
@@ -142,16 +145,21 @@ def _read_history(
         one = passes.setdefault(str(line.step_id), {}).setdefault(line.pass_, _Pass())
         if line.what == "started" or _operator_retry(line.what, line.detail):
             one.started, one.outcome, one.finished, one.failed = moment, None, None, None
+            one.fault_to, one.why = None, None
             if line.what == "started" and line.position is not None:
                 visit = (line.position, line.pass_)
                 if visit not in visits:
                     visits.append(visit)
         elif line.what == "failed":
             one.failed, one.finished = _failure(line.detail), moment
+            if isinstance(line.detail, Mapping):
+                one.fault_to = line.detail.get("on_failure")
         else:
             outcome = _outcome(line.kind, line.what, line.detail)
             if outcome is not None:
                 one.outcome, one.finished = outcome, moment
+                if isinstance(line.detail, Mapping) and line.detail.get("why"):
+                    one.why = model.clean(str(line.detail["why"]))
     return passes, visits
 
 
@@ -222,11 +230,19 @@ def _how(step: snapshot.StepSpec, outcome: str) -> str:
 
 
 def _finished(
-    step: snapshot.StepSpec, outcome: str, at: datetime | None, passes: int
+    step: snapshot.StepSpec,
+    outcome: str,
+    at: datetime | None,
+    passes: int,
+    why: str | None = None,
 ) -> model.StepRun:
     how = _how(step, outcome)
     if outcome == "timed_out":
         return model.StepRun("timed_out", f"Timed out {when(at)}".rstrip(), (), at, passes)
+    if outcome == "stopped":  # another step at its position took its fault path
+        return model.StepRun(
+            "stopped", f"Stopped {when(at)}".rstrip(), (why,) if why else (), at, passes
+        )
     details = (how,) if how else ()
     return model.StepRun("done", f"Done {when(at)}".rstrip(), details, at, passes)
 
@@ -244,7 +260,8 @@ def _step_run(
     if lane is not None:
         count = max(count, lane.pass_)
         if lane.status == _Lane.DONE:
-            return _finished(step, lane.outcome or "done", lane.finished_at, count)
+            said = latest.why if latest is not None else None
+            return _finished(step, lane.outcome or "done", lane.finished_at, count, said)
         if lane.status == _Lane.FAILED:
             why: tuple[str, ...] = (latest.failed,) if latest is not None and latest.failed else ()
             text = f"Failed {when(lane.finished_at)}".rstrip()
@@ -264,9 +281,12 @@ def _step_run(
         return model.StepRun("skipped", "Skipped", (), None, count)
     if latest is not None and latest.failed is not None:
         text = f"Failed {when(latest.finished)}".rstrip()
-        return model.StepRun("failed", text, (latest.failed,), latest.finished, count)
+        details: tuple[str, ...] = (latest.failed,)
+        if latest.fault_to is not None:
+            details += (f"went on at position {latest.fault_to}",)
+        return model.StepRun("failed", text, details, latest.finished, count)
     if latest is not None and latest.outcome is not None:
-        return _finished(step, latest.outcome, latest.finished, count)
+        return _finished(step, latest.outcome, latest.finished, count, latest.why)
     return model.StepRun("done", "Done", (), None, count)
 
 
@@ -294,9 +314,10 @@ def waits_for(waiting: waits.Waiting) -> tuple[str, tuple[str, ...]]:
     ``("Waiting for po.decided", ("1 answer of 2 asked, 2 needed", "gives up ..."))``
     """
     if waiting.awaits == _Awaits.TIME:
+        escalation = tuple(model.clean(d) for d in _escalation(waiting))
         if waiting.until is None:
-            return f"Waiting while its {waiting.field or 'date'} is empty", ()
-        return f"Waiting until {when(waiting.until)}", ()
+            return f"Waiting while its {waiting.field or 'date'} is empty", escalation
+        return f"Waiting until {when(waiting.until)}", escalation
     details: list[str] = []
     if waiting.received is not None and waiting.asked is not None:
         answers = "answer" if waiting.received == 1 else "answers"
@@ -311,8 +332,18 @@ def waits_for(waiting: waits.Waiting) -> tuple[str, tuple[str, ...]]:
         details.append(f"gives up {when(waiting.until)}")
     if waiting.next_reminder_at is not None:
         details.append(f"next reminder {when(waiting.next_reminder_at)}")
+    details += _escalation(waiting)
     headline = f"Waiting for {waiting.event or 'an answer'}"
     return model.clean(headline), tuple(model.clean(d) for d in details)
+
+
+def _escalation(waiting: waits.Waiting) -> list[str]:
+    """``tells manager 2026-03-04 09:00 UTC``, or ``told manager``, for a step that escalates."""
+    if waiting.escalate_to is None:
+        return []
+    if waiting.escalated or waiting.escalate_at is None:
+        return [f"told {waiting.escalate_to}"]
+    return [f"tells {waiting.escalate_to} {when(waiting.escalate_at)}"]
 
 
 def _taken(
@@ -331,12 +362,17 @@ def _taken(
             i for i, w in enumerate(picture.ways) if (w.source, w.target) == (source, target)
         ]
         if outcome is not None:
-            how = "other" if outcome in ("goto", "ended") else "next"
+            how = {"goto": "other", "ended": "other", "fault": "fault"}.get(outcome, "next")
             choices = [i for i in choices if picture.ways[i].how == how] or choices
         if choices:
             counts[choices[0]] = counts.get(choices[0], 0) + 1
 
     def branch_outcome(position: int, pass_: int) -> str | None:
+        """How the run left the position: by a branch's way, or by a fault path."""
+        for step in snap.steps_at(position):
+            found = passes.get(str(step.id), {}).get(pass_)
+            if found is not None and found.fault_to is not None:
+                return "fault"
         for step in snap.steps_at(position):
             if step.kind == "branch":
                 found = passes.get(str(step.id), {}).get(pass_)

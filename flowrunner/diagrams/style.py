@@ -20,7 +20,8 @@ GAP = 1.25
 MARK = 1.5
 
 BASE = """
-.frd{--frd-line:#94a3b8;--frd-taken:#15803d;--frd-ink:#0f172a;--frd-muted:#64748b;
+.frd{--frd-line:#94a3b8;--frd-taken:#15803d;--frd-fault:#b91c1c;--frd-ink:#0f172a;
+ --frd-muted:#64748b;
  --frd-gap:%(gap)srem;--frd-mark:%(mark)srem;
  font:14px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--frd-ink);
  margin:0;padding:.5rem;box-sizing:border-box;max-width:100%%;overflow-x:auto}
@@ -78,6 +79,8 @@ BASE = """
 .frd-other span{position:absolute;bottom:0;left:50%%;transform:translateX(-50%%);
  background:#fff;padding:0 .25rem;font-size:.65rem;color:var(--frd-muted);white-space:nowrap}
 .frd-way-taken{--frd-line:var(--frd-taken)}
+.frd-fault,.frd-fault.frd-way-taken{--frd-line:var(--frd-fault)}
+.frd-fault span{color:var(--frd-fault)}
 .frd-other.frd-way-taken::before{border-style:solid;border-width:3px;border-top:0}
 .frd-next.frd-way-taken::before{border-top-width:3px}
 .frd-col[data-state="current"]{border:2px solid #1d4ed8;background:#eff6ff}

@@ -145,9 +145,14 @@ def _arrow(x: float, y: float, direction: str, colour: str) -> str:
 
 def _way_look(way: model.Way) -> tuple[str, str]:
     colour = "#15803d" if way.taken else "#94a3b8"
+    if way.how == "fault":
+        colour = FAULT  # a fault path is red, taken or not
     width = 3 if way.taken else 2
-    dash = ' stroke-dasharray="5 4"' if way.how == "other" and not way.taken else ""
+    dash = ' stroke-dasharray="5 4"' if way.below and not way.taken else ""
     return colour, f'fill="none" stroke="{colour}" stroke-width="{width}"{dash}'
+
+
+FAULT = "#b91c1c"
 
 
 def _column_head(column: model.Column, x: float, y: float) -> str:
@@ -226,20 +231,22 @@ def wide(picture: model.Picture) -> tuple[str, int, int]:
         out.append(f'<path class="frs-way frs-other" d="{path}" {stroke}/>')
         out.append(_arrow(to_x, stop, "up", colour))
         target = "end" if way.target is None else str(picture.columns[way.target].position)
-        out.append(_label((from_x + to_x) / 2, track_y + 4, f"{way.label} → {target}", boxed=True))
+        words = f"{way.label} → {target}"
+        ink = FAULT if way.how == "fault" else None
+        out.append(_label((from_x + to_x) / 2, track_y + 4, words, boxed=True, ink=ink))
     width = int(end_x + _MARK_R + 16)
     total = int(bottom + 16 + picture.tracks * _TRACK + 8)
     return "".join(out), max(width, 320), total
 
 
-def _label(x: float, y: float, text: str, *, boxed: bool = False) -> str:
+def _label(x: float, y: float, text: str, *, boxed: bool = False, ink: str | None = None) -> str:
     box = ""
     if boxed:
         w = len(text) * 6 + 8
         box = f'<rect x="{x - w / 2:g}" y="{y - 10:g}" width="{w:g}" height="14" fill="#fff"/>'
     return (
-        f'{box}<text x="{x:g}" y="{y:g}" font-size="10" text-anchor="middle" fill="#64748b">'
-        f"{_e(text)}</text>"
+        f'{box}<text x="{x:g}" y="{y:g}" font-size="10" text-anchor="middle" '
+        f'fill="{ink or "#64748b"}">{_e(text)}</text>'
     )
 
 
@@ -293,9 +300,10 @@ def narrow(picture: model.Picture) -> tuple[str, int]:
         out.append(f'<path class="frs-way frs-other" d="{path}" {stroke}/>')
         out.append(_arrow(x2, y2, "left", colour))
         target = "end" if way.target is None else str(picture.columns[way.target].position)
+        ink = FAULT if way.how == "fault" else "#64748b"
         out.append(
             f'<text transform="translate({x + 4:g} {(y1 + y2) / 2:g}) rotate(90)" font-size="10" '
-            f'text-anchor="middle" fill="#64748b">{_e(f"{way.label} → {target}")}</text>'
+            f'text-anchor="middle" fill="{ink}">{_e(f"{way.label} → {target}")}</text>'
         )
     return "".join(out), int(end_y + _MARK_R + 16)
 

@@ -69,13 +69,14 @@ class FlowEditor:
         self, conn: sa.Connection, step_id: object, by: int, *, tenant: Tenant = None
     ) -> list[Any]:
         """Move a step one place up (``by=-1``) or down (``+1``) in its flow; the ids of
-        the steps whose position or goto changed (none when it is first or last).
+        the steps whose position, goto or on_failure changed (none when it is first or
+        last).
 
         A step alone at its position trades places with the steps beside it; one sharing
-        its position moves to a position of its own; gotos follow the steps they named.
-        The flow as it would be is judged whole, as an import is: ``RowInvalid`` listing
-        every problem, and nothing written. On a tenant binding the step must be the
-        ``tenant``'s. Written in a savepoint of ``conn``'s transaction.
+        its position moves to a position of its own; gotos and fault paths follow the
+        steps they named. The flow as it would be is judged whole, as an import is:
+        ``RowInvalid`` listing every problem, and nothing written. On a tenant binding the
+        step must be the ``tenant``'s. Written in a savepoint of ``conn``'s transaction.
         """
         m = self.mounted
         key = step_id_of(step_id)

@@ -293,8 +293,8 @@ def moved(steps: Sequence[shapes.Row], step_id: object, by: int) -> list[shapes.
     trades places with the group beside it; a step sharing its position leaves the group
     for a position of its own, before it (up) or after it (down). The groups keep their
     numbers when their count does not change; otherwise they are numbered 10, 20, ....
-    Every goto follows the group it named. Only the steps whose position or goto changed
-    are returned; none when the step is already first (or last).
+    Every goto and on_failure follows the group it named. Only the steps whose position,
+    goto or on_failure changed are returned; none when the step is already first (or last).
 
     >>> steps = [{"id": 1, "position": 10, "kind": "wait"},
     ...          {"id": 2, "position": 20, "kind": "branch", "goto": 30},
@@ -340,10 +340,15 @@ def moved(steps: Sequence[shapes.Row], step_id: object, by: int) -> list[shapes.
     for s in ordered:
         row = dict(s)
         row["position"] = new[id(s)]
-        goto = rows.whole(s.get("goto")) if s.get("goto") not in (None, "") else None
-        if goto is not None and goto in goto_of:
-            row["goto"] = goto_of[goto]
-        if row["position"] != int(s["position"]) or row.get("goto") != s.get("goto"):
+        for jump in ("goto", rows.ON_FAILURE):  # a fault path names a position too
+            target = rows.whole(s.get(jump)) if s.get(jump) not in (None, "") else None
+            if target is not None and target in goto_of:
+                row[jump] = goto_of[target]
+        if (
+            row["position"] != int(s["position"])
+            or row.get("goto") != s.get("goto")
+            or row.get(rows.ON_FAILURE) != s.get(rows.ON_FAILURE)
+        ):
             changed.append(row)
     return changed
 

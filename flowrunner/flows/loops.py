@@ -7,6 +7,10 @@ lanes that join before the run leaves it, so a position *waits* when any of its 
 waits (``wait``, ``until``, ``waitFor``, or an application kind that waits for an
 event): the join waits for that lane, whatever the other lanes do.
 
+A step that runs a command may also name a *fault path*, its ``on_failure``: when the
+command fails for good the run leaves the position there at once, without the join —
+so a fault edge leaves a position that waits as well, and passes no pause on its way.
+
 A loop is a path through positions that comes back to where it started. ``find`` gives
 every group of positions that can loop without passing a position that waits: such a
 flow would run its steps again and again without ever pausing, until the run-time
@@ -18,6 +22,8 @@ import and when a run's snapshot is loaded.
 ['positions 1–2 loop with nothing that waits']
 >>> find({1: Point(waits=True), 2: Point(goto=1)})
 []
+>>> [loop.positions for loop in find({1: Point(waits=True, faults=(2,)), 2: Point(goto=1)})]
+[(1, 2)]
 """
 
 from __future__ import annotations
@@ -49,10 +55,12 @@ def waits(binding: binding_mod.FlowBinding, kind: binding_mod.StepKind | None) -
 
 @dataclass(frozen=True)
 class Point:
-    """One position of a flow: whether it waits, and where a branch there may jump."""
+    """One position of a flow: whether it waits, where a branch there may jump, and where
+    its steps' fault paths go (``on_failure``)."""
 
     waits: bool = False
     goto: int | None = None
+    faults: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,8 @@ class Loop:
     positions: tuple[int, ...]
 
     def closes(self, position: int, goto: int | None) -> bool:
-        """Whether a branch at ``position`` going to ``goto`` jumps back inside this loop."""
+        """Whether a jump at ``position`` to ``goto`` (a branch's, or a fault path's) goes
+        back inside this loop."""
         return goto is not None and goto <= position and {position, goto} <= set(self.positions)
 
     def spans(self, position: int) -> bool:
@@ -89,22 +98,23 @@ class Loop:
 def find(points: Mapping[int, Point]) -> list[Loop]:
     """Every loop of the flow that passes no position that waits, by first position.
 
-    Positions that wait are left out of the graph; what still has a cycle (a strongly
-    connected group of two or more positions, or a branch that goes to its own
-    position) loops without pausing.
+    A position that waits is left only after its wait — but for its fault paths, which
+    leave it at once: it keeps those edges alone. What still has a cycle (a strongly
+    connected group of two or more positions, or a jump to its own position) loops
+    without pausing.
     """
     order = sorted(points)
     edges: dict[int, list[int]] = {}
     for index, position in enumerate(order):
-        if points[position].waits:
-            continue
+        point = points[position]
         targets = []
-        if index + 1 < len(order):
-            targets.append(order[index + 1])
-        goto = points[position].goto
-        if goto is not None and goto in points:
-            targets.append(goto)
-        edges[position] = [t for t in targets if not points[t].waits]
+        if not point.waits:
+            if index + 1 < len(order):
+                targets.append(order[index + 1])
+            if point.goto is not None and point.goto in points:
+                targets.append(point.goto)
+        targets += [t for t in point.faults if t in points]
+        edges[position] = list(dict.fromkeys(targets))
     loops = [
         Loop(tuple(sorted(group)))
         for group in _groups(edges)

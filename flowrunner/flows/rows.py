@@ -27,18 +27,27 @@ STARTS = spelling.STARTS
 MESSAGE_LIMIT = 500
 NAME_LIMIT = 200
 
+# A step that waits for something outside the flow may tell an audience once it has
+# waited this long (``escalate``), and keep waiting.
+ESCALATION = ("escalate", "escalate_to")
 # Built-in kind -> (columns it needs, columns it may have); title is open to every kind.
 BUILTIN_READS: dict[binding_mod.StepKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "set": (("field", "value"), ()),
     "wait": (("duration",), ()),
-    "until": (("field",), ("duration",)),
+    "until": (("field",), ("duration", *ESCALATION)),
     "branch": (("condition",), ("goto",)),
-    "waitFor": (("event",), ("duration",)),
+    "waitFor": (("event",), ("duration", *ESCALATION)),
     "notify": (("audience", "message"), ()),
 }
 # What a waiting app-kind step may also say.
-WAITING_EXTRAS = ("mode", "condition", "duration", "remind")
+WAITING_EXTRAS = ("mode", "condition", "duration", "remind", *ESCALATION)
+# What a step that runs a command may also say: where the run goes when it fails for good.
+ON_FAILURE = "on_failure"
 STEP_READ_COLUMNS = tuple(c for c in binding_mod.STEP_COLUMNS if c not in ("id", "flow_id"))
+# The name a branch's condition and a notify step's message read the latest failure by:
+# what the command of the last step that ran one said when it failed for good and the
+# run took its ``on_failure`` (empty otherwise). A record's own column of that name wins.
+FAILURE = "failure"
 
 
 def _text(value: object) -> str | None:
@@ -235,6 +244,9 @@ class StepRow(_Row):
     message: Text = None
     mode: ModeText = None
     remind: Text = None
+    on_failure: Whole = None
+    escalate: Text = None
+    escalate_to: Text = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -339,10 +351,21 @@ def reads(
     if kind in BUILTIN_READS:
         return BUILTIN_READS[kind]
     app = binding.kinds[kind]
-    optional: tuple[str, ...] = ()
+    optional: tuple[str, ...] = (ON_FAILURE,)
     if app.waits:
-        optional = ("mode", "condition", "duration") + (("remind",) if app.remind else ())
+        optional += ("mode", "condition", "duration") + (("remind",) if app.remind else ())
+        optional += ESCALATION
     return tuple(app.input), optional
+
+
+def with_failure(columns: Mapping[str, query.ColumnType]) -> dict[str, query.ColumnType]:
+    """The columns a branch's condition reads: the record's, and ``failure`` (text)
+    unless the record has a column of that name.
+
+    >>> with_failure({"status": query.ColumnType.TEXT})["failure"].value
+    'text'
+    """
+    return {FAILURE: query.ColumnType.TEXT, **columns}
 
 
 def step_errors(
@@ -372,6 +395,9 @@ def step_errors(
     if step.goto is not None and step.goto < 0:
         message = "a goto names a position, a whole number of 0 or more"
         add(errors.FieldError("goto", message, "goto_invalid"))
+    if step.on_failure is not None and step.on_failure < 0:
+        message = "on_failure names a position, a whole number of 0 or more"
+        add(errors.FieldError(ON_FAILURE, message, "on_failure_invalid"))
     if step.kind is None:
         if "kind" not in _fields(problems):
             add(errors.FieldError("kind", "a step needs a kind", "column_required"))
@@ -398,7 +424,25 @@ def step_errors(
         value = step.present(column)
         if value is not None and column not in skip:
             _check_value(problems, binding, step, column, value, columns)
+    if "escalate" in open_columns:
+        _check_escalation(problems, step, skip)
     return _ordered(problems)
+
+
+def _check_escalation(problems: list[errors.FieldError], step: StepRow, skip: set[str]) -> None:
+    """``escalate`` and ``escalate_to`` go together: how long, and whom to tell then."""
+    if step.escalate is not None and step.escalate_to is None and "escalate_to" not in skip:
+        message = (
+            "a step that escalates needs 'escalate_to': the audience told once it has "
+            f"waited {step.escalate}"
+        )
+        problems.append(errors.FieldError("escalate_to", message, "column_required"))
+    if step.escalate_to is not None and step.escalate is None and "escalate" not in skip:
+        message = (
+            f"a step that escalates to {step.escalate_to} needs 'escalate': how long it "
+            "waits before it tells them, e.g. 2 days"
+        )
+        problems.append(errors.FieldError("escalate", message, "column_required"))
 
 
 def _ordered(problems: list[errors.FieldError]) -> list[errors.FieldError]:
@@ -418,6 +462,15 @@ def _not_read(
     binding: binding_mod.FlowBinding, kind: binding_mod.StepKind, column: str
 ) -> errors.FieldError:
     app = binding.kinds.get(kind)
+    if column == ON_FAILURE:
+        message = (
+            f"{_a(kind)} step runs no command, so it has no fault path; leave 'on_failure' empty"
+        )
+        return errors.FieldError(column, message, "column_not_read")
+    if app is None and column in ESCALATION:
+        waits = "waits only for its duration" if kind == "wait" else "does not wait"
+        message = f"{_a(kind)} step {waits}, so it cannot escalate; leave '{column}' empty"
+        return errors.FieldError(column, message, "column_not_read")
     if app is not None and column in WAITING_EXTRAS:
         if column == "remind" and app.waits:
             message = (
@@ -444,18 +497,19 @@ def _check_value(
     if column == "duration":
         signed = kind == "until"
         add_duration(problems, column, value, signed=signed)
-    elif column == "remind":
+    elif column in ("remind", "escalate"):
         add_duration(problems, column, value, signed=False)
     elif column == "field":
         _check_field(problems, binding, step, value, columns)
     elif column == "condition":
-        add_condition(problems, value, columns, event=kind in binding.kinds)
+        read = with_failure(columns) if kind == "branch" else columns
+        add_condition(problems, value, read, event=kind in binding.kinds)
     elif column == "event" and value not in binding.events:
         known = ", ".join(binding.events) or "none"
         message = f"'{value}' is not one of the binding's events ({known})"
         message += spelling.did_you_mean(value, binding.events)
         add(errors.FieldError(column, message, "event_unknown"))
-    elif column == "audience" and value not in binding.audiences:
+    elif column in ("audience", "escalate_to") and value not in binding.audiences:
         known = ", ".join(binding.audiences) or "none"
         message = f"'{value}' is not an audience of the notify rules ({known})"
         message += spelling.did_you_mean(value, binding.audiences)
@@ -477,7 +531,8 @@ def message_errors(
     A message may name the record's columns in braces (``Order {number} was
     approved``), filled when the step runs; it is a safe template (see
     ``flowrunner.foundations.templates``), and each name must be a column of the resource
-    (``columns``; None: not checked) that holds no secret (a token, a card number).
+    (``columns``; None: not checked) that holds no secret (a token, a card number), or
+    ``failure``: what the latest failure said (``FAILURE``).
     The one rule for saving a row, checking a run's snapshot and running the step.
 
     >>> columns = {"number": query.ColumnType.TEXT, "amount": query.ColumnType.NUMBER}
@@ -497,6 +552,8 @@ def message_errors(
     if columns is None:
         return found
     for name in dict.fromkeys(templates.placeholders(text)):
+        if name == FAILURE and name not in columns:
+            continue  # the latest failure, filled in when the step runs
         if name not in columns:
             known = [c for c in columns if not sanitize.is_sensitive_field(c)]
             listed = ", ".join(known) or "none"

@@ -1,8 +1,9 @@
 """Checks across rows, and the one place a save or a snapshot is judged whole.
 
 ``flowrunner.flows.rows`` checks a row on its own; here a row meets its flow: a ``goto``
-names an existing position, a branch stands alone at its position, a flow's name is
-unique, and the last step at a position another step goes to cannot be removed.
+and an ``on_failure`` name an existing position, a branch stands alone at its position, a
+flow's name is unique, and the last step at a position another step goes to cannot be
+removed.
 Forms and HTTP handlers call ``validate_flow_row``/``validate_step_row`` directly;
 ``check`` re-judges a run's snapshot and names the first broken row in a sentence.
 """
@@ -31,7 +32,11 @@ CODES = {
     "position_invalid": "a negative position",
     "goto_invalid": "a negative goto",
     "goto_unknown": "a goto names a position the flow does not have",
-    "goto_target_in_use": "removing or moving the last step at a position a goto names",
+    "goto_target_in_use": (
+        "removing or moving the last step at a position a goto or an on_failure names"
+    ),
+    "on_failure_invalid": "a negative on_failure",
+    "on_failure_unknown": "an on_failure names a position the flow does not have",
     "branch_not_alone": "a branch shares its position with another step",
     "duration_invalid": "a duration that cannot be read",
     "duration_not_positive": "a duration of nothing, or negative where it cannot be",
@@ -57,7 +62,9 @@ CODES = {
     "name_too_long": "a flow name over 200 characters",
     "name_taken": "another flow (of the same tenant) has the name, whatever its case",
     "changes_key": "changes names the record's key column, which an update never changes",
-    "loop_without_wait": "a goto can come back to its position without passing a step that waits",
+    "loop_without_wait": (
+        "a goto or on_failure can come back to its position without passing a step that waits"
+    ),
     "flow_unknown": "the step's flow, or the flow being updated, does not exist",
     "step_unknown": "the step being updated does not exist",
     "flow_has_steps": "an ORM flush deletes a flow but not its steps",
@@ -204,6 +211,10 @@ def state_problems(
                     ),
                 )
             )
+        fault = _on_failure(binding, step)
+        if fault is not None and fault >= 0 and fault not in at:
+            message = f"there is no step at position {fault} in this flow to go to if it fails"
+            found.append((step, errors.FieldError("on_failure", message, "on_failure_unknown")))
         position = _whole(step.get("position"))
         if position is None or len(at.get(position, ())) < 2:
             continue
@@ -231,6 +242,13 @@ def state_problems(
                 )
                 found.append((old, errors.FieldError("position", message, "goto_target_in_use")))
                 break
+            if _on_failure(binding, step) == position:
+                message = (
+                    f"{_short(step)} at position {step.get('position')} goes to position "
+                    f"{position} if it fails, so its last step cannot be removed"
+                )
+                found.append((old, errors.FieldError("position", message, "goto_target_in_use")))
+                break
     found.extend(loop_problems(binding, steps, changed=changed, removed=removed))
     return found
 
@@ -244,9 +262,11 @@ def flow_loops(binding: binding_mod.FlowBinding, steps: Sequence[Row]) -> list[l
             continue
         point = points.get(position, loops.Point())
         goto = _whole(step.get("goto")) if _kind(step) == "branch" else None
+        fault = _on_failure(binding, step)
         points[position] = loops.Point(
             waits=point.waits or loops.waits(binding, _kind(step)),
             goto=point.goto if goto is None else goto,
+            faults=point.faults if fault is None else (*point.faults, fault),
         )
     return loops.find(points)
 
@@ -272,21 +292,32 @@ def loop_problems(
     for loop in flow_loops(binding, steps):
         said = loop.sentence(order)
 
-        def closes(step: Row, loop: loops.Loop = loop) -> bool:
+        def closes(step: Row, loop: loops.Loop = loop) -> str | None:
+            """The column whose jump closes the loop at this step (goto, on_failure)."""
             position = _whole(step.get("position"))
+            if position is None:
+                return None
             goto = _whole(step.get("goto")) if _kind(step) == "branch" else None
-            return position is not None and loop.closes(position, goto)
+            if loop.closes(position, goto):
+                return "goto"
+            if loop.closes(position, _on_failure(binding, step)):
+                return "on_failure"
+            return None
 
-        culprits = [i for i in todo if closes(steps[i])]
+        culprits: list[tuple[int, str | None]] = [
+            (i, jump) for i in todo if (jump := closes(steps[i])) is not None
+        ]
         if not culprits and changed is not None:
-            culprits = [i for i in todo if _whole(steps[i].get("position")) in loop.positions]
-        for i in culprits:
+            culprits = [
+                (i, None) for i in todo if _whole(steps[i].get("position")) in loop.positions
+            ]
+        for i, jump in culprits:
             step = steps[i]
             if len(loop.positions) == 1:
-                message = f"{said}: name another position in goto, or leave it empty"
+                message = f"{said}: name another position in {jump or 'goto'}, or leave it empty"
             else:
                 message = f"{said}: add a wait inside the loop"
-            field = "goto" if _kind(step) == "branch" else "kind"
+            field = jump or ("goto" if _kind(step) == "branch" else "kind")
             found.append((step, errors.FieldError(field, message, "loop_without_wait")))
         for old in [] if culprits else removed:
             position = _whole(old.get("position"))
@@ -443,6 +474,14 @@ def _kind(step: Row) -> str | None:
     """The step's kind in its canonical spelling (``WAIT`` is ``wait``)."""
     kind = step.get("kind")
     return spelling.canonical_kind(kind) if isinstance(kind, str) else None
+
+
+def _on_failure(binding: binding_mod.FlowBinding, step: Row) -> int | None:
+    """Where a step that runs a command goes if it fails for good (None: nowhere)."""
+    kind = _kind(step)
+    if kind is None or kind not in binding.kinds:
+        return None  # a built-in kind runs no command: its on_failure is refused alone
+    return _whole(step.get("on_failure"))
 
 
 def _strip(value: object) -> str | None:

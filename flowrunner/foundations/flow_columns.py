@@ -26,4 +26,7 @@ STEP_COLUMNS = (
     "message",
     "mode",
     "remind",
+    "on_failure",
+    "escalate",
+    "escalate_to",
 )

@@ -10,6 +10,8 @@ The engine writes each history line as a code programs read (``what``: ``answere
     Waited until Tue 3 Mar 09:00 (due_at − 1 hour)
     Took the other way: status is not rejected → position 60 (Tell the requester)
     Told ann (requester): Your order was approved
+    Send to supplier failed (the supplier refused: order on hold) — went on at position 90
+    Escalated to mia (manager) after 2 days: Manager approval has waited 2 days and …
 
 Pure: no SQL, no clock. Times are shown on the binding's wall clock (``tz``; UTC
 without one). Lines written before details were structured (a text detail) read as
@@ -89,8 +91,8 @@ def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
     until = when(waiting.until, tz) if waiting.until is not None else None
     if waiting.awaits == waits.Awaits.TIME:
         if until is None:
-            return f"{at} while {waiting.field or 'its date'} is empty"
-        return f"{at} until {until}"
+            return f"{at} while {waiting.field or 'its date'} is empty" + _escalating(waiting, tz)
+        return f"{at} until {until}" + _escalating(waiting, tz)
     if waiting.awaits == waits.Awaits.EVENT:
         said = f"{at} for {waiting.event or 'an event'}"
         if waiting.needed is not None:
@@ -98,12 +100,22 @@ def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
             missing = [n for n in waiting.asked_names if n not in waiting.answered]
             if missing:
                 said += f", waiting for {listed(missing)}"
-        return f"{said}; gives up at {until}" if until else said
+        said = f"{said}; gives up at {until}" if until else said
+        return said + _escalating(waiting, tz)
     if waiting.awaits == waits.Awaits.COMMAND:
         return f"{at} for its command's answer"
     if waiting.awaits == waits.Awaits.RETRY:
         return f"{at} to try its command again at {until}" if until else f"{at} to try again"
     return f"{at}: it starts next"
+
+
+def _escalating(waiting: waits.Waiting, tz: tzinfo | None) -> str:
+    """``; tells the manager at Wed 4 Mar 09:00`` (or ``; told the manager``), if it escalates."""
+    if waiting.escalate_to is None:
+        return ""
+    if waiting.escalated or waiting.escalate_at is None:
+        return f"; told the {waiting.escalate_to}"
+    return f"; tells the {waiting.escalate_to} at {when(waiting.escalate_at, tz)}"
 
 
 # -- the sentences of a flow's lines, code by code ----------------------------------------
@@ -314,6 +326,10 @@ def _done(say: Say) -> str:
         if received is not None and needed is not None:
             return f"Got the answers it needed ({received} of {needed})"
         return "Got the answers it needed"
+    if outcome == "stopped":
+        # Another step at its position took its fault path.
+        why = say.detail.get("why")
+        return f"Stopped: {why}" if why else "Stopped"
     return "Done"
 
 
@@ -338,7 +354,34 @@ def _cancel_failed(say: Say) -> str:
 
 
 def _failed(say: Say) -> str:
-    return f"Failed: {say.get('message', 'no reason given')}"
+    target = say.detail.get("on_failure")
+    if target is None:
+        return f"Failed: {say.get('message', 'no reason given')}"
+    # The step failed, the run did not: it went on at the step's fault path.
+    name = say.title or f"The {say.kind} step"
+    attempts = int(say.get("attempts", 1)) if say.get("code", "") == "command.failed" else 1
+    times = f" {attempts} times" if attempts > 1 else ""
+    failure = say.detail.get("failure") or say.detail.get("message")
+    why = f" ({failure})" if failure else ""
+    return f"{name} failed{times}{why} — went on at {_position(say, target)}"
+
+
+def _escalated(say: Say) -> str:
+    audience = say.get("audience", "someone")
+    after = say.detail.get("after")
+    waited = f" after {after}" if after else ""
+    recipient = say.detail.get("recipient")
+    message = say.detail.get("message")
+    if not recipient and "to" in say.detail:
+        column = say.detail.get("to")
+        why = say.detail.get("why")
+        if why in (None, "", "empty"):
+            why = f"the record's {column} is empty" if column else "nobody to tell"
+        return f"Could not escalate to the {audience}{waited}: {why}"
+    who = f"{recipient} ({audience})" if recipient else f"the {audience}"
+    escalated = "Would escalate" if say.tried else "Escalated"
+    said = f"{escalated} to {who}{waited}"
+    return f"{said}: {message}" if message else said
 
 
 _ENDED = {"done": "Run done", "failed": "Run failed", "cancelled": "Run cancelled"}
@@ -406,6 +449,7 @@ _RENDER: dict[str, Callable[[Say], str]] = {
     "cancel_done": _cancel_done,
     "cancel_failed": _cancel_failed,
     "failed": _failed,
+    "escalated": _escalated,
     "ended": _ended,
     "cancelled": _cancelled,
     "retried": _retried,
@@ -440,6 +484,7 @@ _WORDS = {
     "cancel_done": "Told the application the step stopped waiting",
     "cancel_failed": "Could not tell the application the step stopped waiting",
     "failed": "Failed",
+    "escalated": "Escalated",
     "ended": "Run ended",
 }
 

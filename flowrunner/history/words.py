@@ -121,6 +121,12 @@ class Say:
     def kind(self) -> str:
         return self.line.kind or "step"
 
+    @property
+    def title(self) -> str | None:
+        """The step's title, where the line has one (a ``LogRow``'s, a ``Log``'s)."""
+        title = getattr(self.line, "title", None)
+        return str(title) if title else None
+
 
 def who_did(who: object) -> str:
     """Who did what a line says: a name, or ``an operator`` for the engine's word."""

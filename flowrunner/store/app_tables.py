@@ -120,6 +120,9 @@ def steps_table(
         sa.Column("message", sa.Text),
         sa.Column("mode", sa.Text),
         sa.Column("remind", sa.Text),
+        sa.Column("on_failure", sa.Integer),
+        sa.Column("escalate", sa.Text),
+        sa.Column("escalate_to", sa.Text),
     ]
     for column in dict.fromkeys(inputs):
         columns.append(sa.Column(column, sa.Text))

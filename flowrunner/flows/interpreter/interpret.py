@@ -37,7 +37,7 @@ from datetime import datetime
 
 from flowrunner import errors
 from flowrunner.flows import snapshot
-from flowrunner.flows.interpreter import cancelling, happened, lanes, reading
+from flowrunner.flows.interpreter import cancelling, faults, happened, lanes, reading
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter import effects as effects_mod
 from flowrunner.flows.interpreter import state as state_mod
@@ -148,6 +148,9 @@ def retry_failed(
     for step, lane in failed:
         lane.restart()
         turn.log("retry", {"by": "operator"}, step, lane)
+    # A fault path taken beside the step that failed the run is not taken: the steps
+    # run again, and each fails or goes on anew.
+    turn.run.fault_to = None
     turn.run.status = statuses.RunStatus.RUNNING
     turn.run.error = None
     turn.run.reason = None
@@ -235,6 +238,8 @@ def _next_due(turn: Turn) -> datetime | None:
     for lane in turn.run.lanes:
         if lane.status == statuses.LaneStatus.WAITING:
             times += [t for t in (lane.timer, lane.deadline) if t is not None]
+            if lane.escalate_at is not None and not lane.escalated:
+                times.append(lane.escalate_at)
         elif lane.status == statuses.LaneStatus.RETRYING and lane.retry_at is not None:
             times.append(lane.retry_at)
     later = [t for t in times if t > turn.now]
@@ -264,9 +269,19 @@ def _guarded(
 
 
 def _settle(turn: Turn) -> None:
-    """Tick every lane; whenever all are done, go on to the next position, and repeat."""
+    """Tick every lane; whenever all are done, go on to the next position, and repeat.
+
+    A step that took its fault path (``faults``) leaves the position at once, before any
+    other step there moves again: the run goes on at its ``on_failure``.
+    """
     tick = functools.partial(lanes.tick, turn)
     while turn.live:
+        if turn.run.fault_to is not None:
+            position = turn.run.position
+            target = faults.leave(turn)
+            turn.run.last_goto = position
+            _enter(turn, target)
+            continue
         for step, lane in turn.pairs():
             if lane.active:
                 _guarded(turn, step, lane, tick)
@@ -353,6 +368,8 @@ def _wake(turn: Turn) -> datetime | None:
     for lane in turn.run.lanes:
         if lane.status == statuses.LaneStatus.WAITING:
             times += [t for t in (lane.timer, lane.deadline, lane.next_remind_at) if t is not None]
+            if lane.escalate_at is not None and not lane.escalated:
+                times.append(lane.escalate_at)
         elif lane.status == statuses.LaneStatus.RETRYING and lane.retry_at is not None:
             times.append(lane.retry_at)
     return min(times) if times else None

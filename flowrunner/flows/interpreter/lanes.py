@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from flowrunner import query
-from flowrunner.flows import snapshot
+from flowrunner.flows import rows, snapshot
 from flowrunner.flows.interpreter import (
     answers,
     effects,
+    faults,
     happened,
     reading,
     retry,
@@ -64,8 +65,10 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
             reading.mode(step)
             reading.duration(step)
             _remind_every(step)
+            reading.escalation(step, turn.cfg)
             if reading.text(step, "condition") is not None:
                 reading.condition(step, turn.cfg, event=True)
+        reading.on_failure(step, turn.snap)
         lane.attempts = 1
         _command(turn, step, lane)
 
@@ -91,6 +94,14 @@ def tick(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
                 turn.finish(step, lane, "timed_out", "timed_out", detail)
         else:
             _app_wait(turn, step, lane)
+        # Still waiting once its own end had its turn: tell whom it escalates to, if due.
+        if (
+            lane.status == statuses.LaneStatus.WAITING
+            and lane.escalate_at is not None
+            and not lane.escalated
+            and lane.escalate_at <= turn.now
+        ):
+            telling.escalate(turn, step, lane)
 
 
 def on_result(
@@ -103,16 +114,17 @@ def on_result(
             _answered(turn, step, lane, result)
         elif result.refused:
             lane.outcome = state.REFUSED
-            turn.fail_lane(
-                step, lane, "command.refused", f"the command refused: {_said(result)}", result.error
-            )
+            said = _said(result)
+            message = f"the command refused: {said}"
+            faults.take(turn, step, lane, "command.refused", message, said, result.error)
         else:
             # The backoff spares the outside service: it counts from when the attempt
             # really ran (a late worker's retries keep their spacing), not the flow's time.
             decision = retry.decide(turn.cfg.retry_for(step.kind), lane.attempts, turn.until)
             if decision.retry_at is None:
-                message = f"the command failed {lane.attempts} times: {_said(result)}"
-                turn.fail_lane(step, lane, "command.failed", message, result.error)
+                said = _said(result)
+                message = f"the command failed {lane.attempts} times: {said}"
+                faults.take(turn, step, lane, "command.failed", message, said, result.error)
             else:
                 lane.retry_at = decision.retry_at
                 lane.status = statuses.LaneStatus.RETRYING
@@ -173,10 +185,12 @@ def on_event(
 def _branch(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     if len(turn.snap.steps_at(step.position)) > 1:
         raise reading.Broken(step, "a branch must stand alone at its position")
-    condition = reading.condition(step, turn.cfg)
+    condition = reading.condition(step, turn.cfg, failure=True)
     target = reading.goto(step, turn.snap)
     said = {"condition": str(reading.text(step, "condition"))}
-    if condition.matches(turn.working_record(), turn.now):
+    # The latest failure reads as ``failure``, unless the record has a column of that name.
+    record = {rows.FAILURE: turn.run.failure, **turn.working_record()}
+    if condition.matches(record, turn.now):
         turn.log("condition", {**said, "held": True}, step, lane)
         turn.finish(step, lane, "held")
     elif target is not None:
@@ -192,6 +206,10 @@ def _start_waiting(
 ) -> None:
     lane.waiting_since = turn.now
     lane.status = statuses.LaneStatus.WAITING
+    escalation = reading.escalation(step, turn.cfg)
+    if escalation is not None:
+        # Counted from the step's logical start, as its give-up and reminders are.
+        lane.escalate_at = escalation[0].add_to(lane.started_at or turn.now, turn.cfg.timezone)
     turn.log("waiting", detail, step, lane)
     tick(turn, step, lane)
 
@@ -252,6 +270,7 @@ def _answered(
     turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
 ) -> None:
     kind = turn.known.kind(step)
+    faults.clear(turn)
     answers.read_asked(lane, result.answer or {}, kind.by)
     if kind.wait_for is None:
         turn.finish(step, lane, "done")

@@ -57,19 +57,28 @@ def duration(
 
 
 def condition(
-    step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig, *, event: bool = False
+    step: snapshot.StepSpec,
+    cfg: config_mod.InterpreterConfig,
+    *,
+    event: bool = False,
+    failure: bool = False,
 ) -> query.Condition:
+    """The step's condition; ``failure``: it may read the latest failure (a branch's)."""
     raw = text(step, "condition", required=True)
     assert raw is not None
+    # With no columns known there is nothing to check the condition against.
+    columns = dict(cfg.columns) or None
+    if columns is not None and failure:
+        columns = rows.with_failure(columns)
     try:
-        # With no columns known there is nothing to check the condition against.
-        return query.parse(raw, dict(cfg.columns) or None, event=event)
+        return query.parse(raw, columns, event=event)
     except errors.FlowrunnerError as error:
         raise Broken(step, f"its condition cannot be read: {error}") from None
 
 
-def goto(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | None:
-    raw = text(step, "goto")
+def goto(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot, column: str = "goto") -> int | None:
+    """The position a branch's ``goto`` (or a step's ``on_failure``) names, if any."""
+    raw = text(step, column)
     if raw is None:
         return None
     try:
@@ -77,11 +86,36 @@ def goto(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | None:
     except ValueError:
         number = math.nan
     if not number.is_integer():
-        raise Broken(step, f"its goto '{raw}' is not a position")
+        raise Broken(step, f"its {column} '{raw}' is not a position")
     target = int(number)
     if target not in snap.positions:
-        raise Broken(step, f"its goto names position {target}, which the flow does not have")
+        raise Broken(step, f"its {column} names position {target}, which the flow does not have")
     return target
+
+
+def on_failure(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | None:
+    """Where the run goes on when the step's command fails for good (None: it fails)."""
+    return goto(step, snap, rows.ON_FAILURE)
+
+
+def escalation(
+    step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig
+) -> tuple[durations.Duration, str, str] | None:
+    """How long a waiting step waits before it tells its ``escalate_to``, that audience,
+    and the duration as written; None for a step that does not escalate."""
+    after = text(step, "escalate")
+    audience = text(step, "escalate_to")
+    if after is None and audience is None:
+        return None
+    if after is None or audience is None:
+        raise Broken(step, "its escalate and escalate_to go together")
+    length = duration(step, "escalate")
+    assert length is not None
+    if length.is_zero or length.is_negative:
+        raise Broken(step, "its escalate must be longer than zero")
+    if audience not in cfg.audiences:
+        raise Broken(step, f"no notify rule has the audience '{audience}' it escalates to")
+    return length, audience, after
 
 
 def mode(step: snapshot.StepSpec) -> modes.Mode:
@@ -169,7 +203,7 @@ def kind(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> config_m
     if found is None:
         raise Broken(step, f"the binding has no kind '{step.kind}'")
     if found.wait_for is None:
-        for column in ("mode", "condition", "duration", "remind"):
+        for column in ("mode", "condition", "duration", "remind", *rows.ESCALATION):
             if text(step, column) is not None:
                 raise Broken(step, f"its {column} is set, but the {step.kind} kind does not wait")
     elif text(step, "remind") is not None and found.remind is None:

@@ -33,7 +33,8 @@ TRANSITIONS: Mapping[tuple[str, str], frozenset[str]] = {
     ("lane", _Lane.COMMANDING): frozenset(
         {_Lane.WAITING, _Lane.RETRYING, _Lane.DONE, _Lane.FAILED}
     ),
-    ("lane", _Lane.RETRYING): frozenset({_Lane.COMMANDING, _Lane.FAILED}),
+    # A retrying step stops (done) when another step at its position takes its fault path.
+    ("lane", _Lane.RETRYING): frozenset({_Lane.COMMANDING, _Lane.DONE, _Lane.FAILED}),
     ("lane", _Lane.WAITING): frozenset({_Lane.DONE, _Lane.FAILED}),
     ("lane", _Lane.FAILED): frozenset({_Lane.READY}),
     ("lane", _Lane.DONE): frozenset(),
@@ -93,6 +94,8 @@ def _moment(value: object) -> datetime | None:
 
 # The outcome of a lane whose command refused (it failed the run).
 REFUSED = "refused"
+# The outcome of a lane another step at its position stopped by taking its fault path.
+STOPPED = "stopped"
 
 _MOMENTS = (
     "started_at",
@@ -102,6 +105,7 @@ _MOMENTS = (
     "next_remind_at",
     "retry_at",
     "finished_at",
+    "escalate_at",
 )
 
 
@@ -119,7 +123,8 @@ class LaneState(_Guarded):
     is the key of the command this lane awaits an answer to; ``reminding`` the
     reminder awaiting one. ``retried`` counts the refusals of this pass an operator
     retried: its commands' key says so (``Turn.key``), so an outside service that keeps
-    its answers by key answers anew.
+    its answers by key answers anew. ``escalate_at`` is when a waiting step that
+    escalates tells its ``escalate_to``, and ``escalated`` whether it did (once a pass).
     """
 
     _what = "lane"
@@ -148,6 +153,8 @@ class LaneState(_Guarded):
     asked_names: list[str] = field(default_factory=list)
     finished_at: datetime | None = None
     retried: int = 0
+    escalate_at: datetime | None = None
+    escalated: bool = False
 
     @classmethod
     def fresh(cls, step_id: shapes.Plain, kind: StepKind, pass_: int) -> LaneState:
@@ -164,15 +171,18 @@ class LaneState(_Guarded):
         return self.status not in _FINISHED
 
     def restart(self) -> None:
-        """Back to ``ready`` with nothing remembered but which step and pass it is, and
-        how often it was retried: once more when it was refused."""
+        """Back to ``ready`` with nothing remembered but which step and pass it is, how
+        often it was retried (once more when it was refused) and whether it escalated
+        (an audience is told once a pass)."""
         retried = self.retried + (1 if self.outcome == REFUSED else 0)
+        escalated = self.escalated
         self.status = statuses.LaneStatus.READY
         fresh = LaneState(step_id=self.step_id, kind=self.kind, pass_=self.pass_)
         for f in fields(self):
             if f.name != "status":
                 object.__setattr__(self, f.name, getattr(fresh, f.name))
         self.retried = retried
+        self.escalated = escalated
 
     def copy(self) -> LaneState:
         """A deep, independent copy: what ``from_dict(to_dict())`` gives, made directly."""
@@ -257,6 +267,11 @@ class RunState(_Guarded):
     read, in the order they will be read: while a command pauses the catch-up at an
     earlier moment, or while the run is failed. A state saved before the clock existed
     has neither: the interpreter takes its lanes' latest moment as its clock.
+
+    Fault paths: ``failure`` is what the command of the last step that ran one said when
+    it failed for good and the run took the step's ``on_failure`` (empty again once a
+    later step's command answers); ``fault_to`` the position the run goes on at, from
+    the moment a step took its fault path until the run left the position.
     """
 
     _what = "run"
@@ -275,6 +290,8 @@ class RunState(_Guarded):
     clock: datetime | None = None
     entered_at: datetime | None = None
     unread: list[happened.EventIn] = field(default_factory=list)
+    failure: str | None = None
+    fault_to: int | None = None
 
     @property
     def ended(self) -> bool:
@@ -291,7 +308,7 @@ class RunState(_Guarded):
             "lanes": [lane.to_dict() for lane in self.lanes],
             "last_event_id": self.last_event_id,
         }
-        for name in ("error", "reason", "last_goto", "cancel_requested"):
+        for name in ("error", "reason", "last_goto", "cancel_requested", "failure", "fault_to"):
             value = self.__dict__[name]
             if value is not None:
                 data[name] = value
@@ -317,6 +334,8 @@ class RunState(_Guarded):
             reason=data.get("reason"),
             last_goto=None if data.get("last_goto") is None else int(data["last_goto"]),
             cancel_requested=data.get("cancel_requested"),
+            failure=None if data.get("failure") is None else str(data["failure"]),
+            fault_to=None if data.get("fault_to") is None else int(data["fault_to"]),
             clock=_moment(data.get("clock")),
             entered_at=_moment(data.get("entered_at")),
             unread=[

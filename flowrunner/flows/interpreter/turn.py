@@ -196,8 +196,11 @@ class Turn:
         outcome: str,
         what: str = "done",
         detail: shapes.Payload | None = None,
+        *,
+        why: str | None = None,
     ) -> None:
-        """The lane is done with ``outcome``; its line ``what`` says so, with ``detail``."""
+        """The lane is done with ``outcome``; its line ``what`` says so, with ``detail``.
+        ``why`` is why a waiting step stopped, for its cancel command's line."""
         # Only "complete" ends a wait by its answers; any other way out is a cancel.
         stopped = lane.status == statuses.LaneStatus.WAITING and outcome != "complete"
         lane.outcome = outcome
@@ -206,7 +209,7 @@ class Turn:
         lane.finished_at = self.now
         self.log(what, {"outcome": outcome, **(detail or {})}, step, lane)
         if stopped:
-            self.cancel_command(step, lane, _STOPPED.get(outcome, outcome))
+            self.cancel_command(step, lane, why or _STOPPED.get(outcome, outcome))
 
     def cancel_command(self, step: snapshot.StepSpec, lane: state.LaneState, why: str) -> bool:
         """Ask the driver to run the kind's cancel command for this pass, once.

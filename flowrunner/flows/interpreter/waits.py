@@ -65,6 +65,12 @@ class Waiting:
     """Whose answers count so far, in order (with the kind's ``by``; of those asked)."""
     next_reminder_at: datetime | None = None
     """When the next reminder goes out, if the step reminds."""
+    escalate_to: str | None = None
+    """The audience the step tells once it has waited its ``escalate``, if it escalates."""
+    escalate_at: datetime | None = None
+    """When it tells them (or told them: see ``escalated``)."""
+    escalated: bool = False
+    """Whether it told them already."""
 
 
 def where(
@@ -121,6 +127,13 @@ def _waiting(
         return dataclasses.replace(base, awaits=Awaits.RETRY, until=lane.retry_at)
     if status != statuses.LaneStatus.WAITING:
         return base
+    if lane.escalate_at is not None:
+        base = dataclasses.replace(
+            base,
+            escalate_to=reading.text(step, "escalate_to"),
+            escalate_at=lane.escalate_at,
+            escalated=lane.escalated,
+        )
     if step.kind in ("wait", "until"):
         field = reading.text(step, "field") if step.kind == "until" else None
         return dataclasses.replace(base, awaits=Awaits.TIME, until=lane.timer, field=field)

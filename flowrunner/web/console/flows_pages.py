@@ -207,6 +207,8 @@ def _choices(page: Page, steps: Sequence[Mapping[str, Any]]) -> dict[str, list[s
         "event": sorted(binding.events),
         "audience": list(binding.audiences),
         "goto": [str(p) for p in sorted({int(s["position"]) for s in steps})],
+        "on_failure": [str(p) for p in sorted({int(s["position"]) for s in steps})],
+        "escalate_to": list(binding.audiences),
         "changes": sorted(page.runner.columns),
     }
 

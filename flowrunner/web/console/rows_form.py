@@ -30,6 +30,9 @@ HINTS = {
     "value": "the value to write",
     "message": "what to tell (up to 500 characters)",
     "position": "1",
+    "on_failure": "a position, to go on at if its command fails",
+    "escalate": "2 days, before it tells escalate_to",
+    "escalate_to": "an audience, told once",
 }
 
 
