@@ -333,9 +333,6 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "went on at position 60 (Tell the requester)",
         ),
     ],
-    "moved": [
-        (None, {"by": "olga", "from": 1, "to": 2}, "olga moved the run from version 1 to version 2")
-    ],
     "escalated": [
         (
             "approval",
@@ -673,7 +670,6 @@ WRITERS = [
     *sorted((PACKAGE / "flows" / "interpreter").glob("*.py")),
     PACKAGE / "engine" / "actions.py",
     PACKAGE / "engine" / "worker.py",
-    PACKAGE / "flows" / "publishing.py",
     PACKAGE / "jobs" / "program.py",
     PACKAGE / "workflows" / "program.py",
     PACKAGE / "workflows" / "children.py",
