@@ -47,7 +47,7 @@ def open_minute(calendar: Calendar) -> Callable[[datetime], bool]:
     """Whether the calendar is open during the minute that starts at ``moment`` (UTC), read
     off the wall clock: its weekday, its hours, its holidays."""
     zone = ZoneInfo(calendar.zone)
-    ranges = {}
+    ranges: dict[int, list[tuple[int, int]]] = {}
     for days, text in calendar.hours.items():
         first, _, last = days.partition("-")
         names = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
