@@ -409,7 +409,8 @@ def _tried_rows(
     if len(docs) != 1:
         problems.fields["rows"] = ["write this one flow: its row, and its steps under 'steps'"]
         return flow["id"], None
-    edited = {**docs[0].flow, "id": flow["id"]}
+    # The version an export names says where the rows came from; it is not a column.
+    edited = {k: v for k, v in docs[0].flow.items() if k != files.VERSION} | {"id": flow["id"]}
     column = page.runner.binding.tenant
     if column is not None:
         edited[column] = flow[column]
