@@ -445,6 +445,8 @@ class FlowBinding(_Model):
         for column in FLOW_COLUMNS:
             _need(flows, column, f"the flows table {self.flows_table!r}", "a fixed flow column")
         for column in STEP_COLUMNS:
+            if column in flow_columns.LATER_STEP_COLUMNS:
+                continue  # used when there: a row that sets one elsewhere is refused
             _need(steps, column, f"the steps table {self.steps_table!r}", "a fixed step column")
         for rule in self.notify:
             where = f"the resource table {self.resource!r}"

@@ -30,3 +30,6 @@ STEP_COLUMNS = (
     "escalate",
     "escalate_to",
 )
+# Step columns added after the first release: a steps table made before them still
+# mounts; a row that sets one there is refused with a sentence saying to add it.
+LATER_STEP_COLUMNS = ("on_failure", "escalate", "escalate_to")

@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner import errors
 from flowrunner.flows import spelling
 from flowrunner.foundations import shapes, sqltypes
 from flowrunner.foundations.shapes import Tenant
@@ -31,7 +32,28 @@ def _by_id(conn: sa.Connection, table: sa.Table, row_id: object) -> shapes.RowDi
     return _first(conn.execute(sa.select(table).where(table.c.id == row_id)))
 
 
+def _fitted(table: sa.Table, values: shapes.Row) -> dict[str, Any]:
+    """``values`` as ``table`` can hold them: an empty value of a column it lacks (one
+    added in a later release) is left out; a value for one is refused with a sentence."""
+    missing = [k for k in values if k not in table.c]
+    refused = [k for k in missing if values[k] not in (None, "")]
+    if refused:
+        raise errors.RowInvalid(
+            [
+                errors.FieldError(
+                    column,
+                    f"the table {table.name!r} has no column {column!r}: add it (a nullable "
+                    "column, as flowrunner.tables declares it) to use it",
+                    "column_missing",
+                )
+                for column in refused
+            ]
+        )
+    return {k: v for k, v in values.items() if k not in missing}
+
+
 def _store(conn: sa.Connection, table: sa.Table, row_id: object, values: shapes.Row) -> Any:
+    values = _fitted(table, values)
     if row_id is None:
         key = conn.execute(sa.insert(table).values(dict(values))).inserted_primary_key
         assert key is not None  # an INSERT of one row always has one
@@ -206,7 +228,7 @@ def insert_step(conn: sa.Connection, tables: app_tables.AppTables, values: shape
     steps = tables.steps
     wanted = values.get("id")
     if wanted is not None and step_by_id(conn, tables, wanted) is None:
-        conn.execute(sa.insert(steps).values(dict(values)))
+        conn.execute(sa.insert(steps).values(_fitted(steps, values)))
         return wanted
     return store_step(conn, tables, None, {k: v for k, v in values.items() if k != "id"})
 
