@@ -42,6 +42,23 @@ SUBCOMMANDS = {
     "runs": "flowrunner.cli.runs_cmd:runs",
     "jobs": "flowrunner.cli.jobs_cmd:jobs",
 }
+# name -> the command's own short help (the first sentence of its docstring), which
+# `flowrunner --help` lists without importing the command (a test keeps them equal).
+SUMMARIES = {
+    "console": "Serve the web console of the app's runner: flows, records' runs, Operations.",
+    "demo": "Run the support-desk and purchase-order sample apps through the real engine.",
+    "diagram": "Draw FLOW (its name or id): each position a column, its steps as lanes.",
+    "flows": "Flows as files: import, export, and validate the stored rows.",
+    "jobs": "The app's jobs: list them, run one now.",
+    "migrate": "Create or move flowrunner's own tables (forward-only migrations).",
+    "prune": "Delete the app's history older than --older-than, in short batches.",
+    "query": "Check CONDITION: print its canonical form, its SQL and, with --record, the result.",
+    "runs": (
+        "Runs across records: list, show, cancel, retry, redrive, restart; the journal and "
+        "the notices outbox."
+    ),
+    "worker": "Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).",
+}
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"
 EXIT_STATUSES = """\b
@@ -122,7 +139,19 @@ class LazyGroup(click.Group):
     """The root group: loads subcommands when used, and turns every error into one line."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in SUBCOMMANDS if self._load(name) is not None)
+        return sorted(SUBCOMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, as click lists them, none of them imported."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # A stand-in per command, shortened as click shortens the command's own help.
+        rows = [
+            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
