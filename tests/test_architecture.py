@@ -168,7 +168,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("diagrams", ("flowrunner.diagrams",)),
-    ("store", ("flowrunner.store",)),
+    ("store", ("flowrunner.store", "flowrunner.alembic")),
     (
         "runner",
         (
