@@ -99,14 +99,18 @@ def _one_line(message: str) -> str:
 def refusal(exc: Exception) -> click.ClickException:
     """The one-line exit for an exception escaping a command.
 
-    flowrunner's own errors, SQLAlchemy's URL and connection errors and the operating
-    system's (a missing file, a folder not writable) are about what was given: exit 2.
-    Anything else is unexpected: exit 1, the exception's type and message on one line.
+    flowrunner's own errors, SQLAlchemy's URL and connection errors, the operating
+    system's (a missing file, a folder not writable) and an optional library not
+    installed (the extra to install named) are about what was given: exit 2. Anything
+    else is unexpected: exit 1, the exception's type and message on one line.
     """
     from flowrunner import errors
+    from flowrunner.foundations import extras
 
     if isinstance(exc, errors.FlowrunnerError):
         return InputError(str(exc))
+    if isinstance(exc, ModuleNotFoundError) and extras.missing(exc) is not None:
+        return InputError(str(extras.explained(exc, what="flowrunner")))
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return InputError(f"{where}{exc.strerror or exc}")
@@ -211,13 +215,24 @@ def database_url(ctx: click.Context, param: click.Parameter, value: str | None) 
         # Dialects written before SQLAlchemy 2 may lack it; their driver loads at connect.
         getattr(dialect, "import_dbapi", lambda: None)()
     except ImportError as exc:
-        raise click.BadParameter(
-            f"{shown!r} needs a database driver that is not installed ({exc}); "
-            "name an installed one, e.g. postgresql+psycopg://",
-            ctx,
-            param,
-        ) from None
+        raise click.BadParameter(_no_driver(url, shown, exc), ctx, param) from None
     return value
+
+
+def _no_driver(url: Any, shown: str, exc: ImportError) -> str:
+    """What to install (or write) for a database URL whose driver is not installed."""
+    if url.get_backend_name() == "postgresql":
+        if url.get_driver_name() == "psycopg":
+            return (
+                f"{shown!r} needs psycopg, which is not installed: "
+                "pip install 'flowrunner[postgres]'"
+            )
+        return (
+            f"{shown!r} needs {url.get_driver_name()}, which is not installed; flowrunner's "
+            "postgres extra brings psycopg: write postgresql+psycopg://… and "
+            "pip install 'flowrunner[postgres]'"
+        )
+    return f"{shown!r} needs a database driver that is not installed ({exc})"
 
 
 DATABASE_HELP = (

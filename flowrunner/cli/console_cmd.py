@@ -89,7 +89,16 @@ def console(
     root_path: str,
 ) -> None:
     """Serve the web console of the app's runner: flows, records' runs, Operations."""
-    import uvicorn
+    from flowrunner.foundations import extras
+
+    # The console's whole stack, before anything is loaded: without it, exit 2 and the
+    # extra to install.
+    try:
+        import uvicorn
+
+        import flowrunner.web.console  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise extras.explained(exc, what="flowrunner console") from None
 
     if not token and principal_spec is None:
         raise cli_mod.InputError(
