@@ -57,10 +57,14 @@ SUMMARIES = {
         "Runs across records: list, show, cancel, retry, redrive, restart; the journal and "
         "the notices outbox."
     ),
-    "worker": "Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).",
+    "worker": "Serve due runs until stopped (SIGTERM or Ctrl-C: it finishes the runs in hand).",
 }
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"
+# Where --app and --database come from when they are not typed: a deployment sets them
+# once for every command.
+APP_VARIABLE = "FLOWRUNNER_APP"
+DATABASE_VARIABLE = "FLOWRUNNER_DATABASE_URL"
 EXIT_STATUSES = """\b
 Exit status: 0 done; 1 a verdict (broken rows, tables behind) or an unexpected error;
 2 something given cannot be used (an option, a file, the app, the database).
@@ -243,8 +247,40 @@ DATABASE_HELP = (
 
 
 def database_option(help: str = DATABASE_HELP) -> Callable[..., Any]:
-    """``--database URL``, checked as a URL before the command runs."""
-    return click.option("--database", default=None, metavar="URL", callback=database_url, help=help)
+    """``--database URL``, or ``FLOWRUNNER_DATABASE_URL`` when it is not typed, checked as a
+    URL before the command runs."""
+    return click.option(
+        "--database",
+        default=None,
+        metavar="URL",
+        envvar=DATABASE_VARIABLE,
+        show_envvar=True,
+        callback=database_url,
+        help=help,
+    )
+
+
+def log_format_option() -> Callable[..., Any]:
+    """``--log-format text|json``: the log lines on standard error as ``time LEVEL logger
+    message`` text, or one JSON object a line (``flowrunner.foundations.logs.JsonLines``)."""
+    return click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Write the log lines as text, or as one JSON object a line (time, level, "
+        "logger, message), sanitized alike.",
+    )
+
+
+def teller(log_format: str) -> Callable[[str], None]:
+    """How a command that logs says what it does on standard error: a plain line, or
+    (``--log-format json``) a log record, so that every line there is one JSON object."""
+    if log_format == "json":
+        from flowrunner.foundations import logs
+
+        return logs.logger("flowrunner.cli").info
+    return lambda line: click.echo(line, err=True)
 
 
 def json_option(

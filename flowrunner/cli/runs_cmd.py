@@ -38,6 +38,8 @@ APP = click.option(
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    envvar=cli_mod.APP_VARIABLE,
+    show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
 DATABASE = cli_mod.database_option()
