@@ -196,7 +196,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> installed.Installed:
     return installed.installed(base / "installed-wheel")
 
 
-_pg_skipped = 0
+# Why tests skipped, and how many for each reason: summed up in one line a reason.
+_skipped: dict[str, int] = {}
 _guides: list[tuple[str, int, int]] = []
 
 
@@ -212,10 +213,21 @@ def pytest_runtest_makereport(
     return report
 
 
+def _count_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+    reason = str(reason).removeprefix("Skipped: ")
+    _skipped[reason] = _skipped.get(reason, 0) + 1
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A module that skips whole (the browser's) counts once."""
+    if report.skipped:
+        _count_skip(report)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    global _pg_skipped
-    if report.skipped and PG_SKIP in str(report.longrepr):
-        _pg_skipped += 1
+    if report.skipped:
+        _count_skip(report)
     for name, value in report.user_properties:
         if name == "guide" and report.passed:
             guide, blocks, claims = cast(tuple[str, int, int], value)
@@ -227,10 +239,11 @@ def _param(nodeid: str) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line for all PostgreSQL tests skipped, saying how to run them; and the guides
-    whose blocks ran from the wheel, with how many blocks and claims each."""
-    if _pg_skipped:
-        terminalreporter.write_line(f"{_pg_skipped} {PG_SKIP}")
+    """One line for each reason tests skipped (all PostgreSQL tests skipped: one line,
+    saying how to run them); and the guides whose blocks ran from the wheel, with how many
+    blocks and claims each."""
+    for reason, count in sorted(_skipped.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count} skipped — {reason}")
     if _guides:
         terminalreporter.write_line(
             f"{len(_guides)} guide run(s) from the installed wheel (blocks, claims checked):"
