@@ -29,6 +29,10 @@ MEASURES = {
         "import sys\nsys.argv = ['flowrunner', '--help']\nfrom flowrunner.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     ),
+    "flowrunner worker --help": (
+        "import sys\nsys.argv = ['flowrunner', 'worker', '--help']\n"
+        "from flowrunner.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    ),
 }
 
 
@@ -71,12 +75,12 @@ def main() -> None:
                 times.setdefault((label, tree), []).append(took)
                 modules[label, tree] = count
     print(f"median of {args.rounds} rounds, python -X importtime ({sys.version.split()[0]})")
-    print(f"{'measure':22} {'tree':10} {'ms':>8} {'modules':>8} {'vs before':>10}")
+    print(f"{'measure':26} {'tree':10} {'ms':>8} {'modules':>8} {'vs before':>10}")
     for label, tree in times:
         median = statistics.median(times[label, tree])
         before = times.get((label, "before"))
         ratio = f"{median / statistics.median(before):.2f}×" if before else ""
-        print(f"{label:22} {tree:10} {median:8.1f} {modules[label, tree]:8d} {ratio:>10}")
+        print(f"{label:26} {tree:10} {median:8.1f} {modules[label, tree]:8d} {ratio:>10}")
 
 
 if __name__ == "__main__":

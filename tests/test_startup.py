@@ -48,14 +48,31 @@ def test_import_flowrunner_loads_no_library() -> None:
     assert {m for m in modules if m.startswith("flowrunner.")} == {"flowrunner.moved"}
 
 
-def test_the_help_loads_no_command_and_no_library() -> None:
+def helped(*command: str) -> set[str]:
+    """The modules ``flowrunner COMMAND --help`` loads."""
     code = (
-        "import sys\nsys.argv = ['flowrunner', '--help']\nfrom flowrunner.cli import main\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass"
+        f"import sys\nsys.argv = ['flowrunner', *{list(command)!r}, '--help']\n"
+        "from flowrunner.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
     )
-    modules = loaded_after(code)
+    return loaded_after(code)
+
+
+def test_the_help_loads_no_command_and_no_library() -> None:
+    modules = helped()
     assert heavy_in(modules) == []
     assert not [m for m in modules if m.endswith("_cmd")]
+
+
+def test_the_workers_help_loads_nothing_it_serves_with() -> None:
+    assert heavy_in(helped("worker")) == []
+
+
+@pytest.mark.parametrize("command", sorted(cli.SUBCOMMANDS))
+def test_only_migrate_runs_with_alembic_and_only_console_with_its_stack(command: str) -> None:
+    """No command's help loads Alembic or the console's stack (nor does running one but
+    ``migrate`` and ``console``: serving finds its tables current without Alembic)."""
+    loaded = {m.split(".")[0] for m in helped(command)}
+    assert not loaded & {"alembic", "jinja2", "uvicorn", "starlette", "fastapi"}
 
 
 def test_each_public_name_is_imported_when_asked_for() -> None:

@@ -20,8 +20,6 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner import errors
-from flowrunner.cli import app_loader as app_mod
-from flowrunner.foundations import durations, logs
 
 if TYPE_CHECKING:
     from flowrunner.engine import worker as worker_mod
@@ -36,6 +34,8 @@ def _load(app: str, database: str | None) -> object:
 
 def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
     """``--lease`` as a timedelta: ``30 seconds``, ``2 minutes``, ``PT45S``."""
+    from flowrunner.foundations import durations
+
     try:
         length = durations.parse_duration(value)
     except errors.DurationError as exc:
@@ -139,7 +139,10 @@ def worker(
     what is due, with a progress bar when standard error is a terminal, and prints a
     summary; without, the summary follows the stop.
     """
+    # What serving needs, imported when it serves (`worker --help` needs none of it).
+    from flowrunner.cli import app_loader as app_mod
     from flowrunner.engine import worker as worker_mod
+    from flowrunner.foundations import logs
     from flowrunner.runner import FlowRunner
 
     say = cli_mod.teller(log_format)
@@ -191,6 +194,8 @@ def _advance_due(runner: FlowRunner, serving: worker_mod.Worker, *, bar: bool = 
 
 def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_json: bool) -> None:
     """What the worker did: one line, or one JSON document, on standard output."""
+    from flowrunner.cli import app_loader as app_mod
+
     stats = serving.stats
     if as_json:
         cli_mod.echo_json(
