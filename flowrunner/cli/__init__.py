@@ -65,6 +65,20 @@ TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"
 # once for every command.
 APP_VARIABLE = "FLOWRUNNER_APP"
 DATABASE_VARIABLE = "FLOWRUNNER_DATABASE_URL"
+
+
+class FromEnvironment(click.Option):
+    """An option that may come from an environment variable (``envvar``, shown in the
+    help): an error about its value names the variable only when the value came from it,
+    so a typed option's errors read as they always have."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        source = ctx.get_parameter_source(self.name) if ctx and self.name else None
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            return super().get_error_hint(ctx)
+        return click.Parameter.get_error_hint(self, ctx)
+
+
 EXIT_STATUSES = """\b
 Exit status: 0 done; 1 a verdict (broken rows, tables behind) or an unexpected error;
 2 something given cannot be used (an option, a file, the app, the database).
@@ -251,6 +265,7 @@ def database_option(help: str = DATABASE_HELP) -> Callable[..., Any]:
     URL before the command runs."""
     return click.option(
         "--database",
+        cls=FromEnvironment,
         default=None,
         metavar="URL",
         envvar=DATABASE_VARIABLE,

@@ -48,6 +48,7 @@ def _loopback(host: str) -> bool:
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
     envvar=cli_mod.APP_VARIABLE,
     show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",

@@ -17,6 +17,7 @@ from flowrunner import diagrams
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
     envvar=cli_mod.APP_VARIABLE,
     show_envvar=True,
     help="The app's FlowRunner.",

@@ -43,6 +43,7 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> durati
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
     envvar=cli_mod.APP_VARIABLE,
     show_envvar=True,
     help="The app's FlowRunner.",
