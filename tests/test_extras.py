@@ -187,3 +187,9 @@ def test_any_command_refuses_a_missing_extra_with_exit_2() -> None:
     )
     other = cli_mod.refusal(ModuleNotFoundError("No module named 'left_pad'", name="left_pad"))
     assert other.exit_code == 1
+
+
+def test_the_readme_lists_each_extra_an_application_installs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(\w+)` \| ", readme, re.M))
+    assert listed == set(extras.EXTRAS.values())
