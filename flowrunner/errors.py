@@ -18,8 +18,10 @@
     │                                    401  a bad signature or time; 404 an unknown
     │                                    inbound; 409 its key reused for another body;
     │                                    413 a body past 256 KB
-    └── StepRefused                      409  a code workflow's step refused (a 4xx, a refusal);
-                                              raised into the workflow, which may catch it
+    ├── StepRefused                      409  a code workflow's step refused (a 4xx, a refusal);
+    │                                         raised into the workflow, which may catch it
+    └── ExtraMissing                     500  an optional library not installed: names the
+        (also a ModuleNotFoundError)          extra that brings it (`flowrunner[console]`)
 
 ``error.status_code`` is the status and ``error.code`` a stable word for programs;
 ``error.to_dict()`` is the body a web handler answers with: ``{"detail": sentence,
@@ -260,3 +262,27 @@ class StepRefused(FlowrunnerError):
         self.status = status
         """The HTTP status of a refused call (``404``), or None for a command's refusal."""
         super().__init__(message)
+
+
+class ExtraMissing(FlowrunnerError, ModuleNotFoundError):
+    """A part of flowrunner was used without the optional library it needs; the message
+    is one line naming the extra to install (``pip install 'flowrunner[console]'``).
+
+    Also a ``ModuleNotFoundError`` (``name`` is the missing module), so code that catches
+    that goes on catching it.
+
+    >>> error = ExtraMissing("the console", module="jinja2", extra="console")
+    >>> str(error)
+    "the console needs jinja2, which is not installed: pip install 'flowrunner[console]'"
+    >>> isinstance(error, ModuleNotFoundError), error.name, error.extra
+    (True, 'jinja2', 'console')
+    """
+
+    code = "extra_missing"
+
+    def __init__(self, what: str, *, module: str, extra: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{what} needs {module}, which is not installed: pip install 'flowrunner[{extra}]'"
+        )
+        self.name = module

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import guides
+import installed
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
@@ -184,16 +186,67 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
         admin.dispose()
 
 
-_pg_skipped = 0
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> installed.Installed:
+    """flowrunner's wheel, installed with its extras in a fresh environment: built once per
+    test run (pytest-xdist's workers share it)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's own folder, above each worker's
+    return installed.installed(base / "installed-wheel")
+
+
+# Why tests skipped, and how many for each reason: summed up in one line a reason.
+_skipped: dict[str, int] = {}
+_guides: list[tuple[str, int, int]] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A guide a test checked travels with its report (from pytest-xdist's workers too)."""
+    report = yield
+    if call.when == "call" and guides.CHECKED:
+        report.user_properties.extend(("guide", checked) for checked in guides.CHECKED)
+        guides.CHECKED.clear()
+    return report
+
+
+def _count_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+    reason = str(reason).removeprefix("Skipped: ")
+    _skipped[reason] = _skipped.get(reason, 0) + 1
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A module that skips whole (the browser's) counts once."""
+    if report.skipped:
+        _count_skip(report)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    global _pg_skipped
-    if report.skipped and PG_SKIP in str(report.longrepr):
-        _pg_skipped += 1
+    if report.skipped:
+        _count_skip(report)
+    for name, value in report.user_properties:
+        if name == "guide" and report.passed:
+            guide, blocks, claims = cast(tuple[str, int, int], value)
+            _guides.append((f"{guide} {_param(report.nodeid)}".strip(), blocks, claims))
+
+
+def _param(nodeid: str) -> str:
+    return nodeid.partition("[")[2].rstrip("]")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line for all PostgreSQL tests skipped, saying how to run them."""
-    if _pg_skipped:
-        terminalreporter.write_line(f"{_pg_skipped} {PG_SKIP}")
+    """One line for each reason tests skipped (all PostgreSQL tests skipped: one line,
+    saying how to run them); and the guides whose blocks ran from the wheel, with how many
+    blocks and claims each."""
+    for reason, count in sorted(_skipped.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count} skipped — {reason}")
+    if _guides:
+        terminalreporter.write_line(
+            f"{len(_guides)} guide run(s) from the installed wheel (blocks, claims checked):"
+        )
+        for guide, blocks, claims in sorted(_guides):
+            terminalreporter.write_line(f"  {guide:32} {blocks:3} blocks {claims:4} claims")

@@ -1,32 +1,58 @@
 """The one way the docs tests run a guide: its ```python blocks in order, as one program,
-and what its prose says they print, checked against what they printed.
+in a project of its own with flowrunner installed from its wheel (``installed``), and what
+its prose says they print, checked against what they printed.
 
 Each guide's test says how many blocks it runs and how many claims it checks at least: a
 claim is a quoted output the prose says a block prints, or an ``assert`` in the blocks. A
 guide whose blocks check nothing — no claim, or fewer than its test counts on — fails.
+Each guide checked is reported at the end of the run, with its blocks and claims.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
-import contextlib
-import io
+import json
+import os
 import re
-import sys
-import types
+import subprocess
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PYTHON = re.compile(r"```python\n(.*?)```", re.S)
 # The fewest claims any guide may check: a guide whose code checks nothing is no test.
 MIN_CLAIMS = 2
+# Each guide checked in this process: (guide, blocks, claims), for the run's summary.
+CHECKED: list[tuple[str, int, int]] = []
+
+# The program that runs a guide's blocks, in the reader's place: a file of its own (a
+# module of that name, in ``sys.modules`` while it runs with ``own``), each block compiled
+# alone with its lines numbered as in the guide, warnings as errors. With ``installed``,
+# it first makes sure flowrunner is the installed one and the checkout is out of sight.
+RUNNER = """
+import json, sys, types
+request = json.loads(sys.stdin.read())
+if request["installed"]:
+    import importlib.util, sysconfig
+    found = importlib.util.find_spec("flowrunner").origin
+    assert found.startswith(sysconfig.get_paths()["purelib"]), found
+    assert importlib.util.find_spec("fixtures") is None, "the checkout is on the path"
+guide = types.ModuleType(request["module"])
+if request["own"]:
+    sys.modules[request["module"]] = guide
+for line, block in request["blocks"]:
+    code = compile("\\n" * (line - 1) + block, request["path"], "exec", dont_inherit=True)
+    exec(code, guide.__dict__)
+sa, sa_async = sys.modules.get("sqlalchemy"), sys.modules.get("sqlalchemy.ext.asyncio")
+for value in list(vars(guide).values()):
+    if sa and isinstance(value, sa.Engine):
+        value.dispose()
+    elif sa_async and isinstance(value, sa_async.AsyncEngine):
+        import asyncio
+        asyncio.run(value.dispose())
+"""
 
 
 def python_blocks(text: str) -> list[str]:
@@ -59,13 +85,13 @@ def _one_line(text: str) -> str:
 
 @dataclass
 class Guide:
-    """A guide whose blocks ran: its text, its blocks, what they printed, their names."""
+    """A guide whose blocks ran: its text, its blocks and what they printed."""
 
     path: Path
     text: str
     blocks: list[str]
     printed: str
-    namespace: dict[str, Any] = field(repr=False)
+    installed: bool = True
 
     @property
     def asserts(self) -> int:
@@ -91,6 +117,8 @@ class Guide:
             assert said in printed, (
                 f"{self.path.name} says it prints {said!r}; it printed {printed!r}"
             )
+        if self.installed:
+            CHECKED.append((self.path.name, len(self.blocks), checked))
 
 
 def run_guide(
@@ -98,39 +126,49 @@ def run_guide(
     *,
     blocks: int,
     module: str,
+    python: Path,
     own_module: bool = False,
-    names: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    installed: bool = True,
 ) -> Guide:
     """Run docs/``name``'s Python blocks in order, as one program; at least ``blocks`` of them
     (``name`` may also be a path of its own).
 
-    The blocks run as the module ``module``: a namespace of that ``__name__``, or with
-    ``own_module`` a module in ``sys.modules`` while they run, as the reader's app file
-    would be (FastAPI and pydantic look the guide's models up there). ``names`` are set
-    before the first block. Compiled without this file's ``__future__`` imports, as a
-    reader's file would be. The engines the guide made are disposed of afterwards.
+    They run in ``python`` (the wheel's environment, ``installed``), in a new empty folder
+    as the reader's project, with this process's environment variables and ``env`` (the
+    checkout never on the path), as the module ``module``: with ``own_module`` a module
+    in ``sys.modules`` while they run, as the reader's app file would be (FastAPI and
+    pydantic look the guide's models up there). A block that fails fails the test with
+    its traceback, its lines numbered as in the guide.
     """
     path = DOCS / name
     text = path.read_text(encoding="utf-8")
     found = python_blocks(text)
     assert len(found) >= blocks, f"{path.name} has {len(found)} Python block(s), not {blocks}"
-    out = io.StringIO()
-    guide = types.ModuleType(module)
-    namespace = guide.__dict__
-    namespace.update(names or {})
-    if own_module:
-        sys.modules[module] = guide
-    try:
-        with contextlib.redirect_stdout(out):
-            for block in found:
-                code = compile(block, str(path), "exec", dont_inherit=True)
-                exec(code, namespace)  # our own docs, not user input
-    finally:
-        if own_module:
-            del sys.modules[module]
-        for value in list(namespace.values()):
-            if isinstance(value, sa.Engine):
-                value.dispose()
-            elif isinstance(value, AsyncEngine):
-                asyncio.run(value.dispose())
-    return Guide(path, text, found, out.getvalue(), namespace)
+    starts = [text[: match.start(1)].count("\n") + 1 for match in PYTHON.finditer(text)]
+    request = {
+        "path": str(path),
+        "module": module,
+        "own": own_module,
+        "installed": installed,
+        "blocks": list(zip(starts, found, strict=True)),
+    }
+    with tempfile.TemporaryDirectory(prefix="guide-") as project:
+        done = subprocess.run(
+            [str(python), "-W", "error", "-c", RUNNER],
+            input=json.dumps(request),
+            cwd=project,
+            env={**_without_checkout(os.environ), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert done.returncode == 0, (
+        f"{path.name}'s blocks failed in a project of their own:\n{done.stderr}"
+        f"\nafter printing:\n{done.stdout}"
+    )
+    return Guide(path, text, found, done.stdout, installed)
+
+
+def _without_checkout(environment: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environment.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

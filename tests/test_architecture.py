@@ -170,7 +170,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("diagrams", ("flowrunner.diagrams",)),
-    ("store", ("flowrunner.store",)),
+    ("store", ("flowrunner.store", "flowrunner.alembic")),
     (
         "runner",
         (

@@ -1,7 +1,7 @@
 """docs/console.md runs, in order, as one program — a FastAPI app mounting the console,
-tried with Starlette's TestClient — and prints what it says, once on SQLite and once on
-PostgreSQL; its command lines parse, its pictures are there, and the pages it lists are
-the console's routes."""
+tried with Starlette's TestClient — from flowrunner's wheel, and prints what it says, once
+on SQLite and once on PostgreSQL; its command lines parse, its pictures are there, and the
+pages it lists are the console's routes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from guides import run_guide, said_pairs
+from installed import Installed
 from test_docs_cli import command_lines, parses
 
 from flowrunner.web.console import flows_pages, ops_pages, record_pages, runs_pages
@@ -18,11 +19,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "console.md"
 
 
+@pytest.mark.slow
 def test_the_console_guide_runs_and_prints_what_it_says(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
+    database_url: str, wheel: Installed
 ) -> None:
-    monkeypatch.setenv("ORDERS_DATABASE_URL", database_url)
-    guide = run_guide("console.md", blocks=6, module="console_guide", own_module=True)
+    guide = run_guide(
+        "console.md",
+        blocks=6,
+        module="console_guide",
+        own_module=True,
+        python=wheel.python,
+        env={"ORDERS_DATABASE_URL": database_url},
+    )
     guide.check(said_pairs(guide.text), at_least=7)
 
 

@@ -1,6 +1,6 @@
 """docs/diagrams.md is what the code draws today: its Mermaid blocks are the fixture flows'
 diagrams as ``Diagram.mermaid()`` writes them now, its screenshots are there, and its
-Python example runs and prints what the page says.
+Python example runs from flowrunner's wheel and prints what the page says.
 
 After a change to the diagrams, write the page's Mermaid blocks again with
 ``PYTHONPATH=. python tests/test_docs_diagrams.py``, and its screenshots with
@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from drawn import config, drawn_run, fixture_snapshots
 from guides import run_guide, said_inline
+from installed import Installed
 
 from flowrunner import diagrams
 
@@ -53,8 +55,9 @@ def test_the_screenshots_are_there_and_small() -> None:
         assert path.stat().st_size < 200_000, f"{image} is too big for the docs"
 
 
-def test_the_python_example_runs_and_prints_what_the_page_says() -> None:
-    guide = run_guide("diagrams.md", blocks=1, module="diagrams_guide")
+@pytest.mark.slow
+def test_the_python_example_runs_and_prints_what_the_page_says(wheel: Installed) -> None:
+    guide = run_guide("diagrams.md", blocks=1, module="diagrams_guide", python=wheel.python)
     guide.check(said_inline(guide.text), at_least=2)
 
 

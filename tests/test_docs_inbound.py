@@ -1,6 +1,6 @@
 """docs/inbound.md runs, in order, as one program — a FastAPI app answering a payment
-processor's signed callbacks, tried with its TestClient — and prints what it says; once
-on SQLite and once on PostgreSQL."""
+processor's signed callbacks, tried with its TestClient — from flowrunner's wheel, and
+prints what it says; once on SQLite and once on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,19 +9,25 @@ from pathlib import Path
 
 import pytest
 from guides import run_guide, said_in_paragraphs
+from installed import Installed
 
 from flowrunner.inbound import receipt
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "inbound.md"
 
 
+@pytest.mark.slow
 def test_the_inbound_guide_runs_and_prints_what_it_says(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
+    database_url: str, wheel: Installed
 ) -> None:
-    monkeypatch.setenv("ORDERS_DATABASE_URL", database_url)
-    # Set where the server runs, never in the code: the guide reads it as the sender.
-    monkeypatch.setenv("PAYMENT_CALLBACK_SECRET", "whsec-guide-5d1c")
-    guide = run_guide("inbound.md", blocks=8, module="inbound_guide", own_module=True)
+    guide = run_guide(
+        "inbound.md",
+        blocks=8,
+        module="inbound_guide",
+        own_module=True,
+        python=wheel.python,
+        env={"ORDERS_DATABASE_URL": database_url},
+    )
     # "prints `this`", "prints `this` and `that`", "prints `a`, `b` and `c`".
     guide.check(said_in_paragraphs(guide.text), at_least=12)
 

@@ -137,11 +137,13 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_without_fastapi_the_web_module_says_how_to_install_it() -> None:
-    found = run_python("import sys; sys.modules['fastapi'] = None; import flowrunner.web")
+    found = run_python(
+        "import sys; sys.modules['fastapi'] = None; from flowrunner.web import install"
+    )
     assert found.returncode == 1
     last = found.stderr.strip().splitlines()[-1]
     assert last == (
-        "ImportError: flowrunner.web needs FastAPI, which is not installed: "
+        "flowrunner.errors.ExtraMissing: flowrunner.web needs fastapi, which is not installed: "
         "pip install 'flowrunner[web]'"
     )
 

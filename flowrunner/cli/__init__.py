@@ -42,8 +42,47 @@ SUBCOMMANDS = {
     "runs": "flowrunner.cli.runs_cmd:runs",
     "jobs": "flowrunner.cli.jobs_cmd:jobs",
 }
+# name -> the command's own short help (the first sentence of its docstring), which
+# `flowrunner --help` lists without importing the command (a test keeps them equal).
+SUMMARIES = {
+    "console": "Serve the web console of the app's runner: flows, records' runs, Operations.",
+    "demo": "Run the support-desk and purchase-order sample apps through the real engine.",
+    "diagram": "Draw FLOW (its name or id): each position a column, its steps as lanes.",
+    "flows": (
+        "Flows as files: import, export, and validate the stored rows; a flow's versions: "
+        "publish, list, compare, roll back."
+    ),
+    "jobs": "The app's jobs: list them, run one now.",
+    "migrate": "Create or move flowrunner's own tables (forward-only migrations).",
+    "prune": "Delete the app's history older than --older-than, in short batches.",
+    "query": "Check CONDITION: print its canonical form, its SQL and, with --record, the result.",
+    "runs": (
+        "Runs across records: list, show, cancel, retry, redrive, restart, move to another "
+        "version of their flow, fork a code workflow's run; the journal and the notices "
+        "outbox."
+    ),
+    "worker": "Serve due runs until stopped (SIGTERM or Ctrl-C: it finishes the runs in hand).",
+}
 
 TRACEBACK_VARIABLE = "FLOWRUNNER_TRACEBACK"
+# Where --app and --database come from when they are not typed: a deployment sets them
+# once for every command.
+APP_VARIABLE = "FLOWRUNNER_APP"
+DATABASE_VARIABLE = "FLOWRUNNER_DATABASE_URL"
+
+
+class FromEnvironment(click.Option):
+    """An option that may come from an environment variable (``envvar``, shown in the
+    help): an error about its value names the variable only when the value came from it,
+    so a typed option's errors read as they always have."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        source = ctx.get_parameter_source(self.name) if ctx and self.name else None
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            return super().get_error_hint(ctx)
+        return click.Parameter.get_error_hint(self, ctx)
+
+
 EXIT_STATUSES = """\b
 Exit status: 0 done; 1 a verdict (broken rows, tables behind) or an unexpected error;
 2 something given cannot be used (an option, a file, the app, the database).
@@ -82,14 +121,18 @@ def _one_line(message: str) -> str:
 def refusal(exc: Exception) -> click.ClickException:
     """The one-line exit for an exception escaping a command.
 
-    flowrunner's own errors, SQLAlchemy's URL and connection errors and the operating
-    system's (a missing file, a folder not writable) are about what was given: exit 2.
-    Anything else is unexpected: exit 1, the exception's type and message on one line.
+    flowrunner's own errors, SQLAlchemy's URL and connection errors, the operating
+    system's (a missing file, a folder not writable) and an optional library not
+    installed (the extra to install named) are about what was given: exit 2. Anything
+    else is unexpected: exit 1, the exception's type and message on one line.
     """
     from flowrunner import errors
+    from flowrunner.foundations import extras
 
     if isinstance(exc, errors.FlowrunnerError):
         return InputError(str(exc))
+    if isinstance(exc, ModuleNotFoundError) and extras.missing(exc) is not None:
+        return InputError(str(extras.explained(exc, what="flowrunner")))
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return InputError(f"{where}{exc.strerror or exc}")
@@ -122,7 +165,19 @@ class LazyGroup(click.Group):
     """The root group: loads subcommands when used, and turns every error into one line."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in SUBCOMMANDS if self._load(name) is not None)
+        return sorted(SUBCOMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, as click lists them, none of them imported."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # A stand-in per command, shortened as click shortens the command's own help.
+        rows = [
+            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
@@ -182,13 +237,24 @@ def database_url(ctx: click.Context, param: click.Parameter, value: str | None) 
         # Dialects written before SQLAlchemy 2 may lack it; their driver loads at connect.
         getattr(dialect, "import_dbapi", lambda: None)()
     except ImportError as exc:
-        raise click.BadParameter(
-            f"{shown!r} needs a database driver that is not installed ({exc}); "
-            "name an installed one, e.g. postgresql+psycopg://",
-            ctx,
-            param,
-        ) from None
+        raise click.BadParameter(_no_driver(url, shown, exc), ctx, param) from None
     return value
+
+
+def _no_driver(url: Any, shown: str, exc: ImportError) -> str:
+    """What to install (or write) for a database URL whose driver is not installed."""
+    if url.get_backend_name() == "postgresql":
+        if url.get_driver_name() == "psycopg":
+            return (
+                f"{shown!r} needs psycopg, which is not installed: "
+                "pip install 'flowrunner[postgres]'"
+            )
+        return (
+            f"{shown!r} needs {url.get_driver_name()}, which is not installed; flowrunner's "
+            "postgres extra brings psycopg: write postgresql+psycopg://… and "
+            "pip install 'flowrunner[postgres]'"
+        )
+    return f"{shown!r} needs a database driver that is not installed ({exc})"
 
 
 DATABASE_HELP = (
@@ -199,8 +265,41 @@ DATABASE_HELP = (
 
 
 def database_option(help: str = DATABASE_HELP) -> Callable[..., Any]:
-    """``--database URL``, checked as a URL before the command runs."""
-    return click.option("--database", default=None, metavar="URL", callback=database_url, help=help)
+    """``--database URL``, or ``FLOWRUNNER_DATABASE_URL`` when it is not typed, checked as a
+    URL before the command runs."""
+    return click.option(
+        "--database",
+        cls=FromEnvironment,
+        default=None,
+        metavar="URL",
+        envvar=DATABASE_VARIABLE,
+        show_envvar=True,
+        callback=database_url,
+        help=help,
+    )
+
+
+def log_format_option() -> Callable[..., Any]:
+    """``--log-format text|json``: the log lines on standard error as ``time LEVEL logger
+    message`` text, or one JSON object a line (``flowrunner.foundations.logs.JsonLines``)."""
+    return click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Write the log lines as text, or as one JSON object a line (time, level, "
+        "logger, message), sanitized alike.",
+    )
+
+
+def teller(log_format: str) -> Callable[[str], None]:
+    """How a command that logs says what it does on standard error: a plain line, or
+    (``--log-format json``) a log record, so that every line there is one JSON object."""
+    if log_format == "json":
+        from flowrunner.foundations import logs
+
+        return logs.logger("flowrunner.cli").info
+    return lambda line: click.echo(line, err=True)
 
 
 def json_option(

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import mounted
+from flowrunner.foundations import extras
 
 if TYPE_CHECKING:
     from flowrunner.runner import FlowRunner
@@ -133,6 +134,8 @@ def _load(spec: str, database_url: str | None) -> tuple[FlowRunner, bool | None]
     except ValueError:  # not dotted Python names
         raise malformed from None
     except ModuleNotFoundError as exc:
+        if extras.missing(exc) is not None:  # the app needs an extra (its database driver)
+            raise extras.explained(exc, what=f"--app {spec}") from None
         raise errors.BindingError(f"cannot import {module_name!r} named by --app: {exc}") from exc
     except AttributeError:
         if module_name not in sys.modules:

@@ -8,6 +8,7 @@ hands over once as ``?token=…``.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import pkgutil
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import click
 
 from flowrunner import cli as cli_mod
+from flowrunner.foundations import logs
 
 
 def _principal(spec: str | None) -> Any:
@@ -46,6 +48,9 @@ def _loopback(host: str) -> bool:
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
+    envvar=cli_mod.APP_VARIABLE,
+    show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
 @cli_mod.database_option()
@@ -77,6 +82,7 @@ def _loopback(host: str) -> bool:
 @click.option(
     "--root-path", default="", help="The path the console is served under behind a proxy."
 )
+@cli_mod.log_format_option()
 def console(
     app_spec: str,
     database: str | None,
@@ -87,9 +93,19 @@ def console(
     operator: str,
     tenant: str | None,
     root_path: str,
+    log_format: str,
 ) -> None:
     """Serve the web console of the app's runner: flows, records' runs, Operations."""
-    import uvicorn
+    from flowrunner.foundations import extras
+
+    # The console's whole stack, before anything is loaded: without it, exit 2 and the
+    # extra to install.
+    try:
+        import uvicorn
+
+        import flowrunner.web.console  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise extras.explained(exc, what="flowrunner console") from None
 
     if not token and principal_spec is None:
         raise cli_mod.InputError(
@@ -102,20 +118,24 @@ def console(
     if token is not None and len(token) < 16:
         raise cli_mod.InputError("a token has at least 16 characters: it is the only lock")
     principal = _principal(principal_spec)
-    runner = cli_mod.load_runner(app_spec, database)
-    options: dict[str, Any] = (
-        {"principal": principal}
-        if principal is not None
-        else {"token": token, "operator": operator, "tenant": tenant}
-    )
-    app = runner.console(**options)
-    where = f"http://{host}:{port}{root_path}/"
-    click.echo(f"The console of {runner.binding.resource} on {where}", err=True)
-    if token:
-        click.echo(f"Open it once as {where}?token=… (your token) in a browser.", err=True)
-    if not _loopback(host):
-        click.echo(
-            f"Listening on {host}, beyond this machine, over plain HTTP: put it behind TLS.",
-            err=True,
+    if log_format == "text":  # uvicorn's own lines, as it writes them
+        logged: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        served: dict[str, Any] = {"log_level": "info"}
+    else:  # every logger's, uvicorn's too, as JSON lines
+        logged, served = logs.to_stderr("INFO", log_format), {"log_config": None}
+    say = cli_mod.teller(log_format)
+    with logged:
+        runner = cli_mod.load_runner(app_spec, database)
+        options: dict[str, Any] = (
+            {"principal": principal}
+            if principal is not None
+            else {"token": token, "operator": operator, "tenant": tenant}
         )
-    uvicorn.run(app, host=host, port=port, root_path=root_path, log_level="info")
+        app = runner.console(**options)
+        where = f"http://{host}:{port}{root_path}/"
+        say(f"The console of {runner.binding.resource} on {where}")
+        if token:
+            say(f"Open it once as {where}?token=… (your token) in a browser.")
+        if not _loopback(host):
+            say(f"Listening on {host}, beyond this machine, over plain HTTP: put it behind TLS.")
+        uvicorn.run(app, host=host, port=port, root_path=root_path, **served)

@@ -9,6 +9,7 @@ real engine and database; only the clock is moved by hand.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -243,10 +244,91 @@ SCENES: dict[str, Callable[[Console, Path], None]] = {
 }
 
 
-def run(directory: Path, *, only: str | None = None, console: Console | None = None) -> None:
-    console = console or Console()
+# The width of the demo's lines where no terminal says one (its output to a file or a
+# pipe, nothing else a terminal): its widest table's, so that no line wraps.
+UNWRAPPED = 160
+
+
+def width() -> int:
+    """The terminal's width (``COLUMNS``, or that of standard output, error or input), or
+    ``UNWRAPPED`` where there is no terminal."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns):
+        return int(columns)
+    for stream in (sys.stdout, sys.stderr, sys.stdin):
+        try:
+            found = os.get_terminal_size(stream.fileno()).columns
+        except (AttributeError, ValueError, OSError):  # not a terminal
+            continue
+        if found:
+            return found
+    return UNWRAPPED
+
+
+def run(
+    directory: Path,
+    *,
+    only: str | None = None,
+    console: Console | None = None,
+    kept: bool = True,
+) -> None:
+    """Both sample apps' stories (``only`` one of them) on SQLite files in ``directory``,
+    then three things to try next (``kept``: the files stay for them to use)."""
+    console = console or Console(width=width())
     directory.mkdir(parents=True, exist_ok=True)
     for name, scene in SCENES.items():
         if only is None or only == name:
             scene(console, directory)
-    console.print(f"[dim]The databases are in {directory}; look inside with any SQLite tool.[/dim]")
+    if kept:
+        console.print(f"The databases are in {directory}; look inside with any SQLite tool.")
+    console.print()
+    console.print("[bold]Next, try:[/bold]")
+    shown = "tickets" if only == "tickets" else "purchase_orders"
+    for number, (what, command) in enumerate(next_steps(directory if kept else None, shown), 1):
+        console.print(f"{number}. {what}")
+        console.print(f"   [cyan]{escape(command)}[/cyan]", soft_wrap=True)
+
+
+# Each sample app: what it keeps, and the flow to draw.
+SHOWN = {
+    "purchase_orders": ("purchase orders", "Big orders"),
+    "tickets": ("tickets", "SLA warning"),
+}
+
+
+def next_steps(kept: Path | None, name: str = "purchase_orders") -> list[tuple[str, str]]:
+    """Three things to try after the demo, each a sentence and a command line: on the
+    sample app ``name``'s database in ``kept``, or (None: it was not kept) in ``demo/``."""
+    folder = kept if kept is not None else Path("demo")
+    things, flow = SHOWN[name]
+    app = f"--app {fixtures_module()}.{name}.app:runner"
+    database = f"--database sqlite:///{folder / f'{name}.db'}"
+    steps = (
+        []
+        if kept is not None
+        else [
+            ("Run it again, keeping its databases to look at:", f"flowrunner demo --dir {folder}")
+        ]
+    )
+    steps += [
+        (
+            f"Open the {things} in the console, in your browser:",
+            f"flowrunner console {app} {database} --token choose-a-long-token-here",
+        ),
+        (
+            f"Draw the flow {flow!r}, as a page:",
+            f'flowrunner diagram "{flow}" {app} {database} -o flow.html',
+        ),
+        (
+            "See every run, where it waits and why it ended:",
+            f"flowrunner runs list {app} {database}",
+        ),
+    ]
+    return steps[:3]
+
+
+def fixtures_module() -> str:
+    """The sample apps' package: inside flowrunner when installed from its wheel, beside it
+    in a source checkout."""
+    package = Path(__file__).resolve().parent.parent
+    return "flowrunner.fixtures" if fixtures_dir().parent == package else "fixtures"

@@ -16,7 +16,8 @@ from flowrunner import cli as cli_mod
     "directory",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Keep the demo's SQLite files here (default: a new temporary folder).",
+    help="Keep the demo's SQLite files here, to look at afterwards (default: a temporary "
+    "folder, removed at the end).",
 )
 @click.option(
     "--only",
@@ -28,11 +29,15 @@ def demo(directory: Path | None, only: str | None) -> None:
     """Run the support-desk and purchase-order sample apps through the real engine.
 
     Records are created, a test clock moves through waits, SLA dates, approvals,
-    reminders and branches, and each run's history is printed.
+    reminders and branches, and each run's history is printed; then three things to try
+    next.
     """
     from flowrunner.cli import demo as demo_mod
 
-    target = directory or Path(tempfile.mkdtemp(prefix="flowrunner-demo-"))
-    if directory is not None and any(directory.glob("*.db")):
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="flowrunner-demo-") as scratch:
+            demo_mod.run(Path(scratch), only=only, kept=False)
+        return
+    if any(directory.glob("*.db")):
         raise cli_mod.InputError(f"{directory} already holds a demo; choose an empty folder")
-    demo_mod.run(target, only=only)
+    demo_mod.run(directory, only=only)

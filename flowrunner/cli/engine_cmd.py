@@ -2,9 +2,9 @@
 
 The worker logs on standard error, one line a record (``flowrunner.foundations.logs``): each claim
 at INFO (how many runs, whose, what became of them, how long), each run that failed at
-ERROR, at the level ``--log-level`` names. ``--once`` shows a progress bar when standard
-error is a terminal, and ends with a summary on standard output (``--json``: one JSON
-document).
+ERROR, at the level ``--log-level`` names; ``--log-format json`` writes each as one JSON
+object. ``--once`` shows a progress bar when standard error is a terminal (not with
+JSON lines), and ends with a summary on standard output (``--json``: one JSON document).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner import errors
-from flowrunner.cli import app_loader as app_mod
-from flowrunner.foundations import durations, logs
 
 if TYPE_CHECKING:
     from flowrunner.engine import worker as worker_mod
@@ -36,6 +34,8 @@ def _load(app: str, database: str | None) -> object:
 
 def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
     """``--lease`` as a timedelta: ``30 seconds``, ``2 minutes``, ``PT45S``."""
+    from flowrunner.foundations import durations
+
     try:
         length = durations.parse_duration(value)
     except errors.DurationError as exc:
@@ -53,6 +53,9 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
+    envvar=cli_mod.APP_VARIABLE,
+    show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
 @cli_mod.database_option()
@@ -102,6 +105,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     help="The least a log line must matter to be written: INFO shows each claim, "
     "ERROR only the runs that failed.",
 )
+@cli_mod.log_format_option()
 @cli_mod.json_option(
     'Print the summary as one JSON document: {"database", "resource", "claimed", '
     '"advanced", "failed", "refused", "errors", "seconds"}.'
@@ -116,9 +120,14 @@ def worker(
     listen: bool,
     once: bool,
     log_level: str,
+    log_format: str,
     as_json: bool,
 ) -> None:
-    """Serve due runs until stopped (SIGTERM or Ctrl-C stops it after the current step).
+    """Serve due runs until stopped (SIGTERM or Ctrl-C: it finishes the runs in hand).
+
+    Stopped, it claims nothing more: each run it holds is advanced as far as it goes
+    (until it waits or ends) and committed, then it prints its summary and exits — a
+    deploy loses no work and leaves no lease to run out.
 
     Several workers may serve one PostgreSQL database; on SQLite, one host. On PostgreSQL
     an idle worker wakes the moment a start, an event or an operator's action commits;
@@ -131,35 +140,40 @@ def worker(
     what is due, with a progress bar when standard error is a terminal, and prints a
     summary; without, the summary follows the stop.
     """
+    # What serving needs, imported when it serves (`worker --help` needs none of it).
+    from flowrunner.cli import app_loader as app_mod
     from flowrunner.engine import worker as worker_mod
+    from flowrunner.foundations import logs
     from flowrunner.runner import FlowRunner
 
-    with logs.to_stderr(log_level.upper()):
+    say = cli_mod.teller(log_format)
+    with logs.to_stderr(log_level.upper(), log_format):
         runner = _load(app_spec, database)
         assert isinstance(runner, FlowRunner)
         serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
         began = time.monotonic()
         if once:
-            _advance_due(runner, serving)
+            _advance_due(runner, serving, bar=log_format == "text")
             _summary(runner, serving, time.monotonic() - began, as_json)
             return
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
-            click.echo(f"received signal {signum}; stopping after the current step", err=True)
+            say(f"received signal {signum}; finishing the runs in hand, then stopping")
             stop.set()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         where = app_mod.shown(runner.engine.url)
-        click.echo(f"worker {serving.owner} serving {runner.binding.resource} on {where}", err=True)
+        say(f"worker {serving.owner} serving {runner.binding.resource} on {where}")
         serving.serve(stop, poll=poll, listen=listen)
-        click.echo("worker stopped", err=True)
+        say("worker stopped")
         _summary(runner, serving, time.monotonic() - began, as_json)
 
 
-def _advance_due(runner: FlowRunner, serving: worker_mod.Worker) -> None:
-    """Advance every run due now, claim after claim, under a progress bar on a terminal."""
+def _advance_due(runner: FlowRunner, serving: worker_mod.Worker, *, bar: bool = True) -> None:
+    """Advance every run due now, claim after claim, under a progress bar on a terminal
+    (unless ``bar`` is False)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -169,7 +183,8 @@ def _advance_due(runner: FlowRunner, serving: worker_mod.Worker) -> None:
         due = ops.due_count(conn, now=runner.clock(), resource=runner.binding.resource)
     console = Console(stderr=True)
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+    shown = bar and console.is_terminal
+    with Progress(*columns, console=console, disable=not shown) as progress:
         task = progress.add_task("advancing due runs", total=due)
         done = 0
         while claimed := serving.run_due():
@@ -180,6 +195,8 @@ def _advance_due(runner: FlowRunner, serving: worker_mod.Worker) -> None:
 
 def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_json: bool) -> None:
     """What the worker did: one line, or one JSON document, on standard output."""
+    from flowrunner.cli import app_loader as app_mod
+
     stats = serving.stats
     if as_json:
         cli_mod.echo_json(
@@ -209,6 +226,9 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
+    envvar=cli_mod.APP_VARIABLE,
+    show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
 @cli_mod.database_option()

@@ -54,6 +54,9 @@ APP = click.option(
     "app_spec",
     required=True,
     metavar="MODULE:ATTR",
+    cls=cli_mod.FromEnvironment,
+    envvar=cli_mod.APP_VARIABLE,
+    show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
 DATABASE = cli_mod.database_option()

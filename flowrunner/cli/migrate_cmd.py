@@ -29,6 +29,9 @@ def _target(function: F) -> F:
         "--app",
         "app_spec",
         metavar="MODULE:ATTR",
+        cls=cli_mod.FromEnvironment,
+        envvar=cli_mod.APP_VARIABLE,
+        show_envvar=True,
         default=None,
         help="The application's flow runner, or a function returning one.",
     )(function)

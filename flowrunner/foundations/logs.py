@@ -16,17 +16,20 @@ A traceback is never logged: its lines quote source and SQL, and a handler would
 write them as many lines. Where an engine error happened is logged at DEBUG as one
 line of frames instead (``where``).
 
-A command that logs (``flowrunner worker``) writes every logger's lines on standard
-error while it runs (``to_stderr``).
+A command that logs (``flowrunner worker``, ``flowrunner console``) writes every logger's
+lines on standard error while it runs (``to_stderr``): as text, or as one JSON object a
+line (``JsonLines``) for a log collector, sanitized the same way.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import TextIO
 
 from flowrunner.foundations import sanitize
@@ -36,6 +39,8 @@ _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", 
 _FRAMES = 8
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# How a command may write its lines: ``time LEVEL logger message``, or JSON.
+FORMATS = ("text", "json")
 # Libraries whose INFO lines say nothing an operator acts on (alembic's "Context impl
 # SQLiteImpl" when a runner checks its tables): written from WARNING, or with DEBUG.
 QUIET = ("alembic",)
@@ -103,6 +108,45 @@ def where(exc: BaseException) -> str:
     return sanitize.sanitize_text(" > ".join(shown))
 
 
+class JsonLines(logging.Formatter):
+    """Each record as one JSON object on one line: ``time`` (ISO 8601, UTC), ``level``,
+    ``logger``, ``message``, and the fields it was given with ``extra``.
+
+    The message is the sanitized line ``OneLine`` makes (a record of another library's
+    logger is made so here: masked, bounded, its exception at the end, no traceback).
+
+    >>> record = logging.makeLogRecord({"name": "w", "levelname": "INFO", "created": 0,
+    ...     "msg": "run %d: token=%s", "args": (7, "s3cr3t"), "run_id": 7})
+    >>> print(JsonLines().format(record))  # doctest: +NORMALIZE_WHITESPACE
+    {"time": "1970-01-01T00:00:00.000+00:00", "level": "INFO", "logger": "w",
+     "message": "run 7: token=[redacted]", "run_id": 7}
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit the format, as OneLine keeps them
+            message = f"{record.msg} {record.args}"
+        message = sanitize.sanitize_text(message)
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            message = f"{message}: {sanitize.describe_exception(exc)}"
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message,
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in line:
+                line[key] = (
+                    sanitize.REDACTED
+                    if value is not None and sanitize.is_sensitive_field(key)
+                    else sanitize.sanitize_value(value)
+                )
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
 class _Stderr(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stderr`` is at the time: above a live progress bar, which
     takes standard error over while it runs."""
@@ -113,15 +157,16 @@ class _Stderr(logging.StreamHandler[TextIO]):
 
 
 @contextmanager
-def to_stderr(level: str) -> Iterator[None]:
+def to_stderr(level: str, format: str = "text") -> Iterator[None]:
     """Every logger's lines at ``level`` (``"INFO"``) and above on standard error, one
-    ``time LEVEL logger message`` line each, until the block ends.
+    ``time LEVEL logger message`` line each (``format="json"``: one ``JsonLines`` object
+    each), until the block ends.
 
     Set before an app is imported, so that an app calling ``logging.basicConfig`` keeps
     this; undone after, so that a program running a command in-process keeps its own.
     """
     handler = _Stderr()
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(JsonLines() if format == "json" else logging.Formatter(FORMAT))
     root = logging.getLogger()
     quiet = [logging.getLogger(name) for name in QUIET]
     before = root.level, [log.level for log in quiet]

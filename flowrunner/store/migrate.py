@@ -5,21 +5,27 @@ up``); ``status(engine)`` says where they stand; ``ensure_current(engine)`` is w
 serving calls: it never migrates, it refuses with the command to run. Migrations
 are forward-only and keep their own version table, ``flowrunner_alembic_version``,
 beside any the application has.
+
+Alembic is imported only to migrate or to say how far behind the tables are: a process
+that serves finds its tables current with one plain read (``ensure_current``).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from flowrunner import errors
 from flowrunner.store import dialects
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 VERSION_TABLE = "flowrunner_alembic_version"
 TABLE_PREFIX = "flowrunner_"
@@ -36,6 +42,8 @@ def include_name(name: str | None, type_: str, parent_names: object) -> bool:
 
 def alembic_config(connection: sa.Connection | None = None) -> Config:
     """An Alembic configuration pointing at the migrations inside the installed package."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     if connection is not None:
@@ -44,6 +52,8 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
 
 
 def _scripts() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
 
 
@@ -54,8 +64,36 @@ def head() -> str:
     return revision
 
 
+# ``revision = "0004"`` and ``down_revision = "0003"`` (or ``None``) in a migration's file.
+_REVISION = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+)$", re.M)
+
+
+@functools.cache
+def head_written() -> str:
+    """The newest revision, read from the migrations' files as written, without Alembic:
+    the one no other names as its ``down_revision`` (``head()`` asks Alembic the same)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = dict(_REVISION.findall(path.read_text(encoding="utf-8")))
+        revisions.add(found["revision"].strip("\"' "))
+        parents.add(found["down_revision"].strip("\"' "))
+    (newest,) = revisions - parents
+    return newest
+
+
+def _stamped(conn: sa.Connection) -> list[str]:
+    """The revisions the version table holds (none when it does not exist)."""
+    if not sa.inspect(conn).has_table(VERSION_TABLE):
+        return []
+    table = sa.table(VERSION_TABLE, sa.column("version_num"))
+    return [str(value) for value in conn.execute(sa.select(table.c.version_num)).scalars()]
+
+
 def current(conn: sa.Connection) -> str | None:
     """The revision the database is at, or None before the first ``migrate up``."""
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
     revision: str | None = context.get_current_revision()
     return revision
@@ -113,6 +151,8 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
     Two deploys migrating at once take turns (an advisory lock on PostgreSQL, the
     immediate transaction on SQLite); the second finds nothing left to do.
     """
+    from alembic import command
+
     dialects.prepare_engine(engine)
     with dialects.begin(engine) as conn:
         dialects.lock_for_transaction(conn, "flowrunner:migrate")
@@ -123,8 +163,14 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
 def ensure_current(engine: sa.Engine) -> MigrationStatus:
     """Refuse to serve unless the tables are at this flowrunner's newest revision.
 
-    Raises ``errors.SchemaOutdated`` whose message names the command to run.
+    Raises ``errors.SchemaOutdated`` whose message names the command to run. Tables at the
+    newest revision are found so with one read of the version table, Alembic left
+    unimported; anything else is judged by ``status``.
     """
+    newest = head_written()
+    with engine.connect() as conn:
+        if _stamped(conn) == [newest]:
+            return MigrationStatus(current=newest, head=newest, pending=())
     found = status(engine)
     if not found.is_current:
         raise errors.SchemaOutdated(found.describe())

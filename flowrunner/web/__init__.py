@@ -7,20 +7,40 @@ and step rows, each write validated as every write is.
     web.install(app)                          # every FlowrunnerError -> its status and body
     app.include_router(web.router(runner))    # /flows: list, read, create, update, delete…
 
-Only applications that import it need FastAPI (``pip install 'flowrunner[web]'``); the
-rest of flowrunner never imports it. ``docs/web.md`` shows a whole app.
+Only applications that use it need FastAPI (``pip install 'flowrunner[web]'``): its
+names are imported when first used, and without FastAPI that use fails with the extra to
+install (``errors.ExtraMissing``); the console (``flowrunner.web.console``, which needs
+the ``console`` extra) does not need them. The rest of flowrunner never imports FastAPI.
+``docs/web.md`` shows a whole app.
 """
 
 from __future__ import annotations
 
-try:
-    import fastapi  # noqa: F401  (the check that it is there; the modules below use it)
-except ImportError as missing:  # pragma: no cover - the test runs it in a subprocess
-    raise ImportError(
-        "flowrunner.web needs FastAPI, which is not installed: pip install 'flowrunner[web]'"
-    ) from missing
+import importlib
+import typing
 
-from flowrunner.web.flows_api import router
-from flowrunner.web.handlers import EXCEPTION_HANDLERS, answer, install
+from flowrunner.foundations import extras
+
+if typing.TYPE_CHECKING:
+    from flowrunner.web.flows_api import router
+    from flowrunner.web.handlers import EXCEPTION_HANDLERS, answer, install
 
 __all__ = ["EXCEPTION_HANDLERS", "answer", "install", "router"]
+
+# name -> the module it lives in, imported on first use (FastAPI checked first).
+_EXPORTS = {
+    "router": "flowrunner.web.flows_api",
+    "EXCEPTION_HANDLERS": "flowrunner.web.handlers",
+    "answer": "flowrunner.web.handlers",
+    "install": "flowrunner.web.handlers",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    home = _EXPORTS.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    extras.require("fastapi", what="flowrunner.web")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from flowrunner import errors
-from flowrunner.foundations import sanitize, shapes
+from flowrunner.foundations import extras, sanitize, shapes
 from flowrunner.workflows import definitions
 
 # Answers that are tried again: the service was busy, slow or broken, not the request.
@@ -48,10 +47,8 @@ def attempt(connection: definitions.Connection, request: shapes.Payload, *, key:
     """Send ``request`` once to ``connection`` with ``key`` as its ``Idempotency-Key``."""
     try:
         import httpx
-    except ImportError:  # pragma: no cover - the extra is installed wherever tests run
-        raise errors.BindingError(
-            "w.call needs httpx: pip install 'flowrunner[workflows]'"
-        ) from None
+    except ModuleNotFoundError as exc:
+        raise extras.explained(exc, what="w.call") from None
     headers = {**dict(connection.headers), **dict(request.get("headers") or {})}
     headers["Idempotency-Key"] = key
     body = request.get("body")

@@ -14,14 +14,15 @@ it alone. ``docs/console.md`` shows it all.
 
 from __future__ import annotations
 
-try:
-    import jinja2  # noqa: F401  (the check that it is there; the modules below use it)
-except ImportError as missing:  # pragma: no cover - the test runs it in a subprocess
-    raise ImportError(
-        "the console needs Jinja2, which is not installed: pip install 'flowrunner[console]'"
-    ) from missing
+from flowrunner.foundations import extras
 
-from flowrunner.web.console.access import ACTIONS, Principal
-from flowrunner.web.console.app import build as console
+# What the modules below use (and Starlette's forms), checked first: without one of
+# them, one line naming the extra.
+extras.require("starlette", what="the console")
+extras.require("jinja2", what="the console")
+extras.require("python_multipart", what="the console")
+
+from flowrunner.web.console.access import ACTIONS, Principal  # noqa: E402 (checked first)
+from flowrunner.web.console.app import build as console  # noqa: E402
 
 __all__ = ["ACTIONS", "Principal", "console"]
