@@ -116,6 +116,8 @@ def settle_payment(ctx: CommandContext) -> Mapping[str, Any]:
         raise CommandRefused("the payment names no order or amount") from None
     if not amount.is_finite() or not 0 < amount < 10**10:
         raise CommandRefused("a payment of nothing settles nothing")
+    if not 0 < order_id < 2**31:  # what the order's id column holds
+        raise CommandRefused("there is no such order")
     ctx.conn.execute(
         sa.insert(payment).values(
             order_id=order_id, amount=amount, receipt=ctx.idempotency_key, principal=ctx.principal
