@@ -193,9 +193,10 @@ def plans(draw: st.DrawFn) -> Any:
     """What a schedule answers: a Plan of any key, moment and input, or something else."""
     if draw(st.integers(0, 9)) == 0:
         return draw(ANYTHING)
+    run_at: Any = draw(st.one_of(st.none(), MOMENTS, ANYTHING))  # a date, a text...
     return Plan(
         key=draw(PLAN_KEYS),
-        run_at=draw(st.one_of(st.none(), MOMENTS, ANYTHING)),
+        run_at=run_at,
         input=draw(st.one_of(st.dictionaries(TEXT, VALUES, max_size=3), ANYTHING)),
     )
 
