@@ -303,6 +303,27 @@ def test_a_key_text_columns_cannot_hold_is_refused_on_either_database(
     assert driver.runs(1) == []
 
 
+@pytest.mark.parametrize("operator", ["olga\x00", "\udc00lga"])
+def test_an_operator_name_text_columns_cannot_hold_is_refused(
+    any_engine: sa.Engine, operator: str
+) -> None:
+    """Who started a run is kept as given: a flow's manual start and a workflow's alike."""
+    workflows = Workflows()
+
+    @workflows.define(start=Manual())
+    async def audit(w: Any, start: Any) -> None:
+        return None
+
+    manual = "- {name: By hand, start: manual, steps: [{position: 1, kind: wait, duration: 1 day}]}"
+    driver = mount(any_engine, "tickets", flows=manual, workflows=workflows)
+    driver.create(TICKET)
+    with pytest.raises(errors.OperatorError, match=r"^the operator's name contains "):
+        driver.runner.start_workflow("audit", operator=operator, record=1)
+    with pytest.raises(errors.OperatorError, match=r"^the operator's name contains "):
+        driver.runner.start("By hand", 1, operator=operator)
+    assert driver.runs(1) == []
+
+
 def test_a_workflow_on_an_event_the_binding_lacks_is_refused_at_mount(
     any_engine: sa.Engine,
 ) -> None:

@@ -192,11 +192,14 @@ def start_manual(
             f"workflow {name!r} starts on event {definition.start.event!r}; "
             "only a manual workflow is started by hand"
         )
-    who = (operator or "").strip()
+    who = (operator or "").strip() if isinstance(operator, str) else ""
     if not who:
         raise errors.OperatorError(
             "name the operator: every start is journaled with who did it", code="operator_missing"
         )
+    problem = payloads.text_problem(who)  # kept as who started the run
+    if problem is not None:
+        raise errors.OperatorError(f"the operator's name {problem}")
     try:
         given = payloads.plain(start or {})
     except payloads.NotPlain as exc:
