@@ -61,10 +61,14 @@ class _Model(pydantic.BaseModel):
 def _sentences(model: str, exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"])
+        # A place named by what the application passed (a mapping's key) is quoted unless
+        # it is a plain name: the sentence stays on one line, whatever the key holds.
+        where = ".".join(
+            str(p) if isinstance(p, int) or str(p).isidentifier() else repr(p) for p in err["loc"]
+        )
         message = str(err["msg"]).removeprefix("Value error, ")
         parts.append(f"{where}: {message}" if where else message)
-    return f"{model}: " + "; ".join(parts)
+    return f"{model}: " + "; ".join(parts).replace("\r", "\\r").replace("\n", "\\n")
 
 
 class Kind(_Model):

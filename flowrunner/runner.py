@@ -117,7 +117,6 @@ class FlowRunner:
             timezone=timezone,
             inbound=inbound,
         )
-        receipt.warn_unset(self.mounted.inbound)
         self.mounted.programs[FLOW] = flow_step.program
         self.mounted.programs[timer_rules.PROGRAM] = timers.program
         # The binding's timers on date columns (``at``), or None when it has none: then

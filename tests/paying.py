@@ -12,7 +12,11 @@ secret in ``PAYMENT_CALLBACK_SECRET``; the callback runs ``settle_payment`` as t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -112,6 +116,8 @@ def settle_payment(ctx: CommandContext) -> Mapping[str, Any]:
         raise CommandRefused("the payment names no order or amount") from None
     if not amount.is_finite() or not 0 < amount < 10**10:
         raise CommandRefused("a payment of nothing settles nothing")
+    if not 0 < order_id < 2**31:  # what the order's id column holds
+        raise CommandRefused("there is no such order")
     ctx.conn.execute(
         sa.insert(payment).values(
             order_id=order_id, amount=amount, receipt=ctx.idempotency_key, principal=ctx.principal
@@ -235,3 +241,39 @@ class Shop:
         with self.engine.connect() as conn:
             found = conn.execute(sa.select(shop_order.c.status).where(shop_order.c.id == order_id))
             return str(found.scalar_one())
+
+
+@contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` served by a real uvicorn on 127.0.0.1 until the block ends: its base URL,
+    once it listens (uvicorn binds in its own thread)."""
+    import uvicorn
+    from serving import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    serving = threading.Thread(target=server.run, daemon=True)
+    serving.start()
+    try:
+        listening = threading.Event()
+        while not server.started:
+            if not serving.is_alive():
+                raise RuntimeError("uvicorn stopped before it listened")
+            listening.wait(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        serving.join(timeout=30)
+
+
+def post(url: str, content: bytes, headers: Mapping[str, str]) -> int:
+    """POST ``content`` over HTTP; the status (the answer's body is checked empty)."""
+    request = urllib.request.Request(url, data=content, headers=dict(headers), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            assert answer.read() == b""
+            status: int = answer.status
+            return status
+    except urllib.error.HTTPError as refused:
+        assert refused.read() == b""
+        return refused.code

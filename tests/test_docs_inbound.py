@@ -22,14 +22,14 @@ def test_the_inbound_guide_runs_and_prints_what_it_says(
 ) -> None:
     guide = run_guide(
         "inbound.md",
-        blocks=8,
+        blocks=10,
         module="inbound_guide",
         own_module=True,
         python=wheel.python,
         env={"ORDERS_DATABASE_URL": database_url},
     )
     # "prints `this`", "prints `this` and `that`", "prints `a`, `b` and `c`".
-    guide.check(said_in_paragraphs(guide.text), at_least=12)
+    guide.check(said_in_paragraphs(guide.text), at_least=15)
 
 
 def test_the_guide_lists_every_status_a_callback_is_answered_with() -> None:

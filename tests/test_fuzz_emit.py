@@ -1,13 +1,13 @@
 """``emit`` under random payloads: each call is stored or refused with ``EventRejected``
-(never a driver error, ``RecursionError`` or ``TypeError``), within a second, and the
-caller's transaction goes on after a refusal — on PostgreSQL too, where an error the
-engine let reach the server would abort it. On SQLite and PostgreSQL.
+(never a driver error, ``RecursionError`` or ``TypeError``), and the caller's
+transaction goes on after a refusal — on PostgreSQL too, where an error the engine let
+reach the server would abort it. On SQLite and PostgreSQL. What each call does is
+checked, never how fast: a loaded machine may take its time.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -119,14 +119,14 @@ def _reminders(conn: sa.Connection) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
 
 
-def test_emit_stores_or_refuses_quickly_and_the_transaction_goes_on(any_engine: sa.Engine) -> None:
+def test_emit_stores_or_refuses_and_the_transaction_goes_on(any_engine: sa.Engine) -> None:
     driver = mount(any_engine, "purchase_orders", flows=FLOWS)
     driver.create({"id": 1, "number": "PO-1", "requester_id": "ann", "amount": 500}, run=False)
     outcomes = {"stored": 0, "refused": 0}
 
     @settings(
         max_examples=EXAMPLES,
-        deadline=None,  # the emit itself is timed below; the database work around it is not
+        deadline=None,  # a few round trips on a database: as long as the machine needs
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(name=EVENT_NAMES, payload=PAYLOADS)
@@ -145,7 +145,6 @@ def _emit_in_a_transaction(driver: testing.FlowDriver, name: Any, payload: Any) 
     with engine.connect() as conn:
         with conn.begin():
             before = _reminders(conn)
-            started = time.perf_counter()
             try:
                 driver.runner.emit(conn, name, payload)
                 outcome = "stored"
@@ -153,8 +152,6 @@ def _emit_in_a_transaction(driver: testing.FlowDriver, name: Any, payload: Any) 
                 message = str(refused)
                 assert message and "\n" not in message and len(message) < 400, message
                 outcome = "refused"
-            took = time.perf_counter() - started
-            assert took < 1.0, f"emit took {took:.2f}s"
             # The application's transaction goes on: a read and a real write, then commit.
             assert conn.execute(sa.select(sa.literal(1))).scalar_one() == 1
             conn.execute(

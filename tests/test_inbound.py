@@ -16,6 +16,7 @@ from flowrunner import CommandContext, CommandRefused, RunStatus
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 NOTHING = {"payments": 0, "paid": 0, "events": 0, "receipts": 0}
+REFUSED = {**NOTHING, "receipts": 1}  # a refusal: its receipt, which keeps it, and nothing else
 
 
 @pytest.fixture
@@ -189,9 +190,9 @@ def test_a_signed_body_that_cannot_be_used_is_400_and_writes_nothing(
     assert shop.counts() == NOTHING
 
 
-def test_a_command_that_refuses_is_409_and_writes_nothing(shop: Shop) -> None:
+def test_a_command_that_refuses_is_409_and_keeps_only_its_receipt(shop: Shop) -> None:
     assert shop.post(body("evt_13", 7, "0.00")) == 409
-    assert shop.counts() == NOTHING
+    assert shop.counts() == REFUSED
     assert shop.driver.runs(7)[0].status == RunStatus.WAITING
 
 
@@ -228,7 +229,10 @@ def test_a_principal_no_longer_granted_the_command_is_refused(shop: Shop) -> Non
         assert shop.post(body("evt_15", 7)) == 409
     finally:
         GRANTS["payment-processor"].add("settle_payment")
-    assert shop.counts() == NOTHING
+    assert shop.counts() == REFUSED
+    # A refusal is for good: the same delivery sent again is answered from its receipt.
+    assert shop.post(body("evt_15", 7)) == 409
+    assert shop.counts() == REFUSED
 
 
 def test_runner_receive_serves_any_web_framework(shop: Shop) -> None:
@@ -281,7 +285,7 @@ def test_a_command_refusing_raises_nothing_at_the_server(
     shop = Shop(engine, START, commands={"settle_payment": settle_payment})
     shop.order(7)
     assert shop.post(body("evt_19", 7)) == 409
-    assert shop.counts() == NOTHING
+    assert shop.counts() == REFUSED
 
 
 def test_the_same_bytes_sent_at_once_by_several_senders_are_applied_once(shop: Shop) -> None:

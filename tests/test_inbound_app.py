@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,54 +168,29 @@ def test_the_console_serves_the_callbacks_before_sign_in(shop: Shop) -> None:
 # -- served by uvicorn -----------------------------------------------------------------------
 
 
-def _post(url: str, content: bytes, headers: dict[str, str]) -> int:
-    request = urllib.request.Request(url, data=content, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            assert answer.read() == b""
-            status: int = answer.status
-            return status
-    except urllib.error.HTTPError as refused:
-        assert refused.read() == b""
-        return refused.code
-
-
 def test_served_alone_by_uvicorn_on_127_0_0_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uvicorn = pytest.importorskip("uvicorn")
-    from serving import free_port
+    pytest.importorskip("uvicorn")
+    from paying import post, served
 
     monkeypatch.setenv(SECRET_ENV, SECRET)
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
     runner = mount(engine)  # the wall clock: the sender signs at the real now
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(runner.inbound_app(), host="127.0.0.1", port=port, log_level="warning")
-    )
-    serving = threading.Thread(target=server.run, daemon=True)
-    serving.start()
-    try:
-        while not server.started:
-            if not serving.is_alive():
-                pytest.fail("uvicorn stopped before it listened")
-            threading.Event().wait(0.02)  # uvicorn binds in its own thread
-        url = f"http://127.0.0.1:{port}/payment_settled"
+    with served(runner.inbound_app()) as base:
+        url = f"{base}/payment_settled"
         with engine.begin() as conn:
             runner.record_created(conn, _order(conn, runner))
         content = body("evt_5", 7)
         headers = signed(content, utc_now())
-        assert _post(url, content, headers) == 204
-        assert _post(url, content, headers) == 204  # replayed
+        assert post(url, content, headers) == 204
+        assert post(url, content, headers) == 204  # replayed
         assert (
-            _post(url, body("evt_5", 7, "1.00"), signed(body("evt_5", 7, "1.00"), utc_now())) == 409
+            post(url, body("evt_5", 7, "1.00"), signed(body("evt_5", 7, "1.00"), utc_now())) == 409
         )
-        assert _post(url, b"x" * (256 * 1024 + 1), headers) == 413
-        assert _post(url, content, {**headers, "x-processor-signature": "00"}) == 401
-        assert _post(f"http://127.0.0.1:{port}/nothing", content, headers) == 404
-    finally:
-        server.should_exit = True
-        serving.join(timeout=30)
+        assert post(url, b"x" * (256 * 1024 + 1), headers) == 413
+        assert post(url, content, {**headers, "x-processor-signature": "00"}) == 401
+        assert post(f"{base}/nothing", content, headers) == 404
     assert counts(engine) == {"payments": 1, "paid": 1, "events": 1, "receipts": 1}
     engine.dispose()
 

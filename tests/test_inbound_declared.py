@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from paying import BINDING, COMMANDS, PAYMENT_SETTLED, SECRET, SECRET_ENV, VERIFY, mount
+from paying import PAYMENT_SETTLED, SECRET, SECRET_ENV, VERIFY, mount
 
-from flowrunner import BindingError, Inbound, flow_runner
+from flowrunner import BindingError, Inbound
 from flowrunner.inbound.endpoints import read
 
 
@@ -83,21 +83,22 @@ def test_two_inbounds_of_one_name(sqlite_engine: sa.Engine) -> None:
         mount(sqlite_engine, inbound=[PAYMENT_SETTLED, PAYMENT_SETTLED])
 
 
-def test_a_secret_not_set_at_mount_is_said_once_and_its_value_never(
+def test_a_secret_not_set_stops_serving_at_startup_and_a_runner_for_other_work_mounts(
     sqlite_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv(SECRET_ENV, raising=False)
     with caplog.at_level(logging.WARNING, logger="flowrunner.inbound"):
-        mount(sqlite_engine)
-    assert [r.getMessage() for r in caplog.records if r.name == "flowrunner.inbound"] == [
-        "inbound payment_settled: the environment variable PAYMENT_CALLBACK_SECRET is not "
-        "set: its callbacks are refused (401) until it is"
-    ]
-    caplog.clear()
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-    with caplog.at_level(logging.WARNING, logger="flowrunner.inbound"):
-        flow_runner(BINDING, sqlite_engine, commands=COMMANDS, inbound=[PAYMENT_SETTLED])
+        runner = mount(sqlite_engine)  # ``flowrunner runs list`` loads the same runner
     assert not caplog.records
+    with pytest.raises(BindingError) as refused:
+        runner.inbound_app()
+    assert str(refused.value) == (
+        "inbound payment_settled: the environment variable PAYMENT_CALLBACK_SECRET is not "
+        "set: set it in the server's environment"
+    )
+    assert SECRET not in str(refused.value)
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    runner.inbound_app()
 
 
 def test_the_body_is_read_only_through_the_inbound_s_functions() -> None:

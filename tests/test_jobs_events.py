@@ -254,6 +254,32 @@ def test_a_schedule_that_answers_no_plan_refuses_the_event_and_writes_nothing(
     assert job_runs(driver, 7) == []
 
 
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("\x00", "a plan's key contains the character \\x00, which cannot be stored"),
+        ("PO-7\x00", "a plan's key contains the character \\x00, which cannot be stored"),
+        ("\ud800", "a plan's key contains a lone surrogate, which is not text (not UTF-8)"),
+        ({"order": "7\x00"}, "field 'key.order' contains the character \\x00"),
+        (["\udfff"], "field 'key[0]' contains a lone surrogate"),
+        (2**63, "a plan's key is a whole number from -9223372036854775808 to"),
+    ],
+)
+def test_a_plan_key_text_columns_cannot_hold_refuses_the_event(
+    po_engine: sa.Engine, key: object, says: str
+) -> None:
+    """The same refusal on SQLite and PostgreSQL (which refuses a NUL in text itself)."""
+    job = Job(on="po.decided", command="remind_buyer", run_as="clock", schedule=lambda e: Plan(key))
+    driver = driver_with_jobs(po_engine, {"odd": job})
+    driver.create(order(7))
+    with dialects.begin(po_engine) as conn:
+        with pytest.raises(errors.BindingError) as refused:
+            driver.runner.emit(conn, "po.decided", {"order": 7, "decision": "approved"})
+        assert str(refused.value).startswith(f"job 'odd': its plan cannot be kept: {says}")
+        conn.execute(sa.select(1))  # the application's transaction goes on
+    assert job_runs(driver, 7) == []
+
+
 def test_an_operator_retries_a_refused_job_once_the_grant_is_back(po_engine: sa.Engine) -> None:
     granted = {"clock": False}
 

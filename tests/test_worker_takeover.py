@@ -94,15 +94,29 @@ def test_a_worker_whose_clock_is_wrong_cannot_take_a_live_lease(pg_engine: sa.En
 
 LEASE = 4.0
 POLL = 0.25
+# How long a wait may go on before it fails, saying what it saw: generous, since a
+# loaded machine may take its time; the test waits for what happens, never for a speed.
+PATIENCE = 300.0
+
+
+def _seen(engine: sa.Engine) -> str:
+    """The runs' statuses and the leases held, for a wait that fails."""
+    runs, leases = engine_tables.runs, engine_tables.leases
+    with engine.connect() as conn:
+        statuses = conn.execute(sa.select(runs.c.id, runs.c.status).order_by(runs.c.id)).all()
+        held = conn.execute(sa.select(leases.c.name, leases.c.owner, leases.c.expires_at)).all()
+    return f"runs {[tuple(row) for row in statuses]}; leases {[tuple(row) for row in held]}"
 
 
 @pytest.mark.slow
-def test_a_killed_workers_runs_are_taken_over_within_its_lease(
+def test_a_killed_workers_runs_are_taken_over_when_its_leases_end(
     any_engine: sa.Engine, tmp_path: Path
 ) -> None:
     """A worker process is SIGKILLed while it holds two leases (one run's command blocks,
-    the other waits its turn in the same claim); another worker finishes both within
-    the lease and one poll interval of the kill, measured by the test's own clock."""
+    the other waits its turn in the same claim); another worker, serving meanwhile,
+    finishes both once the leases end, each command committed once. How long that took
+    is printed, never asserted: the leases end by the database's clock, and a loaded
+    machine may take its time after that."""
     driver = mount(any_engine, "purchase_orders", flows=SEND, commands={SEND_COMMAND: write})
     driver.runner.clock = utc_now  # the processes' clock
     driver.create(order(1), run=False)
@@ -127,16 +141,17 @@ def test_a_killed_workers_runs_are_taken_over_within_its_lease(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        began = time.monotonic()
         while not list(tmp_path.glob("started-*")):
             assert doomed.poll() is None, doomed.communicate()[1]
-            assert time.monotonic() < deadline, "the worker never started its command"
+            if time.monotonic() - began > PATIENCE:
+                pytest.fail(f"the worker never started its command: {_seen(any_engine)}")
             time.sleep(0.02)
         # Holding both leases (on PostgreSQL its heartbeat renews them meanwhile).
         time.sleep(LEASE / 2)
     finally:
         doomed.send_signal(signal.SIGKILL)
-        doomed.communicate(timeout=30)
+        doomed.communicate(timeout=PATIENCE)
     killed = time.monotonic()
     assert done(any_engine) == 0
 
@@ -145,14 +160,16 @@ def test_a_killed_workers_runs_are_taken_over_within_its_lease(
     serving = threading.Thread(target=heir.serve, args=(stop,), kwargs={"poll": POLL})
     serving.start()
     try:
-        while done(any_engine) < 2 and time.monotonic() - killed < 30:
+        while done(any_engine) < 2:
+            assert serving.is_alive(), "the heir stopped serving"
+            if time.monotonic() - killed > PATIENCE:
+                pytest.fail(f"not taken over {PATIENCE:.0f} s after the kill: {_seen(any_engine)}")
             time.sleep(0.02)
         waited = time.monotonic() - killed
     finally:
         stop.set()
-        serving.join(30)
+        serving.join(PATIENCE)
     assert done(any_engine) == 2
-    assert waited < LEASE + POLL, f"the runs waited {waited:.2f} s after the kill"
     # The dead worker's own write rolled back with it; the heir's committed once each.
     with any_engine.connect() as conn:
         rows = conn.execute(sa.select(PO.approval_reminder.c.order_id)).scalars().all()

@@ -270,6 +270,60 @@ def test_a_manual_start_is_journaled_and_a_key_starts_once(any_engine: sa.Engine
     assert [(e.operator, e.action) for e in entries] == [("olga", "start")]
 
 
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("r-1\x00", "contains the character \\x00, which cannot be stored"),
+        ("\ud800", "contains a lone surrogate, which is not text (not UTF-8)"),
+        (" ", "must be a text of 1 to 200 characters"),
+        (10**400, "must be a text of 1 to 200 characters"),
+    ],
+)
+def test_a_key_text_columns_cannot_hold_is_refused_on_either_database(
+    any_engine: sa.Engine, key: object, says: str
+) -> None:
+    """An event's key refuses the event; a manual start's refuses the start; nothing kept."""
+    workflows = Workflows()
+
+    @workflows.define(start=OnEvent("ticket.replied", key=lambda e: key))
+    async def on_reply(w: Any, start: Any) -> None:
+        return None
+
+    @workflows.define(start=Manual())
+    async def audit(w: Any, start: Any) -> None:
+        return None
+
+    driver, _ = desk(any_engine, workflows)
+    with pytest.raises(errors.EventRejected) as refused:
+        driver.emit("ticket.replied", {"ticket": 1})
+    assert str(refused.value) == f"event 'ticket.replied': workflow 'on_reply''s key {says}"
+    with pytest.raises(errors.OperatorError) as refused_by_hand:
+        driver.runner.start_workflow("audit", operator="olga", key=key)  # type: ignore[arg-type]
+    assert str(refused_by_hand.value) == f"a start's key {says}"
+    assert driver.runs(1) == []
+
+
+@pytest.mark.parametrize("operator", ["olga\x00", "\udc00lga"])
+def test_an_operator_name_text_columns_cannot_hold_is_refused(
+    any_engine: sa.Engine, operator: str
+) -> None:
+    """Who started a run is kept as given: a flow's manual start and a workflow's alike."""
+    workflows = Workflows()
+
+    @workflows.define(start=Manual())
+    async def audit(w: Any, start: Any) -> None:
+        return None
+
+    manual = "- {name: By hand, start: manual, steps: [{position: 1, kind: wait, duration: 1 day}]}"
+    driver = mount(any_engine, "tickets", flows=manual, workflows=workflows)
+    driver.create(TICKET)
+    with pytest.raises(errors.OperatorError, match=r"^the operator's name contains "):
+        driver.runner.start_workflow("audit", operator=operator, record=1)
+    with pytest.raises(errors.OperatorError, match=r"^the operator's name contains "):
+        driver.runner.start("By hand", 1, operator=operator)
+    assert driver.runs(1) == []
+
+
 def test_a_workflow_on_an_event_the_binding_lacks_is_refused_at_mount(
     any_engine: sa.Engine,
 ) -> None:

@@ -151,6 +151,7 @@ def worker(
         runner = _load(app_spec, database)
         assert isinstance(runner, FlowRunner)
         serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
+        runner.mounted.require_secrets()  # before a line says it serves (exit 2 without)
         began = time.monotonic()
         if once:
             _advance_due(runner, serving, bar=log_format == "text")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from flowrunner import errors
+from flowrunner.foundations import payloads
 
 
 class _Connection:
@@ -124,6 +125,13 @@ def check_mounted(
     Traceback (most recent call last):
     flowrunner.errors.BindingError: principal 'bot' is not allowed to run command 'send', ...
     """
+    for what, name in (("runs as the principal", principal), ("runs command", command)):
+        # Both are kept in text columns (who started a run, its snapshot): text they hold.
+        if not isinstance(name, str) or not name.strip():
+            raise errors.BindingError(f"{needed_by} {what} {name!r}, which is no name")
+        problem = payloads.text_problem(name)
+        if problem is not None:
+            raise errors.BindingError(f"{needed_by} {what} {name!r}, which {problem}")
     if command not in commands:
         given = ", ".join(sorted(commands)) or "none"
         raise errors.BindingError(

@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import copy
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Protocol
@@ -141,6 +142,16 @@ class Mounted:
             inbound, binding=binding, commands=mounted.commands, authorize=authorize
         )
         return mounted
+
+    def require_secrets(self) -> None:
+        """At startup of what serves or runs beside the callbacks — ``inbound_app()``
+        (the console mounts it) and a worker's ``serve`` — refuse, in one line naming
+        each variable, while an inbound's secret variable is not set (``BindingError``;
+        the command line exits 2 with it). Mounting alone only warns: commands that do
+        not serve (``flowrunner runs list``) load the same runner."""
+        unset = endpoints.unset_secrets(self.inbound.values(), os.environ)
+        if unset is not None:
+            raise errors.BindingError(unset)
 
     def check_schema(self, check: bool | None = None) -> None:
         """Refuse an outdated engine schema (``SchemaOutdated``), unless ``check`` is

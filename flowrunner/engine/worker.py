@@ -383,6 +383,7 @@ class Worker:
         followed by a wait — ``BACKOFF_FIRST`` seconds, doubling while the failures go
         on, at most ``BACKOFF_CAP`` — and the pool gives the next try a new connection.
         """
+        self.mounted.require_secrets()  # startup refuses while a secret's variable is unset
         failures = 0
         waking = wakeups.Listener(
             self.mounted.engine, self.mounted.binding.resource, enabled=listen

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from flowrunner import binding, errors, query
 from flowrunner.engine.mounted import Mounted, forget_oldest, record_tenant
 from flowrunner.flows import snapshot
-from flowrunner.foundations import statuses
+from flowrunner.foundations import payloads, statuses
 from flowrunner.foundations.shapes import Tenant
 from flowrunner.store import app_tables, dialects, flow_rows, flow_versions, records
 from flowrunner.store import operations as ops
@@ -383,6 +383,9 @@ def start_manual(
     ``record_id`` (and ``tenant``) follow the key rule (``store.app_tables.key_of``); one
     that cannot be a key is refused with ``OperatorError`` before the transaction opens.
     """
+    problem = payloads.text_problem(operator) if isinstance(operator, str) else "is no text"
+    if problem is not None:  # kept as who started the run
+        raise errors.OperatorError(f"the operator's name {problem}")
     try:
         key = mounted.tables.key_value(record_id)
         owner = tenant

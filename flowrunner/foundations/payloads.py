@@ -92,6 +92,20 @@ def plain(payload: shapes.Payload) -> shapes.JsonDict:
     return _mapping(payload, "", 1)
 
 
+def plain_json(value: object) -> shapes.Json:
+    """``plain`` for a JSON value of any shape — a mapping, a list, a text, a number — such
+    as a callback's parsed body: the same limits, the value itself at depth 1.
+
+    >>> plain_json([{"id": "evt_1"}, 7])
+    [{'id': 'evt_1'}, 7]
+    >>> plain_json(["ok", {"note": "a\\x00"}])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    flowrunner.foundations.payloads.NotPlain: field '[1].note' contains the character \\x00, ...
+    """
+    return _value(value, "", 0)
+
+
 def _mapping(value: Mapping[Any, object], path: str, depth: int) -> shapes.JsonDict:
     if depth > MAX_DEPTH:
         raise NotPlain(
@@ -179,4 +193,13 @@ def _finite(value: float | Decimal, path: str) -> None:
         raise NotPlain(path, "is infinite, which cannot be stored: send a finite number, or null")
 
 
-__all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "NotPlain", "plain", "quote", "text_problem"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT",
+    "MIN_INT",
+    "NotPlain",
+    "plain",
+    "plain_json",
+    "quote",
+    "text_problem",
+]

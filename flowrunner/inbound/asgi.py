@@ -41,6 +41,7 @@ class InboundApp:
     """Serves a runner's inbound endpoints (``runner.inbound``) at ``POST /NAME``."""
 
     def __init__(self, mounted: Mounted) -> None:
+        mounted.require_secrets()  # startup refuses while a secret's variable is unset
         self.mounted = mounted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -33,7 +33,7 @@ from typing import NoReturn
 from flowrunner import binding as binding_mod
 from flowrunner import errors
 from flowrunner.engine import commands as commands_mod
-from flowrunner.foundations import sanitize, shapes
+from flowrunner.foundations import payloads, sanitize, shapes
 from flowrunner.inbound import signing
 
 # A function of the parsed body (JSON: a dict, a list, a text, a number...).
@@ -81,7 +81,11 @@ class Inbound:
         where = f"Inbound {self.name!r}"
         if not isinstance(self.verify, signing.Hmac):
             raise errors.BindingError(f"{where}: verify is an Hmac(...) saying how it is signed")
-        if not isinstance(self.run_as, str) or not self.run_as.strip():
+        if (
+            not isinstance(self.run_as, str)
+            or not self.run_as.strip()
+            or payloads.text_problem(self.run_as) is not None
+        ):
             raise errors.BindingError(f"{where}: run_as names the principal it runs as")
         for field in ("key", "input", "payload", "tenant"):
             function = getattr(self, field)
@@ -167,11 +171,35 @@ def check(
     return found
 
 
+def unset_secrets(inbounds: Iterable[Inbound], environ: Mapping[str, str]) -> str | None:
+    """The one line saying which secret variables ``environ`` does not set, and which
+    inbounds need them; None when each is set. Pure: the environment is given.
+
+    >>> verify = signing.Hmac(secret_env="HOOK_KEY", header="x-signature")
+    >>> hook = Inbound(name="hook", verify=verify, run_as="bot", key=str, emit="po.paid")
+    >>> unset_secrets([hook], {})
+    "inbound hook: the environment variable HOOK_KEY is not set: set it in the server's environment"
+    >>> unset_secrets([hook], {"HOOK_KEY": "s3cret"}) is None
+    True
+    """
+    unset = [inbound for inbound in inbounds if not environ.get(inbound.verify.secret_env)]
+    if not unset:
+        return None
+    variables = sorted({inbound.verify.secret_env for inbound in unset})
+    names = ", ".join(inbound.name for inbound in unset)
+    if len(variables) == 1:
+        said = f"the environment variable {variables[0]} is not set: set it"
+    else:
+        said = f"the environment variables {', '.join(variables)} are not set: set them"
+    return f"inbound {names}: {said} in the server's environment"
+
+
 def read(inbound: Inbound, body: bytes) -> Delivery:
     """The delivery a verified body asks for; ``CallbackRejected`` (400) when it cannot be
-    read: not JSON in UTF-8, or one of the inbound's functions fails on it or gives what
-    cannot be used. Pure: the functions run here, before any transaction."""
-    parsed = _json(body)
+    read: not JSON in UTF-8, JSON the store could not keep (``storable``), or one of the
+    inbound's functions fails on it or gives what cannot be used. Pure: the functions run
+    here, before any transaction."""
+    parsed = storable(_json(body))
     key = _key(_call(inbound, "key", parsed))
     tenant: object = None
     if inbound.tenant is not None:
@@ -208,6 +236,33 @@ def _json(body: bytes) -> shapes.Json:
         raise _unreadable(f"the body is not JSON ({type(exc).__name__})") from None
 
 
+def storable(parsed: shapes.Json) -> shapes.Json:
+    """A parsed body as it is, when the database could keep every part of it; else
+    ``CallbackRejected`` (400) naming the first part it could not.
+
+    Judged whole, at any depth, before a function or the command sees it, by the rule of
+    an event's payload (``payloads.plain_json``): no text (a value or a name) holding
+    ``\\u0000`` or a lone surrogate (``\\ud800`` is JSON, but not UTF-8), no whole number
+    past 64 bits, no number past a float's range (``1e400``), nothing nested deeper than
+    ``payloads.MAX_DEPTH``. A command given such a body would fail where it writes —
+    a 503, sent again for ever — so it is a body that cannot be read: said once, 400.
+    A name given twice in one object counts once, with its last value, as JSON is read.
+
+    >>> storable({"id": "evt_1", "lines": [{"qty": 2}]})
+    {'id': 'evt_1', 'lines': [{'qty': 2}]}
+    >>> storable({"id": "evt_1", "note": ["a\\u0000"]})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    flowrunner.errors.CallbackRejected: the body's field 'note[0]' contains the character \\x00, ...
+    """
+    try:
+        payloads.plain_json(parsed)
+    except payloads.NotPlain as exc:
+        where = f"the body's field {payloads.quote(exc.field, 80)}" if exc.field else "the body"
+        raise _unreadable(f"{where} {exc.problem}") from None
+    return parsed
+
+
 def _not_json(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not JSON")
 
@@ -223,6 +278,8 @@ def _call(inbound: Inbound, field: str, parsed: shapes.Json) -> object:
 def _key(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _unreadable(f"key(body) gave a {type(value).__name__}, not a text or a number")
+    if isinstance(value, int) and abs(value) >= 10**MAX_KEY:
+        value = ""  # more digits than an id holds (and than str() may write)
     text = str(value).strip()
     if not text or len(text) > MAX_KEY or not text.isprintable():
         raise _unreadable(f"key(body) gave no printable id of {MAX_KEY} characters at most")
@@ -239,4 +296,4 @@ def _unreadable(reason: str) -> errors.CallbackRejected:
     return errors.CallbackRejected(reason)
 
 
-__all__ = ["Delivery", "Inbound", "check", "fingerprint", "read"]
+__all__ = ["Delivery", "Inbound", "check", "fingerprint", "read", "storable", "unset_secrets"]

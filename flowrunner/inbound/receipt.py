@@ -7,13 +7,17 @@ Its answer is a status alone:
 - 404: no inbound of that name; 413: a body past 256 KB;
 - 401: the secret's environment variable is not set (read now, at each request), or
   the signature over the raw bytes or the time fails (``signing.check``);
-- 400: only then is the body read (``inbound.read``) — not JSON, or the inbound's
-  functions cannot use it; or the event it would emit is refused (no such record);
+- 400: only then is the body read (``inbound.read``) — not JSON, JSON the database
+  could not keep (``\\u0000``, a lone surrogate, a number past 64 bits, nesting past
+  32 levels: ``inbound.storable``), or the inbound's functions cannot use it; or the
+  event it would emit is refused (no such record);
 - then, in one transaction: the receipt (the engine's idempotency record, under
   ``inbound:RESOURCE:NAME:KEY`` with the body's fingerprint), the command as
   ``run_as``, the event, the receipt completed — 204. A receipt already there answers
-  204 for the same bytes (nothing runs again) and 409 for other bytes;
-- 409: the command refused (``CommandRefused``), or answered what cannot be kept;
+  as it did for the same bytes (nothing runs again) and 409 for other bytes;
+- 409: the command refused (``CommandRefused``), or answered what cannot be kept: its
+  writes are undone and the receipt keeps the refusal, so the same bytes sent again
+  are answered 409 without running the command;
 - 503: the command failed, or the database did: nothing is kept, and the sender,
   which sends again on such an answer, is served then (500: a fault of flowrunner's
   own, logged).
@@ -106,19 +110,6 @@ def refused_unread(name: str, status: int, reason: str) -> None:
     log.warning("inbound %s: refused a callback (%d): %s", shown, status, reason)
 
 
-def warn_unset(inbounds: Mapping[str, inbound_mod.Inbound]) -> None:
-    """At mount: one log line for each inbound whose secret's variable is not set (its
-    callbacks are refused until it is). The variable is read again at each request."""
-    for inbound in inbounds.values():
-        if not os.environ.get(inbound.verify.secret_env):
-            log.warning(
-                "inbound %s: the environment variable %s is not set: its callbacks are "
-                "refused (401) until it is",
-                inbound.name,
-                inbound.verify.secret_env,
-            )
-
-
 def receipt_key(mounted: Mounted, inbound: inbound_mod.Inbound, key: str) -> str:
     """The idempotency record's key of a delivery: ``inbound:RESOURCE:NAME:KEY``."""
     return f"inbound:{mounted.binding.resource}:{inbound.name}:{key}"
@@ -151,8 +142,14 @@ def _apply(
     tenant: str | None,
     event: Mapping[str, Any] | None,
 ) -> Received:
-    """The receipt, the command, the event and the receipt completed: one transaction."""
+    """The receipt, the command, the event and the receipt completed: one transaction.
+
+    A command that refuses leaves nothing of its own (its savepoint is rolled back), and
+    the receipt is completed with the refusal: the same bytes sent again are answered
+    the same 409 from it, without running the command again.
+    """
     key = receipt_key(mounted, inbound, delivery.key)
+    refused: str | None = None
     try:
         with dialects.begin(mounted.engine) as conn:
             now = mounted.clock()
@@ -161,16 +158,22 @@ def _apply(
                 return _replayed(receipt, delivery)
             answer = None
             if inbound.command is not None:
-                answer = _command(mounted, conn, inbound, delivery, key, tenant, now)
+                try:
+                    with dialects.Savepoint(conn, "flowrunner_inbound_command"):
+                        answer = _command(mounted, conn, inbound, delivery, key, tenant, now)
+                except _Refused as refusal:
+                    refused = str(refusal)
             event_id = None
-            if event is not None:
+            if event is not None and refused is None:
                 event_id = _emit(mounted, conn, inbound, event)
-            result = {
+            result: dict[str, Any] = {
                 "inbound": inbound.name,
                 "body": delivery.fingerprint,
                 "answer": answer,
                 "event": event_id,
             }
+            if refused is not None:
+                result["refused"] = refused
             ops.complete_idempotent(conn, key=key, result=result, now=now)
     except (errors.CallbackRejected, _Failed):
         raise
@@ -178,19 +181,32 @@ def _apply(
         if not worker.database_failed(exc) and not isinstance(exc, sa.exc.DBAPIError):
             raise
         raise _Failed(f"the database failed: {sanitize.describe_exception(exc)}") from exc
+    if refused is not None:
+        return Received(HTTPStatus.CONFLICT, refused)
     done = f" (event {event_id})" if event_id is not None else ""
     return Received(HTTPStatus.NO_CONTENT, f"delivery {delivery.key!r} applied{done}")
 
 
 def _replayed(receipt: ops.IdemRow, delivery: inbound_mod.Delivery) -> Received:
+    """The answer a receipt already there gives: the one it gave, for the same bytes."""
     kept = receipt.result if isinstance(receipt.result, Mapping) else {}
     if receipt.completed and kept.get("body") == delivery.fingerprint:
+        refused = kept.get("refused")
+        if refused is not None:
+            return Received(
+                HTTPStatus.CONFLICT,
+                f"delivery {delivery.key!r} replayed: refused before ({refused})",
+            )
         return Received(
             HTTPStatus.NO_CONTENT, f"delivery {delivery.key!r} replayed: the same body again"
         )
     raise _rejected(
         HTTPStatus.CONFLICT, f"delivery {delivery.key!r} was received before with another body"
     )
+
+
+class _Refused(Exception):
+    """The command refused the callback for good (409): kept with its receipt."""
 
 
 def _command(
@@ -202,7 +218,9 @@ def _command(
     tenant: str | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """Run the inbound's command as its principal, in the callback's transaction."""
+    """Run the inbound's command as its principal, in the callback's transaction;
+    ``_Refused`` when it refuses (or answers what cannot be kept), ``_Failed`` when it
+    fails."""
     name = inbound.command
     assert name is not None
     context = commands.CommandContext(
@@ -222,17 +240,13 @@ def _command(
         if answer is not None and not isinstance(answer, Mapping):
             raise TypeError(f"command {name!r} answered {type(answer).__name__}")
     except errors.CommandRefused as refused:
-        raise _rejected(
-            HTTPStatus.CONFLICT, f"command {name!r} refused: {sanitize.exception_text(refused)}"
-        ) from None
+        raise _Refused(f"command {name!r} refused: {sanitize.exception_text(refused)}") from None
     except Exception as exc:
         raise _Failed(f"command {name!r} failed: {sanitize.describe_exception(exc)}") from exc
     try:
         plain: dict[str, Any] = payloads.plain(dict(answer or {}))
     except payloads.NotPlain as exc:
-        raise _rejected(
-            HTTPStatus.CONFLICT, f"command {name!r} answered what cannot be kept: {exc}"
-        ) from None
+        raise _Refused(f"command {name!r} answered what cannot be kept: {exc}") from None
     return plain
 
 
@@ -298,4 +312,4 @@ _CODES = {
 }
 
 
-__all__ = ["STATUSES", "Received", "receipt_key", "receive", "refused_unread", "warn_unset"]
+__all__ = ["STATUSES", "Received", "receipt_key", "receive", "refused_unread"]

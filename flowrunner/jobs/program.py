@@ -40,7 +40,7 @@ from flowrunner import errors
 from flowrunner.engine import claimed, commands
 from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Program, Stepping
 from flowrunner.flows.interpreter import happened, retry
-from flowrunner.foundations import retry_policy, sanitize, statuses
+from flowrunner.foundations import payloads, retry_policy, sanitize, statuses
 from flowrunner.jobs import spec
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
@@ -106,7 +106,12 @@ class Jobs(Program):
 
     def _check(self, name: object, job: object) -> None:
         mounted = self.mounted
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or name != name.strip()
+            or payloads.text_problem(name) is not None  # it is kept in text columns
+        ):
             raise errors.BindingError(f"a job's name is a word such as 'nightly_close': {name!r}")
         if not isinstance(job, spec.Job):
             raise errors.BindingError(f"job {name!r} is a {type(job).__name__}, not a Job")

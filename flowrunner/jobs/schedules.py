@@ -128,7 +128,10 @@ class Schedule:
         # a little before it, so the forward rules (a skipped time moved, a repeated one
         # once) decide which slot it is. (Walked from too late a start the walk finds
         # none, and the walk from the last slot seen decides.)
-        start = max(after, self._before(now) - SHIFT)
+        try:
+            start = max(after, self._before(now) - SHIFT)
+        except OverflowError:  # ``now`` at the calendar's end: walk from ``after``
+            start = after
         return self._last(start, now) or self._last(latest, now) or latest
 
     def _last(self, after: datetime, now: datetime) -> datetime | None:
@@ -141,6 +144,14 @@ class Schedule:
         return last
 
     def _following(self, after: datetime) -> Iterator[datetime]:
+        """Every slot strictly after ``after``, in order (UTC), up to the calendar's end
+        (the year 9999), where the slots end."""
+        try:
+            yield from self._walk(after)
+        except OverflowError:
+            return
+
+    def _walk(self, after: datetime) -> Iterator[datetime]:
         """Every slot strictly after ``after``, in order (UTC): the zone's clock walked from
         about ``after``'s reading, each reading the fields match turned into its runs."""
         after = _aware(after)
@@ -223,6 +234,10 @@ def parse(every: str, timezone: str = "UTC") -> Schedule:
         raise errors.BindingError(
             f"the schedule {every!r} is not five cron fields (minute hour day month weekday) "
             "or one of @hourly, @daily, @weekly, @monthly"
+        )
+    if not isinstance(timezone, str):
+        raise errors.BindingError(
+            f"a time zone is named by text such as 'America/New_York', not {timezone!r}"
         )
     zone(timezone)
     try:

@@ -147,14 +147,21 @@ def plan_of(job_name: str, job: Job, event: Emitted) -> tuple[str, datetime, sha
     try:
         key = plan_key(plan.key)
         given = payloads.plain(dict(plan.input))
+        at = run_at.astimezone(UTC)
+    except OverflowError:
+        raise errors.BindingError(
+            f"job {job_name!r}: its plan's run_at is outside the calendar in UTC"
+        ) from None
     except (payloads.NotPlain, TypeError, ValueError) as exc:
         raise errors.BindingError(f"job {job_name!r}: its plan cannot be kept: {exc}") from None
-    return key, run_at.astimezone(UTC), given
+    return key, at, given
 
 
 def plan_key(key: object) -> str:
     """A plan's key as the text that makes its job once: a text or number as it is
-    written, a mapping or list as canonical JSON.
+    written, a mapping or list as canonical JSON. ``ValueError`` for what cannot be one:
+    nothing, true or false, text the store cannot keep (``\\x00``, a lone surrogate), or
+    what a payload cannot hold (``flowrunner.foundations.payloads``).
 
     >>> plan_key(42), plan_key("PO-7"), plan_key({"order": 7, "a": [1]})
     ('42', 'PO-7', '{"a":[1],"order":7}')
@@ -162,9 +169,18 @@ def plan_key(key: object) -> str:
     if key is None or key == "":
         raise ValueError("a plan needs a key")
     if isinstance(key, str):
+        # The key is kept in text columns: what they cannot hold is refused here, the
+        # same on SQLite and PostgreSQL (a mapping's texts are judged by ``plain``).
+        problem = payloads.text_problem(key)
+        if problem is not None:
+            raise ValueError(f"a plan's key {problem}")
         return key
     if isinstance(key, bool):
         raise ValueError("a plan's key is a text, a number or a mapping, not true or false")
     if isinstance(key, int):
+        if not payloads.MIN_INT <= key <= payloads.MAX_INT:
+            raise ValueError(
+                f"a plan's key is a whole number from {payloads.MIN_INT} to {payloads.MAX_INT}"
+            )
         return str(key)
-    return json.dumps(payloads.plain({"k": key})["k"], sort_keys=True, separators=(",", ":"))
+    return json.dumps(payloads.plain({"key": key})["key"], sort_keys=True, separators=(",", ":"))

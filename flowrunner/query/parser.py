@@ -7,6 +7,7 @@ recursively and deep input cannot exhaust the stack. Every Lark exception is cau
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import date, datetime
 from decimal import Decimal
@@ -267,6 +268,8 @@ def read_number(raw: str, token: object, text: str) -> int | Decimal:
     return value if "." in raw else int(raw)
 
 
+# A lone surrogate: a code point Python's text may hold but UTF-8 cannot write.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _local = threading.local()
 _builder = _Builder()
 _parser: lark.Lark | None = None
@@ -299,6 +302,18 @@ def _run(text: str, start: str, what: str) -> object:
     if not text.strip():
         raise errors.QueryError(
             f"{what} is empty", found="end of text", expected=(f"{what}",), text=text
+        )
+    lone = _SURROGATE.search(text)
+    if lone is not None:
+        # Not text (not UTF-8): no column or database could compare it, and a message
+        # quoting it could not be written out. Said by its code point.
+        at = lone.start()
+        raise errors.QueryError(
+            f"{what} holds a lone surrogate (U+{ord(lone.group()):04X}), which is not text",
+            line=text.count("\n", 0, at) + 1,
+            column=at - (text.rfind("\n", 0, at) + 1) + 1,
+            found=f"U+{ord(lone.group()):04X}",
+            text=_SURROGATE.sub("\ufffd", text),
         )
     parser = _lark()
     _local.text = text

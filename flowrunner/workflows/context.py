@@ -78,8 +78,7 @@ class Context:
         shares the next step's commit.
         """
         _name(name)
-        if not isinstance(command, str) or not command.strip():
-            raise errors.BindingError(f"step {name!r}: name the command to run")
+        _word(name, command, "name the command to run")
         options: dict[str, object] = {
             "target": None if target is None else str(target),
             "input": _plain(name, input),
@@ -102,8 +101,7 @@ class Context:
         ``backoff``, ``max``); a 4xx raises ``StepRefused``. Returns the answer's JSON body.
         """
         _name(name)
-        if not isinstance(connection, str) or not connection.strip():
-            raise errors.BindingError(f"step {name!r}: name the connection to call")
+        _word(name, connection, "name the connection to call")
         if not isinstance(request, Mapping):
             raise errors.BindingError(f"step {name!r}: a request is a mapping (method, path, ...)")
         method = str(request.get("method", "GET")).upper()
@@ -161,8 +159,7 @@ class Context:
         ``match(payload)`` holds — one that came before this step was reached counts —
         or None once ``timeout`` (counted from when the step was reached) has passed."""
         _name(name)
-        if not isinstance(event, str) or not event.strip():
-            raise errors.BindingError(f"step {name!r}: name the event to wait for")
+        _word(name, event, "name the event to wait for")
         options = {"match": match, "timeout": None if timeout is None else _length(name, timeout)}
         return Step(replay.Ask(name, replay.WAIT_FOR, event, options))
 
@@ -195,17 +192,34 @@ class Context:
 def _name(name: object) -> None:
     if not isinstance(name, str) or not name.strip():
         raise errors.BindingError("every step of a workflow needs a name (a non-empty text)")
+    # A step's name is kept in text and JSON columns (its record, its history, its
+    # command's idempotency key): text they hold, on SQLite and PostgreSQL alike.
+    problem = payloads.text_problem(name)
+    if problem is not None:
+        raise errors.BindingError(f"step {name!r}: its name {problem}")
+
+
+def _word(name: str, given: object, ask: str) -> None:
+    """A command's, a connection's or an event's name, kept with the step's record."""
+    if not isinstance(given, str) or not given.strip():
+        raise errors.BindingError(f"step {name!r}: {ask}")
+    problem = payloads.text_problem(given)
+    if problem is not None:
+        raise errors.BindingError(f"step {name!r}: {ask}: {given!r} {problem}")
 
 
 def _length(name: str, length: str | timedelta) -> str:
-    """A duration as the state keeps it (its text), checked now."""
+    """A duration as the state keeps it (its text), checked now: read back as the run
+    will read it (a negative timedelta is refused as ``-1 day`` is)."""
     if isinstance(length, timedelta):
-        return str(durations.Duration(days=length.days, seconds=length.seconds))
+        text = str(durations.Duration(days=length.days, seconds=length.seconds))
+    else:
+        text = str(length)
     try:
-        durations.parse_duration(str(length))
+        durations.parse_duration(text)
     except errors.DurationError as exc:
         raise errors.BindingError(f"step {name!r}: {exc.message}") from None
-    return str(length)
+    return text
 
 
 def _plain(name: str, given: shapes.Payload | None) -> shapes.JsonDict:

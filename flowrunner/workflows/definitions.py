@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowrunner import errors
-from flowrunner.foundations import shapes
+from flowrunner.foundations import payloads, shapes
 from flowrunner.workflows import context
 
 Body = Callable[[context.Context, Any], Coroutine[Any, Any, Any]]
@@ -68,6 +68,17 @@ class Definition:
     body: Body
 
 
+def _word(name: object) -> bool:
+    """A name as a workflow's or a principal's: text of 1 to 200 characters, no spaces
+    around it, that text columns hold."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 200
+        and name == name.strip()
+        and payloads.text_problem(name) is None
+    )
+
+
 class Workflows:
     """The code workflows an application defines, by name and version."""
 
@@ -94,6 +105,17 @@ class Workflows:
                     "taking (w, start)"
                 )
             called = name or body.__name__
+            # The name and the principal are kept in text columns (the runs' flow and who
+            # started them): words of text they can hold.
+            if not _word(called):
+                raise errors.BindingError(
+                    f"a workflow's name is a word such as 'late_fees', not {called!r}"
+                )
+            if run_as is not None and not _word(run_as):
+                raise errors.BindingError(
+                    f"workflow {called!r}: run_as names the principal its steps run as, "
+                    f"not {run_as!r}"
+                )
             if not isinstance(version, int) or isinstance(version, bool) or version < 1:
                 raise errors.BindingError(f"workflow {called!r}: a version is a whole number >= 1")
             if (called, version) in self._defined:
@@ -103,6 +125,16 @@ class Workflows:
                 raise errors.BindingError(
                     f"workflow {called!r}: start is OnEvent(...) or Manual(), not {chosen!r}"
                 )
+            if isinstance(chosen, OnEvent):
+                if not isinstance(chosen.event, str) or not chosen.event.strip():
+                    raise errors.BindingError(
+                        f"workflow {called!r}: OnEvent names one of the binding's events, "
+                        f"not {chosen.event!r}"
+                    )
+                if chosen.key is not None and not callable(chosen.key):
+                    raise errors.BindingError(
+                        f"workflow {called!r}: OnEvent's key is a function of the payload"
+                    )
             self._defined[(called, version)] = Definition(called, version, chosen, run_as, body)
             return body
 

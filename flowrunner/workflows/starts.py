@@ -150,13 +150,29 @@ def _key(definition: definitions.Definition, event: str, payload: Mapping[str, A
             f"event {event!r}: workflow {definition.name!r}'s key is {payloads.quote(key)}; "
             "a key is a text or a whole number"
         )
-    text = str(key)
-    if not text.strip() or len(text) > KEY_LENGTH:
-        raise errors.EventRejected(
-            f"event {event!r}: workflow {definition.name!r}'s key must be a text of 1 to "
-            f"{KEY_LENGTH} characters"
-        )
-    return text
+    problem = key_problem(key)
+    if problem is not None:
+        raise errors.EventRejected(f"event {event!r}: workflow {definition.name!r}'s key {problem}")
+    return str(key)
+
+
+def key_problem(key: object) -> str | None:
+    """Why ``key`` cannot be a start's key (the end of a sentence), or None: the one rule
+    for a workflow's keys, started by an event or by hand. The key is kept in text
+    columns, so it holds what they can hold on SQLite and PostgreSQL alike.
+
+    >>> key_problem("2026-03") is None, key_problem(" ")
+    (True, 'must be a text of 1 to 200 characters')
+    >>> key_problem("a\\ud800")
+    'contains a lone surrogate, which is not text (not UTF-8)'
+    """
+    if isinstance(key, int) and not isinstance(key, bool):
+        if abs(key) >= 10**KEY_LENGTH:  # more digits than a key holds (str() is not asked)
+            return f"must be a text of 1 to {KEY_LENGTH} characters"
+        key = str(key)
+    if not isinstance(key, str) or not key.strip() or len(key) > KEY_LENGTH:
+        return f"must be a text of 1 to {KEY_LENGTH} characters"
+    return payloads.text_problem(key)
 
 
 def start_manual(
@@ -189,15 +205,21 @@ def start_manual(
             f"workflow {name!r} starts on event {definition.start.event!r}; "
             "only a manual workflow is started by hand"
         )
-    who = (operator or "").strip()
+    who = (operator or "").strip() if isinstance(operator, str) else ""
     if not who:
         raise errors.OperatorError(
             "name the operator: every start is journaled with who did it", code="operator_missing"
         )
+    problem = payloads.text_problem(who)  # kept as who started the run
+    if problem is not None:
+        raise errors.OperatorError(f"the operator's name {problem}")
     try:
         given = payloads.plain(start or {})
     except payloads.NotPlain as exc:
         raise errors.OperatorError(f"workflow {name!r}'s start: {exc}") from None
+    problem = None if key is None else key_problem(key if isinstance(key, int) else str(key))
+    if problem is not None:
+        raise errors.OperatorError(f"a start's key {problem}")
     owner = mounted.need_tenant(tenant)
     now = mounted.clock()
     with dialects.begin(mounted.engine) as conn:
@@ -210,8 +232,6 @@ def start_manual(
                     code="record_unknown",
                 )
         start_key = f"manual:{key}" if key is not None else f"manual:{uuid.uuid4().hex}"
-        if key is not None and (not str(key).strip() or len(str(key)) > KEY_LENGTH):
-            raise errors.OperatorError(f"a start's key is a text of 1 to {KEY_LENGTH} characters")
         on = record_id if record is not None else str(key or start_key)
         run_id = insert(
             mounted,
