@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flowrunner.flows import spelling
-from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations import ids, shapes, sqltypes
 from flowrunner.foundations.shapes import Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
@@ -61,8 +61,10 @@ def flow_by_name_or_id(
     """The flow an operator names (``"Big orders"`` or ``7``), of the tenant on a tenant binding."""
     flows = tables.flows
     by = flows.c.name == str(name_or_id)
-    if isinstance(name_or_id, int) or str(name_or_id).isdigit():
-        by = sa.or_(by, flows.c.id == int(str(name_or_id)))
+    number = ids.id_or_none(name_or_id)
+    if number is not None:
+        # Digits past what an id holds (``ids``) can only be a name.
+        by = sa.or_(by, flows.c.id == number)
     mine = sa.true() if tables.tenant is None else flows.c[tables.tenant] == tenant
     found = _first(conn.execute(sa.select(flows).where(by, mine)))
     if found is not None:
