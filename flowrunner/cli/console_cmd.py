@@ -3,7 +3,7 @@
 It refuses to start without a reader it can name: either the application's function
 from a request to a ``Principal`` (``--principal MODULE:ATTR``), or a bearer token
 (``--token``, or the ``FLOWRUNNER_CONSOLE_TOKEN`` environment variable) that a browser
-hands over once as ``?token=…``.
+types once into the console's sign-in page (never in an address, which logs keep).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def _loopback(host: str) -> bool:
     "--token",
     envvar="FLOWRUNNER_CONSOLE_TOKEN",
     default=None,
-    help="The bearer token readers must show (or set FLOWRUNNER_CONSOLE_TOKEN). A browser "
-    "opens the console once with ?token=… and keeps it as a cookie.",
+    help="The bearer token readers must show (or set FLOWRUNNER_CONSOLE_TOKEN, which no "
+    "process list shows). A browser signs in with it once and keeps a cookie.",
 )
 @click.option(
     "--principal",
@@ -112,7 +112,7 @@ def console(
     where = f"http://{host}:{port}{root_path}/"
     click.echo(f"The console of {runner.binding.resource} on {where}", err=True)
     if token:
-        click.echo(f"Open it once as {where}?token=… (your token) in a browser.", err=True)
+        click.echo(f"Open it in a browser and sign in with the token: {where}signin", err=True)
     if not _loopback(host):
         click.echo(
             f"Listening on {host}, beyond this machine, over plain HTTP: put it behind TLS.",

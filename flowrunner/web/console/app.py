@@ -75,7 +75,7 @@ def build(
     title: str | None = None,
 ) -> Starlette:
     """The console of ``runner`` as an ASGI application (see ``flowrunner.web.console``)."""
-    from flowrunner.web.console import flows_pages, ops_pages, record_pages, runs_pages
+    from flowrunner.web.console import flows_pages, ops_pages, record_pages, runs_pages, sign_in
 
     hooks: dict[str, Any] = {
         name: hook
@@ -102,7 +102,10 @@ def build(
         # The runner's signed callbacks, before sign-in: the signature is the credential.
         Mount("/inbound", app=runner.inbound_app(), name="inbound"),
     ]
-    for module in (flows_pages, record_pages, runs_pages, ops_pages):
+    # Signing in needs no reader: it is how a token's reader comes to be one.
+    show, post = sign_in.endpoints(console)
+    routes += [Route("/signin", show, methods=["GET"]), Route("/signin", post, methods=["POST"])]
+    for module in (flows_pages, record_pages, runs_pages, ops_pages, sign_in):
         for method, path, handler in module.ROUTES:
             routes.append(Route(path, page.endpoint(console, handler), methods=[method]))
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])
