@@ -18,7 +18,7 @@ from flowrunner.binding import Tenant
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows import edits, rows, snapshot, starts
 from flowrunner.foundations import ids, payloads, shapes
-from flowrunner.store import dialects, flow_rows
+from flowrunner.store import app_tables, dialects, flow_rows
 
 
 class FlowEditor:
@@ -217,7 +217,7 @@ class _Judged(Exception):
 def _address_id(value: object, column: sa.Column[Any], what: str) -> object:
     """An id an address or a person gives, for an integer id ``column``: ``ids.read``'s
     rule (else ``OperatorError`` 422), then None past what the column holds (no row)."""
-    if edits.id_limit(column) is not None:
+    if app_tables.id_limit(column) is not None:
         try:
             ids.read(value, what)
         except ids.NotAnId as exc:
