@@ -10,8 +10,10 @@ set ``FLOWRUNNER_FUZZ_EXAMPLES`` or run ``python bench/fuzz.py console``.
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +32,22 @@ from flowrunner.foundations import flow_columns
 from flowrunner.web.console import csrf, flows_pages, ops_pages, rows_form
 
 TOKEN = "a-long-and-secret-fuzz-token"
+WHAT = "by method and status"
+
+# What the inputs came to, printed at the end of a long run (bench/fuzz.py sets
+# FLOWRUNNER_FUZZ_TALLY): the proof it looked at many kinds of answer, not one.
+TALLY: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tally() -> Iterator[None]:
+    yield
+    if os.environ.get("FLOWRUNNER_FUZZ_TALLY") and TALLY:
+        print(f"\n{sum(TALLY.values()):,} inputs, {WHAT}:")
+        for key, count in sorted(TALLY.items()):
+            print(f"  {key:<40} {count:>9,}")
+        TALLY.clear()
+
 
 # What an id, a date, a duration may be typed as: the edges of each rule and past them.
 IDS = st.sampled_from(
@@ -191,6 +209,11 @@ def consoles(any_engine: sa.Engine) -> Iterator[dict[str, Any]]:
     yield {"reader": reader, "stranger": stranger, "csrf": found.group(1), "routes": routes}
 
 
+def one_in(n: int) -> st.SearchStrategy[bool]:
+    """True about once in ``n`` draws (a middle value: hypothesis favours the ends)."""
+    return st.integers(1, n).map(lambda drawn: drawn == n // 2)
+
+
 @st.composite
 def requests(draw: st.DrawFn, routes: list[tuple[str, str]]) -> dict[str, Any]:
     """One request: a route with its path's ids filled in, query fields, a form."""
@@ -208,12 +231,12 @@ def requests(draw: st.DrawFn, routes: list[tuple[str, str]]) -> dict[str, Any]:
         )
         if draw(st.booleans()):  # a bulk selection: runs ticked, good and bad
             form["run"] = draw(st.lists(IDS, max_size=5))
-        if draw(st.integers(0, 9)):  # mostly the page's own CSRF token
+        if draw(one_in(10)) is False:  # mostly the page's own CSRF token
             form[csrf.FIELD] = "<csrf>"
         asked["form"] = form
         if template.endswith("/import") and draw(st.booleans()):
             asked["file"] = draw(FILES | TEXT)
-    asked["stranger"] = draw(st.integers(0, 9)) == 0
+    asked["stranger"] = draw(one_in(10))
     return asked
 
 
@@ -239,6 +262,7 @@ def test_every_route_and_field_is_answered_without_a_server_error(
 ) -> None:
     asked = data.draw(requests(consoles["routes"]))
     answer = ask(consoles, asked)  # an exception escaping the console fails here
+    TALLY[f"{asked['method']} {answer.status_code}"] += 1
     assert answer.status_code < 500, (asked, answer.status_code, answer.text[:2000])
     if asked["stranger"] and not answer.is_redirect and answer.status_code not in (404, 405):
         # Not signed in: the sign-in page (or its refusal), never a page of runs.
