@@ -104,7 +104,10 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     engine.dispose()
     served: list[dict[str, Any]] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **options: served.append(options))
-    monkeypatch.chdir(ROOT)
+    # The apps import from the repository; an app's own database (no --database) is
+    # made in the test's folder, never beside the sources.
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.chdir(tmp_path)
     return {
         "desk": desk,
         "orders": orders,
