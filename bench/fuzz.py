@@ -3,13 +3,16 @@
     python bench/fuzz.py [SURFACE ...] [EXAMPLES] [pytest arguments]
 
 SURFACE is one of ``SURFACES`` below; all of them without one. EXAMPLES is how many
-inputs each test draws (10,000 without it): ``python bench/fuzz.py inbound workflows
-100000``. Extra arguments go to pytest (``-k sqlite``, joined to a surface's own ``-k``).
-PostgreSQL is fuzzed too when ``FLOWRUNNER_TEST_POSTGRES_URL`` names a server. Nothing
+inputs each test draws (10,000 without it): ``python bench/fuzz.py console cli 100000``.
+Extra arguments go to pytest (``-k sqlite``, joined to a surface's own ``-k``).
+PostgreSQL is fuzzed too when ``FLOWRUNNER_TEST_POSTGRES_URL`` names a server. Each
+surface prints what its inputs came to (statuses, exit codes) when it ends. Nothing
 here is a test: the suite runs the same files with the hypothesis profile's examples.
 
 - ``entry``: conditions, timestamps, durations, row saves, the command line
   (``tests/test_fuzz_entry.py``);
+- ``console``: every route and field of the web console (``tests/test_fuzz_console.py``);
+- ``cli``: the operators' commands (``tests/test_fuzz_cli.py``);
 - ``jobs``: job declarations, their slots from any moment, schedules answering any plan;
 - ``timers``: timers on date columns, declared and mounted;
 - ``inbound-declared``: signed endpoints and their HMACs, declared and checked;
@@ -34,6 +37,8 @@ DEFAULT_EXAMPLES = 10_000
 DECLARATIONS = "tests/test_fuzz_declarations.py"
 SURFACES = {
     "entry": ["tests/test_fuzz_entry.py"],
+    "console": ["tests/test_fuzz_console.py", "-k", "every_route"],
+    "cli": ["tests/test_fuzz_cli.py", "-k", "every_operators"],
     "jobs": [DECLARATIONS, "-k", "job or slots or plan"],
     "timers": [DECLARATIONS, "-k", "timer"],
     "inbound-declared": [DECLARATIONS, "-k", "inbound"],
@@ -51,6 +56,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0].isdigit():
         examples = int(argv.pop(0))
     os.environ["FLOWRUNNER_FUZZ_EXAMPLES"] = str(examples)
+    os.environ["FLOWRUNNER_FUZZ_TALLY"] = "1"
     os.chdir(ROOT)
     asked = ""
     if "-k" in argv:  # the surface's own -k and the caller's, both
@@ -67,7 +73,8 @@ def main(argv: list[str]) -> int:
                 args[at] = f"({args[at]}) and ({asked})"
             else:
                 args += ["-k", asked]
-        failed |= int(pytest.main(["-q", "-n", "0", *args, *argv]))
+        # -n 0: one process, so the tally printed at the end counts every input.
+        failed |= int(pytest.main(["-q", "-n", "0", "-s", *args, *argv]))
     return failed
 
 

@@ -1,11 +1,13 @@
 """The Operations room's questions over many runs: a page of runs by status (stuck too),
 by flow and by age, a deep page, the header's counts — each timed side by side with a
-plain baseline, the newest page of the runs table read by id.
+plain baseline, the newest page of the runs table read by id, and each timed twice:
+without the indexes of migration 0005 (before) and with them (after).
 
     python bench/operations_room.py [--runs 200000] [--repeat 7] [--postgres URL]
 
-A support desk's runs are copied in bulk from real ones: mostly done, some waiting for a
-reply (due in a year), a few failed, and 50 stuck (due an hour ago, no worker). Each
+A support desk's runs are copied in bulk from real ones, started over a year: mostly
+done, some waiting for a reply (due in a year), a few failed, and 50 stuck (due an hour
+ago, no worker). Each
 question is asked ``--repeat`` times; the medians are printed with their ratio to the
 baseline. PostgreSQL is measured when ``--postgres`` or FLOWRUNNER_TEST_POSTGRES_URL names
 a server (a scratch schema is created and dropped).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -49,6 +52,7 @@ def fill(driver: testing.FlowDriver, total: int) -> None:
     shares = [("done", 0.90), ("waiting", 0.085), ("failed", 0.015)]
     plan = [status for status, share in shares for _ in range(int(total * share))]
     plan += ["running"] * 50  # stuck
+    random.Random(24).shuffle(plan)  # each status spread over the year, as it happens
     started = NOW - timedelta(days=365)
     step = timedelta(days=365) / len(plan)
     with engine.begin() as conn:
@@ -82,9 +86,34 @@ def fill(driver: testing.FlowDriver, total: int) -> None:
                 for run_id, status in open_runs
             ],
         )
+    settle(engine)
+
+
+# The indexes migration 0005 adds for the room (flowrunner.store.engine_tables).
+ROOM_INDEXES = (
+    "ix_flowrunner_runs_resource_status_started_at",
+    "ix_flowrunner_runs_resource_tenant_status_started_at",
+)
+
+
+def room_indexes(engine: sa.Engine, present: bool) -> None:
+    """Drop the room's indexes (``present=False``: the schema before 0005), or make them."""
+    by_name = {index.name: index for index in engine_tables.runs.indexes}
+    with engine.begin() as conn:
+        for name in ROOM_INDEXES:
+            if present:
+                by_name[name].create(conn, checkfirst=True)
+            else:
+                conn.execute(sa.text(f"DROP INDEX IF EXISTS {name}"))
+    settle(engine)
+
+
+def settle(engine: sa.Engine) -> None:
+    """What a live database has done by itself long before: its statistics gathered
+    (and on PostgreSQL its visibility map written, as autovacuum does)."""
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(sa.text("ANALYZE"))
+            conn.execute(sa.text("VACUUM ANALYZE"))
 
 
 def median_ms(ask: Callable[[], object], repeat: int) -> float:
@@ -119,16 +148,33 @@ def measure(engine: sa.Engine, total: int, repeat: int) -> None:
             lambda: runner.list_runs(status="waiting", flow="listen"),
         ),
         ("older than 300 days", lambda: runner.list_runs(older_than="300 days")),
+        (
+            "failed, older than 300 days",
+            lambda: runner.list_runs(status="failed", older_than="300d"),
+        ),
         ("a deep page (the oldest runs)", lambda: runner.list_runs(before_id=lowest + 60)),
         ("the header's counts (6 numbers)", lambda: runner.count_runs()),
+        ("the counts, newer than 30 days", lambda: runner.count_runs(newer_than="30 days")),
+        ("the counts, older than 300 days", lambda: runner.count_runs(older_than="300 days")),
     ]
-    base = median_ms(baseline, repeat)
-    print(f"  {'baseline: newest 50 rows by id':<40} {base:8.2f} ms")
+    timed: dict[bool, dict[str, float]] = {}
+    for present in (False, True):
+        room_indexes(engine, present)
+        timed[present] = {name: median_ms(ask, repeat) for name, ask in questions}
+        timed[present]["baseline"] = median_ms(baseline, repeat)
+    base = timed[True]["baseline"]
+    print(f"  {'':<40} {'before':>10} {'after':>10}   after/baseline")
+    print(
+        f"  {'baseline: newest 50 rows by id':<40} {timed[False]['baseline']:7.2f} ms "
+        f"{base:7.2f} ms"
+    )
     for name, ask in questions:
         found = ask()
-        took = median_ms(ask, repeat)
         size = len(found) if hasattr(found, "__len__") else "-"
-        print(f"  {name:<40} {took:8.2f} ms  {took / base:6.1f}×   ({size} rows)")
+        before, after = timed[False][name], timed[True][name]
+        print(
+            f"  {name:<40} {before:7.2f} ms {after:7.2f} ms  {after / base:6.1f}×   ({size} rows)"
+        )
 
 
 @contextmanager

@@ -12,7 +12,8 @@
     │                                    404  an unknown event, or one naming no record
     ├── RecordRejected                   422  a record or key the runner cannot take as given
     ├── OperatorError                    409  an operator action that cannot be done;
-    │                                    404  one naming no run, flow or step (of the tenant)
+    │                                    404  one naming no run, flow or step (of the tenant);
+    │                                    422  an id that is not one (``id_invalid``)
     ├── CommandRefused                   409  raised by an application command to refuse for good
     ├── CallbackRejected                 400  a signed callback's body that cannot be used;
     │                                    401  a bad signature or time; 404 an unknown
@@ -219,7 +220,8 @@ class OperatorError(FlowrunnerError):
 
     409 (``operator_refused``) for an action the run's state forbids; 404 for a run, flow
     or step that does not exist, or is another tenant's (``run_unknown``,
-    ``flow_unknown``, ``step_unknown``).
+    ``flow_unknown``, ``step_unknown``); 422 (``id_invalid``) for an id that is not one
+    (``flowrunner.foundations.ids``: a whole number from 1 to 2**63 - 1).
     """
 
     status_code = 409

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "console-browser-test-token"
@@ -26,10 +27,19 @@ def free_port() -> int:
 
 @contextmanager
 def served(
-    app: str, database: str, *extra: str, env: dict[str, str] | None = None
+    app: str,
+    database: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    log: list[str] | None = None,
 ) -> Iterator[str]:
     """``flowrunner console --app APP --database DATABASE`` with a token, running until the
-    block ends; its base URL once uvicorn says it is listening."""
+    block ends; its base URL once uvicorn says it is listening.
+
+    The token is handed over as the console's guide says, in ``FLOWRUNNER_CONSOLE_TOKEN``
+    (not on the command line, where the process list shows it). ``log`` gets every line
+    the server writes, standard output and error alike, the access log's included.
+    """
     port = free_port()
     process = subprocess.Popen(
         [
@@ -41,24 +51,29 @@ def served(
             app,
             "--database",
             database,
-            "--token",
-            TOKEN,
             "--port",
             str(port),
             *extra,
         ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "FLOWRUNNER_CONSOLE_TOKEN": TOKEN,
+            **(env or {}),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     said: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
+        assert process.stdout is not None
+        for line in process.stdout:
             said.put(line)
+            if log is not None:
+                log.append(line)
         said.put(None)
 
     reader = threading.Thread(target=read, daemon=True)
@@ -81,5 +96,14 @@ def served(
             process.kill()
             process.wait()
         reader.join(timeout=20)
-        assert process.stderr is not None
-        process.stderr.close()
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def sign_in(page: Any, base: str, path: str = "/") -> None:
+    """Open ``path`` in a Playwright ``page``, as a person does: the console asks for its
+    token on its sign-in page, and goes on to ``path`` once it is typed."""
+    page.goto(base + path)
+    page.locator("#signin-token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + path)

@@ -117,11 +117,20 @@ def test_every_command_refuses_bad_input_in_one_line(tmp_path: Path, url: str) -
         (["worker", "--app", APP, "--poll", "soon"], "'soon' is not a valid float"),
     ],
 )
-def test_option_errors_are_clicks_usage_errors(args: list[str], message: str) -> None:
+def test_option_errors_are_one_line_too_with_where_the_help_is(
+    args: list[str], message: str
+) -> None:
     code, err = invoke(*args)
     assert code == 2
-    assert err.startswith("Usage: ") and "Traceback" not in err
-    assert message in err.splitlines()[-1]
+    line = one_line(err)
+    assert message in line and "Traceback" not in err
+    assert line.endswith(" --help')") and f"(see 'cli {args[0]}" in line
+
+
+def test_a_group_given_no_command_shows_its_help() -> None:
+    code, err = invoke("runs")
+    assert code == 2
+    assert err.startswith("Usage: ") and "Commands:" in err
 
 
 def test_a_condition_past_the_calendar_at_now_is_decided(url: str) -> None:

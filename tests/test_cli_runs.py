@@ -137,8 +137,8 @@ def test_what_cannot_be_used_is_refused_in_one_line_with_exit_status_2(url: str)
         (["show", "99"], "Error: there is no run 99"),
         (
             ["cancel", "2", "two", "--operator", "olga"],
-            "Error: there is no run 'two': a run's id is a whole number such as 7, "
-            "or its digits as text such as '7'",
+            "Error: there is no run 'two': a run's id is a whole number from 1 to "
+            "9223372036854775807",
         ),
         (["cancel", "2", "--operator", " "], "Error: name the operator"),
     ):

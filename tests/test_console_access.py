@@ -62,26 +62,68 @@ def test_a_console_that_does_not_know_who_reads_it_is_refused(
         driver.runner.console(principal=as_(BOTH), token=TOKEN)
 
 
-def test_the_token_is_asked_for_and_kept_as_a_strict_http_only_cookie(
+def test_the_token_is_typed_once_into_a_sign_in_page_and_kept_as_a_strict_http_only_cookie(
     driver: testing.FlowDriver,
 ) -> None:
     client = TestClient(driver.runner.console(token=TOKEN), follow_redirects=False)
-    refused = client.get("/")
+    refused = client.get("/ops?status=failed")
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"] == 'Bearer realm="flowrunner console"'
     assert "this console needs its token" in text(refused.text)
+    assert '<form id="signin" class="grid" method="post" action="/signin">' in refused.text
+    assert 'name="next" value="/ops?status=failed"' in refused.text
     assert TOKEN not in refused.text
-    assert client.get("/?token=wrong").status_code == 401
     assert client.get("/", headers={"authorization": "Bearer wrong"}).status_code == 401
     assert client.get("/", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
 
-    kept = client.get(f"/ops?status=failed&token={TOKEN}")
+    # The token in an address is never taken, even the right one: it says why.
+    in_address = client.get(f"/ops?status=failed&token={TOKEN}")
+    assert in_address.status_code == 401 and "set-cookie" not in in_address.headers
+    assert "A token in the address is not taken" in text(in_address.text)
+    assert TOKEN not in in_address.text  # nor written back into the page's form
+
+    wrong = client.post("/signin", data={"token": "wrong", "next": "/ops"})
+    assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+    assert "that is not this console's token" in text(wrong.text)
+
+    kept = client.post("/signin", data={"token": TOKEN, "next": "/ops?status=failed"})
     assert kept.status_code == 303
-    assert kept.headers["location"] == "/ops?status=failed"  # the token leaves the address
+    assert kept.headers["location"] == "/ops?status=failed"
     cookie = kept.headers["set-cookie"]
     assert cookie.startswith("flowrunner_console=") and TOKEN not in cookie
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
-    assert client.get("/ops?status=failed").status_code == 200  # the cookie does now
+    page = client.get("/ops?status=failed")
+    assert page.status_code == 200  # the cookie does now
+    assert client.get("/signin").headers["location"] == "/"  # signed in already
+
+    # Signing out forgets the cookie.
+    csrf = re.search(r'name="csrf-token" content="([^"]+)"', page.text)
+    assert csrf is not None
+    out = client.post("/signout", data={"csrf": csrf.group(1)})
+    assert (out.status_code, out.headers["location"]) == (303, "/signin")
+    assert 'flowrunner_console=""' in out.headers["set-cookie"]
+    client.cookies.delete("flowrunner_console")
+    assert client.get("/").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "elsewhere", ["https://evil.example/", "//evil.example/x", "/\\evil.example", "ops", "/a\nb"]
+)
+def test_signing_in_goes_on_only_to_a_page_of_the_console(
+    driver: testing.FlowDriver, elsewhere: str
+) -> None:
+    client = TestClient(driver.runner.console(token=TOKEN), follow_redirects=False)
+    kept = client.post("/signin", data={"token": TOKEN, "next": elsewhere})
+    assert (kept.status_code, kept.headers["location"]) == (303, "/")
+
+
+def test_a_console_of_the_applications_own_login_has_no_sign_in(
+    driver: testing.FlowDriver,
+) -> None:
+    client = TestClient(driver.runner.console(principal=as_(BOTH)), follow_redirects=False)
+    assert client.get("/signin").status_code == 303
+    assert client.post("/signin", data={"token": TOKEN}).status_code == 303
+    assert "set-cookie" not in client.post("/signin", data={"token": TOKEN}).headers
 
 
 def test_what_the_token_reader_does_is_journaled_with_the_operators_name(
@@ -307,10 +349,17 @@ def test_a_token_console_mounted_under_a_path_keeps_its_cookie_there(
     app = FastAPI()
     app.mount("/ops-console", driver.runner.console(token=TOKEN))
     client = TestClient(app, follow_redirects=False)
-    kept = client.get(f"/ops-console/ops?token={TOKEN}")
+    asked = client.get("/ops-console/ops")
+    assert asked.status_code == 401
+    assert 'action="/ops-console/signin"' in asked.text
+    assert 'name="next" value="/ops-console/ops"' in asked.text
+    kept = client.post("/ops-console/signin", data={"token": TOKEN, "next": "/ops-console/ops"})
     assert kept.status_code == 303 and kept.headers["location"] == "/ops-console/ops"
     assert "Path=/ops-console" in kept.headers["set-cookie"]
     assert client.get("/ops-console/ops").status_code == 200
+    # Only a page of this console: the app's own pages beside it are not.
+    elsewhere = client.post("/ops-console/signin", data={"token": TOKEN, "next": "/admin"})
+    assert elsewhere.headers["location"] == "/ops-console/"
 
 
 @pytest.mark.parametrize("who", [OPERATOR, EDITOR])

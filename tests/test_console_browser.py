@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
 from running import decide, mount, order
-from serving import TOKEN, served
+from serving import served, sign_in
 
 from fixtures.purchase_orders import app as po
 from flowrunner import testing
@@ -70,10 +70,9 @@ def shop(tmp_path: Path) -> Iterator[tuple[testing.FlowDriver, str]]:
 
 
 def opened(browser: Browser, base: str, path: str, width: int = WIDE) -> Page:
-    """A new page at ``path``, its session let in by the token once."""
+    """A new page at ``path``, its session signed in with the token once."""
     page = browser.new_page(viewport={"width": width, "height": 900})
-    page.goto(f"{base}/?token={TOKEN}")
-    page.goto(base + path)
+    sign_in(page, base, path)
     return page
 
 

@@ -384,6 +384,9 @@ def test_text_typed_into_a_flow_is_shown_as_text_never_as_markup(
 
 def test_a_flow_of_no_one_is_unknown(ui: Session) -> None:
     assert ui.get("/flow/999").status_code == 404
-    assert ui.get("/flow/abc").status_code == 404
+    assert ui.get("/flow/abc").status_code == 422
+    assert refusal(ui.get("/flow/abc").text) == (
+        "'abc' is not a flow's id: give a whole number from 1 to 9223372036854775807"
+    )
     assert refusal(ui.get("/flow/999").text) == "there is no flow '999'"
     assert ui.post("/flow/999/steps", {"position": "1", "kind": "wait"}).status_code == 404

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
 from running import done_twice, mount, order
-from serving import TOKEN, served
+from serving import served, sign_in
 
 from fixtures.purchase_orders import app as po
 from flowrunner.runner import utc_now
@@ -113,7 +113,7 @@ def test_what_an_operator_does_in_the_browser_the_workers_carry_out_once(
     ):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(f"{base}/?token={TOKEN}")
+        sign_in(page, base)
 
         # Released from hold, the failed run is retried: a worker sends the order.
         with pg_engine.begin() as conn:

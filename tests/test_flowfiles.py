@@ -120,6 +120,8 @@ def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) ->
         ("name: x", "the file must hold a list of flows"),
         ("- just text", "flow 1 in the file is not a mapping of columns"),
         ("- {name: x, steps: 3}", "the steps of flow 1 must be a list of mappings"),
+        ("2026-02-30", "a date that is no day"),  # found by tests/test_fuzz_console.py
+        ("- {name: x, condition: 2026-13-01}", "quote it to keep it as text"),
     ],
 )
 def test_unreadable_files(text: str, message: str) -> None:

@@ -142,6 +142,6 @@ def test_what_no_run_can_take_is_refused_before_anything_is_done(
     assert nobody.value.code == "operator_missing"
     with pytest.raises(OperatorError, match="there is no run 'two'") as malformed:
         runner.act("cancel", [2, "two"], operator="bob")
-    assert malformed.value.code == "run_unknown"
+    assert (malformed.value.status_code, malformed.value.code) == (422, "id_invalid")
     assert statuses(desk)[2] == "waiting"
     assert runner.act("CANCEL", [], operator="bob") == []

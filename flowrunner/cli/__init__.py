@@ -155,6 +155,42 @@ def _reason(exc: Any) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _usage_line(exc: click.UsageError) -> click.ClickException:
+    """A usage error (an unknown option, a value an option's type refuses) as every
+    other refusal: one line, exit status 2, with where the command's help is. A group
+    called without its command still shows its help."""
+    if isinstance(exc, _HELP_SHOWN):
+        return exc
+    path = exc.ctx.command_path if exc.ctx is not None else "flowrunner"
+    return InputError(f"{exc.format_message().rstrip('.')} (see '{path} --help')")
+
+
+# Click 8.2 and later say "no command given" by showing the group's help (exit 2).
+_HELP_SHOWN: tuple[type[click.UsageError], ...] = tuple(
+    kind
+    for kind in (getattr(click.exceptions, "NoArgsIsHelpError", None),)
+    if isinstance(kind, type)
+)
+
+
+class Id(click.ParamType):  # type: ignore[type-arg]  # generic in click 8.2+
+    """An id on the command line (``--before``, a run): ``flowrunner.foundations.ids``'
+    one rule, a whole number from 1 to 2**63 - 1, as the console and the API read it."""
+
+    name = "id"
+
+    def __init__(self, what: str = "row") -> None:
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from flowrunner.foundations import ids
+
+        try:
+            return ids.read(value, self.what)
+        except ids.NotAnId as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def _refused(exc: Exception) -> NoReturn:
     if os.environ.get(TRACEBACK_VARIABLE):
         raise exc
@@ -182,9 +218,23 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:

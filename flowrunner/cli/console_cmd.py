@@ -3,7 +3,7 @@
 It refuses to start without a reader it can name: either the application's function
 from a request to a ``Principal`` (``--principal MODULE:ATTR``), or a bearer token
 (``--token``, or the ``FLOWRUNNER_CONSOLE_TOKEN`` environment variable) that a browser
-hands over once as ``?token=…``.
+types once into the console's sign-in page (never in an address, which logs keep).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def _loopback(host: str) -> bool:
     "--token",
     envvar="FLOWRUNNER_CONSOLE_TOKEN",
     default=None,
-    help="The bearer token readers must show (or set FLOWRUNNER_CONSOLE_TOKEN). A browser "
-    "opens the console once with ?token=… and keeps it as a cookie.",
+    help="The bearer token readers must show (or set FLOWRUNNER_CONSOLE_TOKEN, which no "
+    "process list shows). A browser signs in with it once and keeps a cookie.",
 )
 @click.option(
     "--principal",
@@ -135,7 +135,7 @@ def console(
         where = f"http://{host}:{port}{root_path}/"
         say(f"The console of {runner.binding.resource} on {where}")
         if token:
-            say(f"Open it once as {where}?token=… (your token) in a browser.")
+            say(f"Open it in a browser and sign in with the token: {where}signin")
         if not _loopback(host):
             say(f"Listening on {host}, beyond this machine, over plain HTTP: put it behind TLS.")
         uvicorn.run(app, host=host, port=port, root_path=root_path, **served)

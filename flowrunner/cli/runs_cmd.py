@@ -61,7 +61,7 @@ LIMIT = click.option(
 BEFORE = click.option(
     "--before",
     "before_id",
-    type=click.IntRange(1),
+    type=cli_mod.Id(),
     default=None,
     metavar="ID",
     help="Show those older than this id: the next page, as the last one said.",

@@ -31,11 +31,11 @@ from flowrunner.engine import commands as commands_mod
 from flowrunner.flows import column_facts, snapshot, validation
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter.waits import Waiting
-from flowrunner.foundations import payloads, retry_policy, statuses
+from flowrunner.foundations import ids, retry_policy, statuses
 from flowrunner.history import flows as history_lines
 from flowrunner.inbound import endpoints
 from flowrunner.jobs import spec
-from flowrunner.store import app_tables, dialects, engine_tables, migrate
+from flowrunner.store import app_tables, dialects, migrate
 from flowrunner.store import operations as ops
 
 Clock = Callable[[], datetime]
@@ -237,14 +237,15 @@ class Mounted:
             raise errors.OperatorError(str(exc)) from None
 
     def run_id(self, run_id: object) -> int:
-        """A run id as an operator gives it (``12`` or ``"12"``); else ``OperatorError``."""
+        """A run id as an operator gives it (``12`` or ``"12"``, by ``ids.read``); else
+        ``OperatorError`` (422, ``id_invalid``)."""
         try:
-            return int(app_tables.key_of(engine_tables.runs.c.id, run_id, "run"))
-        except errors.RecordRejected as exc:
+            return ids.read(run_id, "run")
+        except ids.NotAnId as exc:
             raise errors.OperatorError(
-                f"there is no run {payloads.quote(run_id)}: a run's id is {exc.expected}",
-                status_code=404,
-                code="run_unknown",
+                f"there is no run {exc.shown}: a run's id is {ids.EXPECTED}",
+                status_code=422,
+                code="id_invalid",
             ) from None
 
     def tenant_of(self, record: Mapping[str, Any]) -> Tenant:

@@ -23,7 +23,7 @@ from flowrunner import binding, errors
 from flowrunner.engine import actions
 from flowrunner.engine.mounted import program_of
 from flowrunner.flows import spelling
-from flowrunner.foundations import durations, statuses
+from flowrunner.foundations import durations, ids, statuses
 from flowrunner.history import flows
 from flowrunner.store import flow_rows, listing
 from flowrunner.store import operations as ops
@@ -227,42 +227,22 @@ def _page_args(before_id: object, limit: object) -> tuple[int | None, int]:
     before = None
     if before_id is not None:
         try:
-            before = _whole(before_id)
-        except ValueError:
-            problems.append(
-                errors.FieldError(
-                    "before_id",
-                    f"'{before_id}' is not a row's id: give a whole number",
-                    "id_invalid",
-                )
-            )
-    try:
-        count = _whole(limit)
-        if not 1 <= count <= listing.MAX_LIMIT:
-            raise ValueError
-    except ValueError:
+            before = ids.read(before_id)
+        except ids.NotAnId as exc:
+            problems.append(errors.FieldError("before_id", str(exc), "id_invalid"))
+    count = ids.id_or_none(limit)
+    if count is None or count > listing.MAX_LIMIT:
         count = DEFAULT_LIMIT
         problems.append(
             errors.FieldError(
                 "limit",
-                f"a page holds 1 to {listing.MAX_LIMIT} rows, not '{limit}'",
+                f"a page holds 1 to {listing.MAX_LIMIT} rows, not {ids.shown(limit)}",
                 "limit_invalid",
             )
         )
     if problems:
         raise errors.RowInvalid(problems)
     return before, count
-
-
-def _whole(value: object) -> int:
-    if isinstance(value, bool):
-        raise ValueError
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if not text.isdigit():
-        raise ValueError
-    return int(text)
 
 
 # -- finding -----------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from flowrunner import errors
 from flowrunner.binding import Tenant
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows import edits, rows, snapshot, starts
-from flowrunner.foundations import payloads, shapes
-from flowrunner.store import dialects, flow_rows
+from flowrunner.foundations import ids, payloads, shapes
+from flowrunner.store import app_tables, dialects, flow_rows
 
 
 class FlowEditor:
@@ -88,11 +88,11 @@ class FlowEditor:
         """Delete a flow and its steps; runs already started keep their snapshot.
 
         A flow that does not exist (or, on a tenant binding, is not the ``tenant``'s) is
-        refused with ``OperatorError`` (404). Written in a savepoint of ``conn``'s
-        transaction.
+        refused with ``OperatorError`` (404; 422 for what is not an id at all). Written in
+        a savepoint of ``conn``'s transaction.
         """
         m = self.mounted
-        key = edits.read_id(flow_id, m.tables.flows.c.id)
+        key = _address_id(flow_id, m.tables.flows.c.id, "flow")
         column = m.binding.tenant
         owner = None if column is None else m.need_tenant(tenant)
         with conn.begin_nested():
@@ -173,8 +173,9 @@ class TenantRows:
         return [flow for flow in every if self._mine(flow, owner)]
 
     def flow(self, conn: sa.Connection, flow_id: object, owner: Tenant) -> shapes.RowDict:
-        """The tenant's flow ``flow_id``; else ``OperatorError`` 404."""
-        key = edits.read_id(flow_id, self.runner.tables.flows.c.id)
+        """The tenant's flow ``flow_id``; else ``OperatorError``: 404, or 422 for what is
+        not an id at all (``ids.read``)."""
+        key = _address_id(flow_id, self.runner.tables.flows.c.id, "flow")
         found = None if key is None else flow_rows.flow_by_id(conn, self.runner.tables, key)
         if found is None or not self._mine(found, owner):
             raise errors.OperatorError(
@@ -185,9 +186,10 @@ class TenantRows:
     def step(
         self, conn: sa.Connection, flow_id: object, step_id: object, owner: Tenant
     ) -> shapes.RowDict:
-        """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError`` 404."""
+        """The step ``step_id`` of the tenant's flow ``flow_id``; else ``OperatorError``:
+        404, or 422 for what is not an id at all."""
         flow = self.flow(conn, flow_id, owner)
-        key = edits.read_id(step_id, self.runner.tables.steps.c.id)
+        key = _address_id(step_id, self.runner.tables.steps.c.id, "step")
         found = None if key is None else flow_rows.step_by_id(conn, self.runner.tables, key)
         if found is None or found["flow_id"] != flow["id"]:
             raise errors.OperatorError(
@@ -211,3 +213,14 @@ class TenantRows:
 
 class _Judged(Exception):
     """Raised to roll back a save that was only judged."""
+
+
+def _address_id(value: object, column: sa.Column[Any], what: str) -> object:
+    """An id an address or a person gives, for an integer id ``column``: ``ids.read``'s
+    rule (else ``OperatorError`` 422), then None past what the column holds (no row)."""
+    if app_tables.id_limit(column) is not None:
+        try:
+            ids.read(value, what)
+        except ids.NotAnId as exc:
+            raise errors.OperatorError(str(exc), status_code=422, code="id_invalid") from None
+    return edits.read_id(value, column)

@@ -49,7 +49,7 @@ def _with_ids(
     Each id is bounded by its column's integer size, so no id reaches the database as a
     number the column cannot hold. An id column of another type is left to the database.
     """
-    limits = {name: id_limit(column) for name, column in columns.items()}
+    limits = {name: app_tables.id_limit(column) for name, column in columns.items()}
     found, problems = rows.read_ids(row, {k: v for k, v in limits.items() if v is not None})
     if problems:
         raise errors.RowInvalid(problems, row=label(row))
@@ -59,7 +59,7 @@ def _with_ids(
 def read_id(value: object, column: sqltypes.TableColumn) -> object:
     """An id as ``column`` holds it (``"7"`` is 7), or None when it cannot be one (text
     that is no number, a number past the column's size): such an id names no row."""
-    limit = id_limit(column)
+    limit = app_tables.id_limit(column)
     if limit is None:
         return value
     try:
@@ -70,16 +70,6 @@ def read_id(value: object, column: sqltypes.TableColumn) -> object:
 
 def _one_id(value: object, column: sqltypes.TableColumn) -> object:
     return _with_ids({"id": value}, {"id": column}, lambda _: "")["id"]
-
-
-def id_limit(column: sqltypes.TableColumn) -> int | None:
-    """The bound of the whole numbers an integer id column holds (``-limit <= id <
-    limit``), or None for a column of another type: an id past it names no row."""
-    if isinstance(column.type, sa.SmallInteger):
-        return 2**15
-    if isinstance(column.type, sa.BigInteger):
-        return rows.ID_LIMIT
-    return rows.WHOLE_LIMIT if isinstance(column.type, sa.Integer) else None
 
 
 # -- flows -------------------------------------------------------------------------

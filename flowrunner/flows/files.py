@@ -67,6 +67,11 @@ def loads_yaml(text: str) -> list[FlowDoc]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise FileInvalid(f"the file is not readable YAML{where}") from None
+    except ValueError:  # read, but no value: a date that is none (2026-02-30), 5,000 digits
+        raise FileInvalid(
+            "the file holds a value YAML reads but cannot make: a date that is no day "
+            "(2026-02-30), or a number too long; quote it to keep it as text"
+        ) from None
     return _docs(data)
 
 

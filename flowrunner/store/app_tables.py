@@ -226,6 +226,17 @@ _WHOLE_DIGITS = len(str(payloads.MIN_INT))
 _UUID = "12345678-1234-5678-1234-567812345678"
 
 
+def id_limit(column: sqltypes.TableColumn) -> int | None:
+    """The bound of the whole numbers an integer id column holds (``-limit <= id <
+    limit``), or None for a column of another type: an id past it names no row, and is
+    never sent (PostgreSQL refuses to compare a column with a number it cannot hold)."""
+    if isinstance(column.type, sa.SmallInteger):
+        return 2**15
+    if isinstance(column.type, sa.BigInteger):
+        return 2**63
+    return 2**31 if isinstance(column.type, sa.Integer) else None
+
+
 def key_of(column: sqltypes.TableColumn, value: object, what: str) -> Any:
     """``value`` as ``column`` holds it, by the one rule every record key follows.
 

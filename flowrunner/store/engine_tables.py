@@ -79,6 +79,9 @@ runs = sa.Table(
     sa.UniqueConstraint("resource", "flow_id", "start_key"),
     sa.Index(None, "resource", "record_id"),
     sa.Index(None, "status"),
+    # The Operations room: the header's counts by status and the age filters (0006).
+    sa.Index(None, "resource", "status", "started_at"),
+    sa.Index(None, "resource", "tenant", "status", "started_at"),
 )
 
 step_log = sa.Table(

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.flows import spelling
-from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations import ids, payloads, shapes, sqltypes
 from flowrunner.foundations.shapes import Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
@@ -82,9 +82,14 @@ def flow_by_name_or_id(
 ) -> shapes.RowDict | None:
     """The flow an operator names (``"Big orders"`` or ``7``), of the tenant on a tenant binding."""
     flows = tables.flows
+    if payloads.text_problem(str(name_or_id)) is not None:
+        return None  # a name no row can hold (a NUL), never sent: PostgreSQL refuses it
     by = flows.c.name == str(name_or_id)
-    if isinstance(name_or_id, int) or str(name_or_id).isdigit():
-        by = sa.or_(by, flows.c.id == int(str(name_or_id)))
+    number = ids.id_or_none(name_or_id)
+    limit = app_tables.id_limit(flows.c.id)
+    if number is not None and (limit is None or number < limit):
+        # Digits past what an id holds (``ids``, the column) can only be a name.
+        by = sa.or_(by, flows.c.id == number)
     mine = sa.true() if tables.tenant is None else flows.c[tables.tenant] == tenant
     found = _first(conn.execute(sa.select(flows).where(by, mine)))
     if found is not None:

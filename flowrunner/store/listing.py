@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import sqltypes, statuses
+from flowrunner.foundations import payloads, sqltypes, statuses
 from flowrunner.store import dialects, engine_tables, leases
 from flowrunner.store.events import NoticeRow, NoticeState
 from flowrunner.store.events import notice_row as notice_row
@@ -163,6 +163,8 @@ def run_flow_names(conn: sa.Connection, *, resource: str, tenant: object, name: 
     """Whether any run of ``resource`` (of ``tenant``) started from a flow of this name,
     in any case."""
     table = engine_tables.runs
+    if payloads.text_problem(name) is not None:
+        return False  # a name no run can hold (a NUL), never sent: PostgreSQL refuses it
     query = sa.select(table.c.id).where(
         table.c.resource == resource, _flow_named(table.c.flow_name, name)
     )

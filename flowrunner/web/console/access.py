@@ -3,8 +3,9 @@
 The application decides: it gives the console a function from the request to a
 ``Principal`` (its logged-in user) and, if it likes, three hooks. Without that function
 the console admits only a bearer token (``flowrunner console --token``), compared in
-constant time, which a browser may hand over once as ``?token=`` to get an HttpOnly,
-SameSite=Strict cookie.
+constant time: sent as ``Authorization: Bearer …``, or typed once into the console's
+sign-in page (a POST), which keeps an HttpOnly, SameSite=Strict cookie derived from it.
+The token is never taken from an address: logs, proxies and browser history keep those.
 
 By default every reader may read every step, a reader with the role ``editor`` may edit
 flows, and one with the role ``operator`` may start, cancel, retry, redrive and restart
@@ -107,7 +108,7 @@ class Access:
         if self.principal is None:
             if not self.token_in(request):
                 raise Refused(
-                    "this console needs its token: open it with ?token=… once, or send "
+                    "this console needs its token: sign in with it below, or send "
                     "Authorization: Bearer …"
                 )
             return Principal(
@@ -128,14 +129,17 @@ class Access:
     # -- the token ---------------------------------------------------------------------
 
     def token_in(self, request: Request) -> bool:
-        """Whether the request carries the token: as a bearer, a cookie, or ``?token=``."""
+        """Whether the request carries the token: as a bearer, or the signed-in cookie
+        (never in the address)."""
         assert self.token is not None
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and _same(given.strip(), self.token):
             return True
-        if _same(request.cookies.get(TOKEN_COOKIE, ""), self.cookie_value()):
-            return True
-        return _same(request.query_params.get("token", ""), self.token)
+        return _same(request.cookies.get(TOKEN_COOKIE, ""), self.cookie_value())
+
+    def is_token(self, given: str) -> bool:
+        """Whether ``given`` (typed into the sign-in page) is the token."""
+        return self.token is not None and _same(given.strip(), self.token)
 
     def cookie_value(self) -> str:
         """What the cookie holds: derived from the token, never the token itself."""
@@ -161,4 +165,6 @@ def _same(given: str, expected: str) -> bool:
     """Constant-time equality of two texts (an empty one never matches)."""
     if not given or not expected:
         return False
-    return hmac.compare_digest(given.encode(), expected.encode())
+    return hmac.compare_digest(
+        given.encode(errors="surrogatepass"), expected.encode(errors="surrogatepass")
+    )

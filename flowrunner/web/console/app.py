@@ -80,6 +80,7 @@ def build(
         ops_pages,
         record_pages,
         runs_pages,
+        sign_in,
         versions_pages,
     )
 
@@ -108,7 +109,10 @@ def build(
         # The runner's signed callbacks, before sign-in: the signature is the credential.
         Mount("/inbound", app=runner.inbound_app(), name="inbound"),
     ]
-    for module in (flows_pages, versions_pages, record_pages, runs_pages, ops_pages):
+    # Signing in needs no reader: it is how a token's reader comes to be one.
+    show, post = sign_in.endpoints(console)
+    routes += [Route("/signin", show, methods=["GET"]), Route("/signin", post, methods=["POST"])]
+    for module in (flows_pages, versions_pages, record_pages, runs_pages, ops_pages, sign_in):
         for method, path, handler in module.ROUTES:
             routes.append(Route(path, page.endpoint(console, handler), methods=[method]))
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])

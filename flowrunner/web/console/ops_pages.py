@@ -17,6 +17,7 @@ from starlette.responses import Response
 from flowrunner import errors
 from flowrunner.engine import actions, operations_room
 from flowrunner.flows.editor import TenantRows
+from flowrunner.foundations import ids
 from flowrunner.store import operations as ops
 from flowrunner.web.console import run_view, runs_pages
 from flowrunner.web.console.page import Page
@@ -121,10 +122,7 @@ def act_on_many(page: Page) -> Response:
 
 
 def _refusal(run_id: Any, action: str, message: str, code: str) -> actions.Outcome:
-    try:
-        key = int(run_id)
-    except (TypeError, ValueError):
-        key = 0
+    key = ids.id_or_none(run_id) or 0
     return actions.Outcome(key, actions.Action(action), False, refusal=message, code=code)
 
 

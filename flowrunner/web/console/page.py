@@ -232,8 +232,6 @@ def endpoint(console: Console, handler: Handler) -> Callable[[Request], Any]:
             reader = await console.access.reader(request)
         except access.Refused as refused:
             return _bare_refusal(console, request, str(refused), refused.status_code)
-        if console.access.token and request.query_params.get("token"):
-            return _keep_token(console, request)
         form = Form()
         if request.method == "POST":
             form = await _read_form(request)
@@ -273,33 +271,54 @@ def _bare_refusal(
     status: int,
     reader: access.Principal | None = None,
 ) -> HTMLResponse:
-    """A refusal before there is a page (no reader, or a forged form)."""
-    body = console.templates.get_template("refused.html").render(
+    """A refusal before there is a page (no reader, or a forged form); on a token
+    console, a request without the token gets the sign-in page."""
+    if status == 401 and console.access.token:
+        wanted = request.url.path if request.method == "GET" else ""
+        query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+        if wanted and query:
+            wanted += "?" + urllib.parse.urlencode(query)
+        response = bare(
+            console,
+            request,
+            "signin.html",
+            status=401,
+            message=message,
+            next=next_path(request, wanted),
+            in_address="token" in request.query_params,
+        )
+        response.headers["www-authenticate"] = 'Bearer realm="flowrunner console"'
+        return response
+    return bare(console, request, "refused.html", status=status, message=message, reader=reader)
+
+
+def bare(
+    console: Console,
+    request: Request,
+    template: str,
+    *,
+    status: int,
+    reader: access.Principal | None = None,
+    **context: Any,
+) -> HTMLResponse:
+    """``template`` rendered without a page: for a request the console has no reader of."""
+    body = console.templates.get_template(template).render(
         page=None,
         reader=reader,
         csrf_token="",
         said=None,
         title=console.title,
         root=request.scope.get("root_path", "").rstrip("/"),
-        message=message,
+        **context,
     )
-    response = HTMLResponse(body, status_code=status)
-    if status == 401 and console.access.token:
-        response.headers["www-authenticate"] = 'Bearer realm="flowrunner console"'
-    return response
+    return HTMLResponse(body, status_code=status)
 
 
-def _keep_token(console: Console, request: Request) -> Response:
-    """``?token=`` accepted: keep it as an HttpOnly cookie and go on without it."""
-    query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-    target = request.url.path + (f"?{urllib.parse.urlencode(query)}" if query else "")
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        access.TOKEN_COOKIE,
-        console.access.cookie_value(),
-        path=request.scope.get("root_path", "") or "/",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
-    return response
+def next_path(request: Request, wanted: str) -> str:
+    """Where to go once signed in: ``wanted`` if it is a page of this console (a path
+    under its root, never another site), else the console's first page."""
+    root = request.scope.get("root_path", "").rstrip("/")
+    plain = wanted.isprintable() and "\\" not in wanted and not wanted.startswith("//")
+    if plain and wanted.startswith(f"{root}/") and "//" not in wanted:
+        return wanted
+    return f"{root}/"
