@@ -234,14 +234,43 @@ def _acquire_free_leases() -> sa.CompoundSelect[Any]:
 def refresh_lease(
     conn: sa.Connection, *, name: str, owner: str, epoch: int, now: datetime, ttl: Ttl
 ) -> bool:
-    """Extend our lease to ``ttl`` from now; False when it is no longer ours at this epoch."""
-    table = engine_tables.leases
-    result = conn.execute(
-        sa.update(table)
-        .where(table.c.name == name, table.c.owner == owner, table.c.epoch == epoch)
-        .values(expires_at=_until(conn, now, ttl))
+    """Extend our lease to ``ttl`` from now; False when it is no longer ours at this epoch.
+
+    Compiled once per dialect (a worker renews at each checkpoint of a step): the expiry
+    is the database's clock plus ``ttl`` where it has one, else ``now`` plus ``ttl``.
+    """
+    clocked = dialects.database_clock(conn) is not None
+    result = prepared.compiled(conn, ("refresh_lease", clocked), lambda: _renewing(conn)).execute(
+        conn,
+        {
+            "p_name": name,
+            "p_owner": owner,
+            "p_epoch": epoch,
+            "p_ttl": as_timedelta(ttl),
+            "p_until": now + as_timedelta(ttl),
+        },
     )
     return result.rowcount == 1
+
+
+def _renewing(conn: sa.Connection) -> sa.Update:
+    """``refresh_lease``'s statement."""
+    table = engine_tables.leases
+    clock = dialects.database_clock(conn)
+    until: sa.ColumnElement[datetime] = (
+        sa.bindparam("p_until", type_=table.c.expires_at.type)
+        if clock is None
+        else clock + sa.bindparam("p_ttl", type_=sa.Interval())
+    )
+    return (
+        sa.update(table)
+        .where(
+            table.c.name == sa.bindparam("p_name"),
+            table.c.owner == sa.bindparam("p_owner"),
+            table.c.epoch == sa.bindparam("p_epoch"),
+        )
+        .values(expires_at=until)
+    )
 
 
 def release_lease(conn: sa.Connection, *, name: str, owner: str, epoch: int) -> bool:
