@@ -247,6 +247,15 @@ class Publishing:
             raise _refused(f"flow {row['name']!r} has no version {number}", 404)
         return found
 
+    def snapshots(
+        self, flow: object, *sides: int | str, tenant: Tenant = None
+    ) -> list[FlowSnapshot]:
+        """The flow as each of ``sides`` keeps it: a version's number, or ``"draft"`` (its
+        rows as a version would keep them)."""
+        with self.mounted.engine.connect() as conn:
+            row = self._flow(conn, flow, tenant)
+            return [self._side(conn, row, which) for which in sides]
+
     def _side(self, conn: sa.Connection, row: shapes.RowDict, which: int | str) -> FlowSnapshot:
         if str(which).strip().lower() == DRAFT:
             return self._draft(conn, row)

@@ -79,14 +79,7 @@ def _startable(
     tenant: object,
 ) -> Startable:
     snap = snapshot.FlowSnapshot.build({**flow, "tenant": tenant}, steps)
-    text = flow.get("condition")
-    condition = None
-    if text is not None and str(text).strip():
-        try:
-            condition = query.parse(str(text), mounted.columns)
-        except errors.QueryError:
-            condition = None
-    return Startable(flow, snap, snap.to_dict(), mounted.check_snapshot(snap), condition)
+    return _from_snapshot(mounted, flow, snap)
 
 
 def _start(
@@ -215,7 +208,9 @@ def _keep_versions(
 def _from_snapshot(
     mounted: Mounted, flow: Mapping[str, object], snap: snapshot.FlowSnapshot
 ) -> Startable:
-    """A published version as a startable flow: its snapshot as kept, its condition."""
+    """A flow as it starts: its snapshot as kept (the rows', or a published version's),
+    the load check's sentence, and its condition (None when it has none or it no longer
+    parses: the run then starts, and fails with a sentence naming it)."""
     text = snap.flow.condition
     condition = None
     if text is not None and text.strip():

@@ -18,7 +18,6 @@ from flowrunner import diagrams, errors
 from flowrunner.flows import publishing
 from flowrunner.flows.snapshot import FlowSnapshot
 from flowrunner.flows.versions import Change
-from flowrunner.store import flow_rows, flow_versions
 from flowrunner.web.console.page import Page
 
 
@@ -131,25 +130,16 @@ def compare_page(page: Page) -> Response:
             _number(page, name, given)
     service = page.runner.publishing
     compared = service.compare(flow["id"], before, after, tenant=page.tenant)
-    sides = []
-    with page.reading() as conn:
-        for which in (before, after):
-            if which == publishing.DRAFT:
-                rows = dict(flow)
-                if page.runner.tables.tenant is not None:
-                    rows["tenant"] = rows.pop(page.runner.tables.tenant)
-                steps = flow_rows.steps_of_flow(conn, page.runner.tables, flow["id"])
-                snap = FlowSnapshot.build({**rows, "active": True}, steps)
-                label = "The draft (the rows as they are)"
-            else:
-                kept = flow_versions.version(
-                    conn, page.runner.binding.resource, flow["id"], int(which)
-                )
-                assert kept is not None  # compare found it
-                snap = FlowSnapshot.from_dict(kept.snapshot)
-                label = f"Version {which}"
-            sides.append((label, _drawn(page, snap)))
+    kept = service.snapshots(flow["id"], before, after, tenant=page.tenant)
+    sides = [
+        (_label(which), _drawn(page, snap))
+        for which, snap in zip((before, after), kept, strict=True)
+    ]
     return page.render("compare.html", flow=flow, compared=compared, sides=sides)
+
+
+def _label(which: str) -> str:
+    return "The draft (the rows as they are)" if which == publishing.DRAFT else f"Version {which}"
 
 
 # -- rolling back -------------------------------------------------------------------------
