@@ -12,6 +12,7 @@ from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import fuzzing
 import guides
 import installed
 import pytest
@@ -241,7 +242,7 @@ def _param(nodeid: str) -> str:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One line for each reason tests skipped (all PostgreSQL tests skipped: one line,
     saying how to run them); and the guides whose blocks ran from the wheel, with how many
-    blocks and claims each."""
+    blocks and claims each; and, in a long fuzz run, what its inputs came to."""
     for reason, count in sorted(_skipped.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{count} skipped — {reason}")
     if _guides:
@@ -250,3 +251,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
         for guide, blocks, claims in sorted(_guides):
             terminalreporter.write_line(f"  {guide:32} {blocks:3} blocks {claims:4} claims")
+    if os.environ.get("FLOWRUNNER_FUZZ_TALLY"):  # bench/fuzz.py, in one process
+        for tally in fuzzing.TALLIES:
+            for line in tally.lines():
+                terminalreporter.write_line(line)
+            tally.clear()  # bench/fuzz.py runs each surface in turn, in this process

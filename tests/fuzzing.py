@@ -9,6 +9,7 @@ A suite draws the hypothesis profile's examples (moderate in CI) unless
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -18,6 +19,28 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Tally(Counter[str]):
+    """What a suite's inputs came to (``tally["GET 422"] += 1``), printed under the run's
+    summary when ``FLOWRUNNER_FUZZ_TALLY`` is set (``bench/fuzz.py`` sets it): the proof a
+    long run looked at many kinds of answer, not one."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+        TALLIES.append(self)
+
+    def lines(self) -> list[str]:
+        """The tally as printed: its total and what, then each kind with its count."""
+        if not self:
+            return []
+        return [f"{self.total():,} inputs, {self.what}:"] + [
+            f"  {key:<40} {count:>9,}" for key, count in sorted(self.items())
+        ]
+
+
+TALLIES: list[Tally] = []
 
 
 def examples(share: float = 1.0) -> int:

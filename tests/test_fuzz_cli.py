@@ -12,9 +12,6 @@ a long run set ``FLOWRUNNER_FUZZ_EXAMPLES`` or run ``python bench/fuzz.py cli``.
 
 from __future__ import annotations
 
-import os
-from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ import pytest
 import room
 import sqlalchemy as sa
 from click.testing import CliRunner
+from fuzzing import Tally
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_console import one_in
@@ -34,21 +32,8 @@ from flowrunner.store import migrate
 ROOT = Path(__file__).resolve().parent.parent
 TICKETS = "fixtures.tickets.app:runner"
 SCHEDULED = "fixtures.purchase_orders.scheduled:runner"
-WHAT = "by command and exit status"
 
-# What the inputs came to, printed at the end of a long run (bench/fuzz.py sets
-# FLOWRUNNER_FUZZ_TALLY): the proof it looked at many kinds of answer, not one.
-TALLY: Counter[str] = Counter()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tally() -> Iterator[None]:
-    yield
-    if os.environ.get("FLOWRUNNER_FUZZ_TALLY") and TALLY:
-        print(f"\n{sum(TALLY.values()):,} inputs, {WHAT}:")
-        for key, count in sorted(TALLY.items()):
-            print(f"  {key:<40} {count:>9,}")
-        TALLY.clear()
+TALLY = Tally("by command and exit status")
 
 
 # Command-line arguments hold no NUL: the operating system cannot pass one.

@@ -10,16 +10,15 @@ set ``FLOWRUNNER_FUZZ_EXAMPLES`` or run ``python bench/fuzz.py console``.
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.parse
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import room
 import sqlalchemy as sa
+from fuzzing import Tally
 from hypothesis import given
 from hypothesis import strategies as st
 from starlette.routing import Route
@@ -32,21 +31,8 @@ from flowrunner.foundations import flow_columns
 from flowrunner.web.console import csrf, flows_pages, ops_pages, rows_form
 
 TOKEN = "a-long-and-secret-fuzz-token"
-WHAT = "by method and status"
 
-# What the inputs came to, printed at the end of a long run (bench/fuzz.py sets
-# FLOWRUNNER_FUZZ_TALLY): the proof it looked at many kinds of answer, not one.
-TALLY: Counter[str] = Counter()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tally() -> Iterator[None]:
-    yield
-    if os.environ.get("FLOWRUNNER_FUZZ_TALLY") and TALLY:
-        print(f"\n{sum(TALLY.values()):,} inputs, {WHAT}:")
-        for key, count in sorted(TALLY.items()):
-            print(f"  {key:<40} {count:>9,}")
-        TALLY.clear()
+TALLY = Tally("by method and status")
 
 
 # What an id, a date, a duration may be typed as: the edges of each rule and past them.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from fuzzing import ANYTHING, DURATIONS, MOMENTS, TEXT, VALUES, fuzz
+from fuzzing import ANYTHING, DURATIONS, MOMENTS, TEXT, VALUES, Tally, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 from running import mount
@@ -180,6 +180,9 @@ def fail(ctx: commands.CommandContext) -> None:
     raise ConnectionError("the service did not answer\n\ud800")
 
 
+TALLY = Tally("by how the run was left")
+
+
 def test_a_workflow_taking_any_steps_ends_fails_or_waits_and_the_worker_goes_on(
     any_engine: sa.Engine,
 ) -> None:
@@ -210,6 +213,7 @@ def test_a_workflow_taking_any_steps_ends_fails_or_waits_and_the_worker_goes_on(
         _play(driver, events)
         run = driver.runner.get_run(run_id)
         seen[run.status] = seen.get(run.status, 0) + 1
+        TALLY[f"run {run.status}"] += 1
         assert run.status in ENDED_OR_WAITING, (run.status, run.reason)
         if run.status == statuses.RunStatus.FAILED:
             assert run.reason and "\n" not in run.reason, run.reason

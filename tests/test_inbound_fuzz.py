@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from fuzzing import fuzz
+from fuzzing import Tally, fuzz
 from hypothesis import event, given
 from hypothesis import strategies as st
 from paying import SECRET, SECRET_ENV, SIGNATURE, TIMESTAMP, VERIFY, Shop
@@ -28,6 +28,7 @@ START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 # What a sender may be answered; 500 and 503 never (no fault here, no failing command).
 DOCUMENTED = {204, 400, 401, 404, 405, 409, 413}
 LIMIT = 256 * 1024
+TALLY = Tally("by status answered")
 
 
 @pytest.fixture
@@ -187,6 +188,7 @@ def test_only_documented_statuses_and_nothing_written_unless_204(
     answer = shop.client.request(method, f"/api/inbound/{name}", content=content, headers=headers)
     after = shop.counts()
     event(f"answered {answer.status_code}")  # --hypothesis-show-statistics shows the spread
+    TALLY[f"answered {answer.status_code}"] += 1
     assert answer.content == b""
     assert answer.status_code in DOCUMENTED
     if answer.status_code == 409:
