@@ -60,6 +60,8 @@ class ClaimedStep:
         self.commit = claimed.commit
         self.lines: list[ops.LogLine] = []
         self.completed: list[ops.Completed] = []
+        # When a checkpoint renews the lease: once a quarter of it has gone.
+        self.renew_after = self.now + self.lease_ttl / 4
         # Why the run failed at this step, when it did: logged once the step is saved.
         self.failed: str | None = None
 
@@ -154,35 +156,40 @@ class ClaimedStep:
         from here on repeats nothing done before this point.
 
         Fenced as ``save`` is (``LeaseLost`` when the lease is another's now or the run
-        moved on) and the lease renewed, not given up. A step handed over without a way
-        to commit (``Claimed.commit`` None) keeps one transaction: it does nothing. Whether
+        moved on), in the save's own statement. The lease is renewed, not given up, once
+        a quarter of it has gone since the step began or was last renewed (a command's
+        heartbeat keeps it while the command runs). A step handed over without a way to
+        commit (``Claimed.commit`` None) keeps one transaction: it does nothing. Whether
         it committed.
         """
         if self.commit is None:
             return False
         run = self.run
         self.write_gathered()
-        name = ops.run_lease(run.id)
-        kept = ops.refresh_lease(
+        clock = self.mounted.clock()
+        if clock >= self.renew_after:
+            self.renew_after = clock + self.lease_ttl / 4
+            if not ops.refresh_lease(
+                self.conn,
+                name=ops.run_lease(run.id),
+                owner=self.owner,
+                epoch=self.claim.epoch,
+                now=clock,
+                ttl=self.lease_ttl,
+            ):
+                raise errors.LeaseLost(
+                    f"the lease of run {run.id} was taken over before its step could be "
+                    "kept; another worker does the step"
+                )
+        version = ops.checkpoint_run(
             self.conn,
-            name=name,
-            owner=self.owner,
-            epoch=self.claim.epoch,
-            now=self.mounted.clock(),
-            ttl=self.lease_ttl,
-        )
-        if not kept:
-            raise errors.LeaseLost(
-                f"the lease of run {run.id} was taken over before its step could be kept; "
-                "another worker does the step"
-            )
-        version = ops.save_run(
-            self.conn,
-            run.id,
+            run_id=run.id,
             expected_version=run.version,
             state=dict(state),
             status=status,
             now=self.now,
+            owner=self.owner,
+            epoch=self.claim.epoch,
         )
         self.run = dataclasses.replace(
             run, version=version, state=dict(state), status=statuses.RunStatus(status)

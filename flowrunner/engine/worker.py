@@ -416,18 +416,19 @@ class _RunSavepoint:
     """One run's part of the claim's transaction: a savepoint, rolled back alone when the
     run's step fails, and the checkpoints its step takes (``checkpoint``: what the step
     did so far commits — with the steps of the batch's runs before it — and the step
-    goes on in a new transaction, under a new savepoint)."""
+    goes on in a new transaction, which holds only this run's work: its start stands
+    for the savepoint, and no statement is sent for one)."""
 
     def __init__(self, unit: dialects.Checkpoints, point: Hook) -> None:
         self.unit = unit
         self.point = point
-        self.savepoint = dialects.Savepoint(unit.conn, "flowrunner_run")
+        self.savepoint = unit.savepoint("flowrunner_run")
 
     def checkpoint(self) -> None:
         self.point("before-checkpoint")
         self.savepoint.release()
         self.unit.checkpoint()
-        self.savepoint = dialects.Savepoint(self.unit.conn, "flowrunner_run")
+        self.savepoint = self.unit.savepoint("flowrunner_run")
         self.point("checkpointed")
 
     def release(self) -> None:

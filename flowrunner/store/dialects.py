@@ -167,15 +167,34 @@ class Checkpoints:
     ``checkpoint`` commits what was done so far and begins the next transaction on the
     same connection (on SQLite, holding the write lock from its first statement again,
     as the connection asks). ``within`` begins the first one and commits the last,
-    or rolls back what followed the last checkpoint when the block raises."""
+    or rolls back what followed the last checkpoint when the block raises.
+
+    ``savepoint`` marks where a part of the work begins, to be undone alone: a savepoint,
+    or — while the transaction holds nothing yet, just begun or just checkpointed — the
+    transaction's own start, which costs no statement (undone, the transaction rolls
+    back and the next begins)."""
 
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
         self.count = 0
+        self.fresh = True  # nothing sent in this transaction since it began
 
     def checkpoint(self) -> None:
         self.conn.commit()
         self.count += 1
+        self.conn.begin()
+        self.fresh = True
+
+    def savepoint(self, name: str) -> Savepoint | TransactionStart:
+        """Where the work that follows begins; see the class."""
+        if self.fresh:
+            self.fresh = False
+            return TransactionStart(self)
+        return Savepoint(self.conn, name)
+
+    def restart(self) -> None:
+        """Undo the transaction and begin the next (what follows is not fresh work)."""
+        self.conn.rollback()
         self.conn.begin()
 
     @classmethod
@@ -189,6 +208,21 @@ class Checkpoints:
                 conn.rollback()
             raise
         conn.commit()
+
+
+class TransactionStart:
+    """A ``Checkpoints`` transaction's start standing for a savepoint (the work since is
+    all the transaction holds): ``release`` sends nothing, ``rollback`` rolls the
+    transaction back and begins the next."""
+
+    def __init__(self, unit: Checkpoints) -> None:
+        self.unit = unit
+
+    def release(self) -> None:
+        pass
+
+    def rollback(self) -> None:
+        self.unit.restart()
 
 
 @contextmanager

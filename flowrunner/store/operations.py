@@ -91,7 +91,7 @@ from flowrunner.store.runs import (
     runs_for_record,
     save_run,
 )
-from flowrunner.store.saves import save_step
+from flowrunner.store.saves import checkpoint_run, save_step
 
 __all__ = [
     "STUCK",
@@ -117,6 +117,7 @@ __all__ = [
     "append_logs",
     "begin_idempotent",
     "check_lease",
+    "checkpoint_run",
     "claim_due",
     "claim_run",
     "complete_idempotent",

@@ -1,5 +1,10 @@
 """A claimed run's step saved: the lease fence, the run's new state and its due row.
 
+``checkpoint_run`` saves an open run part way through its step (a checkpoint after a
+command): the run's state over the version the step read, fenced by the claim's lease in
+the same statement (an ``EXISTS`` on the lease row), the lease neither given up nor
+renewed — one statement on both dialects.
+
 Three writes that go together at the end of every step: the fence (refused unless the
 claim's lease is still the worker's, and giving the lease up), the run's state over the
 version the step read, and the due row moved on unless the run was woken since its
@@ -83,6 +88,54 @@ def save_step(
         raise runs.changed(run_id, expected_version)
     if not moved:
         due.not_as_claimed(conn, run_id=run_id, due_at=due_at, tenant=tenant, claim=claim)
+
+
+def checkpoint_run(
+    conn: sa.Connection,
+    *,
+    run_id: int,
+    expected_version: int,
+    state: shapes.Payload,
+    status: str,
+    now: datetime,
+    owner: str,
+    epoch: int,
+) -> int:
+    """Save the run's state over ``expected_version`` while ``owner`` still holds its
+    lease at ``epoch``, in one statement; returns the new version.
+
+    Raises ``errors.LeaseLost`` when the lease is another's now, or the run changed since
+    it was read (a second statement, on refusal only, tells which); nothing is saved.
+    """
+    name = leases.run_lease(run_id)
+    result = prepared.compiled(conn, ("checkpoint_run",), _fenced_save).execute(
+        conn,
+        runs.saving_values(
+            run_id, expected_version=expected_version, state=state, status=status, now=now
+        )
+        | {"p_name": name, "p_owner": owner, "p_epoch": epoch},
+    )
+    if result.rowcount == 1:
+        return expected_version + 1
+    holder = leases.lease_holder(conn, name=name)
+    if holder is None or holder[:2] != (owner, epoch):
+        raise leases.lost(name=name, owner=owner, epoch=epoch)
+    raise runs.changed(run_id, expected_version)
+
+
+def _fenced_save() -> sa.Update:
+    """``save_run``'s statement for an open run, refused unless the lease is still ours."""
+    table = engine_tables.leases
+    ours = (
+        sa.select(table.c.name)
+        .where(
+            table.c.name == sa.bindparam("p_name"),
+            table.c.owner == sa.bindparam("p_owner"),
+            table.c.epoch == sa.bindparam("p_epoch"),
+        )
+        .exists()
+    )
+    return runs.saving(ended=False).where(ours)
 
 
 def _together(ended: bool, dropped: bool) -> sqltypes.Query:
