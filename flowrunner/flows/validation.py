@@ -40,6 +40,8 @@ CODES = {
     "branch_not_alone": "a branch shares its position with another step",
     "duration_invalid": "a duration that cannot be read",
     "duration_not_positive": "a duration of nothing, or negative where it cannot be",
+    "calendar_missing": "business time where no calendar applies to the flow",
+    "calendar_unknown": "a flow names a calendar the binding does not have",
     "field_not_settable": "a set step's field is not one of the binding's set columns",
     "field_not_date": "an until step's field is not a date or timestamp column",
     "value_invalid": "a set step's value does not fit its field",
