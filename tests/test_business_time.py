@@ -13,7 +13,15 @@ import pytest
 import sqlalchemy as sa
 from running import stored
 
-from flowrunner import FlowBinding, NotifyRule, RowInvalid, flow_runner, tables, testing
+from flowrunner import (
+    BindingError,
+    FlowBinding,
+    NotifyRule,
+    RowInvalid,
+    flow_runner,
+    tables,
+    testing,
+)
 from flowrunner.binding import Kind
 from flowrunner.calendars import Calendar
 from flowrunner.engine import commands
@@ -102,8 +110,10 @@ TENANTS = FlowBinding(
     set_columns=["status"],
     tenant="tenant_id",
     calendar_for=lambda tenant: TENANT_CALENDARS[str(tenant)],
+    holidays_table="t_holiday",
 )
 tables.for_binding(tenanted, TENANTS)
+tenant_holiday = tables.holidays_table(tenanted, "t_holiday", tenant="tenant_id")
 
 asked: list[tuple[str, Any]] = []
 
@@ -261,6 +271,11 @@ def test_each_tenant_counts_business_time_on_its_own_desk_hours(any_engine: sa.E
                 runner.save_step(
                     conn, {"flow_id": flow_id, "position": position, "tenant_id": tenant, **step}
                 )
+    with any_engine.begin() as conn:
+        # Kobe's own day off, on Tuesday; not acme's.
+        conn.execute(
+            sa.insert(tenant_holiday).values(day=date(2026, 3, 10), tenant_id="kobe-works")
+        )
     driver.create({"id": 1, "tenant_id": "acme", "status": "open"})
     driver.create({"id": 2, "tenant_id": "kobe-works", "status": "open"})
     # New York: Monday 09:00-13:00 EDT, 17:00 UTC.
@@ -268,9 +283,10 @@ def test_each_tenant_counts_business_time_on_its_own_desk_hours(any_engine: sa.E
     assert stored(driver, 1, tenant="acme")["status"] == "open"
     driver.advance("1 minute")
     assert stored(driver, 1, tenant="acme")["status"] == "late"
-    # Kobe: one hour on Monday (17:00-18:00), three on Tuesday: 12:00 there, 03:00 UTC.
+    # Kobe: one hour on Monday (17:00-18:00), three on Wednesday (Tuesday is its
+    # holiday): 12:00 there, 03:00 UTC.
     assert stored(driver, 2, tenant="kobe-works")["status"] == "open"
-    driver.advance_to(datetime(2026, 3, 10, 2, 59, tzinfo=UTC))
+    driver.advance_to(datetime(2026, 3, 11, 2, 59, tzinfo=UTC))
     assert stored(driver, 2, tenant="kobe-works")["status"] == "open"
     driver.advance("1 minute")
     assert stored(driver, 2, tenant="kobe-works")["status"] == "late"
@@ -343,3 +359,27 @@ def test_business_time_must_be_a_whole_positive_number_of_days_hours_or_minutes(
             driver.runner.save_step(
                 conn, {"flow_id": flow_id, "position": 1, "kind": "wait", "duration": written}
             )
+
+
+def test_a_binding_names_its_calendars_and_its_holidays_table_rightly(
+    any_engine: sa.Engine,
+) -> None:
+    with pytest.raises(BindingError, match="the default calendar 'dsek' is not one of"):
+        FlowBinding(**{**BASE, "calendars": {"desk": NEW_YORK}, "calendar": "dsek"})
+    with pytest.raises(BindingError, match="calendar 'front' is named 'desk'"):
+        FlowBinding(**{**BASE, "calendars": {"front": NEW_YORK}})
+    with pytest.raises(BindingError, match="calendar_for gives each tenant a calendar"):
+        FlowBinding(**{**BASE, "calendar_for": lambda tenant: NEW_YORK})
+    plain.create_all(any_engine)
+    migrate.upgrade(any_engine)
+    missing = FlowBinding(**{**BASE, "holidays_table": "no_such_holidays"})
+    with pytest.raises(BindingError, match="the holidays table 'no_such_holidays' does not exist"):
+        flow_runner(missing, any_engine)
+
+
+BASE: dict[str, Any] = {
+    "resource": "plain_case",
+    "flows_table": "plain_flow",
+    "steps_table": "plain_flow_step",
+    "set_columns": ["status"],
+}
