@@ -8,7 +8,7 @@ binding fails with one ``BindingError`` sentence before any run starts.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -16,6 +16,7 @@ from typing import Literal
 import pydantic
 import sqlalchemy as sa
 
+from flowrunner import calendars as calendars_mod
 from flowrunner import errors, query
 from flowrunner.flows import column_facts
 from flowrunner.foundations import durations, flow_columns, retry_policy, sqltypes, templates
@@ -294,6 +295,14 @@ class FlowBinding(_Model):
     kept as a version when a run first starts on it or ``runner.publish`` is called;
     ``"explicit"`` — the rows are a draft, and runs start on the flow's latest version
     published with ``runner.publish`` (a flow never published starts nothing).
+
+    Business time (``2 business days`` wherever a step reads a duration) is counted on a
+    calendar (``flowrunner.calendars.Calendar``): ``calendars`` names them, ``calendar``
+    is the default one, a flow row may choose another in its ``calendar`` column, and
+    ``calendar_for(tenant)`` gives each tenant its own (it wins over the default, a
+    flow's own choice wins over both). ``holidays_table`` names the application's table
+    of holidays (a ``day`` date column; optional ``calendar`` and tenant columns narrow
+    a row to one calendar or tenant), read by every worker and added to the calendars.
     """
 
     resource: str
@@ -307,6 +316,12 @@ class FlowBinding(_Model):
     key: str = "id"
     at: Sequence[At] = ()
     publish: Literal["on_save", "explicit"] = "on_save"
+    calendars: dict[str, calendars_mod.Calendar] = pydantic.Field(default_factory=dict)
+    calendar: str | None = None
+    calendar_for: Callable[[Tenant], calendars_mod.Calendar] | None = None
+    holidays_table: str | None = None
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     @pydantic.field_validator("resource", "flows_table", "steps_table", "key")
     @classmethod
@@ -374,7 +389,29 @@ class FlowBinding(_Model):
         for column in (self.key, self.tenant):
             if column is not None and column in self.set_columns:
                 raise ValueError(f"set column {column!r} is the key or tenant column")
+        self._check_calendars()
         return self
+
+    def _check_calendars(self) -> None:
+        for name, found in self.calendars.items():
+            if not isinstance(found, calendars_mod.Calendar):
+                raise ValueError(f"calendar {name!r} is not a flowrunner.calendars.Calendar")
+            if found.name != name:
+                raise ValueError(
+                    f"calendar {name!r} is named {found.name!r}; name it as the binding does"
+                )
+        if self.calendar is not None and self.calendar not in self.calendars:
+            known = ", ".join(self.calendars) or "none"
+            raise ValueError(
+                f"the default calendar {self.calendar!r} is not one of the binding's "
+                f"calendars ({known})"
+            )
+        if self.calendar_for is not None and self.tenant is None:
+            raise ValueError("calendar_for gives each tenant a calendar: it needs a tenant column")
+        if self.holidays_table is not None:
+            _name(self.holidays_table, "holidays table")
+            if self.holidays_table in (self.resource, self.flows_table, self.steps_table):
+                raise ValueError("the holidays table must be a table of its own")
 
     # -- what later layers ask of the binding --------------------------------------
 
@@ -393,6 +430,32 @@ class FlowBinding(_Model):
     @property
     def audiences(self) -> tuple[str, ...]:
         return tuple(rule.audience for rule in self.notify)
+
+    @property
+    def has_calendars(self) -> bool:
+        """Whether any flow of this binding may count business time."""
+        return bool(self.calendars) or self.calendar_for is not None
+
+    def calendar_applies(self, name: str | None) -> bool:
+        """Whether a flow naming calendar ``name`` (None: none) counts business time on one."""
+        if name is not None:
+            return name in self.calendars
+        return self.calendar is not None or self.calendar_for is not None
+
+    def calendar_of(self, name: str | None, tenant: Tenant = None) -> calendars_mod.Calendar | None:
+        """The calendar a flow counts business time on: the one it names, else its
+        tenant's (``calendar_for``), else the binding's default; None when none applies.
+        ``BindingError`` when ``calendar_for`` gives no calendar."""
+        if name is not None:
+            return self.calendars.get(name)
+        if self.calendar_for is not None and tenant is not None:
+            found = self.calendar_for(tenant)
+            if not isinstance(found, calendars_mod.Calendar):
+                raise errors.BindingError(
+                    f"calendar_for({tenant!r}) gave {found!r}, not a flowrunner.calendars.Calendar"
+                )
+            return found
+        return None if self.calendar is None else self.calendars[self.calendar]
 
     def timer_at(self, column: str) -> At | None:
         """The timer waiting for ``column``, or None."""
@@ -447,6 +510,8 @@ class FlowBinding(_Model):
                     f"which kind {name!r} reads",
                 )
         for column in FLOW_COLUMNS:
+            if column in flow_columns.LATER_FLOW_COLUMNS:
+                continue  # used when there: a row that sets one elsewhere is refused
             _need(flows, column, f"the flows table {self.flows_table!r}", "a fixed flow column")
         for column in STEP_COLUMNS:
             if column in flow_columns.LATER_STEP_COLUMNS:

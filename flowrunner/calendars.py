@@ -42,6 +42,8 @@ from flowrunner import errors
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # How far a count walks before it says the calendar never opens enough (ten years).
 MAX_DAYS = 3660
+# How many days' open ranges a calendar keeps counted (about ten years).
+KEPT_DAYS = 4000
 
 _RANGE = re.compile(r"^\s*([0-9]{1,2}):([0-9]{2})\s*-\s*([0-9]{1,2}):([0-9]{2})\s*$")
 _BUSINESS = re.compile(
@@ -102,6 +104,10 @@ class Calendar:
     subdivision: str | None = None
     _days: tuple[date, ...] = field(init=False, repr=False, compare=False)
     _week: tuple[tuple[tuple[int, int], ...], ...] = field(init=False, repr=False, compare=False)
+    # Each day's open ranges as counted once (a count walks the same days again and again).
+    _ranges: dict[date, tuple[tuple[datetime, datetime], ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -154,14 +160,19 @@ class Calendar:
             self.subdivision,
         )
 
-    def open_ranges(self, day: date) -> list[tuple[datetime, datetime]]:
+    def open_ranges(self, day: date) -> tuple[tuple[datetime, datetime], ...]:
         """The day's open ranges as UTC instants (none on a holiday)."""
-        if self.is_holiday(day):
-            return []
-        found = []
-        for start, end in self._week[day.weekday()]:
-            found.append((self._at(day, start), self._at(day, end)))
-        return [(a, b) for a, b in found if b > a]
+        kept = self._ranges.get(day)
+        if kept is not None:
+            return kept
+        found: tuple[tuple[datetime, datetime], ...] = ()
+        if not self.is_holiday(day):
+            pairs = [(self._at(day, a), self._at(day, b)) for a, b in self._week[day.weekday()]]
+            found = tuple((a, b) for a, b in pairs if b > a)
+        if len(self._ranges) >= KEPT_DAYS:
+            self._ranges.clear()
+        self._ranges[day] = found
+        return found
 
     def working(self, day: date) -> bool:
         return bool(self.open_ranges(day))

@@ -23,5 +23,14 @@ from flowrunner.store.app_tables import (
     reflect,
     steps_table,
 )
+from flowrunner.store.holidays import holidays_table
 
-__all__ = ["NAME_LENGTH", "AppTables", "flows_table", "for_binding", "reflect", "steps_table"]
+__all__ = [
+    "NAME_LENGTH",
+    "AppTables",
+    "flows_table",
+    "for_binding",
+    "holidays_table",
+    "reflect",
+    "steps_table",
+]

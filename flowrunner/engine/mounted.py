@@ -97,6 +97,9 @@ class Mounted:
     workflows: Any = None
     # The active flows records start, with a digest of their rows (``flows.starts``).
     startable: dict[object, tuple[object, list[Any]]] = dataclasses.field(default_factory=dict)
+    # The calendars business time counts on, with the application's holidays (None:
+    # the binding names no calendar and no holidays table).
+    business: Any = None
     _checked: dict[str, str | None] = dataclasses.field(default_factory=dict)
     _loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = dataclasses.field(
         default_factory=dict
@@ -135,6 +138,10 @@ class Mounted:
             run_as=run_as,
             authorize=authorize,
         )
+        if binding.has_calendars or binding.holidays_table is not None:
+            from flowrunner.engine import business
+
+            mounted.business = business.BusinessCalendars(binding, engine)
         for name, kind in binding.kinds.items():
             for command in filter(None, (kind.command, kind.remind, kind.cancel)):
                 mounted.check_command(command, principal=run_as, needed_by=f"kind {name!r}")
@@ -201,6 +208,16 @@ class Mounted:
         if snap.digest not in self._checked:
             self._checked[snap.digest] = validation.check(snap, self.binding, self.columns)
         return self._checked[snap.digest]
+
+    def config_for(
+        self, snap: snapshot.FlowSnapshot, tenant: Tenant
+    ) -> config_mod.InterpreterConfig:
+        """The interpreter's configuration for a run of ``snap``: ``config`` with the
+        calendar its business time counts on (``engine.business``)."""
+        if self.business is None:
+            return self.config
+        found: config_mod.InterpreterConfig = self.business.config_for(self.config, snap, tenant)
+        return found
 
     def load_snapshot(self, stored: Mapping[str, Any]) -> snapshot.FlowSnapshot:
         """A run's stored snapshot (``FlowSnapshot.from_dict``), remembered by digest.

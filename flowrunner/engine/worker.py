@@ -144,6 +144,9 @@ class Worker:
             # Once per worker, before its first claim (a job at times has its run).
             self.mounted.preparing[self._prepared](now)
             self._prepared += 1
+        if self.mounted.business is not None:
+            # A holiday added or taken away moves the waiting runs' business times.
+            self.mounted.business.watch(now)
         claims = ops.claim_due(
             self.mounted.engine,
             now=now,

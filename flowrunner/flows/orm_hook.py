@@ -245,6 +245,7 @@ class _Flush:
             removed=[row for _, row in entry["removed"]],
             need_flow=False,
             extra=self.step_extra,
+            flow=entry["flow"],
         )
         for row, error in found:
             obj = owners.get(id(row))

@@ -19,7 +19,7 @@ import pydantic
 import pydantic_core
 
 from flowrunner import binding as binding_mod
-from flowrunner import errors, query
+from flowrunner import calendars, errors, query
 from flowrunner.flows import column_facts, spelling
 from flowrunner.foundations import durations, modes, sanitize, shapes, templates
 
@@ -218,13 +218,15 @@ _M = TypeVar("_M", bound=_Row)
 
 
 class FlowRow(_Row):
-    """A flow row as typed: ``name, start`` and optionally ``condition, changes, active``."""
+    """A flow row as typed: ``name, start`` and optionally ``condition, changes, active,
+    calendar``."""
 
     name: Text = None
     start: StartText = None
     condition: Text = None
     changes: Text = None
     active: Flag = None
+    calendar: Text = None
 
 
 class StepRow(_Row):
@@ -338,6 +340,11 @@ def flow_errors(
     if binding.tenant is not None and _blank(row.get(binding.tenant)):
         message = "a flow belongs to a tenant; name it"
         add(errors.FieldError(binding.tenant, message, "column_required"))
+    if flow.calendar is not None and flow.calendar not in binding.calendars:
+        known = ", ".join(binding.calendars) or "none"
+        message = f"'{flow.calendar}' is not one of the binding's calendars ({known})"
+        message += spelling.did_you_mean(flow.calendar, binding.calendars)
+        add(errors.FieldError("calendar", message, "calendar_unknown"))
     return _ordered(problems)
 
 
@@ -624,6 +631,9 @@ def add_changes(
 def add_duration(
     problems: list[errors.FieldError], column: str, text: str, *, signed: bool
 ) -> None:
+    if calendars.is_business(text):
+        _add_business(problems, column, text)
+        return
     try:
         duration = durations.parse_duration(text, allow_sign=signed)
     except errors.DurationError as exc:
@@ -637,6 +647,68 @@ def add_duration(
                 "duration_not_positive",
             )
         )
+
+
+def _add_business(problems: list[errors.FieldError], column: str, text: str) -> None:
+    """Business time (``2 business days``): a whole number of business days, hours or
+    minutes, counted forward on the flow's calendar (``business_problem`` says whether
+    one applies)."""
+    try:
+        length = calendars.parse_business(text)
+    except errors.DurationError as exc:
+        problems.append(errors.FieldError(column, exc.message, "duration_invalid"))
+        return
+    if length is None:
+        message = (
+            f"'{text}' is not business time — write e.g. '2 business days', "
+            "'4 business hours' or '30 business minutes'"
+        )
+        problems.append(errors.FieldError(column, message, "duration_invalid"))
+    elif not (length.days or length.minutes):
+        message = f"'{text}' must be longer than nothing, e.g. '1 business day'"
+        problems.append(errors.FieldError(column, message, "duration_not_positive"))
+
+
+# The step columns that hold a duration, which may be business time.
+DURATION_COLUMNS = ("duration", "remind", "escalate")
+
+
+def business_problems(
+    binding: binding_mod.FlowBinding, row: shapes.Row, flow: shapes.Row | None
+) -> list[errors.FieldError]:
+    """A step's business durations where no calendar applies to its flow: the binding
+    has none, or none by default and the flow names none (``flow`` None: not known, and
+    any calendar of the binding may be the flow's)."""
+    named = None if flow is None else _text_or_none(flow.get("calendar"))
+    if binding.calendar_applies(named) or (flow is None and binding.has_calendars):
+        return []
+    found = []
+    for column in DURATION_COLUMNS:
+        value = row.get(column)
+        if not calendars.is_business(value):
+            continue
+        if not binding.has_calendars:
+            plain = re.sub(r"\s*business\s+", " ", str(value).strip(), flags=re.IGNORECASE)
+            message = (
+                f"'{str(value).strip()}' counts business time, but the binding has no "
+                "calendar: give it one (FlowBinding(calendars=..., calendar=...)) or write "
+                f"the time as it passes, e.g. '{plain}'"
+            )
+        else:
+            known = ", ".join(binding.calendars)
+            message = (
+                f"'{str(value).strip()}' counts business time, but no calendar applies "
+                f"to this flow: name one in the flow's calendar column ({known})"
+            )
+        found.append(errors.FieldError(column, message, "calendar_missing"))
+    return found
+
+
+def _text_or_none(value: object) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
 
 
 def add_condition(

@@ -20,7 +20,7 @@ from flowrunner.foundations.shapes import StepKind
 
 # Columns of a step row that are structure, not what the kind reads.
 STEP_STRUCTURE = ("id", "flow_id", "position", "kind", "title")
-FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
+FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active", "calendar")
 
 
 def _plain(value: object) -> shapes.Plain:
@@ -45,6 +45,8 @@ class FlowSpec:
     changes: str | None = None
     active: bool = True
     tenant: shapes.Plain = None
+    # The calendar the flow counts business time on, when it names one.
+    calendar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class FlowSnapshot:
             changes=None if _empty(flow_row.get("changes")) else str(flow_row["changes"]),
             active=bool(True if flow_row.get("active") is None else flow_row["active"]),
             tenant=_plain(flow_row.get("tenant")),
+            calendar=None if _empty(flow_row.get("calendar")) else str(flow_row["calendar"]),
         )
         steps = []
         for row in step_rows:
@@ -117,16 +120,20 @@ class FlowSnapshot:
 
     @staticmethod
     def _body(flow: FlowSpec, steps: tuple[StepSpec, ...]) -> shapes.JsonDict:
+        head: shapes.JsonDict = {
+            "id": flow.id,
+            "name": flow.name,
+            "start": flow.start,
+            "condition": flow.condition,
+            "changes": flow.changes,
+            "active": flow.active,
+            "tenant": flow.tenant,
+        }
+        if flow.calendar is not None:
+            # Only when named: the digests of snapshots stored before calendars stand.
+            head["calendar"] = flow.calendar
         return {
-            "flow": {
-                "id": flow.id,
-                "name": flow.name,
-                "start": flow.start,
-                "condition": flow.condition,
-                "changes": flow.changes,
-                "active": flow.active,
-                "tenant": flow.tenant,
-            },
+            "flow": head,
             "steps": [
                 {
                     "id": s.id,

@@ -90,17 +90,18 @@ class Advance(claimed.ClaimedStep):
             events=tuple(happened.EventIn(e.id, e.name, e.payload, e.at) for e in arrived),
             latest_event_id=latest,
         )
+        cfg = mounted.config_for(snap, run.tenant)
         if current is None:
             step = interpret.start(
                 snap,
                 seen,
                 now,
-                mounted.config,
+                cfg,
                 started_at=run.started_at,
                 event_floor=run.event_floor or 0,
             )
         else:
-            step = interpret.advance(snap, current, seen, now, mounted.config)
+            step = interpret.advance(snap, current, seen, now, cfg)
         wake_at: datetime | None = None
         working = dict(record) if record is not None else None
         rounds = 0
@@ -136,7 +137,7 @@ class Advance(claimed.ClaimedStep):
                 step.state,
                 happened.Happened(record=working, latest_event_id=latest, results=tuple(results)),
                 now,
-                mounted.config,
+                cfg,
             )
             if asked is not None and self._outside(asked) and step.state.status in statuses.OPEN:
                 self._checkpoint(step.state)
@@ -327,7 +328,7 @@ class FlowProgram(Program):
                 )
             going_on = saved.status if saved is not None else statuses.RunStatus.RUNNING
             return run.state or {}, going_on
-        step = interpret.retry_failed(snap, saved, now, mounted.config)
+        step = interpret.retry_failed(snap, saved, now, mounted.config_for(snap, run.tenant))
         return step.state.to_dict(), step.state.status
 
     def restarted(

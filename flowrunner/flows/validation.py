@@ -40,6 +40,8 @@ CODES = {
     "branch_not_alone": "a branch shares its position with another step",
     "duration_invalid": "a duration that cannot be read",
     "duration_not_positive": "a duration of nothing, or negative where it cannot be",
+    "calendar_missing": "business time where no calendar applies to the flow",
+    "calendar_unknown": "a flow names a calendar the binding does not have",
     "field_not_settable": "a set step's field is not one of the binding's set columns",
     "field_not_date": "an until step's field is not a date or timestamp column",
     "value_invalid": "a set step's value does not fit its field",
@@ -177,13 +179,15 @@ def state_problems(
     removed: Sequence[Row] = (),
     need_flow: bool = True,
     extra: Collection[str] = (),
+    flow: Row | None = None,
 ) -> list[Problem]:
     """The problems of a flow's steps as they would stand after a change.
 
     ``steps`` is the whole final state; ``changed`` the indexes of the rows being
     written (None: all); ``removed`` the rows deleted, or the old versions of rows
     moved to another position. A goto left pointing nowhere by a removal is the
-    removed row's problem.
+    removed row's problem. ``flow`` is the steps' flow row, when known (the calendar
+    its business time counts on).
     """
     todo = range(len(steps)) if changed is None else changed
     found: list[Problem] = []
@@ -192,6 +196,7 @@ def state_problems(
             (steps[i], e)
             for e in rows.step_errors(binding, steps[i], columns, need_flow=need_flow, extra=extra)
         )
+        found.extend((steps[i], e) for e in rows.business_problems(binding, steps[i], flow))
     at: dict[int, list[int]] = {}
     for i, step in enumerate(steps):
         position = _whole(step.get("position"))
@@ -353,7 +358,13 @@ def errors_for_step_row(
     found = [
         e
         for _, e in state_problems(
-            binding, columns, steps, changed=[len(steps) - 1], removed=moved, extra=extra
+            binding,
+            columns,
+            steps,
+            changed=[len(steps) - 1],
+            removed=moved,
+            extra=extra,
+            flow=flow,
         )
     ]
     tenant = binding.tenant
@@ -405,7 +416,9 @@ def errors_for_flow(
     if flow_errors:
         found.append((flow_label(flow), flow_errors))
     by_row: dict[int, list[errors.FieldError]] = {}
-    for row, error in state_problems(binding, columns, steps, need_flow=need_flow, extra=extra):
+    for row, error in state_problems(
+        binding, columns, steps, need_flow=need_flow, extra=extra, flow=flow
+    ):
         by_row.setdefault(id(row), []).append(error)
     found.extend((step_label(s, flow), by_row[id(s)]) for s in steps if id(s) in by_row)
     return found
@@ -449,6 +462,8 @@ def flow_row(snap: snapshot.FlowSnapshot, binding: binding_mod.FlowBinding) -> s
         "changes": snap.flow.changes,
         "active": snap.flow.active,
     }
+    if snap.flow.calendar is not None:
+        row["calendar"] = snap.flow.calendar
     if binding.tenant is not None:
         row[binding.tenant] = snap.flow.tenant
     return row

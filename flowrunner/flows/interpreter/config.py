@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta, tzinfo
 
 from flowrunner import query
+from flowrunner.calendars import Calendar
 from flowrunner.foundations.retry_policy import RetryPolicy
 from flowrunner.foundations.shapes import StepKind
 
@@ -60,7 +61,10 @@ class InterpreterConfig:
     ``columns`` are the resource's columns and their types; ``events`` maps an event
     name to the payload field naming the record; ``notify`` holds the notify rules by
     audience; ``max_moves`` bounds the positions a run may enter (a loop guard);
-    ``timezone`` is the wall clock that day arithmetic follows.
+    ``timezone`` is the wall clock that day arithmetic follows; ``calendar`` the one
+    business time (``2 business days``) is counted on for this run — its flow's, its
+    tenant's or the binding's, with the holidays the application keeps (None: no
+    calendar applies, and a business duration breaks its step).
     """
 
     columns: Mapping[str, query.ColumnType] = field(default_factory=dict)
@@ -71,6 +75,7 @@ class InterpreterConfig:
     max_moves: int = 1000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timezone: tzinfo | None = None
+    calendar: Calendar | None = None
 
     @property
     def audiences(self) -> frozenset[str]:

@@ -194,6 +194,10 @@ def _advance(turn: Turn) -> None:
             _guarded(turn, step, lane, move, even_if_failed=True)
     if run.status == statuses.RunStatus.FAILED:
         return  # events stay unread until an operator retries (or cancels) the run
+    if turn.cfg.calendar is not None:
+        # Business times follow the calendar as it is now (a holiday added meanwhile).
+        for step, lane in turn.pairs():
+            _guarded(turn, step, lane, functools.partial(lanes.replan, turn))
     turn.take_events()
     _catch_up(turn)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from flowrunner import query
+from flowrunner import calendars, query
 from flowrunner.flows import rows, snapshot
 from flowrunner.flows.interpreter import (
     answers,
@@ -47,7 +47,7 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         length = reading.duration(step)
         if length is None:
             raise reading.Broken(step, "its duration is empty")
-        lane.timer = length.add_to(turn.now, turn.cfg.timezone)
+        lane.timer = reading.later(step, turn.cfg, length, turn.now)
         _start_waiting(turn, step, lane, _wait_detail(step, lane))
     elif step.kind == "until":
         lane.timer = reading.until_target(step, turn.working_record(), turn.cfg)
@@ -56,7 +56,7 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         name = reading.event_name(step, turn.cfg)
         length = reading.duration(step)
         if length is not None:
-            lane.deadline = length.add_to(turn.now, turn.cfg.timezone)
+            lane.deadline = reading.later(step, turn.cfg, length, turn.now)
         _start_waiting(turn, step, lane, {"event": name, "until": _iso(lane.deadline)})
     else:
         kind = turn.known.kind(step)
@@ -209,7 +209,7 @@ def _start_waiting(
     escalation = reading.escalation(step, turn.cfg)
     if escalation is not None:
         # Counted from the step's logical start, as its give-up and reminders are.
-        lane.escalate_at = escalation[0].add_to(lane.started_at or turn.now, turn.cfg.timezone)
+        lane.escalate_at = reading.later(step, turn.cfg, escalation[0], lane.started_at or turn.now)
     turn.log("waiting", detail, step, lane)
     tick(turn, step, lane)
 
@@ -280,10 +280,10 @@ def _answered(
     start = lane.started_at or turn.now
     length = reading.duration(step)
     if length is not None:
-        lane.deadline = length.add_to(start, turn.cfg.timezone)
+        lane.deadline = reading.later(step, turn.cfg, length, start)
     every = _remind_every(step)
     if every is not None:
-        lane.next_remind_at = every.add_to(start, turn.cfg.timezone)
+        lane.next_remind_at = reading.later(step, turn.cfg, every, start)
     detail = {
         "event": kind.wait_for,
         "asked": lane.asked,
@@ -356,17 +356,74 @@ def _app_done(
         turn.finish(step, lane, "complete", detail=answers.progress(step, lane))
 
 
-def _remind_every(step: snapshot.StepSpec) -> durations.Duration | None:
+def _remind_every(step: snapshot.StepSpec) -> reading.Length | None:
     every = reading.duration(step, "remind")
-    if every is not None and (every.is_zero or every.is_negative):
+    if every is not None and reading.is_zero_or_less(every):
         raise reading.Broken(step, "its remind must be longer than zero")
     return every
 
 
-def _remind_at(lane: state.LaneState, every: durations.Duration, k: int, turn: Turn) -> datetime:
-    base = lane.started_at or turn.now
-    multiple = durations.Duration(every.months * k, every.days * k, every.seconds * k)
-    return multiple.add_to(base, turn.cfg.timezone)
+def _remind_at(
+    step: snapshot.StepSpec, lane: state.LaneState, every: reading.Length, k: int, turn: Turn
+) -> datetime:
+    return reading.later(step, turn.cfg, every, lane.started_at or turn.now, times=k)
+
+
+def _latest_reminder(
+    step: snapshot.StepSpec, lane: state.LaneState, every: reading.Length, turn: Turn
+) -> int:
+    """The number of the latest reminder due by now (at least the next one unsent)."""
+    first = lane.reminders_sent + 1
+    if isinstance(every, durations.Duration):
+        base = lane.started_at or turn.now
+        guess = int((turn.now - base).total_seconds() // max(1.0, every.approx_seconds()))
+        k = max(first, guess)
+        while k > first and _remind_at(step, lane, every, k, turn) > turn.now:
+            k -= 1
+    else:
+        # Business time has no fixed length: leap ahead doubling, then halve back.
+        k, leap = first, 1
+        while _remind_at(step, lane, every, k + leap, turn) <= turn.now:
+            k, leap = k + leap, leap * 2
+        while leap > 1:
+            leap //= 2
+            if _remind_at(step, lane, every, k + leap, turn) <= turn.now:
+                k += leap
+    while _remind_at(step, lane, every, k + 1, turn) <= turn.now:
+        k += 1
+    return k
+
+
+def replan(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
+    """Count a waiting lane's business times again on the run's calendar as it is now
+    (a holiday added or taken away since moves them); time as it passes stays as set.
+
+    Each is counted from where it was first counted: the step's logical start (a wait's,
+    a give-up's, an escalation's and the reminders'). A wait whose end moved says so in
+    a new waiting line.
+    """
+    if lane.status != statuses.LaneStatus.WAITING:
+        return
+    start = lane.started_at or turn.now
+    length = reading.duration(step) if step.kind != "until" else None
+    if isinstance(length, calendars.BusinessDuration):
+        moved = reading.later(step, turn.cfg, length, start)
+        if step.kind == "wait":
+            if moved != lane.timer:
+                lane.timer = moved
+                turn.log("waiting", _wait_detail(step, lane), step, lane)
+        elif lane.deadline is not None:
+            lane.deadline = moved
+    every = _remind_every(step) if step.kind not in BUILTIN else None
+    if isinstance(every, calendars.BusinessDuration) and lane.next_remind_at is not None:
+        lane.next_remind_at = _remind_at(step, lane, every, lane.reminders_sent + 1, turn)
+    escalation = reading.escalation(step, turn.cfg)
+    if (
+        escalation is not None
+        and isinstance(escalation[0], calendars.BusinessDuration)
+        and lane.escalate_at is not None
+    ):
+        lane.escalate_at = reading.later(step, turn.cfg, escalation[0], start)
 
 
 def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
@@ -380,18 +437,12 @@ def _remind(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     kind = turn.known.kind(step)
     if every is None:
         return
-    first = lane.reminders_sent + 1
-    base = lane.started_at or turn.now
-    k = max(first, int((turn.now - base).total_seconds() // max(1.0, every.approx_seconds())))
-    while k > first and _remind_at(lane, every, k, turn) > turn.now:
-        k -= 1
-    while _remind_at(lane, every, k + 1, turn) <= turn.now:
-        k += 1
+    k = _latest_reminder(step, lane, every, turn)
     lane.reminders_sent = k
     lane.reminding = k
-    lane.next_remind_at = _remind_at(lane, every, k + 1, turn)
+    lane.next_remind_at = _remind_at(step, lane, every, k + 1, turn)
     # Sent now, once the run caught up; stamped (and the command's now) when it was due.
-    planned = _remind_at(lane, every, k, turn)
+    planned = _remind_at(step, lane, every, k, turn)
     turn.log("reminder", _reminder_detail(lane, k), step, lane, at=planned)
     turn.command(step, lane, kind, reminder=k, at=planned)
 
@@ -401,7 +452,7 @@ def _reminder_due(
 ) -> datetime:
     """When reminder ``number`` was due (its lines and its command stand for that moment)."""
     every = _remind_every(step)
-    return turn.now if every is None else _remind_at(lane, every, number, turn)
+    return turn.now if every is None else _remind_at(step, lane, every, number, turn)
 
 
 def _reminder_detail(lane: state.LaneState, number: int) -> shapes.JsonDict:

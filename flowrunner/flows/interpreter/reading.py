@@ -11,7 +11,7 @@ import math
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from flowrunner import errors, query
+from flowrunner import calendars, errors, query
 from flowrunner.flows import column_facts, rows, snapshot
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.foundations import durations, modes, shapes
@@ -44,16 +44,58 @@ def text(step: snapshot.StepSpec, column: str, *, required: bool = False) -> str
     return str(value).strip()
 
 
+# A length a step reads: time as it passes, or business time on the run's calendar.
+Length = durations.Duration | calendars.BusinessDuration
+
+
 def duration(
     step: snapshot.StepSpec, column: str = "duration", *, allow_sign: bool = False
-) -> durations.Duration | None:
+) -> Length | None:
     raw = text(step, column)
     if raw is None:
         return None
     try:
+        if calendars.is_business(raw):
+            found = calendars.parse_business(raw)
+            if found is None:
+                raise Broken(
+                    step, f"its {column} '{raw}' is not business time, e.g. '2 business days'"
+                )
+            return found
         return durations.parse_duration(raw, allow_sign=allow_sign)
     except errors.QueryError as error:
         raise Broken(step, f"its {column} cannot be read: {error.message}") from None
+
+
+def later(
+    step: snapshot.StepSpec,
+    cfg: config_mod.InterpreterConfig,
+    length: Length,
+    moment: datetime,
+    times: int = 1,
+) -> datetime:
+    """``moment`` plus ``times`` the ``length``: time as it passes on the binding's wall
+    clock, business time on the run's calendar (which must be there)."""
+    if isinstance(length, calendars.BusinessDuration):
+        if cfg.calendar is None:
+            raise Broken(
+                step, f"it counts business time ({length}), but no calendar applies to its flow"
+            )
+        scaled = calendars.BusinessDuration(length.days * times, length.minutes * times)
+        try:
+            return calendars.add_business_time(moment, scaled, cfg.calendar)
+        except errors.DurationError as error:
+            raise Broken(step, error.message) from None
+    if times != 1:
+        months, days, seconds = length.months, length.days, length.seconds
+        length = durations.Duration(months * times, days * times, seconds * times)
+    return length.add_to(moment, cfg.timezone)
+
+
+def is_zero_or_less(length: Length) -> bool:
+    if isinstance(length, calendars.BusinessDuration):
+        return not (length.days or length.minutes)
+    return length.is_zero or length.is_negative
 
 
 def condition(
@@ -100,7 +142,7 @@ def on_failure(step: snapshot.StepSpec, snap: snapshot.FlowSnapshot) -> int | No
 
 def escalation(
     step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig
-) -> tuple[durations.Duration, str, str] | None:
+) -> tuple[Length, str, str] | None:
     """How long a waiting step waits before it tells its ``escalate_to``, that audience,
     and the duration as written; None for a step that does not escalate."""
     after = text(step, "escalate")
@@ -111,7 +153,7 @@ def escalation(
         raise Broken(step, "its escalate and escalate_to go together")
     length = duration(step, "escalate")
     assert length is not None
-    if length.is_zero or length.is_negative:
+    if is_zero_or_less(length):
         raise Broken(step, "its escalate must be longer than zero")
     if audience not in cfg.audiences:
         raise Broken(step, f"no notify rule has the audience '{audience}' it escalates to")
@@ -171,7 +213,7 @@ def until_target(
         moment = datetime.combine(value, time(0), tzinfo=cfg.timezone or UTC)
     else:
         raise Broken(step, f"the record's {name} is not a date: {raw!r}")
-    return moment if offset is None else offset.add_to(moment, cfg.timezone)
+    return moment if offset is None else later(step, cfg, offset, moment)
 
 
 def notice(step: snapshot.StepSpec, cfg: config_mod.InterpreterConfig) -> tuple[str, str]:

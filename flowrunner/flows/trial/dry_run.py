@@ -172,7 +172,7 @@ def _edited(
         found.append((validation.flow_label(row), problems))
     by_row: dict[int, list[errors.FieldError]] = {}
     for step, problem in validation.state_problems(
-        binding, columns, rows, need_flow=False, extra=tables.step_extra
+        binding, columns, rows, need_flow=False, extra=tables.step_extra, flow=row
     ):
         by_row.setdefault(id(step), []).append(problem)
     found.extend((validation.step_label(s, row), by_row[id(s)]) for s in rows if id(s) in by_row)
@@ -235,7 +235,7 @@ class _Try:
                 statuses.RunStatus.FAILED, now, f"It would fail as it starts: {problem}"
             )
             return self._result(held, end)
-        cfg = self.mounted.config
+        cfg = self.mounted.config_for(self.snap, setting.tenant)
         seen = happened.Happened(record=record)
         step = interpret.start(self.snap, seen, now, cfg, started_at=now, event_floor=0)
         run = self._apply(step, now, record)
@@ -312,7 +312,8 @@ class _Try:
             seen = happened.Happened(
                 record=working, latest_event_id=len(self.events), results=tuple(results)
             )
-            step = interpret.advance(self.snap, step.state, seen, now, self.mounted.config)
+            cfg = self.mounted.config_for(self.snap, self.setting.tenant)
+            step = interpret.advance(self.snap, step.state, seen, now, cfg)
 
     def _count(self) -> None:
         self.advances += 1
