@@ -447,6 +447,8 @@ class FlowBinding(_Model):
                     f"which kind {name!r} reads",
                 )
         for column in FLOW_COLUMNS:
+            if column in flow_columns.LATER_FLOW_COLUMNS:
+                continue  # used when there: a row that sets one elsewhere is refused
             _need(flows, column, f"the flows table {self.flows_table!r}", "a fixed flow column")
         for column in STEP_COLUMNS:
             if column in flow_columns.LATER_STEP_COLUMNS:

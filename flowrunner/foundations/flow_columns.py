@@ -9,7 +9,7 @@ files and snapshots name the columns: all of them take the names from here.
 
 from __future__ import annotations
 
-FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active")
+FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active", "schedule")
 STEP_COLUMNS = (
     "id",
     "flow_id",
@@ -33,3 +33,6 @@ STEP_COLUMNS = (
 # Step columns added after the first release: a steps table made before them still
 # mounts; a row that sets one there is refused with a sentence saying to add it.
 LATER_STEP_COLUMNS = ("on_failure", "escalate", "escalate_to")
+# Flow columns added after the first release, likewise: ``schedule`` (when a flow that
+# starts on a schedule starts: ``0 6 * * mon Europe/Berlin``).
+LATER_FLOW_COLUMNS = ("schedule",)

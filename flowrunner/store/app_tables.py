@@ -61,7 +61,8 @@ def flows_table(
     tenant: str | None = None,
     tenant_type: sqltypes.SqlType | None = None,
 ) -> sa.Table:
-    """A flows table: ``id, name, start, condition, changes, active`` (and the tenant column).
+    """A flows table: ``id, name, start, condition, changes, active, schedule`` (and the
+    tenant column).
 
     A flow's name is unique within the table, or within its tenant.
     """
@@ -72,6 +73,7 @@ def flows_table(
         sa.Column("condition", sa.Text),
         sa.Column("changes", sa.Text),
         sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true()),
+        sa.Column("schedule", sa.Text),
     ]
     unique: tuple[str, ...] = ("name",)
     if tenant is not None:

@@ -583,6 +583,30 @@ def append_logs(
     )
 
 
+def append_to_runs(
+    conn: sa.Connection, *, run_ids: list[int], at: datetime, tenant: object, line: LogLine
+) -> None:
+    """Add the same history line to each of ``run_ids``, in one statement (the runs a
+    scheduled flow started in one batch)."""
+    if not run_ids:
+        return
+    table = engine_tables.step_log
+    detail = None if line.detail is None else sanitize.sanitize_value(line.detail)
+    values = {
+        "tenant": tenant,
+        "at": at,
+        "position": line.position,
+        "step_id": line.step_id,
+        "title": line.title,
+        "kind": line.kind,
+        "what": line.what,
+        "detail": detail,
+        "pass": line.pass_,
+        "due_at": line.due_at,
+    }
+    conn.execute(sa.insert(table), [{**values, "run_id": run_id} for run_id in run_ids])
+
+
 def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:
     """The run's history, in the order it happened."""
     table = engine_tables.step_log
