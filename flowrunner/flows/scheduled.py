@@ -203,8 +203,12 @@ class _SlotStep(claimed.ClaimedStep):
         last = _moment(state.get("last")) or run.started_at
         if state.get("slot") is None:
             if found is None:  # inactive, or no longer on a schedule: until saved again
+                state.update(idle=True, next_at=None)
                 self.save(state=state, status=WAITING, due_at=None)
                 return
+            if state.pop("idle", None):  # woken as it starts again: no slot owed meanwhile
+                last = now
+                state["last"] = now.isoformat()
             slot = found.latest_slot(last, now)
             if slot is None:
                 following = found.next_slot(last)

@@ -45,6 +45,8 @@ class FlowSpec:
     changes: str | None = None
     active: bool = True
     tenant: shapes.Plain = None
+    schedule: str | None = None
+    """A flow that starts on a schedule: its cron fields and zone (``0 6 * * mon UTC``)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class FlowSnapshot:
             changes=None if _empty(flow_row.get("changes")) else str(flow_row["changes"]),
             active=bool(True if flow_row.get("active") is None else flow_row["active"]),
             tenant=_plain(flow_row.get("tenant")),
+            schedule=None if _empty(flow_row.get("schedule")) else str(flow_row["schedule"]),
         )
         steps = []
         for row in step_rows:
@@ -117,16 +120,19 @@ class FlowSnapshot:
 
     @staticmethod
     def _body(flow: FlowSpec, steps: tuple[StepSpec, ...]) -> shapes.JsonDict:
+        kept: shapes.JsonDict = {
+            "id": flow.id,
+            "name": flow.name,
+            "start": flow.start,
+            "condition": flow.condition,
+            "changes": flow.changes,
+            "active": flow.active,
+            "tenant": flow.tenant,
+        }
+        if flow.schedule is not None:  # only then: the digests of other flows stay as they were
+            kept["schedule"] = flow.schedule
         return {
-            "flow": {
-                "id": flow.id,
-                "name": flow.name,
-                "start": flow.start,
-                "condition": flow.condition,
-                "changes": flow.changes,
-                "active": flow.active,
-                "tenant": flow.tenant,
-            },
+            "flow": kept,
             "steps": [
                 {
                     "id": s.id,

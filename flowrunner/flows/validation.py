@@ -451,6 +451,8 @@ def flow_row(snap: snapshot.FlowSnapshot, binding: binding_mod.FlowBinding) -> s
         "changes": snap.flow.changes,
         "active": snap.flow.active,
     }
+    if snap.flow.schedule is not None:
+        row["schedule"] = snap.flow.schedule
     if binding.tenant is not None:
         row[binding.tenant] = snap.flow.tenant
     return row
