@@ -12,7 +12,7 @@ from typing import Any
 import desk
 import pytest
 import sqlalchemy as sa
-from running import count, mount, ticket
+from running import count, mount, stored, ticket
 from sizes import sized
 
 from flowrunner import RowInvalid, testing
@@ -60,8 +60,8 @@ def test_each_matching_record_starts_once_at_each_slot(any_engine: sa.Engine) ->
     assert [len(_flow_runs(driver, n)) for n in (1, 2, 3)] == [1, 0, 1]
     run = _flow_runs(driver, 1)[0]
     assert run.status == "done"
-    assert driver.record(1)["priority"] == "high"
-    assert driver.record(2)["priority"] == "normal"  # closed: not chased
+    assert stored(driver, 1)["priority"] == "high"
+    assert stored(driver, 2)["priority"] == "normal"  # closed: not chased
     said = [line.sentence for line in driver.history(run.id)]
     assert said[0] == "Started by the Monday 06:00 schedule"
 
@@ -97,7 +97,9 @@ def test_a_slot_over_many_records_starts_a_page_at_a_time(
     assert set(started.values()) == {1}
     # Each page its own step of the schedule's run: saved, and due again at once.
     history = driver.history(_schedule_run(driver).id)
-    assert history[-1].detail["started"] == len(matching)
+    assert history[-1].sentence == (
+        f"Started {len(matching):,} runs for the Monday 06:00 slot (Mon 9 Mar 06:00)"
+    )
 
 
 def test_two_workers_racing_the_same_slot_start_each_record_once(
@@ -174,16 +176,28 @@ def test_an_inactive_flow_starts_nothing_until_made_active_again(any_engine: sa.
     with any_engine.begin() as conn:
         driver.runner.save_flow(
             conn,
-            {"id": flow_id, "name": "Monday chase", "start": "schedule", "active": False,
-             "schedule": "0 6 * * mon Europe/Berlin", "condition": "status = open"},
+            {
+                "id": flow_id,
+                "name": "Monday chase",
+                "start": "schedule",
+                "active": False,
+                "schedule": "0 6 * * mon Europe/Berlin",
+                "condition": "status = open",
+            },
         )
     driver.advance_to(NEXT_MONDAY + timedelta(hours=1))
     assert _flow_runs(driver, 1) == []
     with any_engine.begin() as conn:
         driver.runner.save_flow(
             conn,
-            {"id": flow_id, "name": "Monday chase", "start": "schedule", "active": True,
-             "schedule": "0 7 * * mon Europe/Berlin", "condition": "status = open"},
+            {
+                "id": flow_id,
+                "name": "Monday chase",
+                "start": "schedule",
+                "active": True,
+                "schedule": "0 7 * * mon Europe/Berlin",
+                "condition": "status = open",
+            },
         )
     driver.advance_to(NEXT_MONDAY + WEEK + timedelta(hours=1, minutes=1))
     runs = _flow_runs(driver, 1)
@@ -208,19 +222,25 @@ def test_each_tenants_records_start_with_that_tenants_flows(any_engine: sa.Engin
             )
             runner.save_step(
                 conn,
-                {"flow_id": flow, "position": 1, "kind": "set", "field": "priority",
-                 "value": f"'{tenant} morning'", "tenant_id": tenant},
+                {
+                    "flow_id": flow,
+                    "position": 1,
+                    "kind": "set",
+                    "field": "priority",
+                    "value": f"'{tenant} morning'",
+                    "tenant_id": tenant,
+                },
             )
     for n, tenant in ((1, "acme"), (2, "globex"), (3, "acme")):
         driver.create({"id": n, "tenant_id": tenant, "status": "new", "priority": "low"})
     driver.advance_to(datetime(2026, 3, 2, 7, 0, tzinfo=UTC))
-    assert [driver.record(n, tenant=t)["priority"] for n, t in ((1, "acme"), (2, "globex"))] == [
+    assert [stored(driver, n, tenant=t)["priority"] for n, t in ((1, "acme"), (2, "globex"))] == [
         "acme morning",
         "low",
     ]
     driver.advance_to(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
-    assert driver.record(2, tenant="globex")["priority"] == "globex morning"
-    assert driver.record(3, tenant="acme")["priority"] == "acme morning"
+    assert stored(driver, 2, tenant="globex")["priority"] == "globex morning"
+    assert stored(driver, 3, tenant="acme")["priority"] == "acme morning"
     assert [len(driver.runs(n, tenant=t)) for n, t in ((1, "acme"), (2, "globex"))] == [1, 1]
 
 

@@ -126,7 +126,10 @@ class Schedules(Program):
             start_key=START_KEY,
             snapshot=snapshot,
             digest=hashlib.sha256(json.dumps(snapshot, default=str).encode()).hexdigest(),
-            state={"last": now.isoformat(), "next_at": None if first is None else first.isoformat()},
+            state={
+                "last": now.isoformat(),
+                "next_at": None if first is None else first.isoformat(),
+            },
             status=WAITING,
             now=now,
             started_by=mounted.run_as,
@@ -134,7 +137,11 @@ class Schedules(Program):
         )
         if run_id is not None:
             if found is not None and first is not None:
-                detail = {"every": found.every, "timezone": found.timezone, "first": first.isoformat()}
+                detail = {
+                    "every": found.every,
+                    "timezone": found.timezone,
+                    "first": first.isoformat(),
+                }
                 line = ops.LogLine("job_scheduled", kind=PROGRAM, detail=detail)
                 ops.append_logs(conn, run_id=run_id, at=now, tenant=tenant, lines=[line])
             return

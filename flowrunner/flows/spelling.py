@@ -38,7 +38,8 @@ def canonical_kind(kind: str | None) -> binding_mod.StepKind | None:
 
 
 def canonical_start(start: str | None) -> str | None:
-    """``created``, ``updated``, ``manual`` or ``schedule`` in lower case when it is one; else as written."""
+    """A flow's start (``created``, ``updated``, ``manual``, ``schedule``) in lower case
+    when it is one; else as written."""
     if start is None:
         return None
     return _STARTS.get(start.strip().casefold(), start.strip())

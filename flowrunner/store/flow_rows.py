@@ -132,7 +132,7 @@ def scheduled_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[s
     flows = tables.flows
     if "schedule" not in flows.c:
         return []
-    picked = [flows.c.id, flows.c.name, flows.c.schedule]
+    picked: list[sa.ColumnElement[Any]] = [flows.c.id, flows.c.name, flows.c.schedule]
     if tables.tenant is not None:
         picked.append(flows.c[tables.tenant].label("tenant"))
     query = sa.select(*picked).where(flows.c.start == "schedule").order_by(flows.c.id)
