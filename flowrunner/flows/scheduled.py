@@ -281,7 +281,9 @@ class _SlotStep(claimed.ClaimedStep):
             if page:
                 state["after"] = _plain(page[-1][mounted.tables.key])
         if len(page) == BATCH:
-            self.save(state=state, status=WAITING, due_at=now)  # the next page at once
+            # The next page at once, due at the slot: before the runs it just started
+            # (due now), so the workers finish starting the slot before stepping them.
+            self.save(state=state, status=WAITING, due_at=min(now, _moment(slot) or now))
             return
         detail = {
             "slot": slot,
