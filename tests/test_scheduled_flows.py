@@ -5,8 +5,10 @@ tenant's flows. On SQLite and PostgreSQL, on the test driver's clock."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import desk
@@ -301,3 +303,34 @@ def test_a_flows_table_from_before_schedules_mounts_and_refuses_one(
         )
     ]
     testing.FlowDriver(runner).run_until_idle()  # the workers' look finds nothing to do
+
+
+# -- the guide's example (docs/flows.md) ---------------------------------------------------
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "flows.md"
+GUIDE_TEXT = GUIDE.read_text(encoding="utf-8")
+PROSE = " ".join(re.sub(r"```.*?```", "", GUIDE_TEXT, flags=re.S).split())
+
+
+def test_the_guides_scheduled_flow_runs_as_it_says(any_engine: sa.Engine) -> None:
+    [example] = [
+        block
+        for block in re.findall(r"```yaml\n(.*?)```", GUIDE_TEXT, re.S)
+        if " schedule:" in block
+    ]
+    driver = mount(any_engine, "tickets", flows=example)
+    _tickets(driver, {1: "open", 2: "closed"})
+    driver.run_until_idle()
+    driver.advance_to(NEXT_MONDAY + 2 * WEEK + timedelta(hours=1), run=False)  # an outage
+    driver.run_until_idle()
+    [run] = _flow_runs(driver, 1)
+    first = driver.history(run.id)[0].sentence
+    assert _flow_runs(driver, 2) == []
+    assert f"`{first}`" in PROSE
+    slot = [line.sentence for line in driver.history(_schedule_run(driver).id)][-1]
+    assert slot == (
+        "Started 1 run for the Monday 06:00 slot (Mon 23 Mar 06:00); the slots missed from "
+        "Mon 9 Mar 06:00 were skipped"
+    )
+    assert slot.replace("Started 1 run", "Started 12 runs") in PROSE
+    assert "`there is no time zone 'Berlin': name one such as 'America/New_York' or 'UTC'`" in PROSE
