@@ -34,7 +34,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed
-from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping
+from flowrunner.engine.mounted import Claimed, Mounted, Program, Stepping, record_tenant
 from flowrunner.flows import starts
 from flowrunner.foundations import statuses
 from flowrunner.jobs import schedules
@@ -268,12 +268,19 @@ class _SlotStep(claimed.ClaimedStep):
             page = records.records_after(
                 conn, mounted.tables, clause, owner, after=state.get("after"), batch=BATCH
             )
-            started = []
-            for record in page:
-                key = f"schedule:{slot}:{mounted.record_id(record)}"
-                run_id = starts.start_found(mounted, conn, chosen, record, key, mounted.run_as, now)
-                if run_id is not None:
-                    started.append(run_id)
+            keys = [mounted.record_id(record) for record in page]
+            started = ops.insert_runs(
+                conn,
+                tenant=record_tenant(mounted.binding, page[0]) if page else None,
+                resource=mounted.binding.resource,
+                flow_id=str(chosen.flow["id"]),
+                flow_name=str(chosen.flow.get("name") or ""),
+                snapshot=chosen.stored,
+                digest=chosen.snapshot.digest,
+                now=now,
+                started_by=mounted.run_as,
+                starts=[(key, f"schedule:{slot}:{key}") for key in keys],
+            )
             detail = {"slot": slot, "timezone": state.get("timezone"), "every": state.get("every")}
             line = ops.LogLine("schedule_started", kind=PROGRAM, detail=detail)
             ops.append_to_runs(conn, run_ids=started, at=now, tenant=run.tenant, line=line)

@@ -114,20 +114,6 @@ def _start(
     return run_id
 
 
-def start_found(
-    mounted: Mounted,
-    conn: sa.Connection,
-    found: Startable,
-    record: Mapping[str, object],
-    start_key: str,
-    started_by: str,
-    now: datetime,
-) -> int | None:
-    """Insert the run of a flow as ``startable`` keeps it on ``record``, due now; None if
-    ``start_key`` already started one (a scheduled flow's slot, a page at a time)."""
-    return _start(mounted, conn, found, record, start_key, started_by, now)
-
-
 # How many (start kind, tenant) lists of flows a runner keeps (a tenant's records start
 # only that tenant's flows); the oldest goes first.
 KEPT_FLOW_LISTS = 256

@@ -128,7 +128,7 @@ def active_flows(
 
 def scheduled_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[shapes.RowDict]:
     """Every active flow that starts on a schedule, of every tenant, in id order: its id,
-    name, schedule and tenant. None when the flows table has no ``schedule`` column."""
+    name, schedule and tenant; none when the flows table has no ``schedule`` column."""
     flows = tables.flows
     if "schedule" not in flows.c:
         return []

@@ -1,0 +1,35 @@
+"""A scheduled flow over many records, served by two worker processes on PostgreSQL
+(``bench/scheduled_flows.py`` at a moderate size): at the slot each matching record is
+started exactly once, none twice, no other record at all, and both workers take part."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sizes import sized
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "scheduled_flows.py"
+# A few pages of a thousand records by default; the bench's hundred thousand in a long run.
+RECORDS = sized(3_000, 100_000)
+
+
+def test_two_worker_processes_start_each_matching_record_once_at_the_slot(pg_url: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--records", str(RECORDS), "--postgres", pg_url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    matching = RECORDS - RECORDS // 10  # nine in ten are open
+    assert found["matching"] == matching
+    assert (found["started"], found["records_started"]) == (matching, matching)
+    assert found["started_twice"] == found["closed_started"] == 0
+    # Every started run took its first step, on one worker or the other.
+    assert sum(found["advanced_per_worker"]) >= matching
+    assert all(steps > 0 for steps in found["advanced_per_worker"])
