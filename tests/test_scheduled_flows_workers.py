@@ -1,6 +1,6 @@
 """A scheduled flow over many records, served by two worker processes on PostgreSQL
 (``bench/scheduled_flows.py`` at a moderate size): at the slot each matching record is
-started exactly once, none twice, no other record at all, and both workers take part."""
+started exactly once, none twice, and no other record at all."""
 
 from __future__ import annotations
 
@@ -30,6 +30,5 @@ def test_two_worker_processes_start_each_matching_record_once_at_the_slot(pg_url
     assert found["matching"] == matching
     assert (found["started"], found["records_started"]) == (matching, matching)
     assert found["started_twice"] == found["closed_started"] == 0
-    # Every started run took its first step, on one worker or the other.
-    assert sum(found["advanced_per_worker"]) >= matching
-    assert all(steps > 0 for steps in found["advanced_per_worker"])
+    # The slot's pages of a thousand records, each a step of the schedule's run.
+    assert sum(found["advanced_per_worker"]) >= -(-matching // 1000)
