@@ -449,6 +449,17 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "Started no run for the Monday 06:00 slot (Mon 9 Mar 06:00): its condition can "
             "no longer be read against the records",
         ),
+        (
+            "schedule",
+            {
+                "slot": "2026-03-09T05:00:00+00:00",
+                "timezone": "Europe/Berlin",
+                "started": 2000,
+                "problem": "the flow is inactive",
+            },
+            "Started 2,000 runs for the Monday 06:00 slot (Mon 9 Mar 06:00), then stopped: "
+            "the flow is inactive",
+        ),
     ],
     "job_ran": [
         (

@@ -207,6 +207,32 @@ def test_an_inactive_flow_starts_nothing_until_made_active_again(any_engine: sa.
     assert driver.history(runs[0].id)[0].sentence == "Started by the Monday 07:00 schedule"
 
 
+def test_a_new_schedule_counts_its_slots_from_when_it_is_saved(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "tickets", flows=MONDAY_CHASE)
+    _tickets(driver, {1: "open"})
+    driver.advance_to(NEXT_MONDAY + timedelta(days=1, hours=4))  # Tuesday 09:00 UTC
+    assert len(_flow_runs(driver, 1)) == 1
+    flows = driver.runner.tables.flows
+    with any_engine.begin() as conn:
+        flow_id = conn.execute(sa.select(flows.c.id)).scalar_one()
+        driver.runner.save_flow(
+            conn,
+            {
+                "id": flow_id,
+                "name": "Monday chase",
+                "start": "schedule",
+                "schedule": "0 8 * * tue UTC",  # this Tuesday's 08:00 passed before the save
+                "condition": "status = open",
+            },
+        )
+    driver.advance_to(NEXT_MONDAY + WEEK)
+    assert len(_flow_runs(driver, 1)) == 1
+    driver.advance_to(NEXT_MONDAY + WEEK + timedelta(days=1, hours=3, minutes=1))
+    runs = _flow_runs(driver, 1)
+    assert len(runs) == 2
+    assert driver.history(runs[0].id)[0].sentence == "Started by the Tuesday 08:00 schedule"
+
+
 def test_each_tenants_records_start_with_that_tenants_flows(any_engine: sa.Engine) -> None:
     runner = desk.runner(any_engine)
     driver = testing.FlowDriver(runner, start=datetime(2026, 3, 2, 0, 0, tzinfo=UTC))

@@ -17,7 +17,8 @@ The schedule's run is made when the flow is saved through the runner
 (``runner.save_flow``), and by each worker before its first claim and then once a
 minute of its clock (``Mounted.ticking``): a flow written around the runner (an import,
 SQL of its own) is seen within a minute, its slots counted from then. An edit of the
-schedule wakes the run, which reads the flow again: a flow made inactive, or no longer
+schedule wakes the run, which reads the flow again (a new schedule's slots count from
+then, as do those of a flow made active again): a flow made inactive, or no longer
 starting on a schedule, starts nothing and waits until it is saved again; a flow
 deleted ends its schedule's run.
 """
@@ -129,6 +130,8 @@ class Schedules(Program):
             state={
                 "last": now.isoformat(),
                 "next_at": None if first is None else first.isoformat(),
+                "schedule": flow.get("schedule"),
+                **({"idle": True} if found is None else {}),
             },
             status=WAITING,
             now=now,
@@ -213,9 +216,10 @@ class _SlotStep(claimed.ClaimedStep):
                 state.update(idle=True, next_at=None)
                 self.save(state=state, status=WAITING, due_at=None)
                 return
-            if state.pop("idle", None):  # woken as it starts again: no slot owed meanwhile
+            if state.pop("idle", None) or state.get("schedule") != flow.get("schedule"):
+                # Woken as it starts again, or by a new schedule: its slots count from now.
                 last = now
-                state["last"] = now.isoformat()
+                state.update(last=now.isoformat(), schedule=flow.get("schedule"))
             slot = found.latest_slot(last, now)
             if slot is None:
                 following = found.next_slot(last)
@@ -311,6 +315,7 @@ class _SlotStep(claimed.ClaimedStep):
                 "ran": slot,
                 "started": state.get("started", 0),
                 "next_at": None if following is None else following.isoformat(),
+                "schedule": state.get("schedule", flow.get("schedule")),
             },
             status=WAITING,
             due_at=following,

@@ -106,7 +106,11 @@ def _schedule_slot(say: Say) -> str:
     slot = f"the {name} slot ({_slot(say, 'slot')})" if name else "its slot"
     count = int(say.get("started", 0))
     problem = say.detail.get("problem")
-    if problem:
+    if problem and count:
+        said = (
+            f"Started {count:,} run{'' if count == 1 else 's'} for {slot}, then stopped: {problem}"
+        )
+    elif problem:
         said = f"Started no run for {slot}: {problem}"
     else:
         said = f"Started {count:,} run{'' if count == 1 else 's'} for {slot}"
