@@ -38,7 +38,7 @@ from flowrunner.engine import mounted, operations_room
 from flowrunner.engine.changes import Changes
 from flowrunner.engine.mounted import FLOW, Clock, EventHook, Mounted, Prepare, utc_now
 from flowrunner.engine.operations import Operations, RunFilters, RunQuery
-from flowrunner.flows import column_facts, starts
+from flowrunner.flows import column_facts, scheduled, starts
 from flowrunner.flows import step as flow_step
 from flowrunner.flows.editor import FlowEditor
 from flowrunner.flows.interpreter import config as config_mod
@@ -119,6 +119,7 @@ class FlowRunner:
         )
         self.mounted.programs[FLOW] = flow_step.program
         self.mounted.programs[timer_rules.PROGRAM] = timers.program
+        scheduled.mount(self.mounted)  # flows that start on a schedule
         # The binding's timers on date columns (``at``), or None when it has none: then
         # a record's change costs nothing more for them.
         self.mounted.timers = timers.Timers(self.mounted) if binding.at else None

@@ -182,6 +182,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.flows.orm_hook",
             "flowrunner.flows.files",
             "flowrunner.flows.starts",
+            "flowrunner.flows.scheduled",
             "flowrunner.flows.editor",
             "flowrunner.flows.publishing",
             "flowrunner.flows.step",

@@ -247,7 +247,8 @@ def test_table_helpers_declare_the_fixed_columns() -> None:
     metadata = sa.MetaData()
     flows, steps = tables.for_binding(metadata, make(tenant="tenant_id"))
     assert [c.name for c in flows.columns] == [
-        "id", "name", "start", "condition", "changes", "active", "calendar", "tenant_id"
+        "id", "name", "start", "condition", "changes", "active", "calendar", "schedule",
+        "tenant_id",
     ]  # fmt: skip
     assert [c.name for c in steps.columns][:4] == ["id", "flow_id", "position", "kind"]
     assert {"approver", "tenant_id", "remind", "mode", "goto"} <= set(steps.columns.keys())

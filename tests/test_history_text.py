@@ -419,6 +419,48 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "Scheduled 0 6 * * 1-5 (America/New_York); first slot Mon 9 Mar 06:00",
         )
     ],
+    "schedule_started": [
+        (
+            "schedule",
+            {"slot": "2026-03-09T05:00:00+00:00", "timezone": "Europe/Berlin"},
+            "Started by the Monday 06:00 schedule",
+        )
+    ],
+    "schedule_slot": [
+        (
+            "schedule",
+            {
+                "slot": "2026-03-09T05:00:00+00:00",
+                "timezone": "Europe/Berlin",
+                "started": 1234,
+                "missed_from": "2026-03-02T05:00:00+00:00",
+            },
+            "Started 1,234 runs for the Monday 06:00 slot (Mon 9 Mar 06:00); the slots "
+            "missed from Mon 2 Mar 06:00 were skipped",
+        ),
+        (
+            "schedule",
+            {
+                "slot": "2026-03-09T05:00:00+00:00",
+                "timezone": "Europe/Berlin",
+                "started": 0,
+                "problem": "its condition can no longer be read against the records",
+            },
+            "Started no run for the Monday 06:00 slot (Mon 9 Mar 06:00): its condition can "
+            "no longer be read against the records",
+        ),
+        (
+            "schedule",
+            {
+                "slot": "2026-03-09T05:00:00+00:00",
+                "timezone": "Europe/Berlin",
+                "started": 2000,
+                "problem": "the flow is inactive",
+            },
+            "Started 2,000 runs for the Monday 06:00 slot (Mon 9 Mar 06:00), then stopped: "
+            "the flow is inactive",
+        ),
+    ],
     "job_ran": [
         (
             "job",
@@ -671,6 +713,7 @@ WRITERS = [
     PACKAGE / "engine" / "actions.py",
     PACKAGE / "engine" / "worker.py",
     PACKAGE / "jobs" / "program.py",
+    PACKAGE / "flows" / "scheduled.py",
     PACKAGE / "workflows" / "program.py",
     PACKAGE / "workflows" / "children.py",
     PACKAGE / "workflows" / "actions.py",

@@ -72,6 +72,7 @@ STORED_FLOW = {
     "condition": "amount > 5",
     "changes": None,
     "active": True,
+    "schedule": None,
 }
 STORED_KINDS = [
     (1, "waitFor", None),
@@ -235,7 +236,8 @@ def test_a_start_and_a_changed_column_near_misses_are_told_what_they_meant() -> 
     assert found == [
         (
             "start",
-            "'udpated' is not a start — write created, updated or manual; did you mean 'updated'?",
+            "'udpated' is not a start — write created, updated, manual or schedule; "
+            "did you mean 'updated'?",
         ),
         ("changes", "only a flow that starts on 'updated' can name the column an update changes"),
         ("changes", "'prority' is not a column of purchase_order — did you mean 'priority'?"),

@@ -334,11 +334,19 @@ FLOW_INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
     ),
     (
         {"name": "A"},
-        ("start", "column_required", "say when the flow starts: created, updated or manual"),
+        (
+            "start",
+            "column_required",
+            "say when the flow starts: created, updated, manual or schedule",
+        ),
     ),
     (
         {"name": "A", "start": "sometimes"},
-        ("start", "start_invalid", "'sometimes' is not a start — write created, updated or manual"),
+        (
+            "start",
+            "start_invalid",
+            "'sometimes' is not a start — write created, updated, manual or schedule",
+        ),
     ),
     (
         {"name": "A", "start": "created", "changes": "status"},

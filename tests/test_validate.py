@@ -98,7 +98,7 @@ def test_a_dropped_column_is_named(engine: sa.Engine) -> None:
 def test_a_flow_row_broken_later_is_named(engine: sa.Engine) -> None:
     snap = loaded(engine, "UPDATE po_flow SET start = 'hourly' WHERE id = :f")
     assert validation.check(snap, BINDING, COLUMNS) == (
-        "flow 'Big orders': 'hourly' is not a start — write created, updated or manual"
+        "flow 'Big orders': 'hourly' is not a start — write created, updated, manual or schedule"
     )
 
 

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner.flows import files, starts, validation
+from flowrunner.flows import files, scheduled, starts, validation
+from flowrunner.history import flows as history
+from flowrunner.jobs import schedules
 from flowrunner.store import flow_rows
 
 if TYPE_CHECKING:
@@ -64,8 +66,8 @@ DATABASE = cli_mod.database_option()
 
 @click.group(cls=FlowsGroup, epilog=cli_mod.EXIT_STATUSES)
 def flows() -> None:
-    """Flows as files: import, export, and validate the stored rows; a flow's versions:
-    publish, list, compare, roll back."""
+    """Flows as files: import, export, list and validate the stored rows (a scheduled
+    flow with its next slots); a flow's versions: publish, list, compare, roll back."""
 
 
 @flows.command("import", epilog=cli_mod.EXIT_STATUSES)
@@ -227,6 +229,75 @@ def export(
     else:
         output.write_text(text, encoding="utf-8")
         click.echo(f"exported {len(docs)} flow(s) to {output}", err=True)
+
+
+@flows.command("list", epilog=cli_mod.EXIT_STATUSES)
+@APP
+@DATABASE
+@click.option(
+    "--slots",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0, max=50),
+    help="How many of a scheduled flow's next slots to show.",
+)
+@cli_mod.json_option(
+    'Print {"flows": [{"id", "name", "tenant", "start", "schedule", "timezone", "condition", '
+    '"active", "next_slots"}]} as one JSON document (the slots in UTC).'
+)
+def list_(app_spec: str, database: str | None, slots: int, as_json: bool) -> None:
+    """Each stored flow: when it starts, its condition, whether it is active, and a
+    scheduled flow's next slots (on its own wall clock)."""
+    runner = _runner(app_spec, database)
+    now = runner.clock()
+    with runner.engine.connect() as conn:
+        stored = flow_rows.all_flows(conn, runner.tables)
+    tenant = runner.binding.tenant
+    shown = []
+    for flow in stored:
+        found = scheduled.schedule_of(flow)
+        shown.append(
+            {
+                "id": flow["id"],
+                "name": flow["name"],
+                "tenant": None if tenant is None else flow.get(tenant),
+                "start": flow["start"],
+                "schedule": None if found is None else found.every,
+                "timezone": None if found is None else found.timezone,
+                "condition": flow.get("condition") or None,
+                "active": flow.get("active") not in (False, 0),
+                "next_slots": scheduled.next_slots(flow, now, slots),
+            }
+        )
+    if as_json:
+        cli_mod.echo_json({"flows": shown})
+        return
+    if not shown:
+        click.echo("no flows are stored")
+        return
+    rows = [("flow", "starts", "condition", "active", "next slots")]
+    for line in shown:
+        starts_on = str(line["start"])
+        zone = None
+        if line["schedule"] is not None:
+            starts_on = f"{line['schedule']} ({line['timezone']})"
+            zone = schedules.zone(str(line["timezone"]))
+        next_at = line["next_slots"]
+        assert isinstance(next_at, list)
+        rows.append(
+            (
+                str(line["name"]) + ("" if line["tenant"] is None else f" [{line['tenant']}]"),
+                starts_on,
+                str(line["condition"] or "-"),
+                "yes" if line["active"] else "no",
+                ", ".join(history.when(slot, zone) for slot in next_at) or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
 
 
 @flows.command("validate", epilog=cli_mod.EXIT_STATUSES)

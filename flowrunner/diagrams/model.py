@@ -211,6 +211,8 @@ def starts(flow: snapshot.FlowSpec) -> str:
         "updated": "when a record is updated",
         "manual": "when an operator starts it",
     }.get(flow.start, f"on {flow.start}")
+    if flow.start == "schedule" and flow.schedule:
+        how = f"on the schedule {flow.schedule}"
     if flow.start == "updated" and flow.changes:
         how = f"when a record's {flow.changes} changes"
     return f"{how}, if {flow.condition}" if flow.condition else how

@@ -44,6 +44,8 @@ EventHook = Callable[[sa.Connection, spec.Emitted], None]
 # What a worker does once before its first claim, given the clock's now (a job at times
 # makes sure it has its run).
 Prepare = Callable[[datetime], None]
+# How often each worker calls the runner's ``ticking`` hooks, on the runner's clock.
+TICK = timedelta(minutes=1)
 
 # How many runs' snapshots a runner keeps read (``load_snapshot``); the oldest goes first.
 KEPT_SNAPSHOTS = 256
@@ -91,6 +93,9 @@ class Mounted:
     # worker before its first claim: the jobs mounted beside the flows use them.
     on_event: list[EventHook] = dataclasses.field(default_factory=list)
     preparing: list[Prepare] = dataclasses.field(default_factory=list)
+    # Called by each worker before its first claim and then at most once a ``TICK`` of
+    # the runner's clock: the scheduled flows' runs are made and kept in step by them.
+    ticking: list[Prepare] = dataclasses.field(default_factory=list)
     # What is mounted beside the flows, if anything (jobs, timers, code workflows).
     jobs: Any = None
     timers: Any = None

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed as stepping
-from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Stepping, program_of
+from flowrunner.engine.mounted import TICK, Claimed, Mountable, Mounted, Stepping, program_of
 from flowrunner.foundations import logs, sanitize, statuses
 from flowrunner.store import dialects, wakeups
 from flowrunner.store import operations as ops
@@ -128,6 +128,7 @@ class Worker:
         self.stats = WorkerStats()
         self._point: Hook = _pass if crash_at is None else crash_at
         self._prepared = 0  # how many of the runner's ``preparing`` this worker did
+        self._ticked: datetime | None = None  # when it last called the ``ticking`` hooks
 
     def run_due(self, limit: int | None = None) -> int:
         """Claim up to ``limit`` due runs (default: ``claim``) and advance them; how many
@@ -147,6 +148,12 @@ class Worker:
         if self.mounted.business is not None:
             # A holiday added or taken away moves the waiting runs' business times.
             self.mounted.business.watch(now)
+        if self.mounted.ticking and (
+            self._ticked is None or not timedelta(0) <= now - self._ticked < TICK
+        ):
+            self._ticked = now  # a scheduled flow's run is made, or kept in step
+            for tick in self.mounted.ticking:
+                tick(now)
         claims = ops.claim_due(
             self.mounted.engine,
             now=now,

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from flowrunner import errors
 from flowrunner.binding import Tenant
 from flowrunner.engine.mounted import Mounted
-from flowrunner.flows import edits, rows, snapshot, starts
+from flowrunner.flows import edits, rows, scheduled, snapshot, starts
 from flowrunner.foundations import ids, payloads, shapes
 from flowrunner.store import app_tables, dialects, flow_rows
 
@@ -38,7 +38,11 @@ class FlowEditor:
         m = self.mounted
         row = m.owned(row, tenant, "flow")
         with conn.begin_nested():
-            return edits.save_flow(conn, m.binding, m.tables, row, columns=m.columns)
+            flow_id = edits.save_flow(conn, m.binding, m.tables, row, columns=m.columns)
+        program = scheduled.of(m)
+        if program is not None:  # a flow that starts on a schedule: its run from now on
+            program.saved(conn, flow_id)
+        return flow_id
 
     def save_step(
         self, conn: sa.Connection, row: Mapping[str, Any], *, tenant: Tenant = None

@@ -114,6 +114,7 @@ class Publishing:
                 "start": snap.flow.start,
                 "condition": snap.flow.condition,
                 "changes": snap.flow.changes,
+                "schedule": snap.flow.schedule,
             }
             flow_rows.store_flow(conn, m.tables, row["id"], edits.flow_values(m.binding, stored))
             for step in validation.step_rows(snap):

@@ -22,6 +22,7 @@ from flowrunner import binding as binding_mod
 from flowrunner import calendars, errors, query
 from flowrunner.flows import column_facts, spelling
 from flowrunner.foundations import durations, modes, sanitize, shapes, templates
+from flowrunner.jobs import schedules
 
 STARTS = spelling.STARTS
 MESSAGE_LIMIT = 500
@@ -219,7 +220,7 @@ _M = TypeVar("_M", bound=_Row)
 
 class FlowRow(_Row):
     """A flow row as typed: ``name, start`` and optionally ``condition, changes, active,
-    calendar``."""
+    calendar`` and ``schedule`` (a flow that starts on a schedule)."""
 
     name: Text = None
     start: StartText = None
@@ -227,6 +228,7 @@ class FlowRow(_Row):
     changes: Text = None
     active: Flag = None
     calendar: Text = None
+    schedule: Text = None
 
 
 class StepRow(_Row):
@@ -324,10 +326,10 @@ def flow_errors(
         message = f"a flow's name has at most {NAME_LIMIT} characters"
         add(errors.FieldError("name", message, "name_too_long"))
     if flow.start is None:
-        message = "say when the flow starts: created, updated or manual"
+        message = "say when the flow starts: created, updated, manual or schedule"
         add(errors.FieldError("start", message, "column_required"))
     elif flow.start not in STARTS:
-        message = f"'{flow.start}' is not a start — write created, updated or manual"
+        message = f"'{flow.start}' is not a start — write created, updated, manual or schedule"
         message += spelling.did_you_mean(flow.start, STARTS, joint="; ")
         add(errors.FieldError("start", message, "start_invalid"))
     if flow.condition is not None:
@@ -337,6 +339,7 @@ def flow_errors(
             message = "only a flow that starts on 'updated' can name the column an update changes"
             add(errors.FieldError("changes", message, "changes_without_update"))
         add_changes(problems, binding, flow.changes, columns)
+    add_schedule(problems, flow)
     if binding.tenant is not None and _blank(row.get(binding.tenant)):
         message = "a flow belongs to a tenant; name it"
         add(errors.FieldError(binding.tenant, message, "column_required"))
@@ -346,6 +349,28 @@ def flow_errors(
         message += spelling.did_you_mean(flow.calendar, binding.calendars)
         add(errors.FieldError("calendar", message, "calendar_unknown"))
     return _ordered(problems)
+
+
+def add_schedule(problems: list[errors.FieldError], flow: FlowRow) -> None:
+    """A flow that starts on a schedule needs one that reads; no other flow has one."""
+    if "schedule" in _fields(problems):
+        return
+    if flow.schedule is None:
+        if flow.start == "schedule":
+            message = (
+                "a flow that starts on a schedule needs one: five cron fields such as "
+                "'0 6 * * mon', then a time zone such as 'Europe/Berlin' (UTC without one)"
+            )
+            problems.append(errors.FieldError("schedule", message, "column_required"))
+        return
+    if flow.start != "schedule":
+        message = "only a flow that starts on 'schedule' has a schedule"
+        problems.append(errors.FieldError("schedule", message, "schedule_without_start"))
+        return
+    try:
+        schedules.read(flow.schedule)
+    except errors.BindingError as exc:
+        problems.append(errors.FieldError("schedule", str(exc), "schedule_invalid"))
 
 
 # -- one step row ------------------------------------------------------------------

@@ -47,6 +47,8 @@ class FlowSpec:
     tenant: shapes.Plain = None
     # The calendar the flow counts business time on, when it names one.
     calendar: str | None = None
+    schedule: str | None = None
+    """A flow that starts on a schedule: its cron fields and zone (``0 6 * * mon UTC``)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class FlowSnapshot:
             active=bool(True if flow_row.get("active") is None else flow_row["active"]),
             tenant=_plain(flow_row.get("tenant")),
             calendar=None if _empty(flow_row.get("calendar")) else str(flow_row["calendar"]),
+            schedule=None if _empty(flow_row.get("schedule")) else str(flow_row["schedule"]),
         )
         steps = []
         for row in step_rows:
@@ -129,9 +132,11 @@ class FlowSnapshot:
             "active": flow.active,
             "tenant": flow.tenant,
         }
+        # Only when named: the digests of snapshots stored before these columns stand.
         if flow.calendar is not None:
-            # Only when named: the digests of snapshots stored before calendars stand.
             head["calendar"] = flow.calendar
+        if flow.schedule is not None:
+            head["schedule"] = flow.schedule
         return {
             "flow": head,
             "steps": [

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from flowrunner import binding as binding_mod
 from flowrunner.foundations import modes
 
-STARTS = ("created", "updated", "manual")
+STARTS = ("created", "updated", "manual", "schedule")
 
 _BUILTIN = {kind.casefold(): kind for kind in binding_mod.BUILTIN_KINDS}
 _STARTS = {start.casefold(): start for start in STARTS}
@@ -38,7 +38,8 @@ def canonical_kind(kind: str | None) -> binding_mod.StepKind | None:
 
 
 def canonical_start(start: str | None) -> str | None:
-    """``created``, ``updated`` or ``manual`` in lower case when it is one; else as written."""
+    """A flow's start (``created``, ``updated``, ``manual``, ``schedule``) in lower case
+    when it is one; else as written."""
     if start is None:
         return None
     return _STARTS.get(start.strip().casefold(), start.strip())

@@ -175,6 +175,7 @@ def _published(
             "start": snap.flow.start,
             "condition": snap.flow.condition,
             "changes": snap.flow.changes,
+            "schedule": snap.flow.schedule,
         }
         found.append(_from_snapshot(mounted, row, snap))
     return found

@@ -59,8 +59,10 @@ CODES = {
     "message_secret_column": "a notify message names a column that holds a secret",
     "mode_invalid": "a mode other than any, all, a count or a share",
     "remind_unavailable": "remind on a kind that has no remind command",
-    "start_invalid": "a flow's start other than created, updated or manual",
+    "start_invalid": "a flow's start other than created, updated, manual or schedule",
     "changes_without_update": "changes on a flow that does not start on updated",
+    "schedule_invalid": "a schedule that is not cron fields and a time zone",
+    "schedule_without_start": "a schedule on a flow that does not start on schedule",
     "name_too_long": "a flow name over 200 characters",
     "name_taken": "another flow (of the same tenant) has the name, whatever its case",
     "changes_key": "changes names the record's key column, which an update never changes",
@@ -464,6 +466,8 @@ def flow_row(snap: snapshot.FlowSnapshot, binding: binding_mod.FlowBinding) -> s
     }
     if snap.flow.calendar is not None:
         row["calendar"] = snap.flow.calendar
+    if snap.flow.schedule is not None:
+        row["schedule"] = snap.flow.schedule
     if binding.tenant is not None:
         row[binding.tenant] = snap.flow.tenant
     return row

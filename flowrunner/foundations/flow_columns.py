@@ -9,7 +9,16 @@ files and snapshots name the columns: all of them take the names from here.
 
 from __future__ import annotations
 
-FLOW_COLUMNS = ("id", "name", "start", "condition", "changes", "active", "calendar")
+FLOW_COLUMNS = (
+    "id",
+    "name",
+    "start",
+    "condition",
+    "changes",
+    "active",
+    "calendar",
+    "schedule",
+)
 STEP_COLUMNS = (
     "id",
     "flow_id",
@@ -34,5 +43,6 @@ STEP_COLUMNS = (
 # mounts; a row that sets one there is refused with a sentence saying to add it.
 LATER_STEP_COLUMNS = ("on_failure", "escalate", "escalate_to")
 # Flow columns added after the first release, likewise: ``calendar`` names the calendar
-# a flow counts business time on.
-LATER_FLOW_COLUMNS = ("calendar",)
+# a flow counts business time on; ``schedule`` says when a flow that starts on a
+# schedule starts (``0 6 * * mon Europe/Berlin``).
+LATER_FLOW_COLUMNS = ("calendar", "schedule")

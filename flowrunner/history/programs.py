@@ -8,7 +8,7 @@ its children and forks, a timer on a record's date (fired, moved, unmatched, gon
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import tzinfo
+from datetime import UTC, datetime, tzinfo
 
 from flowrunner import errors
 from flowrunner.history.words import Say, condition_words, when, who_did
@@ -75,6 +75,47 @@ def _job_failed(say: Say) -> str:
     slot = _slot(say, "slot")
     said = f"{command} failed" + (f" for the slot {slot}" if slot else "")
     return f"{said} ({error}); the job waits for its next slot"
+
+
+# -- a flow that starts on a schedule (flowrunner.flows.scheduled) -------------------------
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def _slot_name(say: Say) -> str | None:
+    """A slot as people name it, on the schedule's wall clock: ``Monday 06:00``."""
+    value = say.detail.get("slot")
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+    local = moment.astimezone(_job_zone(say) or UTC)
+    return f"{_WEEKDAYS[local.weekday()]} {local:%H:%M}"
+
+
+def _schedule_started(say: Say) -> str:
+    name = _slot_name(say)
+    return f"Started by the {name} schedule" if name else "Started by its schedule"
+
+
+def _schedule_slot(say: Say) -> str:
+    name = _slot_name(say)
+    slot = f"the {name} slot ({_slot(say, 'slot')})" if name else "its slot"
+    count = int(say.get("started", 0))
+    problem = say.detail.get("problem")
+    if problem and count:
+        said = (
+            f"Started {count:,} run{'' if count == 1 else 's'} for {slot}, then stopped: {problem}"
+        )
+    elif problem:
+        said = f"Started no run for {slot}: {problem}"
+    else:
+        said = f"Started {count:,} run{'' if count == 1 else 's'} for {slot}"
+    missed = _slot(say, "missed_from")
+    return f"{said}; the slots missed from {missed} were skipped" if missed else said
 
 
 # -- a code workflow's steps (flowrunner.workflows) ---------------------------------------
@@ -207,6 +248,8 @@ RENDER: dict[str, Callable[[Say], str]] = {
     "job_scheduled": _job_scheduled,
     "job_ran": _job_ran,
     "job_failed": _job_failed,
+    "schedule_started": _schedule_started,
+    "schedule_slot": _schedule_slot,
     "workflow_step": _workflow_step,
     "workflow_waiting": _workflow_waiting,
     "diverged": _diverged,

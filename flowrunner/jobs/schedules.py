@@ -274,3 +274,47 @@ def _reading(moment: datetime, clock: tzinfo) -> datetime:
 def _aware(moment: datetime) -> datetime:
     """A moment as UTC; a naive one is taken as UTC, as the engine's timestamps are."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def read(text: str) -> Schedule:
+    """A flow's ``schedule`` as a business user writes it: five cron fields or a nickname,
+    then the name of the time zone whose wall clock they are read on (UTC without one).
+    ``BindingError`` with a sentence for what cannot be read.
+
+    >>> read("0 6 * * mon Europe/Berlin")
+    Schedule(every='0 6 * * mon', timezone='Europe/Berlin')
+    >>> read(" @daily ")
+    Schedule(every='0 0 * * *', timezone='UTC')
+    >>> read("0 6 * * mon Berlin")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    flowrunner.errors.BindingError: there is no time zone 'Berlin': name one such as ...
+    >>> read("0 6 * mon")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    flowrunner.errors.BindingError: the schedule '0 6 * mon' is not five cron fields ...
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise errors.BindingError(
+            "a schedule is five cron fields such as '0 6 * * mon', then a time zone "
+            "such as 'Europe/Berlin'"
+        )
+    words = text.split()
+    count = 1 if words[0].lower() in NICKNAMES else 5
+    if len(words) not in (count, count + 1):
+        raise errors.BindingError(
+            f"the schedule {text.strip()!r} is not five cron fields (minute hour day month "
+            "weekday) or one of @hourly, @daily, @weekly, @monthly, followed by a time zone "
+            "such as 'Europe/Berlin' (UTC without one)"
+        )
+    every = " ".join(words[:count])
+    return parse(every, words[count] if len(words) > count else "UTC")
+
+
+def written(schedule: Schedule) -> str:
+    """A schedule as ``read`` reads it back: ``0 6 * * mon Europe/Berlin``.
+
+    >>> written(read("0 6 * * mon Europe/Berlin"))
+    '0 6 * * mon Europe/Berlin'
+    """
+    return f"{schedule.every} {schedule.timezone}"

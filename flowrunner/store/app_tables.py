@@ -61,8 +61,8 @@ def flows_table(
     tenant: str | None = None,
     tenant_type: sqltypes.SqlType | None = None,
 ) -> sa.Table:
-    """A flows table: ``id, name, start, condition, changes, active, calendar`` (and the
-    tenant column).
+    """A flows table: ``id, name, start, condition, changes, active, calendar, schedule``
+    (and the tenant column).
 
     A flow's name is unique within the table, or within its tenant.
     """
@@ -74,6 +74,7 @@ def flows_table(
         sa.Column("changes", sa.Text),
         sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true()),
         sa.Column("calendar", sa.Text),
+        sa.Column("schedule", sa.Text),
     ]
     unique: tuple[str, ...] = ("name",)
     if tenant is not None:

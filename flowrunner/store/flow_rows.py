@@ -126,6 +126,21 @@ def active_flows(
     return _dicts(conn.execute(query))
 
 
+def scheduled_flows(conn: sa.Connection, tables: app_tables.AppTables) -> list[shapes.RowDict]:
+    """Every active flow that starts on a schedule, of every tenant, in id order: its id,
+    name, schedule and tenant; none when the flows table has no ``schedule`` column."""
+    flows = tables.flows
+    if "schedule" not in flows.c:
+        return []
+    picked: list[sa.ColumnElement[Any]] = [flows.c.id, flows.c.name, flows.c.schedule]
+    if tables.tenant is not None:
+        picked.append(flows.c[tables.tenant].label("tenant"))
+    query = sa.select(*picked).where(flows.c.start == "schedule").order_by(flows.c.id)
+    if "active" in flows.c:
+        query = query.where(sa.or_(flows.c.active.is_(None), flows.c.active == sa.true()))
+    return _dicts(conn.execute(query))
+
+
 def startable(
     conn: sa.Connection, tables: app_tables.AppTables, start: str, tenant: Tenant = None
 ) -> list[tuple[shapes.RowDict, list[shapes.RowDict]]]:

@@ -150,6 +150,29 @@ def records_with(
     return [dict(row._mapping) for row in conn.execute(query)]
 
 
+def records_after(
+    conn: sa.Connection,
+    tables: app_tables.AppTables,
+    where: sa.ColumnElement[bool] | None,
+    tenant: Tenant = None,
+    *,
+    after: object = None,
+    batch: int = 1000,
+) -> list[shapes.RowDict]:
+    """The next ``batch`` whole records matching ``where`` (of ``tenant``), after key
+    ``after`` in key order: one page of a scheduled flow's slot."""
+    resource = tables.resource
+    key = resource.c[tables.key]
+    query = sa.select(resource).order_by(key).limit(batch)
+    if where is not None:
+        query = query.where(where)
+    if tables.tenant is not None:
+        query = query.where(resource.c[tables.tenant] == tenant)
+    if after is not None:
+        query = query.where(key > after)
+    return [{str(k): v for k, v in row._mapping.items()} for row in conn.execute(query)]
+
+
 def count_records(
     conn: sa.Connection,
     tables: app_tables.AppTables,

@@ -8,6 +8,7 @@ refused with ``errors.LeaseLost`` instead of overwriting newer state.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -199,6 +200,88 @@ def insert_run(
     if due_at is not None and not together:
         due.set_due(conn, run_id=run_id, due_at=due_at, tenant=tenant)
     return int(run_id)
+
+
+def insert_runs(
+    conn: sa.Connection,
+    *,
+    tenant: object,
+    resource: str,
+    flow_id: str,
+    flow_name: str,
+    snapshot: shapes.Payload,
+    digest: str,
+    now: datetime,
+    started_by: str | None,
+    starts: Sequence[tuple[str, str]],
+) -> list[int]:
+    """Start a run of the same flow (its snapshot, due now) on each ``(record_id,
+    start_key)`` of ``starts``; the ids of the runs started (a start key that started one
+    already starts none), as ``insert_run`` does one at a time.
+
+    On PostgreSQL they are sent as one batch, with their due rows and one wake, and the
+    runs this call started are read back by their start time; elsewhere one by one.
+    """
+    if not starts:
+        return []
+    shared = {
+        "p_tenant": tenant,
+        "p_resource": resource,
+        "p_flow": str(flow_id),
+        "p_flow_name": flow_name,
+        "p_snapshot": dict(snapshot),
+        "p_digest": digest,
+        "p_status": statuses.RunStatus.RUNNING.value,
+        "p_state": {},
+        "p_now": now,
+        "p_error": None,
+        "p_reason": None,
+        "p_started_by": started_by,
+        "p_due": now,
+    }
+    if conn.dialect.name != "postgresql":
+        found = [
+            insert_run(
+                conn,
+                tenant=tenant,
+                resource=resource,
+                record_id=record_id,
+                flow_id=flow_id,
+                flow_name=flow_name,
+                start_key=start_key,
+                snapshot=snapshot,
+                digest=digest,
+                state={},
+                now=now,
+                started_by=started_by,
+                due_at=now,
+            )
+            for record_id, start_key in starts
+        ]
+        return [run_id for run_id in found if run_id is not None]
+    stmt = prepared.compiled(
+        conn, ("insert_runs",), lambda: _run_insert_due(conn, False), many=True
+    )
+    stmt.execute_many(
+        conn,
+        {
+            "p_record": [str(record_id) for record_id, _ in starts],
+            "p_start_key": [start_key for _, start_key in starts],
+        },
+        shared=shared,
+    )
+    table = engine_tables.runs
+    started = conn.execute(
+        sa.select(table.c.id)
+        .where(
+            table.c.resource == resource,
+            table.c.flow_id == str(flow_id),
+            table.c.start_key.in_([start_key for _, start_key in starts]),
+            table.c.started_at == now,  # started by this call, not by an earlier one
+        )
+        .order_by(table.c.id)
+    )
+    return [int(run_id) for run_id in started.scalars()]
 
 
 def _run_insert_due(conn: sa.Connection, ended: bool) -> sqltypes.Query:
@@ -581,6 +664,30 @@ def append_logs(
         },
         shared={"run_id": run_id, "tenant": tenant, "at": at},
     )
+
+
+def append_to_runs(
+    conn: sa.Connection, *, run_ids: list[int], at: datetime, tenant: object, line: LogLine
+) -> None:
+    """Add the same history line to each of ``run_ids``, in one statement (the runs a
+    scheduled flow started in one batch)."""
+    if not run_ids:
+        return
+    table = engine_tables.step_log
+    detail = None if line.detail is None else sanitize.sanitize_value(line.detail)
+    values = {
+        "tenant": tenant,
+        "at": at,
+        "position": line.position,
+        "step_id": line.step_id,
+        "title": line.title,
+        "kind": line.kind,
+        "what": line.what,
+        "detail": detail,
+        "pass": line.pass_,
+        "due_at": line.due_at,
+    }
+    conn.execute(sa.insert(table), [{**values, "run_id": run_id} for run_id in run_ids])
 
 
 def run_history(conn: sa.Connection, run_id: int) -> list[LogRow]:

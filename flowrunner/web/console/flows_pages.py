@@ -17,9 +17,10 @@ import sqlalchemy as sa
 from starlette.responses import JSONResponse, Response
 
 from flowrunner import errors, query
-from flowrunner.flows import files, rows, starts
+from flowrunner.flows import files, rows, scheduled, starts
 from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import durations
+from flowrunner.history import words as history_words
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
 from flowrunner.web.console import versions_pages
@@ -128,6 +129,7 @@ def flows_list(
         imported=imported or Problems(),
         may_create=page.console.access.may_edit(page.reader, {}),
         hints=HINTS,
+        has_schedule="schedule" in page.runner.tables.flows.c,
     )
 
 
@@ -165,6 +167,9 @@ def flow_page(
     refused = (editing is not None and editing.problems) or (tried and tried.problems)
     status = 422 if refused else 200
     new_values = {"position": str(next_position(steps))}
+    found = scheduled.schedule_of(flow)  # a scheduled flow's next slots, on its clock
+    zone = None if found is None else found.zone
+    slots = scheduled.next_slots(flow, page.runner.clock())
     saved_yaml = flow_yaml(page, flow) if len(steps) == len(all_steps) else ""
     if editing is not None and editing.form == "new-step":
         new_values = editing.values
@@ -195,6 +200,9 @@ def flow_page(
         hints=HINTS,
         choices=_choices(page, steps),
         saved_yaml=saved_yaml,
+        has_schedule="schedule" in page.runner.tables.flows.c,
+        next_slots=[history_words.when(slot, zone) for slot in slots],
+        slot_zone=None if found is None else found.timezone,
         tried=tried or Tried({"until": "30 days", "rows": saved_yaml}, Problems()),
     )
 

@@ -17,12 +17,13 @@ from flowrunner import errors
 from flowrunner.flows import rows, validation
 from flowrunner.web.console import page as page_mod
 
-FLOW_FIELDS = ("name", "start", "condition", "changes", "active")
+FLOW_FIELDS = ("name", "start", "condition", "changes", "active", "schedule")
 STEP_FIXED = ("position", "kind", "title")
 
 HINTS = {
     "condition": "status = open",
     "changes": "a column, e.g. priority",
+    "schedule": "0 6 * * mon Europe/Berlin",
     "duration": "2 days",
     "remind": "1 day",
     "goto": "a position",

@@ -18,6 +18,7 @@ STARTS = {
     "created": "when a record is created",
     "updated": "when a record is updated",
     "manual": "when an operator starts it",
+    "schedule": "on a schedule",
 }
 
 
