@@ -224,10 +224,40 @@ def save_step(
     extra = tables.step_extra
     cols = resource_columns(binding, tables, columns)
     validation.validate_step_row(binding, row, cols, siblings=siblings, flow=flow, extra=extra)
+    _refuse_subflow(conn, binding, tables, flow, row)
     if stored is not None and stored["flow_id"] != flow["id"]:
         # Moving a step to another flow removes it from its old one.
         _refuse_removal(conn, binding, tables, stored)
     return flow_rows.store_step(conn, tables, step_id, step_values(binding, row, flow, extra))
+
+
+def _refuse_subflow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    flow: shapes.Row,
+    row: shapes.Row,
+) -> None:
+    """``RowInvalid`` when the step is a subflow naming a flow it may not start: one
+    that does not exist, is not manual, or would start ``flow`` again."""
+    if spelling.canonical_kind(str(row.get("kind") or "")) != rows.SUBFLOW:
+        return
+    siblings = [
+        s
+        for s in flow_rows.steps_of_flow(conn, tables, flow["id"])
+        if str(s["id"]) != str(row.get("id"))
+    ]
+    steps = [*siblings, row]
+    found = validation.subflow_problems(
+        binding,
+        flow,
+        steps,
+        flow_rows.all_flows(conn, tables),
+        flow_rows.subflow_steps(conn, tables),
+        changed=[len(steps) - 1],
+    )
+    if found:
+        raise errors.RowInvalid([e for _, e in found], row=validation.step_label(row, flow))
 
 
 def update_step(
