@@ -1,0 +1,253 @@
+"""Subflows, as a lending desk states them (``tests/lending.py``).
+
+- Opening an account runs "Credit check" on the application as a subflow: the account
+  waits until the check is done, then opens.
+- A guaranteed account runs "Credit check" on its guarantor's application (``field:
+  guarantor_id``): the check is a run on the guarantor's record.
+- A check that fails (the bureau refuses Mallory) fails the step: the account takes its
+  fault path — put on hold, the applicant told why; without a fault path the run fails.
+  A check an operator cancels fails the step the same way.
+- Cancelling the account's run cancels the check it waits for; a check that takes longer
+  than the step's duration is given up and cancelled, and the account goes on.
+- A subflow that names no manual flow, or that would start its own flow again (directly
+  or through another), is refused when it is saved, with a sentence naming the chain.
+
+Everything through the real engine, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lending
+import pytest
+import sqlalchemy as sa
+
+from flowrunner import errors, testing
+from flowrunner.flows import files
+from flowrunner.history import flows as history
+
+
+@pytest.fixture
+def driver(any_engine: sa.Engine) -> testing.FlowDriver:
+    return lending.mount(any_engine)
+
+
+def runs(driver: testing.FlowDriver, record: int) -> dict[str, Any]:
+    """The record's runs by flow name (one each)."""
+    return {run.flow_name: run for run in driver.runs(record)}
+
+
+def said(driver: testing.FlowDriver, run_id: int) -> list[str]:
+    return [f"{line.title or 'run'}: {line.sentence}" for line in driver.history(run_id)]
+
+
+def test_an_account_waits_for_its_credit_check_then_opens(driver: testing.FlowDriver) -> None:
+    driver.create(lending.applicant(1))
+    found = runs(driver, 1)
+    account, check = found["Open account"], found["Credit check"]
+    assert account.status == "waiting" and check.status == "waiting"
+    assert check.snapshot["parent"] == {"run": account.id, "step": "Check credit", "step_id": 4}
+    assert check.started_by == f"run {account.id}"
+    [waits] = account.waiting
+    assert history.waiting_sentence(waits) == (
+        f"Waits at Check credit (position 10) for subflow Credit check (run {check.id}) to end"
+    )
+    assert driver.record(1)["status"] == "new"
+
+    lending.decide(driver, 1)
+    found = runs(driver, 1)
+    assert found["Credit check"].status == "done"
+    assert found["Open account"].status == "done"
+    assert driver.record(1) == {**driver.record(1), "status": "open", "credit": "checked"}
+    assert said(driver, account.id)[:3] == [
+        "Check credit: Started",
+        f"Check credit: Started subflow Credit check (run {check.id})",
+        "Check credit: Subflow Credit check ended — went on",
+    ]
+    assert said(driver, check.id)[0] == "run: Started by run 1 at its step 'Check credit'"
+
+
+def test_a_guaranteed_account_checks_its_guarantors_credit(driver: testing.FlowDriver) -> None:
+    driver.create(lending.applicant(1, "Gus"))  # the guarantor's own account, and check
+    driver.create(lending.applicant(2, "Ann", guarantor=1))
+    [account] = driver.runs(2)
+    assert account.flow_name == "Open guaranteed account" and account.status == "waiting"
+    checks = [run for run in driver.runs(1) if run.flow_name == "Credit check"]
+    assert len(checks) == 2
+    [check] = [run for run in checks if run.snapshot["parent"]["run"] == account.id]
+    assert check.record_id == "1"
+    assert said(driver, account.id)[1].startswith(
+        f"Check the guarantor: Started subflow Credit check (run {check.id}) on record 1; "
+        "gives up at"
+    )
+
+    lending.decide(driver, 1)  # the bureau answers about the guarantor: both checks end
+    assert {run.status for run in driver.runs(1)} == {"done"}
+    assert runs(driver, 2)["Open guaranteed account"].status == "done"
+    assert driver.record(2)["status"] == "open"
+    assert driver.record(2)["credit"] is None  # the check ran on the guarantor
+    assert driver.record(1)["credit"] == "checked"
+
+
+def test_a_failed_credit_check_puts_the_account_on_hold_and_says_why(
+    driver: testing.FlowDriver,
+) -> None:
+    driver.create(lending.applicant(3, "Mallory"))
+    found = runs(driver, 3)
+    check, account = found["Credit check"], found["Open account"]
+    assert check.status == "failed"
+    assert account.status == "done"
+    assert driver.record(3)["status"] == "held"
+    why = (
+        f"subflow Credit check (run {check.id}) failed: step 'Ask the bureau' (bureau, position 10) "
+        "failed: the command refused: the bureau will not check Mallory"
+    )
+    [notice] = driver.notices(account.id)
+    assert notice.message == f"Your account is on hold: {why}"
+    assert said(driver, account.id)[2] == (
+        f"Check credit: Check credit failed ({why}) — went on at position 40 (Hold)"
+    )
+
+
+def test_a_failed_check_without_a_fault_path_fails_the_account(
+    driver: testing.FlowDriver,
+) -> None:
+    driver.create(lending.applicant(1, "Mallory"))
+    driver.create(lending.applicant(2, "Ann", guarantor=1))
+    [account] = driver.runs(2)
+    assert account.status == "failed"
+    assert "Check the guarantor" in str(account.reason)
+    assert "the bureau will not check Mallory" in str(account.reason)
+    assert driver.record(2)["status"] == "new"
+
+
+def test_a_check_an_operator_cancels_fails_the_step(driver: testing.FlowDriver) -> None:
+    driver.create(lending.applicant(1))
+    check = runs(driver, 1)["Credit check"]
+    driver.runner.cancel(check.id, operator="olga", reason="wrong bureau")
+    driver.run_until_idle()
+    found = runs(driver, 1)
+    assert found["Credit check"].status == "cancelled"
+    assert found["Open account"].status == "done"
+    assert driver.record(1)["status"] == "held"
+    [notice] = driver.notices(found["Open account"].id)
+    assert notice.message == (
+        f"Your account is on hold: subflow Credit check (run {check.id}) was cancelled: "
+        "cancelled by olga: wrong bureau"
+    )
+
+
+def test_cancelling_the_account_cancels_its_check(driver: testing.FlowDriver) -> None:
+    driver.create(lending.applicant(1))
+    account = runs(driver, 1)["Open account"]
+    driver.runner.cancel(account.id, operator="olga", reason="withdrawn")
+    driver.run_until_idle()
+    found = runs(driver, 1)
+    assert found["Open account"].status == "cancelled"
+    check = found["Credit check"]
+    assert check.status == "cancelled"
+    assert check.reason == (
+        f"cancelled with its parent, run {account.id} (cancelled by olga: withdrawn)"
+    )
+    assert f"run: Cancelled with its parent, run {account.id} (cancelled by olga: withdrawn)" in (
+        said(driver, check.id)
+    )
+    assert f"Check credit: Cancelled subflow Credit check (run {check.id}): " in "".join(
+        said(driver, account.id)
+    )
+    lending.decide(driver, 1)  # the bureau's late answer changes nothing
+    assert driver.record(1)["status"] == "new"
+    assert driver.next_due() is None
+
+
+def test_a_check_that_takes_too_long_is_given_up_and_cancelled(
+    driver: testing.FlowDriver,
+) -> None:
+    driver.create(lending.applicant(1, "Gus"))
+    driver.create(lending.applicant(2, "Ann", guarantor=1))
+    [account] = driver.runs(2)
+    driver.advance("3 days")
+    assert runs(driver, 2)["Open guaranteed account"].status == "done"
+    assert driver.record(2)["status"] == "open"
+    [check] = [r for r in driver.runs(1) if r.snapshot.get("parent", {}).get("run") == account.id]
+    assert check.status == "cancelled"
+    lines = said(driver, account.id)
+    assert (
+        f"Check the guarantor: Gave up after 3 days: subflow Credit check (run {check.id}) "
+        "had not ended"
+    ) in lines
+    assert (
+        f"Check the guarantor: Cancelled subflow Credit check (run {check.id}): the wait gave up"
+    ) in lines
+
+
+# -- refused on save -----------------------------------------------------------------------
+
+
+def step(flow_id: object, position: int, name: str, **more: Any) -> dict[str, Any]:
+    return {"flow_id": flow_id, "position": position, "kind": "subflow", "value": name, **more}
+
+
+def test_a_subflow_cycle_is_refused_with_the_chain(driver: testing.FlowDriver) -> None:
+    runner = driver.runner
+    with runner.engine.begin() as conn:
+        fraud = runner.save_flow(conn, {"name": "Fraud check", "start": "manual"})
+        check = runner.save_flow(conn, {"name": "Deep check", "start": "manual"})
+        runner.save_step(conn, step(fraud, 10, "Deep check", title="Go deeper"))
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_step(conn, step(check, 10, "fraud check", title="Back again"))
+    [problem] = refused.value.errors
+    assert (problem.field, problem.code) == ("value", "subflow_cycle")
+    assert problem.message == (
+        "a subflow may not start its own flow again, directly or through others: "
+        "Deep check → Fraud check → Deep check"
+    )
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_step(conn, step(check, 10, "Deep check", title="Itself"))
+    assert refused.value.errors[0].message.endswith(": Deep check → Deep check")
+
+
+def test_a_subflow_must_name_an_existing_manual_flow(driver: testing.FlowDriver) -> None:
+    runner = driver.runner
+    with runner.engine.begin() as conn:
+        flow = runner.save_flow(conn, {"name": "Review", "start": "manual"})
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_step(conn, step(flow, 10, "Credit chek"))
+    [problem] = refused.value.errors
+    assert problem.code == "subflow_unknown"
+    assert problem.message == (
+        "there is no flow named 'Credit chek' to run as a subflow (manual flows: Credit "
+        "check, Review); did you mean 'Credit check'?"
+    )
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_step(conn, step(flow, 10, "Open account"))
+    assert refused.value.errors[0].message == (
+        "flow 'Open account' starts when a record is created; a subflow runs only a flow "
+        "that starts manually"
+    )
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_step(conn, step(flow, 10, "Credit check", field="nothing"))
+    assert refused.value.errors[0].code == "field_unknown"
+
+
+def test_an_import_with_a_subflow_cycle_is_refused(driver: testing.FlowDriver) -> None:
+    text = """
+- name: Ping
+  start: manual
+  steps:
+    - {position: 10, kind: subflow, title: To pong, value: Pong}
+- name: Pong
+  start: manual
+  steps:
+    - {position: 10, kind: subflow, title: To ping, value: Ping}
+"""
+    runner = driver.runner
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        files.import_flows(conn, runner.binding, runner.tables, files.loads_yaml(text))
+    assert str(refused.value).splitlines() == [
+        "flow 'Ping', step 'To pong' (subflow, position 10): value: a subflow may not start "
+        "its own flow again, directly or through others: Ping → Pong → Ping",
+        "flow 'Pong', step 'To ping' (subflow, position 10): value: a subflow may not start "
+        "its own flow again, directly or through others: Pong → Ping → Pong",
+    ]
