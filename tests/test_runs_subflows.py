@@ -100,8 +100,8 @@ def test_a_failed_credit_check_puts_the_account_on_hold_and_says_why(
     assert account.status == "done"
     assert driver.record(3)["status"] == "held"
     why = (
-        f"subflow Credit check (run {check.id}) failed: step 'Ask the bureau' (bureau, position 10) "
-        "failed: the command refused: the bureau will not check Mallory"
+        f"subflow Credit check (run {check.id}) failed: step 'Ask the bureau' "
+        "(bureau, position 10) failed: the command refused: the bureau will not check Mallory"
     )
     [notice] = driver.notices(account.id)
     assert notice.message == f"Your account is on hold: {why}"

@@ -129,8 +129,10 @@ class Advance(claimed.ClaimedStep):
                 elif isinstance(effect, effects.StartSubflow):
                     self._flush_sets()  # the child reads the record as the flow left it
                     results.append(self._subflow(effect))
+                    self.point("after-subflow-start")
                 elif isinstance(effect, effects.CancelSubflow):
                     subflows.cancel(mounted, conn, run, effect, now)
+                    self.point("after-subflow-cancel")
                 else:
                     self._apply(effect, working)
             if not results:

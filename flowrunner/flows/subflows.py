@@ -29,8 +29,8 @@ from flowrunner.engine.mounted import Mounted, program_of, record_tenant
 from flowrunner.flows import spelling, starts
 from flowrunner.flows.interpreter import effects, happened, subflows
 from flowrunner.foundations import shapes, statuses
-from flowrunner.store import records
 from flowrunner.store import operations as ops
+from flowrunner.store import records
 from flowrunner.workflows import children
 
 PARENT = children.PARENT
@@ -58,7 +58,7 @@ def start(
         try:
             on = str(mounted.tables.key_value(asked.record_id))
         except errors.RecordRejected as exc:
-            said = f"{shapes_text(asked.record_id)} cannot be a {resource} key: give {exc.expected}"
+            said = f"'{asked.record_id}' cannot be a {resource} key: give {exc.expected}"
             return _refused(asked, said)
     record = records.load_record(conn, mounted.tables, on, parent.tenant)
     if record is None:
@@ -91,10 +91,6 @@ def start(
     return happened.CommandResult(asked.key, ok=True, answer=answer)
 
 
-def shapes_text(value: object) -> str:
-    return repr(value) if not isinstance(value, str) else f"'{value}'"
-
-
 def _refused(asked: effects.StartSubflow, said: str) -> happened.CommandResult:
     error = {"message": said, "code": "subflow_refused"}
     return happened.CommandResult(asked.key, ok=False, error=error, refused=True)
@@ -117,7 +113,11 @@ def ended(conn: sa.Connection, saved: Mapping[str, Any] | None) -> tuple[happene
 
 
 def cancel(
-    mounted: Mounted, conn: sa.Connection, parent: ops.RunRow, asked: effects.CancelSubflow, now: datetime
+    mounted: Mounted,
+    conn: sa.Connection,
+    parent: ops.RunRow,
+    asked: effects.CancelSubflow,
+    now: datetime,
 ) -> bool:
     """Cancel the child run ``asked`` names if it has not ended (a failed one too), through
     its program; whether it did."""

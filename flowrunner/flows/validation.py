@@ -355,9 +355,7 @@ def subflow_problems(
     mine = [i for i in todo if _kind(steps[i]) == rows.SUBFLOW and _strip(steps[i].get("value"))]
     if not mine:
         return []
-    others = [
-        f for f in flows if not _same_row(f, flow) and _same_tenant(binding, f, flow)
-    ]
+    others = [f for f in flows if not _same_row(f, flow) and _same_tenant(binding, f, flow)]
     own = spelling.name_key(flow.get("name"))
     by_name: dict[str | None, Row] = {spelling.name_key(f.get("name")): f for f in others}
     if own is not None:
@@ -368,9 +366,7 @@ def subflow_problems(
         source = key_of_id.get(str(step.get("flow_id")))
         if source is not None and source != own and _kind(step) == rows.SUBFLOW:
             ways.setdefault(source, []).append(spelling.name_key(step.get("value")))
-    ways[own] = [
-        spelling.name_key(s.get("value")) for s in steps if _kind(s) == rows.SUBFLOW
-    ]
+    ways[own] = [spelling.name_key(s.get("value")) for s in steps if _kind(s) == rows.SUBFLOW]
     found: list[Problem] = []
     for i in mine:
         step = steps[i]

@@ -315,7 +315,8 @@ def _timed_out(say: Say) -> str:
     if say.line.kind == "subflow":
         run = say.detail.get("run")
         flow = say.get("flow", "its flow")
-        return f"Gave up{after}: subflow {flow}" + (f" (run {run})" if run else "") + " had not ended"
+        ran = f" (run {run})" if run else ""
+        return f"Gave up{after}: subflow {flow}{ran} had not ended"
     event = say.get("event", "the event")
     return f"Gave up{after}: no {event} came"
 
