@@ -82,10 +82,11 @@ def observe(driver: testing.FlowDriver) -> dict[str, Any]:
         runs = ops.list_runs(conn, limit=1000)
         due = ops.due_count(conn, now=driver.now + timedelta(days=3650))
     by_id = {run.id: run for run in runs}
+    parents = {run.id: run.snapshot.get("parent") for run in runs}
     children = sorted(
-        (by_id[run.snapshot["parent"]["run"]].record_id, run.record_id, run.status)
-        for run in runs
-        if isinstance(run.snapshot.get("parent"), dict)
+        (by_id[parent["run"]].record_id, by_id[run_id].record_id, by_id[run_id].status)
+        for run_id, parent in parents.items()
+        if isinstance(parent, dict)
     )
     return {
         "records": {n: (driver.record(n) or {}).get("status") for n in range(1, 6)},
