@@ -63,16 +63,7 @@ def start(
     record = records.load_record(conn, mounted.tables, on, parent.tenant)
     if record is None:
         return _refused(asked, f"there is no {resource} {on}")
-    tenant = record_tenant(mounted.binding, record)
-    wanted = spelling.name_key(asked.flow)
-    found = next(
-        (
-            f
-            for f in starts.startable(mounted, conn, "manual", tenant)
-            if spelling.name_key(f.snapshot.flow.name) == wanted
-        ),
-        None,
-    )
+    found = manual_flow(mounted, conn, asked.flow, record_tenant(mounted.binding, record))
     if found is None:
         return _refused(asked, f"there is no active manual flow named '{asked.flow}'")
     if found.problem is not None:
@@ -89,6 +80,22 @@ def start(
         child = kept.id
     answer: shapes.JsonDict = {"run": child, "record": on}
     return happened.CommandResult(asked.key, ok=True, answer=answer)
+
+
+def manual_flow(
+    mounted: Mounted, conn: sa.Connection, name: str, tenant: object
+) -> starts.Startable | None:
+    """The active manual flow ``name`` (whatever its case) as a start snapshots it — its
+    latest published version where flows are published explicitly — or None."""
+    wanted = spelling.name_key(name)
+    return next(
+        (
+            found
+            for found in starts.startable(mounted, conn, "manual", tenant)
+            if spelling.name_key(found.snapshot.flow.name) == wanted
+        ),
+        None,
+    )
 
 
 def _refused(asked: effects.StartSubflow, said: str) -> happened.CommandResult:
