@@ -23,9 +23,12 @@ import lending
 import pytest
 import sqlalchemy as sa
 from running import stored
+from sqlalchemy import orm
+from test_saving import Flow, Step
 
+from fixtures.purchase_orders import app as po
 from flowrunner import errors, testing
-from flowrunner.flows import files
+from flowrunner.flows import files, orm_hook
 from flowrunner.history import flows as history
 
 
@@ -258,3 +261,39 @@ def test_an_import_with_a_subflow_cycle_is_refused(driver: testing.FlowDriver) -
         "flow 'Pong', step 'To ping' (subflow, position 10): value: a subflow may not start "
         "its own flow again, directly or through others: Pong → Ping → Pong",
     ]
+
+
+def test_an_orm_flush_with_a_subflow_cycle_is_refused(po_engine: sa.Engine) -> None:
+    """The ORM's writes are judged as a save is: the chain named."""
+
+    made = orm.sessionmaker(po_engine)
+    orm_hook.validate_on_flush(made, po.binding)
+    with made() as session:
+        first = Flow(name="First look", start="manual")
+        second = Flow(name="Second look", start="manual")
+        first.steps = [Step(position=1, kind="subflow", title="Look again", value="Second look")]
+        session.add_all([first, second])
+        session.commit()
+        second.steps = [Step(position=1, kind="Subflow", title="Back", value="first look")]
+        with pytest.raises(errors.RowInvalid) as refused:
+            session.flush()
+        [problem] = refused.value.errors
+        assert problem.message.endswith(": Second look → First look → Second look")
+
+
+def test_subflows_go_out_to_yaml_and_come_back(driver: testing.FlowDriver) -> None:
+    runner = driver.runner
+    with runner.engine.connect() as conn:
+        text = files.dumps_yaml(files.export_flows(conn, runner.binding, runner.tables))
+    assert (
+        "  - position: 10\n    kind: subflow\n    title: Check the guarantor\n"
+        "    duration: 3 days\n    field: guarantor_id\n    value: Credit check\n"
+    ) in text
+    with runner.engine.begin() as conn:
+        done = files.import_flows(
+            conn, runner.binding, runner.tables, files.loads_yaml(text), replace=True
+        )
+    assert sorted(done.replaced) == ["Credit check", "Open account", "Open guaranteed account"]
+    with runner.engine.connect() as conn:
+        again = files.dumps_yaml(files.export_flows(conn, runner.binding, runner.tables))
+    assert again == text
