@@ -70,9 +70,11 @@ def _link(link: model.Link, href: model.Href | None) -> str:
 
 
 def _box(box: model.Box, scope: str, href: model.Href | None = None) -> str:
+    # A subflow's link line names the flow it runs: its ``runs`` fact would say it twice.
+    shown = [f for f in box.facts if box.link is None or f.name != model.RUNS]
     facts = "".join(
         f'<div title="{_e(f.value)}"><dt>{_e(f.name)}</dt> <dd>{_e(f.value)}</dd></div>'
-        for f in box.facts
+        for f in shown
     )
     state = ""
     attrs = ""

@@ -47,7 +47,8 @@ _FACTS: dict[str, tuple[str, ...]] = {
     "subflow": ("value", "field", "duration"),
 }
 # What a subflow step's columns are called on its box.
-_SUBFLOW_FACTS = {"value": "runs", "field": "on the record in"}
+RUNS = "runs"
+_SUBFLOW_FACTS = {"value": RUNS, "field": "on the record in"}
 # What an application kind's step may say about its wait, after its inputs.
 _WAITING = ("mode", "condition", "duration", "remind")
 # The label of a fault path's way.
