@@ -297,3 +297,57 @@ def test_subflows_go_out_to_yaml_and_come_back(driver: testing.FlowDriver) -> No
     with runner.engine.connect() as conn:
         again = files.dumps_yaml(files.export_flows(conn, runner.binding, runner.tables))
     assert again == text
+
+
+def test_a_check_moved_to_a_new_version_still_wakes_its_account(
+    driver: testing.FlowDriver,
+) -> None:
+    """A waiting check moved by an operator keeps its parent: its end still opens the account."""
+    runner = driver.runner
+    driver.create(lending.applicant(1))  # the check runs version 1, kept as it started
+    with runner.engine.begin() as conn:
+        check_flow = runner.tables.flows
+        flow_id = conn.execute(
+            sa.select(check_flow.c.id).where(check_flow.c.name == "Credit check")
+        ).scalar_one()
+        runner.save_step(
+            conn,
+            {
+                "flow_id": flow_id,
+                "position": 40,
+                "kind": "set",
+                "title": "Verified",
+                "field": "status",
+                "value": "verified",
+            },
+        )
+        runner.publish(conn, "Credit check", by="olga")
+    [moved] = runner.move_runs("Credit check", from_version=1, by="olga", dry_run=False)
+    assert moved.moved
+    lending.decide(driver, 1)
+    found = runs(driver, 1)
+    assert found["Credit check"].status == "done"
+    assert found["Open account"].status == "done"
+    assert parent(found["Credit check"]) == {
+        "run": found["Open account"].id,
+        "step": "Check credit",
+        "step_id": 4,
+    }
+
+
+def test_a_retried_account_starts_its_check_again(driver: testing.FlowDriver) -> None:
+    """The step failed with its check; an operator's retry starts a new check, once."""
+    driver.create(lending.applicant(1, "Mallory"))
+    driver.create(lending.applicant(2, "Ann", guarantor=1))
+    [account] = driver.runs(2)
+    assert account.status == "failed"
+    driver.update(1, applicant="Mal")  # the bureau will check Mal
+    driver.runner.retry(account.id, operator="olga")
+    driver.run_until_idle()
+    mine = sorted(
+        (r for r in driver.runs(1) if parent(r).get("run") == account.id), key=lambda r: r.id
+    )
+    assert [r.status for r in mine] == ["failed", "waiting"]
+    assert mine[1].start_key.endswith("/retry-1")
+    lending.decide(driver, 1)
+    assert runs(driver, 2)["Open guaranteed account"].status == "done"
