@@ -351,3 +351,34 @@ def test_a_retried_account_starts_its_check_again(driver: testing.FlowDriver) ->
     assert mine[1].start_key.endswith("/retry-1")
     lending.decide(driver, 1)
     assert runs(driver, 2)["Open guaranteed account"].status == "done"
+
+
+def test_a_flow_another_runs_as_a_subflow_keeps_its_name_and_start(
+    driver: testing.FlowDriver,
+) -> None:
+    runner = driver.runner
+    with runner.engine.connect() as conn:
+        flows = runner.tables.flows
+        check = (
+            conn.execute(sa.select(flows).where(flows.c.name == "Credit check")).mappings().one()
+        )
+    renamed = {**check, "name": "Credit review"}
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_flow(conn, renamed)
+    [problem] = refused.value.errors
+    assert (problem.field, problem.code) == ("name", "subflow_in_use")
+    assert problem.message == (
+        "flow 'Open account' ('Check credit') and flow 'Open guaranteed account' ('Check the "
+        "guarantor') run 'Credit check' as a subflow: it keeps its name and starts manually "
+        "while it does"
+    )
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.save_flow(conn, {**check, "start": "created"})
+    assert refused.value.errors[0].field == "start"
+    with runner.engine.begin() as conn, pytest.raises(errors.RowInvalid) as refused:
+        runner.delete_flow(conn, check["id"])
+    assert refused.value.errors[0].message.endswith(
+        "run this flow as a subflow; remove that step first"
+    )
+    with runner.engine.begin() as conn:  # its own words may change
+        runner.save_flow(conn, {**check, "name": "CREDIT CHECK", "active": False})

@@ -73,6 +73,7 @@ CODES = {
     "subflow_unknown": "a subflow names a flow that does not exist",
     "subflow_not_manual": "a subflow names a flow that does not start manually",
     "subflow_cycle": "a subflow would start its own flow again, directly or through others",
+    "subflow_in_use": "renaming, starting otherwise or deleting a flow another runs as a subflow",
 }
 
 
@@ -399,6 +400,53 @@ def subflow_problems(
             )
             found.append((step, errors.FieldError("value", message, "subflow_cycle")))
     return found
+
+
+def subflow_users(
+    binding: binding_mod.FlowBinding,
+    stored: Row,
+    row: Row | None,
+    flows: Iterable[Row],
+    subflows: Iterable[Row],
+) -> list[errors.FieldError]:
+    """Why the stored flow ``stored`` may not become ``row`` (None: be deleted): other
+    flows' subflow steps run it by its name, and need it to keep that name and start
+    manually."""
+    name = spelling.name_key(stored.get("name"))
+    if stored.get("start") != "manual" or name is None:
+        return []
+    kept = (
+        row is not None
+        and spelling.name_key(row.get("name")) == name
+        and row.get("start") == "manual"
+    )
+    if kept:
+        return []
+    by_id = {
+        str(f.get("id")): f
+        for f in flows
+        if not _same_row(f, stored) and _same_tenant(binding, f, stored)
+    }
+    users = [
+        f"flow '{by_id[str(s.get('flow_id'))].get('name')}' ({_short(s)})"
+        for s in subflows
+        if str(s.get("flow_id")) in by_id
+        and _kind(s) == rows.SUBFLOW
+        and spelling.name_key(s.get("value")) == name
+    ]
+    if not users:
+        return []
+    listed = users[0] if len(users) == 1 else f"{', '.join(users[:-1])} and {users[-1]}"
+    runs = "runs" if len(users) == 1 else "run"
+    if row is None:
+        message = f"{listed} {runs} this flow as a subflow; remove that step first"
+        return [errors.FieldError("id", message, "subflow_in_use")]
+    field = "name" if spelling.name_key(row.get("name")) != name else "start"
+    message = (
+        f"{listed} {runs} '{stored.get('name')}' as a subflow: it keeps its name and starts "
+        "manually while it does"
+    )
+    return [errors.FieldError(field, message, "subflow_in_use")]
 
 
 def _chain_back(
