@@ -65,7 +65,10 @@ def start(
         return _refused(asked, f"there is no {resource} {on}")
     found = manual_flow(mounted, conn, asked.flow, record_tenant(mounted.binding, record))
     if found is None:
-        return _refused(asked, f"there is no active manual flow named '{asked.flow}'")
+        said = f"there is no active manual flow named '{asked.flow}'"
+        if mounted.binding.publish == "explicit":
+            said += " with a published version"
+        return _refused(asked, said)
     if found.problem is not None:
         return _refused(asked, f"flow '{found.snapshot.flow.name}' is broken: {found.problem}")
     key = start_key(parent, asked.key)
