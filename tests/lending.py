@@ -90,11 +90,15 @@ def ask_bureau(ctx: commands.CommandContext) -> Mapping[str, Any] | None:
     return None
 
 
-def mount(engine: sa.Engine, flows: str = FLOWS, **options: Any) -> testing.FlowDriver:
-    """The desk's tables and the engine's on ``engine``, its flows imported, a driver."""
+def mount(
+    engine: sa.Engine, flows: str = FLOWS, *, publish: str = "on_save", **options: Any
+) -> testing.FlowDriver:
+    """The desk's tables and the engine's on ``engine``, its flows imported, a driver;
+    ``publish="explicit"``: its flows start only once published."""
     metadata.create_all(engine)
     migrate.upgrade(engine)
-    runner = flow_runner(binding, engine, commands={"ask_bureau": ask_bureau}, **options)
+    bound = binding.model_copy(update={"publish": publish})
+    runner = flow_runner(bound, engine, commands={"ask_bureau": ask_bureau}, **options)
     with runner.engine.begin() as conn:
         docs = files.loads_yaml(flows)
         files.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)

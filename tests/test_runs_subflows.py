@@ -382,3 +382,37 @@ def test_a_flow_another_runs_as_a_subflow_keeps_its_name_and_start(
     )
     with runner.engine.begin() as conn:  # its own words may change
         runner.save_flow(conn, {**check, "name": "CREDIT CHECK", "active": False})
+
+
+def test_a_check_runs_its_flows_published_version(any_engine: sa.Engine) -> None:
+    """Where flows are published explicitly, a check started as a subflow runs the
+    latest published version of Credit check, not its draft."""
+    driver = lending.mount(any_engine, publish="explicit")
+    runner = driver.runner
+    with runner.engine.begin() as conn:
+        runner.publish(conn, "Open account", by="olga")
+    driver.create(lending.applicant(1))
+    [account] = driver.runs(1)  # nothing of Credit check is published yet: on hold
+    assert stored(driver, 1)["status"] == "held"
+    [notice] = driver.notices(account.id)
+    assert notice.message == (
+        "Your account is on hold: there is no active manual flow named 'Credit check' with a "
+        "published version"
+    )
+    with runner.engine.begin() as conn:
+        runner.publish(conn, "Credit check", by="olga")
+        flows = runner.tables.flows
+        check_id = conn.execute(
+            sa.select(flows.c.id).where(flows.c.name == "Credit check")
+        ).scalar_one()
+        draft = {"flow_id": check_id, "position": 40, "kind": "set", "title": "Verified"}
+        runner.save_step(conn, {**draft, "field": "status", "value": "verified"})
+    driver.create(lending.applicant(2))
+    check = runs(driver, 2)["Credit check"]
+    assert [s["title"] for s in check.snapshot["steps"]] == [
+        "Ask the bureau",
+        "Bureau answers",
+        "Checked",
+    ]
+    lending.decide(driver, 2)
+    assert stored(driver, 2)["status"] == "open"  # the draft's Verified never ran
