@@ -28,7 +28,15 @@ from flowrunner.foundations.shapes import Tenant as Tenant
 # they pass between the layers: named in ``foundations.shapes``, and handed out here too.
 
 # Kinds every binding has; an application's kinds may not reuse these names.
-BUILTIN_KINDS: tuple[StepKind, ...] = ("set", "wait", "until", "branch", "waitFor", "notify")
+BUILTIN_KINDS: tuple[StepKind, ...] = (
+    "set",
+    "wait",
+    "until",
+    "branch",
+    "waitFor",
+    "notify",
+    "subflow",
+)
 
 # The fixed columns of the flows and steps tables, as the seed names them.
 FLOW_COLUMNS = flow_columns.FLOW_COLUMNS

@@ -186,6 +186,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.flows.editor",
             "flowrunner.flows.publishing",
             "flowrunner.flows.step",
+            "flowrunner.flows.subflows",
             "flowrunner.flows.trial",
             "flowrunner.flows.trial.dry_run",
             "flowrunner.flows.trial.result",

@@ -98,7 +98,7 @@ def test_construction_refuses_with_a_sentence(build: Any, sentence: str) -> None
 def test_binding_answers_what_later_layers_ask() -> None:
     binding = make()
     assert binding.kind_names == (
-        "set", "wait", "until", "branch", "waitFor", "notify", "approval", "send"
+        "set", "wait", "until", "branch", "waitFor", "notify", "subflow", "approval", "send"
     )  # fmt: skip
     assert binding.input_columns == ("approver",)
     assert binding.audiences == ("requester",)

@@ -87,7 +87,7 @@ def test_a_bad_file_is_refused_whole(url: str, tmp_path: Path) -> None:
         "  flow 'Broken', step 'Pause' (wait, position 1): duration: "
         "'2 dayz' is not a duration — write e.g. '2 days' or '30 minutes'",
         "  flow 'Broken', step (approve, position 2): kind: kind 'approve' is not in the binding "
-        "— use one of set, wait, until, branch, waitFor, notify, approval, send; "
+        "— use one of set, wait, until, branch, waitFor, notify, subflow, approval, send; "
         "did you mean 'approval'?",
     ]
     assert stored(url) == (0, 0)
@@ -108,7 +108,7 @@ def test_validate_names_rows_broken_later(url: str) -> None:
     assert code == 1
     assert err.splitlines() == [
         "flow 'Resend', step 'Send again' (fax, position 1): kind 'fax' is not in the binding "
-        "— use one of set, wait, until, branch, waitFor, notify, approval, send",
+        "— use one of set, wait, until, branch, waitFor, notify, subflow, approval, send",
         "1 of 4 flow(s) have broken rows",
     ]
 

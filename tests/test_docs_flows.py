@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from running import mount, sentences, stored
+from running import decide, mount, sentences, stored
 
 from fixtures.purchase_orders import app as po
 from flowrunner import errors, query, testing
 from flowrunner.engine import commands
 from flowrunner.flows import validation
+from flowrunner.history import flows as flows_history
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "flows.md"
 TEXT = GUIDE.read_text(encoding="utf-8")
@@ -128,3 +129,62 @@ def test_the_escalation_example_runs_as_the_guide_says(tickets: testing.FlowDriv
     assert status == "done" and lines[-2].startswith("Gave up after 3 days")
     assert notices == [message]  # told once
     guide_says(message, line, nobody)
+
+
+# -- subflow -----------------------------------------------------------------------------
+
+
+def subflow_example() -> str:
+    [found] = [b for b in re.findall(r"```yaml\n(.*?)```", TEXT, re.S) if "kind: subflow" in b]
+    return str(found)
+
+
+@pytest.fixture
+def checked(any_engine: sa.Engine) -> testing.FlowDriver:
+    return mount(any_engine, "purchase_orders", flows=subflow_example())
+
+
+def test_the_subflow_example_runs_as_the_guide_says(checked: testing.FlowDriver) -> None:
+    checked.create(order(1))
+    [sending] = [r for r in checked.runs(1) if r.flow_name == "Check the supplier, then send"]
+    [check] = [r for r in checked.runs(1) if r.flow_name == "Supplier check"]
+    [waits] = sending.waiting
+    where = flows_history.waiting_sentence(waits)
+    assert where == (
+        "Waits at Check the supplier (position 10) for subflow Supplier check (run 2) to end; "
+        "gives up at Mon 9 Mar 09:00"
+    )
+    decide(checked, 1, "buyer@example.com")
+    status, lines, _ = told_of(checked, sending.id)
+    assert status == "done" and stored(checked, 1)["status"] == "sent"
+    assert stored(checked, 1)["priority"] == "high"
+    started_it = "Started subflow Supplier check (run 2); gives up at Mon 9 Mar 09:00"
+    assert started_it in lines
+    assert "Subflow Supplier check ended — went on" in lines
+    started = sentences(checked, check.id)[0].split(": ", 1)[1]
+    assert started == f"Started by run {sending.id} at its step 'Check the supplier'"
+
+    checked.create(order(2))
+    checked.advance("1 week")
+    [sending] = [r for r in checked.runs(2) if r.flow_name == "Check the supplier, then send"]
+    status, lines, _ = told_of(checked, sending.id)
+    gave_up = "Gave up after 1 week: subflow Supplier check (run 4) had not ended"
+    cancelled = "Cancelled subflow Supplier check (run 4): the wait gave up"
+    assert status == "done" and gave_up in lines and cancelled in lines
+    assert stored(checked, 2)["status"] == "sent"
+    assert [r.status for r in checked.runs(2) if r.flow_name == "Supplier check"] == ["cancelled"]
+    guide_says(
+        where,
+        started,
+        started_it,
+        "Subflow Supplier check ended — went on",
+        gave_up.replace("run 4", "run 2"),
+        cancelled.replace("run 4", "run 2"),
+    )
+
+
+def told_of(driver: testing.FlowDriver, run_id: int) -> tuple[str, list[str], list[str]]:
+    """A run of the orders 1 and 2: its status, its history's sentences, its notices."""
+    [run] = [r for record in (1, 2) for r in driver.runs(record) if r.id == run_id]
+    lines = [line.split(": ", 1)[1] for line in sentences(driver, run.id)]
+    return run.status, lines, [n.message for n in driver.notices(run.id)]

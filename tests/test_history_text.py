@@ -246,6 +246,11 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
     ],
     "timed_out": [
         (
+            "subflow",
+            {"outcome": "timed_out", "flow": "Credit check", "run": 12, "duration": "3 days"},
+            "Gave up after 3 days: subflow Credit check (run 12) had not ended",
+        ),
+        (
             "approval",
             {
                 "outcome": "timed_out",
@@ -263,6 +268,11 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         ),
     ],
     "done": [
+        (
+            "subflow",
+            {"outcome": "subflow_done", "flow": "Credit check", "run": 12, "status": "done"},
+            "Subflow Credit check ended — went on",
+        ),
         (
             "until",
             {
@@ -300,6 +310,30 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "approval",
             {"command": "close_approval_requests", "error": "service down"},
             "close_approval_requests failed: service down",
+        )
+    ],
+    "subflow": [
+        (
+            "subflow",
+            {"flow": "Credit check", "run": 12, "until": None},
+            "Started subflow Credit check (run 12)",
+        ),
+        (
+            "subflow",
+            {
+                "flow": "Credit check",
+                "run": 12,
+                "record": "7",
+                "until": "2026-03-05T09:00:00+00:00",
+            },
+            "Started subflow Credit check (run 12) on record 7; gives up at Thu 5 Mar 09:00",
+        ),
+    ],
+    "subflow_cancelled": [
+        (
+            "subflow",
+            {"flow": "Credit check", "run": 12, "why": "the wait gave up"},
+            "Cancelled subflow Credit check (run 12): the wait gave up",
         )
     ],
     "failed": [

@@ -19,7 +19,7 @@ SIBLINGS = [
     {"id": 101, "flow_id": 1, "position": 5, "kind": "send"},
 ]
 LONG = "x" * 501
-KINDS = "set, wait, until, branch, waitFor, notify, approval, send"
+KINDS = "set, wait, until, branch, waitFor, notify, subflow, approval, send"
 
 
 def found(row: dict[str, Any], binding: FlowBinding = BINDING) -> list[tuple[str, str, str]]:

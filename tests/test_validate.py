@@ -80,7 +80,8 @@ def test_a_kind_removed_from_the_binding_is_named(engine: sa.Engine) -> None:
     )
     assert validation.check(snap, smaller, COLUMNS) == (
         "flow 'Big orders', step 'Manager approval' (approval, position 1): kind 'approval' "
-        "is not in the binding — use one of set, wait, until, branch, waitFor, notify, send"
+        "is not in the binding — use one of set, wait, until, branch, waitFor, notify, "
+        "subflow, send"
     )
 
 

@@ -493,6 +493,8 @@ def run_document(run: ops.RunRow, tz: tzinfo | None) -> shapes.JsonDict:
                 "needed": w.needed,
                 "received": w.received,
                 "answered": list(w.answered),
+                "subflow": w.subflow,
+                "child": w.child,
                 "sentence": flows.waiting_sentence(w, tz),
             }
             for w in run.waiting

@@ -27,6 +27,7 @@ from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.foundations import shapes
 
 CanRead = model.CanRead
+Href = model.Href
 RunInput = progress.RunInput
 
 
@@ -36,9 +37,15 @@ class Diagram:
     def __init__(self, picture: model.Picture) -> None:
         self.picture = picture
 
-    def html(self, *, document: bool = True) -> str:
-        """Self-contained HTML: a whole page, or (``document=False``) the ``<figure>`` alone."""
-        return html.document(self.picture) if document else html.fragment(self.picture)
+    def html(self, *, document: bool = True, href: Href | None = None) -> str:
+        """Self-contained HTML: a whole page, or (``document=False``) the ``<figure>`` alone.
+
+        ``href(what, key)`` gives the address a subflow step's box links to: of the flow it
+        runs (``("flow", name)``) and of the child run (``("run", id)``); None, or
+        without ``href``, the box names them without a link."""
+        if document:
+            return html.document(self.picture, href)
+        return html.fragment(self.picture, href)
 
     def svg(self) -> str:
         """A standalone SVG document (wide, and down the page in a narrow window)."""
@@ -86,7 +93,7 @@ def flow_diagram(
     return Diagram(picture)
 
 
-__all__ = ["FORMATS", "CanRead", "Diagram", "RunInput", "flow_diagram"]
+__all__ = ["FORMATS", "CanRead", "Diagram", "Href", "RunInput", "flow_diagram"]
 
 
 def workflow_diagram(

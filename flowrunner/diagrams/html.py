@@ -53,10 +53,28 @@ def _gap_before(index: int) -> int:
     return 3 + 3 * index
 
 
-def _box(box: model.Box, scope: str) -> str:
+def _link(link: model.Link, href: model.Href | None) -> str:
+    """A subflow's way to the flow it runs and to its child run: links where ``href``
+    gives their addresses, words where it does not."""
+
+    def to(what: str, key: object, words: str) -> str:
+        address = href(what, key) if href is not None else None
+        if address is None:
+            return _e(words)
+        return f'<a href="{_e(address)}" data-{what}="{_e(key)}">{_e(words)}</a>'
+
+    said = "Runs " + to("flow", link.flow, link.flow)
+    if link.run is not None:
+        said += " · " + to("run", link.run, f"run {link.run}")
+    return f'<p class="frd-link">{said}</p>'
+
+
+def _box(box: model.Box, scope: str, href: model.Href | None = None) -> str:
+    # A subflow's link line names the flow it runs: its ``runs`` fact would say it twice.
+    shown = [f for f in box.facts if box.link is None or f.name != model.RUNS]
     facts = "".join(
         f'<div title="{_e(f.value)}"><dt>{_e(f.name)}</dt> <dd>{_e(f.value)}</dd></div>'
-        for f in box.facts
+        for f in shown
     )
     state = ""
     attrs = ""
@@ -77,14 +95,15 @@ def _box(box: model.Box, scope: str) -> str:
         f'<div class="frd-kind">{picture_svg(box.mark)}<span>{_e(box.mark.label)}</span></div>'
         f'<h4 class="frd-title">{_e(box.title)}</h4>'
         + (f'<dl class="frd-facts">{facts}</dl>' if facts else "")
+        + (_link(box.link, href) if box.link is not None else "")
         + state
         + "</article>"
     )
 
 
-def _column(column: model.Column, scope: str) -> str:
+def _column(column: model.Column, scope: str, href: model.Href | None = None) -> str:
     state = f' data-state="{_e(column.state)}"' if column.state is not None else ""
-    boxes = "".join(_box(b, scope) for b in column.boxes) or '<p class="frd-empty">—</p>'
+    boxes = "".join(_box(b, scope, href) for b in column.boxes) or '<p class="frd-empty">—</p>'
     visits = f" · {column.visits}×" if column.visits > 1 else ""
     return (
         f'<section class="frd-cell frd-col" id="{scope}-{column.key}" '
@@ -117,8 +136,9 @@ def _way(way: model.Way, picture: model.Picture) -> str:
     )
 
 
-def fragment(picture: model.Picture) -> str:
-    """The diagram as one ``<figure>`` holding its own style."""
+def fragment(picture: model.Picture, href: model.Href | None = None) -> str:
+    """The diagram as one ``<figure>`` holding its own style; ``href`` gives the
+    addresses a subflow's box links to (none: it names them)."""
     scope = scope_of(picture)
     container = scope.replace("-", "_")
     caption = f"<strong>{_e(picture.flow_name)}</strong> starts {_e(picture.start)}."
@@ -139,7 +159,7 @@ def fragment(picture: model.Picture) -> str:
         joined = any(w.below and w.target is None for w in picture.ways)
         cells = [
             '<div class="frd-cell frd-start" style="--at:1"><span>Start</span></div>',
-            *(_column(c, scope) for c in picture.columns),
+            *(_column(c, scope, href) for c in picture.columns),
             f'<div class="frd-cell frd-end{" frd-joined" if joined else ""}" '
             f'style="--at:{_cell(count)}"><span>End</span></div>',
             *(_way(w, picture) for w in picture.ways),
@@ -156,7 +176,7 @@ def fragment(picture: model.Picture) -> str:
     )
 
 
-def document(picture: model.Picture) -> str:
+def document(picture: model.Picture, href: model.Href | None = None) -> str:
     """A whole HTML page holding the diagram, titled by the flow (and run)."""
     title = picture.flow_name + (f" — run {picture.run.id}" if picture.run is not None else "")
     return (
@@ -164,7 +184,7 @@ def document(picture: model.Picture) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title>"
         "<style>body{margin:0;padding:8px;background:#fff}</style></head><body>"
-        f"{fragment(picture)}</body></html>\n"
+        f"{fragment(picture, href)}</body></html>\n"
     )
 
 

@@ -55,6 +55,10 @@ BUILTIN: dict[str, Mark] = {
     ),
     # An envelope: an event arriving.
     "waitFor": Mark("waitFor", "Wait for", "#0e7490", ("M2 4h12v8.5H2z", "M2 4l6 5 6-5")),
+    # A box holding a smaller one: another flow run inside this one.
+    "subflow": Mark(
+        "subflow", "Subflow", "#4338ca", ("M1.5 3h13v10h-13z", "M5 6h6v4H5z", "M8 3v3M8 10v3")
+    ),
     # A bell: somebody is told.
     "notify": Mark(
         "notify", "Notify", "#be185d", ("M4 11.5V7a4 4 0 0 1 8 0v4.5l1.5 1.5h-11z", "M6.5 14.5h3")

@@ -23,6 +23,7 @@ _SHAPES: dict[str, tuple[str, str]] = {
     "branch": ("{", "}"),
     "waitFor": (">", "]"),
     "notify": ("[/", "\\]"),
+    "subflow": ("[[", "]]"),
     "app": ("[[", "]]"),
 }
 _ESCAPED = frozenset('"#<>&`')

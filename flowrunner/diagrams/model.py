@@ -29,6 +29,10 @@ from flowrunner.foundations.shapes import StepKind
 # this reader may see it. A step the reader cannot read is not drawn.
 CanRead = Callable[[shapes.Row], bool]
 
+# Where a reader goes from a subflow's box: the address of a flow (``("flow", name)``) or
+# of a run (``("run", id)``), or None where there is none to give (a standalone drawing).
+Href = Callable[[str, object], str | None]
+
 # A fact longer than this is cut where a box has no room (the HTML shows it whole).
 SHORT = 90
 
@@ -40,7 +44,11 @@ _FACTS: dict[str, tuple[str, ...]] = {
     "branch": ("condition", "goto"),
     "waitFor": ("event", "duration"),
     "notify": ("audience", "message"),
+    "subflow": ("value", "field", "duration"),
 }
+# What a subflow step's columns are called on its box.
+RUNS = "runs"
+_SUBFLOW_FACTS = {"value": RUNS, "field": "on the record in"}
 # What an application kind's step may say about its wait, after its inputs.
 _WAITING = ("mode", "condition", "duration", "remind")
 # The label of a fault path's way.
@@ -81,6 +89,15 @@ class StepRun:
 
 
 @dataclass(frozen=True)
+class Link:
+    """Where a subflow step leads: the flow it runs, and (in a run) the child run it
+    started, the latest pass's."""
+
+    flow: str
+    run: int | None = None
+
+
+@dataclass(frozen=True)
 class Box:
     """One step drawn as a lane of its position's column.
 
@@ -97,6 +114,7 @@ class Box:
     title: str
     facts: tuple[Fact, ...]
     run: StepRun | None = None
+    link: Link | None = None
 
 
 ColumnState = Literal["done", "current", "ahead", "skipped", "not_reached"]
@@ -228,13 +246,20 @@ def facts(step: snapshot.StepSpec, kind: config_mod.KindConfig | None) -> tuple[
     else:
         # A kind the binding no longer has: show every column the row fills.
         names = tuple(sorted(values))
-    found = [Fact(n, _text(values[n])) for n in names if values.get(n) is not None]
+    said = _SUBFLOW_FACTS if step.kind == "subflow" else {}
+    found = [Fact(said.get(n, n), _text(values[n])) for n in names if values.get(n) is not None]
     if kind is not None and kind.wait_for is not None:
         found.insert(len(kind.inputs), Fact("waits for", kind.wait_for))
     after, audience = values.get("escalate"), values.get("escalate_to")
     if after is not None and audience is not None:
         found.append(Fact("escalates", f"to {_text(audience)} after {_text(after)}"))
     return tuple(found)
+
+
+def _link(step: snapshot.StepSpec) -> Link | None:
+    """A subflow step's way to the flow it runs."""
+    flow = step.get("value") if step.kind == "subflow" else None
+    return None if flow is None else Link(clean(str(flow)))
 
 
 def _title(step: snapshot.StepSpec) -> str:
@@ -302,6 +327,7 @@ def build(
                     mark=marks.mark(step.kind),
                     title=_title(step),
                     facts=facts(step, kinds.get(step.kind)),
+                    link=_link(step),
                 )
             )
         columns.append(Column(index=i, position=position, boxes=tuple(boxes)))

@@ -117,7 +117,11 @@ def overlay(
             mine = passes.get(str(step.id), {})
             waiting = waiting_at.get(None if step.id is None else str(step.id))
             found = _step_run(step, lane, mine, col_state, ended, waiting)
-            boxes.append(replace(box, run=found))
+            link = box.link
+            if link is not None:
+                child = lane.child if lane is not None and lane.child else _child(run, step)
+                link = replace(link, run=child)
+            boxes.append(replace(box, run=found, link=link))
         count = sum(1 for p, _ in visits if p == column.position)
         columns.append(replace(column, boxes=tuple(boxes), state=col_state, visits=count))
     ways = _taken(picture, snap, run, visits, passes)
@@ -130,6 +134,17 @@ def overlay(
         ended_at=run.ended_at,
     )
     return replace(picture, columns=tuple(columns), ways=ways, run=summary)
+
+
+def _child(run: RunInput, step: snapshot.StepSpec) -> int | None:
+    """The child run the latest pass of a subflow step started, as its history says."""
+    found = None
+    for line in run.history:
+        if line.what == "subflow" and line.step_id == str(step.id):
+            detail = line.detail
+            if isinstance(detail, Mapping) and isinstance(detail.get("run"), int):
+                found = int(detail["run"])
+    return found
 
 
 def _read_history(
@@ -226,6 +241,7 @@ def _how(step: snapshot.StepSpec, outcome: str) -> str:
         "complete": "answered",
         "arrived": "the event arrived",
         "condition": "its condition held",
+        "subflow_done": "its subflow ended",
     }.get(outcome, "")
 
 
@@ -313,6 +329,10 @@ def waits_for(waiting: waits.Waiting) -> tuple[str, tuple[str, ...]]:
 
     ``("Waiting for po.decided", ("1 answer of 2 asked, 2 needed", "gives up ..."))``
     """
+    if waiting.awaits == _Awaits.SUBFLOW:
+        child = f" (run {waiting.child})" if waiting.child is not None else ""
+        until = (f"gives up {when(waiting.until)}",) if waiting.until is not None else ()
+        return model.clean(f"Waiting for subflow {waiting.subflow}{child}"), until
     if waiting.awaits == _Awaits.TIME:
         escalation = tuple(model.clean(d) for d in _escalation(waiting))
         if waiting.until is None:

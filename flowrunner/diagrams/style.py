@@ -59,6 +59,8 @@ BASE = """
  overflow:hidden}
 .frd-facts dt,.frd-facts dd{display:inline;margin:0}
 .frd-facts dt{color:var(--frd-muted)}
+.frd-link{margin:.2rem 0 0;font-size:.72rem;overflow-wrap:anywhere}
+.frd-link a{color:var(--k);font-weight:600}
 .frd-state{margin:.3rem 0 0;font-size:.72rem;color:var(--s)}
 .frd-state p{margin:0;font-weight:600}
 .frd-state ul{margin:0;padding:0;list-style:none;color:var(--frd-ink)}

@@ -111,7 +111,30 @@ def save_flow(
     extra = tables.flow_extra
     cols = resource_columns(binding, tables, columns)
     validation.validate_flow_row(binding, row, cols, existing=existing, extra=extra)
-    return flow_rows.store_flow(conn, tables, flow_id, flow_values(binding, row, extra))
+    values = flow_values(binding, row, extra)
+    stored = next((f for f in existing if flow_id is not None and f["id"] == flow_id), None)
+    if stored is not None:
+        _refuse_subflow_change(conn, binding, tables, stored, values, existing)
+    return flow_rows.store_flow(conn, tables, flow_id, values)
+
+
+def _refuse_subflow_change(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    stored: shapes.Row,
+    row: shapes.Row | None,
+    existing: Sequence[shapes.Row],
+) -> None:
+    """``RowInvalid`` when other flows run ``stored`` as a subflow and ``row`` would
+    rename it, make it start otherwise, or (None) delete it."""
+    if stored.get("start") != "manual":
+        return
+    found = validation.subflow_users(
+        binding, stored, row, existing, flow_rows.subflow_steps(conn, tables)
+    )
+    if found:
+        raise errors.RowInvalid(found, row=validation.flow_label(stored))
 
 
 def update_flow(
@@ -137,8 +160,14 @@ def delete_flow(
     tables: app_tables.AppTables,
     flow_id: object,
 ) -> None:
-    """Delete a flow and its steps. Runs already started keep their snapshot."""
-    flow_rows.delete_flow(conn, tables, _one_id(flow_id, tables.flows.c.id))
+    """Delete a flow and its steps, unless another flow runs it as a subflow. Runs
+    already started keep their snapshot."""
+    flow_id = _one_id(flow_id, tables.flows.c.id)
+    existing = flow_rows.all_flows(conn, tables)
+    stored = next((f for f in existing if f["id"] == flow_id), None)
+    if stored is not None:
+        _refuse_subflow_change(conn, binding, tables, stored, None, existing)
+    flow_rows.delete_flow(conn, tables, flow_id)
 
 
 # -- steps -------------------------------------------------------------------------
@@ -224,10 +253,40 @@ def save_step(
     extra = tables.step_extra
     cols = resource_columns(binding, tables, columns)
     validation.validate_step_row(binding, row, cols, siblings=siblings, flow=flow, extra=extra)
+    _refuse_subflow(conn, binding, tables, flow, row)
     if stored is not None and stored["flow_id"] != flow["id"]:
         # Moving a step to another flow removes it from its old one.
         _refuse_removal(conn, binding, tables, stored)
     return flow_rows.store_step(conn, tables, step_id, step_values(binding, row, flow, extra))
+
+
+def _refuse_subflow(
+    conn: sa.Connection,
+    binding: binding_mod.FlowBinding,
+    tables: app_tables.AppTables,
+    flow: shapes.Row,
+    row: shapes.Row,
+) -> None:
+    """``RowInvalid`` when the step is a subflow naming a flow it may not start: one
+    that does not exist, is not manual, or would start ``flow`` again."""
+    if spelling.canonical_kind(str(row.get("kind") or "")) != rows.SUBFLOW:
+        return
+    siblings = [
+        s
+        for s in flow_rows.steps_of_flow(conn, tables, flow["id"])
+        if str(s["id"]) != str(row.get("id"))
+    ]
+    steps = [*siblings, row]
+    found = validation.subflow_problems(
+        binding,
+        flow,
+        steps,
+        flow_rows.all_flows(conn, tables),
+        flow_rows.subflow_steps(conn, tables),
+        changed=[len(steps) - 1],
+    )
+    if found:
+        raise errors.RowInvalid([e for _, e in found], row=validation.step_label(row, flow))
 
 
 def update_step(

@@ -151,20 +151,33 @@ def problems(
     *,
     stored: Sequence[shapes.Row] = (),
     replace: bool = False,
+    subflows: Sequence[shapes.Row] = (),
 ) -> list[tuple[str, list[errors.FieldError]]]:
-    """Every problem of every row in ``docs``, by row label, given the stored flows."""
+    """Every problem of every row in ``docs``, by row label, given the stored flows (and
+    their subflow steps, ``subflows``: a subflow may name a stored flow or one of the file)."""
     found: list[tuple[str, list[errors.FieldError]]] = []
     names = {_key(binding, d.flow) for d in docs}
     existing = [f for f in stored if not (replace and _key(binding, f) in names)]
+    in_file = [
+        {**{k: v for k, v in d.flow.items() if k != VERSION}, "id": f"file:{i}"}
+        for i, d in enumerate(docs)
+    ]
+    file_subflows = [
+        {**s, "flow_id": f"file:{i}"} for i, d in enumerate(docs) for s in _clean_steps(d.steps)
+    ]
     for number, doc in enumerate(docs):
         flow = {k: v for k, v in doc.flow.items() if k not in ("id", VERSION)}
-        others = existing + [
-            {**d.flow, "id": f"file:{i}"} for i, d in enumerate(docs) if i < number
-        ]
+        others = existing + in_file[:number]
+        steps = _clean_steps(doc.steps)
         for label, errs in validation.errors_for_flow(
-            binding, flow, _clean_steps(doc.steps), columns, existing=others
+            binding, flow, steps, columns, existing=others
         ):
             found.append((label if flow.get("name") else f"flow {number + 1}: {label}", errs))
+        ways = [*subflows, *(s for s in file_subflows if s["flow_id"] != f"file:{number}")]
+        flows = [*existing, *(f for i, f in enumerate(in_file) if i != number)]
+        flow_here = {**flow, "id": f"file:{number}"}
+        for step, error in validation.subflow_problems(binding, flow_here, steps, flows, ways):
+            found.append((validation.step_label(step, flow), [error]))
     return found
 
 
@@ -183,7 +196,8 @@ def import_flows(
     """
     cols = edits.resource_columns(binding, tables, columns)
     stored = flow_rows.all_flows(conn, tables)
-    found = problems(binding, docs, cols, stored=stored, replace=replace)
+    subflows = flow_rows.subflow_steps(conn, tables)
+    found = problems(binding, docs, cols, stored=stored, replace=replace, subflows=subflows)
     if found:
         raise validation.RowsInvalid(found)
     result = ImportResult()

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from flowrunner import binding as binding_mod
 
-# The built-in kinds whose steps wait; an application kind waits when it has wait_for.
-WAITING_KINDS = frozenset({"wait", "until", "waitFor"})
+# The built-in kinds whose steps wait (a subflow waits for its child run to end); an
+# application kind waits when it has wait_for.
+WAITING_KINDS = frozenset({"wait", "until", "waitFor", "subflow"})
 
 
 def waits(binding: binding_mod.FlowBinding, kind: binding_mod.StepKind | None) -> bool:

@@ -17,7 +17,7 @@ from sqlalchemy import orm
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors, query
-from flowrunner.flows import edits, validation
+from flowrunner.flows import edits, rows, spelling, validation
 from flowrunner.foundations import shapes
 from flowrunner.store import app_tables, flow_rows
 
@@ -97,6 +97,11 @@ def _table_name(obj: object) -> str | None:
 def _orm_row(obj: object) -> shapes.RowDict:
     mapper = orm.object_mapper(obj)
     return {prop.columns[0].name: getattr(obj, prop.key) for prop in mapper.column_attrs}
+
+
+def _subflow(step: shapes.Row) -> bool:
+    kind = step.get("kind")
+    return isinstance(kind, str) and spelling.canonical_kind(kind) == rows.SUBFLOW
 
 
 def _assign(obj: object, values: shapes.Row, keep: set[str | None]) -> None:
@@ -247,6 +252,15 @@ class _Flush:
             extra=self.step_extra,
             flow=entry["flow"],
         )
+        flow = entry["flow"]
+        changed = range(len(entry["steps"]), len(steps))
+        if flow is not None and any(_subflow(steps[i]) for i in changed):
+            # The flows a subflow names, as this flush leaves them.
+            flows = [*self.final_flows.values(), *self.pending.values()]
+            ways = flow_rows.subflow_steps(self.conn, self.tables)
+            found += validation.subflow_problems(
+                self.binding, flow, steps, flows, ways, changed=changed
+            )
         for row, error in found:
             obj = owners.get(id(row))
             if obj is not None:

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from flowrunner import errors
 from flowrunner.binding import Tenant
 from flowrunner.engine.mounted import Mounted
-from flowrunner.flows import edits, validation, versions
+from flowrunner.flows import edits, subflows, validation, versions
 from flowrunner.flows.snapshot import FlowSnapshot
 from flowrunner.foundations import shapes
 from flowrunner.store import dialects, flow_rows, flow_versions
@@ -186,6 +186,8 @@ class Publishing:
             after = FlowSnapshot.from_dict(target.snapshot)
             outcomes: list[MoveOutcome] = []
             moves: list[flow_versions.Move] = []
+            # A subflow's child keeps the parent its snapshot names, to wake it when it ends.
+            parents: dict[int, object] = {}
             for run in flow_versions.open_runs_of(conn, resource, row["id"], source.digest):
                 if flow_versions.version_of_run(known, run.digest, run.started_at) != source.number:
                     continue
@@ -198,6 +200,10 @@ class Publishing:
                 moves.append(
                     flow_versions.Move(run.id, run.tenant, run.record_id, run.version, moved.state)
                 )
+                if (run.started_by or "").startswith("run "):
+                    stored = ops.find_run(conn, run.id)
+                    if stored is not None and subflows.PARENT in stored.snapshot:
+                        parents[run.id] = stored.snapshot[subflows.PARENT]
             if dry_run:
                 conn.rollback()
                 return outcomes
@@ -209,11 +215,21 @@ class Publishing:
                 "to": to,
             }
             kept = after.to_dict()
-            for first in range(0, len(moves), MOVES_AT_ONCE):
+            batches = [
+                (kept, batch[first : first + MOVES_AT_ONCE])
+                for batch in ([move for move in moves if move.run_id not in parents],)
+                for first in range(0, len(batch), MOVES_AT_ONCE)
+            ]
+            batches += [
+                ({**kept, subflows.PARENT: parents[move.run_id]}, [move])
+                for move in moves
+                if move.run_id in parents
+            ]
+            for snapshot, batch in batches:
                 done |= flow_versions.move_runs(
                     conn,
-                    moves[first : first + MOVES_AT_ONCE],
-                    snapshot=kept,
+                    batch,
+                    snapshot=snapshot,
                     digest=after.digest,
                     now=m.clock(),
                     by=by,

@@ -39,7 +39,13 @@ BUILTIN_READS: dict[binding_mod.StepKind, tuple[tuple[str, ...], tuple[str, ...]
     "branch": (("condition",), ("goto",)),
     "waitFor": (("event",), ("duration", *ESCALATION)),
     "notify": (("audience", "message"), ()),
+    # The manual flow it runs (by name) in ``value``; ``field``: the column holding the
+    # id of the record it runs on (empty: this run's record); ``duration``: when it gives
+    # up waiting; ``on_failure``: where the run goes when the subflow fails.
+    "subflow": (("value",), ("field", "duration", "on_failure")),
 }
+# The built-in kind that runs another flow of the resource and waits until it ends.
+SUBFLOW = "subflow"
 # What a waiting app-kind step may also say.
 WAITING_EXTRAS = ("mode", "condition", "duration", "remind", *ESCALATION)
 # What a step that runs a command may also say: where the run goes when it fails for good.
@@ -529,6 +535,10 @@ def _check_value(
     if column == "duration":
         signed = kind == "until"
         add_duration(problems, column, value, signed=signed)
+    elif column == "value" and kind == SUBFLOW:
+        if len(value) > NAME_LIMIT:
+            message = f"a flow's name has at most {NAME_LIMIT} characters"
+            add(errors.FieldError(column, message, "name_too_long"))
     elif column in ("remind", "escalate"):
         add_duration(problems, column, value, signed=False)
     elif column == "field":
@@ -619,6 +629,15 @@ def _check_field(
             except column_facts.Refused as refused:
                 message = f"'{step.value}' cannot be written to '{field}': {refused.reason}"
                 add(errors.FieldError("value", message, refused.code))
+    elif step.kind == SUBFLOW:
+        if field not in columns or field == binding.key:
+            known = ", ".join(c for c in columns if c != binding.key) or "none"
+            message = (
+                f"'{field}' is not a column of {binding.resource} that holds the id of the "
+                f"record the subflow runs on ({known}); leave it empty to run it on this record"
+            )
+            message += spelling.did_you_mean(field, [c for c in columns if c != binding.key])
+            add(errors.FieldError("field", message, "field_unknown"))
     elif step.kind == "until":
         kind = columns.get(field)
         if kind not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):

@@ -90,8 +90,10 @@ def _start(
     start_key: str,
     started_by: str,
     now: datetime,
+    origin: Mapping[str, object] | None = None,
 ) -> int | None:
-    """Insert the run of ``found`` on ``record``, due now (see ``start_run``)."""
+    """Insert the run of ``found`` on ``record``, due now (see ``start_run``); ``origin``
+    is kept in its snapshot beside the flow (a child's parent)."""
     tenant = record_tenant(mounted.binding, record)
     problem = found.problem
     run_id = ops.insert_run(
@@ -102,7 +104,7 @@ def _start(
         flow_id=str(found.flow["id"]),
         flow_name=str(found.flow.get("name") or ""),
         start_key=start_key,
-        snapshot=found.stored,
+        snapshot={**found.stored, **origin} if origin else found.stored,
         digest=found.snapshot.digest,
         state={},
         status=statuses.RunStatus.FAILED if problem else statuses.RunStatus.RUNNING,
@@ -112,6 +114,21 @@ def _start(
         due_at=None if problem else now,
     )
     return run_id
+
+
+def start_child(
+    mounted: Mounted,
+    conn: sa.Connection,
+    found: Startable,
+    record: Mapping[str, object],
+    start_key: str,
+    started_by: str,
+    now: datetime,
+    origin: Mapping[str, object],
+) -> int | None:
+    """Start ``found`` (one of ``startable``'s) on ``record`` as another run's child, its
+    snapshot keeping ``origin`` (``{"parent": {...}}``); None if ``start_key`` started one."""
+    return _start(mounted, conn, found, record, start_key, started_by, now, origin)
 
 
 # How many (start kind, tenant) lists of flows a runner keeps (a tenant's records start

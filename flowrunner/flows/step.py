@@ -24,13 +24,14 @@ from flowrunner import diagrams, errors
 from flowrunner.diagrams import progress
 from flowrunner.engine import claimed, commands
 from flowrunner.engine.mounted import Claimed, Mounted, Program
-from flowrunner.flows import snapshot, starts
+from flowrunner.flows import snapshot, starts, subflows
 from flowrunner.flows.interpreter import effects, happened, interpret, state, waits
 from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import statuses
 from flowrunner.history import flows as history_lines
 from flowrunner.store import flow_rows, records
 from flowrunner.store import operations as ops
+from flowrunner.workflows import children
 
 
 class Advance(claimed.ClaimedStep):
@@ -58,6 +59,8 @@ class Advance(claimed.ClaimedStep):
         """Advance the run and save it; its new state, or None if it had ended or stopped."""
         mounted, conn, run, now = self.mounted, self.conn, self.run, self.now
         if run.status in statuses.ENDED and not state.cancel_pending(run.state):
+            # Claimed once it ended (cancelled with broken rows): its parent is told.
+            children.ended(conn, run, now)
             ops.set_due(conn, run_id=run.id, due_at=None, tenant=run.tenant)
             self.give_up_lease(forget=True)
             return None
@@ -67,6 +70,7 @@ class Advance(claimed.ClaimedStep):
             # A row that broke after the run started (a kind removed, a column dropped):
             # the run fails before it does anything more, with the sentence naming it.
             self.stop(problem)
+            children.ended(conn, run, now)
             return None
         record = records.load_record(conn, mounted.tables, run.record_id, run.tenant)
         current = state.RunState.from_dict(run.state) if run.state else None
@@ -89,9 +93,13 @@ class Advance(claimed.ClaimedStep):
             record=record,
             events=tuple(happened.EventIn(e.id, e.name, e.payload, e.at) for e in arrived),
             latest_event_id=latest,
+            children=subflows.ended(conn, run.state),
         )
         cfg = mounted.config_for(snap, run.tenant)
         if current is None:
+            parent = run.snapshot.get(subflows.PARENT)
+            if isinstance(parent, Mapping):  # a subflow's child run says whose it is
+                self.log("started_as_child", detail=dict(parent))
             step = interpret.start(
                 snap,
                 seen,
@@ -119,6 +127,13 @@ class Advance(claimed.ClaimedStep):
                     results.append(self._command(effect, working))
                     if not effect.cancel:
                         asked = effect
+                elif isinstance(effect, effects.StartSubflow):
+                    self._flush_sets()  # the child reads the record as the flow left it
+                    results.append(self._subflow(effect))
+                    self.point("after-subflow-start")
+                elif isinstance(effect, effects.CancelSubflow):
+                    subflows.cancel(mounted, conn, run, effect, now)
+                    self.point("after-subflow-cancel")
                 else:
                     self._apply(effect, working)
             if not results:
@@ -143,6 +158,12 @@ class Advance(claimed.ClaimedStep):
                 self._checkpoint(step.state)
         self._save(step.state, wake_at)
         return step.state
+
+    def _subflow(self, asked: effects.StartSubflow) -> happened.CommandResult:
+        """Start a subflow step's child run, once under its key (``subflows.start``)."""
+        step = next((s for s in self.snap.steps if str(s.id) == str(asked.step_id)), None)
+        title = step.title if step is not None else None
+        return subflows.start(self.mounted, self.conn, self.run, asked, title, self.now)
 
     def _outside(self, command: effects.RunCommand) -> bool:
         """Whether ``command`` may reach outside the database (its kind did not declare
@@ -199,6 +220,8 @@ class Advance(claimed.ClaimedStep):
             error=new.error,
             reason=new.reason,
         )
+        if new.status in statuses.ENDED:
+            children.ended(conn, run, now)  # a subflow's parent reads how it ended
 
     def _apply(self, effect: effects.Effect, working: dict[str, object] | None) -> None:
         """Apply a set, a notice or a history line; a set changes ``working`` too."""
@@ -311,7 +334,8 @@ class FlowProgram(Program):
             return current.to_dict(), now
         current.status = statuses.RunStatus.CANCELLED
         current.reason = why
-        return current.to_dict(), None
+        # A subflow's child is due once more, to wake its parent.
+        return current.to_dict(), now if children.parent_of(run) is not None else None
 
     def retried(
         self, mounted: Mounted, run: ops.RunRow, now: datetime

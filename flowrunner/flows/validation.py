@@ -73,6 +73,11 @@ CODES = {
     "step_unknown": "the step being updated does not exist",
     "flow_has_steps": "an ORM flush deletes a flow but not its steps",
     "tenant_mismatch": "a step's tenant is not its flow's",
+    "field_unknown": "a subflow's field is not a column of the resource (or is its key)",
+    "subflow_unknown": "a subflow names a flow that does not exist",
+    "subflow_not_manual": "a subflow names a flow that does not start manually",
+    "subflow_cycle": "a subflow would start its own flow again, directly or through others",
+    "subflow_in_use": "renaming, starting otherwise or deleting a flow another runs as a subflow",
 }
 
 
@@ -336,6 +341,143 @@ def loop_problems(
     return found
 
 
+def subflow_problems(
+    binding: binding_mod.FlowBinding,
+    flow: Row,
+    steps: Sequence[Row],
+    flows: Iterable[Row],
+    subflows: Iterable[Row],
+    *,
+    changed: Collection[int] | None = None,
+) -> list[Problem]:
+    """The problems of a flow's subflow steps among the other flows of its resource.
+
+    ``flow`` and ``steps`` are the flow judged and its steps as they would stand;
+    ``changed`` the indexes of the steps being written (None: all). ``flows`` are the
+    stored flows (the judged one's stored row, by id, is left out) and ``subflows`` their
+    subflow steps, each with its ``flow_id``. The flow a subflow names in ``value`` must
+    exist (of the same tenant) and start manually, and no chain of subflows may lead
+    back to the flow judged: the sentence names the chain.
+    """
+    todo = range(len(steps)) if changed is None else changed
+    mine = [i for i in todo if _kind(steps[i]) == rows.SUBFLOW and _strip(steps[i].get("value"))]
+    if not mine:
+        return []
+    others = [f for f in flows if not _same_row(f, flow) and _same_tenant(binding, f, flow)]
+    own = spelling.name_key(flow.get("name"))
+    by_name: dict[str | None, Row] = {spelling.name_key(f.get("name")): f for f in others}
+    if own is not None:
+        by_name[own] = flow
+    key_of_id = {str(f.get("id")): spelling.name_key(f.get("name")) for f in others}
+    ways: dict[str | None, list[str | None]] = {}
+    for step in subflows:
+        source = key_of_id.get(str(step.get("flow_id")))
+        if source is not None and source != own and _kind(step) == rows.SUBFLOW:
+            ways.setdefault(source, []).append(spelling.name_key(step.get("value")))
+    ways[own] = [spelling.name_key(s.get("value")) for s in steps if _kind(s) == rows.SUBFLOW]
+    found: list[Problem] = []
+    for i in mine:
+        step = steps[i]
+        name = str(_strip(step.get("value")))
+        target = by_name.get(spelling.name_key(name))
+        if target is None:
+            manual = sorted(
+                str(f.get("name")) for f in by_name.values() if f.get("start") == "manual"
+            )
+            message = (
+                f"there is no flow named '{name}' to run as a subflow"
+                f" (manual flows: {', '.join(manual) or 'none'})"
+            )
+            message += spelling.did_you_mean(name, manual, joint="; ")
+            found.append((step, errors.FieldError("value", message, "subflow_unknown")))
+            continue
+        if target.get("start") != "manual":
+            message = (
+                f"flow '{target.get('name')}' starts when a record is {target.get('start')}; "
+                "a subflow runs only a flow that starts manually"
+            )
+            found.append((step, errors.FieldError("value", message, "subflow_not_manual")))
+            continue
+        chain = _chain_back(ways, spelling.name_key(name), own)
+        if chain is not None:
+            names = {k: str(by_name[k].get("name")) for k in by_name}
+            said = " → ".join(names.get(k, str(k)) for k in [own, *chain])
+            message = (
+                f"a subflow may not start its own flow again, directly or through others: {said}"
+            )
+            found.append((step, errors.FieldError("value", message, "subflow_cycle")))
+    return found
+
+
+def subflow_users(
+    binding: binding_mod.FlowBinding,
+    stored: Row,
+    row: Row | None,
+    flows: Iterable[Row],
+    subflows: Iterable[Row],
+) -> list[errors.FieldError]:
+    """Why the stored flow ``stored`` may not become ``row`` (None: be deleted): other
+    flows' subflow steps run it by its name, and need it to keep that name and start
+    manually."""
+    name = spelling.name_key(stored.get("name"))
+    if stored.get("start") != "manual" or name is None:
+        return []
+    kept = (
+        row is not None
+        and spelling.name_key(row.get("name")) == name
+        and row.get("start") == "manual"
+    )
+    if kept:
+        return []
+    by_id = {
+        str(f.get("id")): f
+        for f in flows
+        if not _same_row(f, stored) and _same_tenant(binding, f, stored)
+    }
+    users = [
+        f"flow '{by_id[str(s.get('flow_id'))].get('name')}' ({_short(s)})"
+        for s in subflows
+        if str(s.get("flow_id")) in by_id
+        and _kind(s) == rows.SUBFLOW
+        and spelling.name_key(s.get("value")) == name
+    ]
+    if not users:
+        return []
+    listed = users[0] if len(users) == 1 else f"{', '.join(users[:-1])} and {users[-1]}"
+    runs = "runs" if len(users) == 1 else "run"
+    if row is None:
+        message = f"{listed} {runs} this flow as a subflow; remove that step first"
+        return [errors.FieldError("id", message, "subflow_in_use")]
+    field = "name" if spelling.name_key(row.get("name")) != name else "start"
+    message = (
+        f"{listed} {runs} '{stored.get('name')}' as a subflow: it keeps its name and starts "
+        "manually while it does"
+    )
+    return [errors.FieldError(field, message, "subflow_in_use")]
+
+
+def _chain_back(
+    ways: Mapping[str | None, Sequence[str | None]], start: str | None, goal: str | None
+) -> list[str | None] | None:
+    """The flows from ``start`` along subflows that reach ``goal`` (both included), or None."""
+    seen: set[str | None] = set()
+    path: list[str | None] = []
+
+    def walk(at: str | None) -> bool:
+        path.append(at)
+        if at == goal:
+            return True
+        if at not in seen:
+            seen.add(at)
+            for nxt in ways.get(at, ()):
+                if walk(nxt):
+                    return True
+        path.pop()
+        return False
+
+    return path if walk(start) else None
+
+
 def errors_for_step_row(
     binding: binding_mod.FlowBinding,
     row: Row,
@@ -498,7 +640,7 @@ def _kind(step: Row) -> str | None:
 def _on_failure(binding: binding_mod.FlowBinding, step: Row) -> int | None:
     """Where a step that runs a command goes if it fails for good (None: nowhere)."""
     kind = _kind(step)
-    if kind is None or kind not in binding.kinds:
+    if kind is None or (kind not in binding.kinds and kind != rows.SUBFLOW):
         return None  # a built-in kind runs no command: its on_failure is refused alone
     return _whole(step.get("on_failure"))
 

@@ -102,6 +102,10 @@ def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
                 said += f", waiting for {listed(missing)}"
         said = f"{said}; gives up at {until}" if until else said
         return said + _escalating(waiting, tz)
+    if waiting.awaits == waits.Awaits.SUBFLOW:
+        said = f"{at} for subflow {waiting.subflow or 'its flow'}"
+        said += f" (run {waiting.child}) to end" if waiting.child is not None else " to end"
+        return f"{said}; gives up at {until}" if until else said
     if waiting.awaits == waits.Awaits.COMMAND:
         return f"{at} for its command's answer"
     if waiting.awaits == waits.Awaits.RETRY:
@@ -308,6 +312,11 @@ def _timed_out(say: Say) -> str:
         missing = list(say.get("waiting_for", []))
         tail = f"; no answer from {listed(missing)}" if missing else ""
         return f"Gave up{after}: {got} answered{tail}"
+    if say.line.kind == "subflow":
+        run = say.detail.get("run")
+        flow = say.get("flow", "its flow")
+        ran = f" (run {run})" if run else ""
+        return f"Gave up{after}: subflow {flow}{ran} had not ended"
     event = say.get("event", "the event")
     return f"Gave up{after}: no {event} came"
 
@@ -326,11 +335,32 @@ def _done(say: Say) -> str:
         if received is not None and needed is not None:
             return f"Got the answers it needed ({received} of {needed})"
         return "Got the answers it needed"
+    if outcome == "subflow_done":
+        return f"Subflow {say.get('flow', 'its flow')} ended — went on"
     if outcome == "stopped":
         # Another step at its position took its fault path.
         why = say.detail.get("why")
         return f"Stopped: {why}" if why else "Stopped"
     return "Done"
+
+
+def _subflow(say: Say) -> str:
+    """``Started subflow Credit check (run 12) on order 7``."""
+    flow = say.get("flow", "its flow")
+    run = say.detail.get("run")
+    said = f"Would start subflow {flow}" if say.tried else f"Started subflow {flow}"
+    said += f" (run {run})" if run is not None and not say.tried else ""
+    record = say.detail.get("record")
+    said += f" on record {record}" if record is not None else ""
+    until = say.time("until")
+    return f"{said}; gives up at {until}" if until else said
+
+
+def _subflow_cancelled(say: Say) -> str:
+    run = say.detail.get("run")
+    said = f"Cancelled subflow {say.get('flow', 'its flow')}" + (f" (run {run})" if run else "")
+    why = say.detail.get("why")
+    return f"{said}: {why}" if why else said
 
 
 def _cancel(say: Say) -> str:
@@ -448,6 +478,8 @@ _RENDER: dict[str, Callable[[Say], str]] = {
     "cancel": _cancel,
     "cancel_done": _cancel_done,
     "cancel_failed": _cancel_failed,
+    "subflow": _subflow,
+    "subflow_cancelled": _subflow_cancelled,
     "failed": _failed,
     "escalated": _escalated,
     "ended": _ended,
@@ -483,6 +515,8 @@ _WORDS = {
     "cancel": "Stopped waiting",
     "cancel_done": "Told the application the step stopped waiting",
     "cancel_failed": "Could not tell the application the step stopped waiting",
+    "subflow": "Started a subflow",
+    "subflow_cancelled": "Cancelled a subflow",
     "failed": "Failed",
     "escalated": "Escalated",
     "ended": "Run ended",

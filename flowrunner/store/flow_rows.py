@@ -229,6 +229,14 @@ def steps_of_flow(
     return _dicts(conn.execute(query.order_by(steps.c.position, steps.c.id)))
 
 
+def subflow_steps(conn: sa.Connection, tables: app_tables.AppTables) -> list[shapes.RowDict]:
+    """Every flow's subflow steps (kind ``subflow``, as stored), each with its ``flow_id``:
+    the ways one flow starts another, judged together when a flow's steps change."""
+    steps = tables.steps
+    query = sa.select(steps).where(steps.c.kind == sa.bindparam("p_kind", "subflow"))
+    return _dicts(conn.execute(query.order_by(steps.c.flow_id, steps.c.position, steps.c.id)))
+
+
 def step_by_id(
     conn: sa.Connection, tables: app_tables.AppTables, step_id: object
 ) -> shapes.RowDict | None:

@@ -201,6 +201,8 @@ class OpenRun:
     state: shapes.JsonDict
     version: int
     started_at: datetime
+    started_by: str | None = None
+    """``run 7`` for a subflow's child, which its snapshot names its parent in."""
 
 
 def open_runs_of(conn: sa.Connection, resource: str, flow_id: object, digest: str) -> list[OpenRun]:
@@ -216,6 +218,7 @@ def open_runs_of(conn: sa.Connection, resource: str, flow_id: object, digest: st
             runs.c.state,
             runs.c.version,
             runs.c.started_at,
+            runs.c.started_by,
         )
         .where(
             runs.c.resource == resource,
@@ -226,8 +229,8 @@ def open_runs_of(conn: sa.Connection, resource: str, flow_id: object, digest: st
         .order_by(runs.c.id)
     )
     return [
-        OpenRun(int(i), t, str(r), str(d), dict(st or {}), int(v), at)
-        for i, t, r, d, st, v, at in conn.execute(query)
+        OpenRun(int(i), t, str(r), str(d), dict(st or {}), int(v), at, by)
+        for i, t, r, d, st, v, at, by in conn.execute(query)
     ]
 
 

@@ -9,7 +9,8 @@ that completes by its answers is not cancelled.
 When a run fails, its waiting steps that were cancelled fail with it (outcome
 ``cancelled``): their asks are withdrawn, so an operator's retry asks again rather
 than waiting on answers nobody will give. Steps of kinds without a cancel command
-keep waiting through a failure, as before.
+keep waiting through a failure, as before, and so does a subflow step: its child run
+goes on (a cancelled or ended run cancels it).
 
 The cancel's answer is a history line, taken even after the run has ended in the
 same advance (``take_answers``); a failing cancel is never retried and changes nothing.
@@ -36,6 +37,8 @@ def sweep(turn: Turn) -> None:
     for step, lane in turn.pairs():
         if lane.status != statuses.LaneStatus.WAITING:
             continue
+        if failed and step.kind == "subflow":
+            continue  # its child goes on: an operator's retry waits for it again
         if turn.cancel_command(step, lane, why) and failed:
             lane.status = statuses.LaneStatus.FAILED
             lane.outcome = "cancelled"

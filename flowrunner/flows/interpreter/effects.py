@@ -161,6 +161,29 @@ class Log:
 
 
 @dataclass(frozen=True)
+class StartSubflow:
+    """Start the manual flow named ``flow`` as a child run of this one, on the run's
+    record or (``record_id``) another, in the step's transaction, once under ``key``
+    (``step-7/pass-1``); then advance with a ``CommandResult`` for ``key``: its answer
+    ``{"run": <id>}``, or refused with why it could not start."""
+
+    key: str
+    step_id: shapes.Plain
+    pass_: int
+    flow: str
+    record_id: str | None = None
+
+
+@dataclass(frozen=True)
+class CancelSubflow:
+    """Cancel the child run ``run`` (and its own children) if it has not ended: the
+    subflow step that waited for it stopped waiting, saying ``why``."""
+
+    run: int
+    why: str
+
+
+@dataclass(frozen=True)
 class Wake:
     """When the run is next due; ``None`` when only an event, a record change or an
     operator can move it (or it has ended)."""
@@ -168,4 +191,4 @@ class Wake:
     at: datetime | None
 
 
-Effect = SetField | Notify | RunCommand | Log | Wake
+Effect = SetField | Notify | RunCommand | StartSubflow | CancelSubflow | Log | Wake

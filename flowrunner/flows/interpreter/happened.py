@@ -38,11 +38,23 @@ class CommandResult:
 
 
 @dataclass(frozen=True)
+class ChildEnded:
+    """A subflow's child run that ended: ``status`` is ``done``, ``failed`` or
+    ``cancelled`` (or ``gone``: there is no such run), ``reason`` its sentence."""
+
+    run: int
+    status: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Happened:
     """Everything new for one advance.
 
     ``record`` is the record as it is now (``None``: it was deleted); ``results`` answer
-    the previous call's commands; ``cancel`` is an operator's cancel with its reason.
+    the previous call's commands (and a subflow's start); ``cancel`` is an operator's
+    cancel with its reason; ``children`` the child runs of waiting subflow steps that
+    ended (read like the record: at the driver's time).
 
     ``events`` are the events about the record with ids above the given state's
     ``last_event_id`` (for ``start``: above its event floor), in any order — the
@@ -67,3 +79,4 @@ class Happened:
     latest_event_id: int = 0
     results: tuple[CommandResult, ...] = ()
     cancel: str | None = None
+    children: tuple[ChildEnded, ...] = ()

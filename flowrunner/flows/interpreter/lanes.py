@@ -19,6 +19,7 @@ from flowrunner.flows.interpreter import (
     reading,
     retry,
     state,
+    subflows,
     telling,
     watching,
 )
@@ -26,7 +27,7 @@ from flowrunner.flows.interpreter.turn import Turn
 from flowrunner.foundations import durations, shapes, statuses
 from flowrunner.query import ast as query_ast
 
-BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify"})
+BUILTIN = frozenset({"set", "wait", "until", "branch", "waitFor", "notify", "subflow"})
 
 
 def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
@@ -58,6 +59,8 @@ def begin(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
         if length is not None:
             lane.deadline = reading.later(step, turn.cfg, length, turn.now)
         _start_waiting(turn, step, lane, {"event": name, "until": _iso(lane.deadline)})
+    elif step.kind == subflows.KIND:
+        subflows.begin(turn, step, lane)
     else:
         kind = turn.known.kind(step)
         if kind.wait_for is not None:
@@ -92,6 +95,8 @@ def tick(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
             if lane.deadline is not None and lane.deadline <= turn.now:
                 detail = {"event": reading.event_name(step, turn.cfg), **_gave_up(step)}
                 turn.finish(step, lane, "timed_out", "timed_out", detail)
+        elif step.kind == subflows.KIND:
+            subflows.tick(turn, step, lane)
         else:
             _app_wait(turn, step, lane)
         # Still waiting once its own end had its turn: tell whom it escalates to, if due.
@@ -108,6 +113,9 @@ def on_result(
     turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, result: happened.CommandResult
 ) -> None:
     """Take the answer to this lane's command or reminder (answers to nothing are stale)."""
+    if step.kind == subflows.KIND:
+        subflows.on_result(turn, step, lane, result)
+        return
     if lane.status == statuses.LaneStatus.COMMANDING and result.key == lane.pending:
         lane.pending = None
         if result.ok:
@@ -471,6 +479,9 @@ def _said(result: happened.CommandResult) -> str:
 
 def reissue(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None:
     """Ask again for a command whose answer never came (a state saved mid-protocol)."""
+    if step.kind == subflows.KIND:
+        subflows.reissue(turn, step, lane)
+        return
     if (
         lane.status == statuses.LaneStatus.COMMANDING
         and lane.pending

@@ -125,6 +125,7 @@ class LaneState(_Guarded):
     retried: its commands' key says so (``Turn.key``), so an outside service that keeps
     its answers by key answers anew. ``escalate_at`` is when a waiting step that
     escalates tells its ``escalate_to``, and ``escalated`` whether it did (once a pass).
+    ``child`` is the run a subflow step started and waits for.
     """
 
     _what = "lane"
@@ -155,6 +156,7 @@ class LaneState(_Guarded):
     retried: int = 0
     escalate_at: datetime | None = None
     escalated: bool = False
+    child: int | None = None
 
     @classmethod
     def fresh(cls, step_id: shapes.Plain, kind: StepKind, pass_: int) -> LaneState:

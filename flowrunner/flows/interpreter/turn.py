@@ -16,6 +16,8 @@ from flowrunner.flows.interpreter import effects, happened, known, reading, stat
 from flowrunner.foundations import sanitize, shapes, statuses
 
 _WAITING = statuses.LaneStatus.WAITING
+# The built-in kind that runs another flow as a child run (``subflows``).
+SUBFLOW = "subflow"
 
 # Why a waiting step stopped, by the outcome it finished with (for the cancel's line).
 _STOPPED = {"condition": "its condition held", "timed_out": "the wait gave up"}
@@ -216,13 +218,30 @@ class Turn:
 
         Returns whether it was asked (the step's kind has a cancel command). Its answer
         is a history line only: a failing cancel is never retried and changes nothing.
+        A subflow step's cancel is its child run's, unless that ended already.
         """
+        if step.kind == SUBFLOW:
+            return self._cancel_child(step, lane, why)
         kind = self.cfg.kinds.get(step.kind)
         key = f"{self.key(step, lane)}/cancel"
         if kind is None or kind.cancel is None or key in self.emitted:
             return False
         self.log("cancel", {"command": kind.cancel, "why": why}, step, lane)
         self._ask(key, step, lane, kind, kind.cancel, 1, cancel=True)
+        return True
+
+    def _cancel_child(self, step: snapshot.StepSpec, lane: state.LaneState, why: str) -> bool:
+        """Ask the driver to cancel the child run a subflow step waited for, once."""
+        key = f"{self.key(step, lane)}/cancel"
+        child = lane.child
+        if child is None or key in self.emitted:
+            return False
+        if any(ended.run == child for ended in self.seen.children):
+            return False  # it ended already: nothing to cancel
+        self.emitted.add(key)
+        detail = {"flow": reading.text(step, "value"), "run": child, "why": why}
+        self.log("subflow_cancelled", detail, step, lane)
+        self.effects.append(effects.CancelSubflow(child, why))
         return True
 
     def _ask(

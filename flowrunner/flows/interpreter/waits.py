@@ -35,6 +35,9 @@ class Awaits(enum.StrEnum):
     """The next attempt of a command that failed (``until`` says when)."""
     START = "start"
     """Nothing yet: the step starts with the run's next advance."""
+    SUBFLOW = "subflow"
+    """A child run to end: the flow a subflow step runs (``subflow``) as run ``child``;
+    ``until`` is when the wait gives up, if it does."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ class Waiting:
     """When it tells them (or told them: see ``escalated``)."""
     escalated: bool = False
     """Whether it told them already."""
+    subflow: str | None = None
+    """The flow a subflow step runs."""
+    child: int | None = None
+    """The child run a subflow step waits for."""
 
 
 def where(
@@ -139,6 +146,11 @@ def _waiting(
         return dataclasses.replace(base, awaits=Awaits.TIME, until=lane.timer, field=field)
     if step.kind == "waitFor":
         return dataclasses.replace(base, awaits=Awaits.EVENT, event=event, until=lane.deadline)
+    if step.kind == "subflow":
+        flow = reading.text(step, "value")
+        return dataclasses.replace(
+            base, awaits=Awaits.SUBFLOW, subflow=flow, child=lane.child, until=lane.deadline
+        )
     counts: shapes.JsonDict = {}
     if kind is not None:
         counts = {

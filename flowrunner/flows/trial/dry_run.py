@@ -25,6 +25,7 @@ SQLite's write lock while it lasts (a short while: no command runs).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ import sqlalchemy as sa
 
 from flowrunner import errors, query
 from flowrunner.flows import edits, snapshot, starts, validation
-from flowrunner.flows.interpreter import effects, happened, interpret, state, waits
+from flowrunner.flows import subflows as flow_subflows
+from flowrunner.flows.interpreter import effects, happened, interpret, state, subflows, waits
 from flowrunner.flows.trial import plan as try_plan
 from flowrunner.flows.trial import result, script
 from flowrunner.foundations import durations, payloads, sanitize, statuses
@@ -50,6 +52,8 @@ Script = str | Sequence[script.Item | str | None]
 
 # Advances one try may make before it is taken for an engine that does not settle.
 _MOST_ADVANCES = 100_000
+# How deep subflows may nest in a try (a cycle saved around the checks stops there).
+_DEEPEST = 10
 
 
 def try_flow(
@@ -90,10 +94,30 @@ def try_flow(
             start=begun,
             end=end,
             tz=mounted.config.timezone,
+            subflows=_subflows(mounted, conn, snap, owner),
         )
         plan = try_plan.resolve(items, setting)
-        attempt = _Try(mounted, conn, snap, setting, plan)
+        attempt = _Try(mounted, conn, snap, setting, plan, items)
         return attempt.run(record, problem)
+
+
+def _subflows(
+    mounted: Mounted, conn: sa.Connection, snap: snapshot.FlowSnapshot, tenant: Any
+) -> tuple[snapshot.FlowSnapshot, ...]:
+    """The flows the flow's subflow steps run, and theirs, each once, as a start would
+    snapshot them (a name that starts nothing is left out: the step fails when tried)."""
+    found: dict[str, snapshot.FlowSnapshot] = {snap.flow.name: snap}
+    todo = [snap]
+    while todo:
+        for step in todo.pop().steps:
+            name = step.get("value") if step.kind == subflows.KIND else None
+            if name is None:
+                continue
+            manual = flow_subflows.manual_flow(mounted, conn, str(name), tenant)
+            if manual is not None and manual.snapshot.flow.name not in found:
+                found[manual.snapshot.flow.name] = manual.snapshot
+                todo.append(manual.snapshot)
+    return tuple(s for name, s in found.items() if name != snap.flow.name)
 
 
 def _end(begun: datetime, until: str | timedelta, mounted: Mounted) -> datetime:
@@ -211,8 +235,17 @@ class _Try:
         snap: snapshot.FlowSnapshot,
         setting: try_plan.Setting,
         plan: try_plan.Plan,
+        items: Sequence[script.Item | str | None] = (),
+        depth: int = 0,
     ) -> None:
         self.mounted = mounted
+        self.items = items
+        self.depth = depth
+        # The subflows' tries that ended: when, and how (``ChildEnded``), by child number.
+        self.children: dict[int, tuple[datetime, happened.ChildEnded]] = {}
+        self.final: state.RunState | None = None
+        # The subflows' tries started in this advance, joined after its lines.
+        self.joining: list[tuple[str, result.TryResult]] = []
         self.conn = conn
         self.snap = snap
         self.setting = setting
@@ -240,8 +273,12 @@ class _Try:
         step = interpret.start(self.snap, seen, now, cfg, started_at=now, event_floor=0)
         run = self._apply(step, now, record)
         pending = list(self.plan.happenings)
+        seen_ends: set[int] = set()
         while run.status not in statuses.ENDED:
+            # A subflow's end not yet seen is due when it ended (or at once, if that passed).
+            ends = [max(at, now) for n, (at, _) in self.children.items() if n not in seen_ends]
             due = [t for t in (self.wake, pending[0].at if pending else None) if t is not None]
+            due += ends
             if not due or min(due) > setting.end:
                 break
             now = max(now, min(due))
@@ -252,11 +289,16 @@ class _Try:
                 while pending and pending[0].at <= now:
                     self._happen(pending.pop(0))
             record_now = self._record()
+            seen_ends |= {n for n, (at, _) in self.children.items() if at <= now}
             news = tuple(e for e in self.events if e.id > run.last_event_id)
             seen = happened.Happened(
-                record=record_now, events=news, latest_event_id=len(self.events)
+                record=record_now,
+                events=news,
+                latest_event_id=len(self.events),
+                children=tuple(end for at, end in self.children.values() if at <= now),
             )
             run = self._apply(interpret.advance(self.snap, run, seen, now, cfg), now, record_now)
+        self.final = run
         return self._result(held, self._end(run))
 
     # -- what happens ----------------------------------------------------------------
@@ -300,6 +342,9 @@ class _Try:
                     self.wake = effect.at
                 elif isinstance(effect, effects.RunCommand):
                     results.append(self._command(effect, _moment(found, index, now, back=True)))
+                elif isinstance(effect, effects.StartSubflow):
+                    at = _moment(found, index, now, back=True)
+                    results.append(self._subflow(effect, at, working))
                 elif isinstance(effect, effects.SetField):
                     self._set(effect, working, _moment(found, index, now))
                 elif isinstance(effect, effects.Notify):
@@ -307,6 +352,9 @@ class _Try:
                 elif isinstance(effect, effects.Log):
                     self._line(effect, now)
             if not results:
+                for flow, tried in self.joining:
+                    self._join(flow, tried)
+                self.joining = []
                 return step.state
             working = self._record()
             seen = happened.Happened(
@@ -394,6 +442,65 @@ class _Try:
             return happened.CommandResult(key=effect.key, ok=False, refused=True, error=envelope)
         return happened.CommandResult(key=effect.key, ok=True, answer=answer)
 
+    def _subflow(
+        self, effect: effects.StartSubflow, at: datetime, working: Mapping[str, Any] | None
+    ) -> happened.CommandResult:
+        """Try the flow a subflow step runs, from ``at`` on its record, to its end or the
+        try's: its lines, values, notices and commands join this try's, named by its flow."""
+        mounted, setting = self.mounted, self.setting
+        key = setting.record_id
+        if effect.record_id is not None:
+            try:
+                key = mounted.tables.key_value(effect.record_id)
+            except errors.RecordRejected as exc:
+                return _refused(effect, f"'{effect.record_id}' cannot be a key: {exc}")
+        record = records.load_record(self.conn, mounted.tables, key, setting.tenant)
+        if record is None:
+            return _refused(effect, f"there is no {mounted.binding.resource} {key}")
+        found = flow_subflows.manual_flow(mounted, self.conn, effect.flow, setting.tenant)
+        if found is None:
+            return _refused(effect, f"there is no active manual flow named '{effect.flow}'")
+        if self.depth >= _DEEPEST:
+            return _refused(effect, f"subflows nest more than {_DEEPEST} deep")
+        inner = dataclasses.replace(
+            setting,
+            snap=found.snapshot,
+            record_id=key,
+            start=at,
+            subflows=_subflows(mounted, self.conn, found.snapshot, setting.tenant),
+        )
+        try:
+            plan = try_plan.resolve(self.items, inner)
+        except errors.RowInvalid:  # the script answers this flow's steps, not the subflow's
+            plan = try_plan.Plan(refusals=self.plan.refusals)
+        if key != setting.record_id:  # the script changes the record tried, not this one
+            plan = try_plan.Plan(
+                tuple(h for h in plan.happenings if isinstance(h, try_plan.Arrival)),
+                plan.refusals,
+            )
+        child = _Try(mounted, self.conn, found.snapshot, inner, plan, self.items, self.depth + 1)
+        tried = child.run(record, found.problem)
+        self.joining.append((found.snapshot.flow.name, tried))
+        number = len(self.children) + 1
+        if tried.end.ended:
+            final = child.final
+            reason = final.reason if final is not None else tried.end.sentence
+            ended = happened.ChildEnded(number, str(tried.end.status), reason)
+            self.children[number] = (tried.end.at, ended)
+        answer: dict[str, Any] = {"run": number, "record": str(key)}
+        return happened.CommandResult(effect.key, ok=True, answer=answer)
+
+    def _join(self, flow: str, tried: result.TryResult) -> None:
+        """A subflow's try as part of this one: each of its steps named ``flow › step``."""
+
+        def named(step: str | None) -> str:
+            return f"{flow} › {step}" if step else flow
+
+        self.lines += [dataclasses.replace(x, step=named(x.step)) for x in tried.lines]
+        self.values += [dataclasses.replace(x, step=named(x.step)) for x in tried.values]
+        self.notices += [dataclasses.replace(x, step=named(x.step)) for x in tried.notices]
+        self.commands += [dataclasses.replace(x, step=named(x.step)) for x in tried.commands]
+
     def _answer(self, effect: effects.RunCommand) -> dict[str, Any]:
         """What the try takes a command to answer: whom a waiting step asks, else nothing."""
         if effect.reminder is not None or effect.cancel:
@@ -440,6 +547,12 @@ class _Try:
 
     def _result(self, held: bool | None, end: result.TryEnd) -> result.TryResult:
         setting = self.setting
+        if self.depth == 0 and self.children:
+            # A subflow's try ran ahead of this one's clock: everything in time order.
+            self.lines.sort(key=_when)
+            self.values.sort(key=_when)
+            self.notices.sort(key=_when)
+            self.commands.sort(key=_when)
         return result.TryResult(
             flow=self.snap.flow.name,
             record_id=str(setting.record_id),
@@ -453,6 +566,15 @@ class _Try:
             commands=tuple(self.commands),
             end=end,
         )
+
+
+def _when(item: result.TryLine | result.TrySet | result.TryNotice | result.TryCommand) -> datetime:
+    return item.at
+
+
+def _refused(effect: effects.StartSubflow, said: str) -> happened.CommandResult:
+    error = sanitize.error_envelope("subflow_refused", said)
+    return happened.CommandResult(effect.key, ok=False, refused=True, error=error)
 
 
 def _moment(

@@ -59,6 +59,13 @@ class Setting:
     start: datetime
     end: datetime
     tz: tzinfo | None = None
+    subflows: tuple[snapshot.FlowSnapshot, ...] = ()
+    """The flows its subflow steps run (and theirs): an answer may be for their steps."""
+
+    @property
+    def steps(self) -> tuple[snapshot.StepSpec, ...]:
+        """The flow's steps, then those of the flows its subflows run."""
+        return self.snap.steps + tuple(s for flow in self.subflows for s in flow.steps)
 
 
 @dataclass(frozen=True)
@@ -243,7 +250,7 @@ def _event(item: Answer, setting: Setting) -> str:
                 "event_unknown", f"there is no event '{item.event}'{hint} (events: {known})"
             )
         return item.event
-    awaited = awaited_events(setting.snap, setting.binding)
+    awaited = awaited_events(setting.snap, setting.binding, setting.subflows)
     if not awaited:
         raise Unreadable(
             "event_not_awaited",
@@ -258,10 +265,15 @@ def _event(item: Answer, setting: Setting) -> str:
     return awaited[0]
 
 
-def awaited_events(snap: snapshot.FlowSnapshot, bound: binding_mod.FlowBinding) -> list[str]:
-    """The events the flow's steps wait for, in step order, each once."""
+def awaited_events(
+    snap: snapshot.FlowSnapshot,
+    bound: binding_mod.FlowBinding,
+    subflows: Sequence[snapshot.FlowSnapshot] = (),
+) -> list[str]:
+    """The events the flow's steps wait for (then those of the flows its subflows run),
+    in step order, each once."""
     found: dict[str, None] = {}
-    for step in snap.steps:
+    for step in (*snap.steps, *(s for flow in subflows for s in flow.steps)):
         kind = bound.kinds.get(step.kind)
         if kind is not None and kind.wait_for is not None:
             found[kind.wait_for] = None
@@ -275,7 +287,7 @@ def _waiting_steps(
 ) -> list[tuple[snapshot.StepSpec, binding_mod.Kind | None]]:
     """The flow's steps that wait for ``event``: app kinds (with their kind) and waitFors."""
     found: list[tuple[snapshot.StepSpec, binding_mod.Kind | None]] = []
-    for step in setting.snap.steps:
+    for step in setting.steps:
         kind = setting.binding.kinds.get(step.kind)
         if kind is not None and kind.wait_for == event:
             found.append((step, kind))

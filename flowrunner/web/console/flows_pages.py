@@ -23,7 +23,7 @@ from flowrunner.foundations import durations
 from flowrunner.history import words as history_words
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
-from flowrunner.web.console import versions_pages
+from flowrunner.web.console import run_view, versions_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import (
     FLOW_FIELDS,
@@ -33,6 +33,7 @@ from flowrunner.web.console.rows_form import (
     StepColumns,
     as_values,
     flow_row,
+    kind_options,
     next_position,
     step_row,
 )
@@ -161,6 +162,7 @@ def flow_page(
             conn, flow["id"], can_read=page.console.access.reads(page.reader), tenant=page.tenant
         )
         now = running(conn, page, flow["id"])
+        diagram_html = drawn.html(document=False, href=run_view.links(conn, page))
     draft = versions_pages.draft_of(page, flow["id"])
     columns = StepColumns(page.runner.binding)
     may_edit = page.console.access.may_edit(page.reader, flow)
@@ -191,12 +193,13 @@ def flow_page(
         },
         new_values=new_values,
         editing=editing or Editing("", {}),
-        diagram_html=drawn.html(document=False),
+        diagram_html=diagram_html,
         running=now,
         draft=draft,
         may_edit=may_edit,
         columns=columns,
         kind_options=[(kind, kind) for kind in columns.kinds],
+        kind_sentences=kind_options(columns.kinds),
         hints=HINTS,
         choices=_choices(page, steps),
         saved_yaml=saved_yaml,

@@ -28,13 +28,23 @@ HINTS = {
     "remind": "1 day",
     "goto": "a position",
     "mode": "any, all, 2 or 60%",
-    "value": "the value to write",
+    "value": "the value to write; a subflow: the manual flow it runs",
     "message": "what to tell (up to 500 characters)",
     "position": "1",
     "on_failure": "a position, to go on at if its command fails",
     "escalate": "2 days, before it tells escalate_to",
     "escalate_to": "an audience, told once",
 }
+
+# What a kind does, beside its name where the form offers it (a kind that needs saying).
+KIND_SENTENCES = {
+    "subflow": "subflow — runs a manual flow and waits until it ends",
+}
+
+
+def kind_options(kinds: Iterable[str]) -> list[tuple[str, str]]:
+    """The kinds a step's form offers, each with its sentence where it has one."""
+    return [(kind, KIND_SENTENCES.get(kind, kind)) for kind in kinds]
 
 
 @dataclasses.dataclass

@@ -12,8 +12,9 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.diagrams import model
-from flowrunner.flows import snapshot
+from flowrunner.flows import snapshot, spelling
 from flowrunner.history import flows
+from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
 from flowrunner.web.console.page import Page
 
@@ -54,6 +55,26 @@ def hidden_steps(run: ops.RunRow, reads: Reads) -> set[str]:
     return {str(s.id) for s in snap.steps if not reads(model.step_row(snap.flow, s))}
 
 
+def links(conn: sa.Connection, page: Page) -> model.Href:
+    """Where a subflow step's box leads on this console: the page of the flow it runs
+    (by name, among the flows of the reader's tenant) and the page of its child run."""
+    column = page.runner.binding.tenant
+    tenant = page.tenant
+    ids = {
+        spelling.name_key(flow.get("name")): flow["id"]
+        for flow in flow_rows.all_flows(conn, page.runner.tables)
+        if column is None or tenant is None or str(flow.get(column)) == str(tenant)
+    }
+
+    def href(what: str, key: object) -> str | None:
+        if what == "run":
+            return page.url(f"/run/{key}")
+        found = ids.get(spelling.name_key(str(key)))
+        return None if found is None else page.url(f"/flow/{found}")
+
+    return href
+
+
 def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
     """``run`` (from ``runner.runs``, its waits filled) as the page's reader may see it."""
     runner = page.runner
@@ -76,4 +97,4 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow) -> RunView:
         if exc.code != "not_a_flow":
             raise
         return RunView(run, waits, lines, "")  # its program draws none: its history alone
-    return RunView(run, waits, lines, drawn.html(document=False))
+    return RunView(run, waits, lines, drawn.html(document=False, href=links(conn, page)))
