@@ -33,6 +33,7 @@ class Line:
     detail: object
     kind: str | None = None
     position: int | None = None
+    title: str | None = None
 
 
 SNAP = snapshot.FlowSnapshot.build(
@@ -49,7 +50,7 @@ SNAP = snapshot.FlowSnapshot.build(
 TIMER = {"column": "warn_at", "instant": "2026-03-03T09:00:00+00:00", "command": "warn_sla"}
 
 SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
-    "started": [("approval", {}, "Started")],
+    "started": [("approval", {}, "Started Manager approval")],
     "set": [
         ("set", {"field": "status", "value": "approved"}, "Set status to approved"),
         ("set", {"field": "approver", "value": None}, "Emptied approver"),
@@ -83,7 +84,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "branch",
             {"condition": "status = rejected", "held": False, "goto": 60},
-            "Took the other way: status is not rejected → position 60 (Tell the requester)",
+            "Status is not rejected: went on at Tell the requester",
         ),
         (
             "branch",
@@ -93,7 +94,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "branch",
             {"condition": "status = approved", "held": False, "goto": None},
-            "Ended the run here: status is not approved",
+            "Status is not approved: ended here",
         ),
         (
             "approval",
@@ -103,6 +104,21 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "held_by": ["status = 'withdrawn'"],
             },
             "Stopped waiting: status is withdrawn",
+        ),
+        (
+            "approval",
+            {
+                "outcome": "condition",
+                "condition": "event.decision = rejected or status = withdrawn",
+                "held_by": ["event.decision = rejected"],
+                "who": "bob",
+            },
+            "Stopped waiting: bob rejected it",
+        ),
+        (
+            "approval",
+            {"outcome": "condition", "held_by": ["event.amount > 10000"], "who": "bob"},
+            "Stopped waiting: the amount is more than 10,000",
         ),
     ],
     "waiting": [
@@ -144,12 +160,13 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         ),
     ],
     "command": [
-        ("send", {"command": "send_purchase_order", "attempt": 1}, "Ran send_purchase_order"),
+        ("send", {"command": "send_purchase_order", "attempt": 1}, "Sent to supplier"),
         (
             "send",
             {"command": "send_purchase_order", "attempt": 2},
-            "Ran send_purchase_order again (attempt 2)",
+            "Sent to supplier again (2nd attempt)",
         ),
+        ("notify", {"command": "notify_team", "attempt": 1}, "Ran the notify step"),
     ],
     "retry": [
         (
@@ -163,7 +180,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "approval",
             {"reminder": 2, "to": ["bob", "cara"]},
-            "Sending the 2nd reminder to bob and cara",
+            "Reminding bob and cara (2nd reminder)",
         )
     ],
     "reminded": [
@@ -288,7 +305,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             {"outcome": "complete", "received": 3, "needed": 3},
             "Got the answers it needed (3 of 3)",
         ),
-        ("set", {"outcome": "done"}, "Done"),
+        ("set", {"outcome": "done"}, "Finished the set step"),
         (
             "approval",
             {"outcome": "stopped", "why": "Send to supplier failed"},
@@ -299,17 +316,21 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "approval",
             {"command": "close_approval_requests", "why": "the wait gave up"},
-            "Stopped waiting (the wait gave up); running close_approval_requests",
+            "Stopped waiting (the wait gave up): withdrawing the Manager approval requests",
         )
     ],
     "cancel_done": [
-        ("approval", {"command": "close_approval_requests"}, "Ran close_approval_requests")
+        (
+            "approval",
+            {"command": "close_approval_requests"},
+            "Withdrew the Manager approval requests",
+        )
     ],
     "cancel_failed": [
         (
             "approval",
             {"command": "close_approval_requests", "error": "service down"},
-            "close_approval_requests failed: service down",
+            "Could not withdraw the Manager approval requests: service down",
         )
     ],
     "subflow": [
@@ -340,7 +361,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "send",
             {"code": "command.refused", "message": "the command refused: account closed"},
-            "Failed: the command refused: account closed",
+            "Send to supplier failed: the command refused: account closed",
         ),
         (
             "send",
@@ -351,8 +372,8 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "attempts": 1,
                 "on_failure": 60,
             },
-            "The send step failed (the supplier refused: order on hold) — "
-            "went on at position 60 (Tell the requester)",
+            "Send to supplier failed (the supplier refused: order on hold) — "
+            "went on at Tell the requester",
         ),
         (
             "send",
@@ -363,8 +384,18 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "attempts": 5,
                 "on_failure": 60,
             },
-            "The send step failed 5 times (ConnectionError: gateway down) — "
-            "went on at position 60 (Tell the requester)",
+            "Send to supplier failed 5 times (ConnectionError: gateway down) — "
+            "went on at Tell the requester",
+        ),
+        (
+            "send",
+            {
+                "code": "command.failed",
+                "message": "the command failed once: TimeoutError",
+                "failure": "TimeoutError",
+                "attempts": 1,
+            },
+            "Send to supplier failed once: TimeoutError",
         ),
     ],
     "escalated": [
@@ -672,13 +703,20 @@ SENTENCES["diverged"] = [
 ]
 
 CASES = [(code, *case) for code, cases in SENTENCES.items() for case in cases]
+# The steps of the cases by their kinds, as the flow titles them (a line names its step).
+TITLES = {"send": "Send to supplier", "approval": "Manager approval", "branch": "Rejected?"}
+
+
+def titled(code: str, detail: object, kind: str | None) -> Line:
+    """The line of a case, about the step of its kind (its title, at position 10)."""
+    return Line(code, detail, kind, 10, TITLES.get(kind or ""))
 
 
 @pytest.mark.parametrize(("code", "kind", "detail", "expected"), CASES)
 def test_each_line_reads_as_a_sentence(
     code: str, kind: str | None, detail: dict[str, Any], expected: str
 ) -> None:
-    assert flows.sentence(Line(code, detail, kind, 10), SNAP) == expected
+    assert flows.sentence(titled(code, detail, kind), SNAP) == expected
 
 
 def test_every_code_has_its_sentences_here() -> None:
@@ -694,16 +732,14 @@ def test_the_engine_guide_shows_each_code_with_a_sentence_it_really_writes() -> 
         assert sentence in [expected for _, _, expected in SENTENCES[code]], code
 
 
-@dataclass(frozen=True)
-class TitledLine(Line):
-    title: str | None = None
+TitledLine = Line
 
 
 def test_a_fault_path_names_the_step_that_failed_by_its_title() -> None:
     detail = {"code": "command.refused", "failure": "on hold", "attempts": 1, "on_failure": 60}
     line = TitledLine("failed", detail, "send", 80, title="Send to supplier")
     assert flows.sentence(line, SNAP) == (
-        "Send to supplier failed (on hold) — went on at position 60 (Tell the requester)"
+        "Send to supplier failed (on hold) — went on at Tell the requester"
     )
     tried = TitledLine("escalated", {"audience": "manager", "recipient": "mia"}, "approval")
     assert flows.sentence(tried, tried=True) == "Would escalate to mia (manager)"
@@ -769,10 +805,10 @@ def test_every_code_the_engine_writes_has_a_sentence() -> None:
 def test_no_sentence_shows_its_code(
     code: str, kind: str | None, detail: dict[str, Any], expected: str
 ) -> None:
-    said = flows.sentence(Line(code, detail, kind, 10), SNAP)
+    said = flows.sentence(titled(code, detail, kind), SNAP)
     assert "_" not in code or code not in said
-    assert said != flows.sentence(Line(code, "", kind, 10), SNAP) or said in (
-        "Started",
+    assert said != flows.sentence(titled(code, "", kind), SNAP) or said in (
+        "Started Manager approval",
         "Done",
     ), "a line with its details reads like one without"
 
@@ -859,8 +895,8 @@ def test_reminders_are_counted_in_ordinals(number: int, expected: str) -> None:
     [
         ("status = rejected", "status is rejected", "status is not rejected"),
         ("status != resolved", "status is not resolved", "status is resolved"),
-        ("amount > 10000", "amount > 10000", "amount <= 10000"),
-        ("amount <= 5", "amount <= 5", "amount > 5"),
+        ("amount > 10000", "amount is more than 10,000", "amount is at most 10,000"),
+        ("amount <= 5", "amount is at most 5", "amount is more than 5"),
         ("status in (a, b, c)", "status is a, b or c", "status is none of a, b, c"),
         ("status not in (a)", "status is not a", "status is a"),
         ("approver is null", "approver is empty", "approver is not empty"),
@@ -873,18 +909,18 @@ def test_reminders_are_counted_in_ordinals(number: int, expected: str) -> None:
         ("not (status = open)", "status is not open", "status is open"),
         (
             "status = open and (priority = high or amount > 5)",
-            "status is open and (priority is high or amount > 5)",
-            "status is not open or priority is not high and amount <= 5",
+            "status is open and (priority is high or amount is more than 5)",
+            "status is not open or priority is not high and amount is at most 5",
         ),
         (
             "due_at < now() - 2 days",
-            "due_at < now - 2 days",
-            "due_at >= now - 2 days",
+            "due_at is before 2 days ago",
+            "due_at is on or after 2 days ago",
         ),
         (
             "event.decision = rejected",
-            "event.decision is rejected",
-            "event.decision is not rejected",
+            "the decision is rejected",
+            "the decision is not rejected",
         ),
         ("flag = true", "flag is true", "flag is not true"),
         (
@@ -916,18 +952,26 @@ def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
     assert flows.condition_words(str(ast.Not(node))) == otherwise
 
 
+SEND = "Send to supplier"
+
+
 @pytest.mark.parametrize(
     ("line", "ran", "tried"),
     [
         (
-            Line("command", {"command": "send_purchase_order", "attempt": 1}),
-            "Ran send_purchase_order",
-            "Would run send_purchase_order",
+            Line("command", {"command": "send_purchase_order", "attempt": 1}, "send", 2, SEND),
+            "Sent to supplier",
+            "Would send to supplier",
         ),
         (
-            Line("command", {"command": "send_purchase_order", "attempt": 2}),
-            "Ran send_purchase_order again (attempt 2)",
-            "Would run send_purchase_order again (attempt 2)",
+            Line("command", {"command": "send_purchase_order", "attempt": 2}, "send", 2, SEND),
+            "Sent to supplier again (2nd attempt)",
+            "Would send to supplier again (2nd attempt)",
+        ),
+        (
+            Line("command", {"command": "request_approval"}, "approval", 1, "Manager approval"),
+            "Asked for Manager approval",
+            "Would ask for Manager approval",
         ),
         (
             Line("notice", {"audience": "requester", "recipient": "ann", "message": "Sent."}),
@@ -940,11 +984,15 @@ def test_any_condition_reads_as_one_line_either_way(node: ast.Node) -> None:
             "Would remind bob (2nd reminder)",
         ),
         (
-            Line("cancel", {"why": "the wait gave up", "command": "close"}),
-            "Stopped waiting (the wait gave up); running close",
-            "Stopped waiting (the wait gave up); would run close",
+            Line("cancel", {"why": "the wait gave up", "command": "close"}, "approval"),
+            "Stopped waiting (the wait gave up): withdrawing the approval requests",
+            "Stopped waiting (the wait gave up): would withdraw the approval requests",
         ),
-        (Line("cancel_done", {"command": "close"}), "Ran close", "Would run close"),
+        (
+            Line("cancel_done", {"command": "close"}, "approval"),
+            "Withdrew the approval requests",
+            "Would withdraw the approval requests",
+        ),
         (Line("set", {"field": "status", "value": "sent"}), "Set status to sent", None),
     ],
 )

@@ -23,6 +23,7 @@ from flowrunner.binding import RecordId, Tenant
 from flowrunner.engine import actions, drawings, operations_room
 from flowrunner.engine.mounted import Mounted
 from flowrunner.foundations import durations
+from flowrunner.history import flows as history_lines
 from flowrunner.store import dialects, listing, retention
 from flowrunner.store import operations as ops
 
@@ -105,7 +106,8 @@ class Operations:
             run = actions.run_for_operator(m, conn, key, m.need_tenant(tenant))
             lines = ops.run_history(conn, key)
         said = actions.program(m, run).sentence
-        return [dataclasses.replace(line, sentence=said(m, run, line)) for line in lines]
+        shown = history_lines.one_line_each(lines)  # one line per reminder
+        return [dataclasses.replace(line, sentence=said(m, run, line)) for line in shown]
 
     def diagram(
         self,

@@ -8,9 +8,11 @@ The engine writes each history line as a code programs read (``what``: ``answere
     Asked ann, bob and cara for approval (all 3 must answer by Mon 9 Mar 09:00)
     Reminded bob and cara (2nd reminder)
     Waited until Tue 3 Mar 09:00 (due_at − 1 hour)
-    Took the other way: status is not rejected → position 60 (Tell the requester)
+    Status is not rejected: went on at Tell the requester
+    Stopped waiting: bob rejected it
+    Sent to supplier
     Told ann (requester): Your order was approved
-    Send to supplier failed (the supplier refused: order on hold) — went on at position 90
+    Send to supplier failed (the supplier refused: order on hold) — went on at Cancel
     Escalated to mia (manager) after 2 days: Manager approval has waited 2 days and …
 
 Pure: no SQL, no clock. Times are shown on the binding's wall clock (``tz``; UTC
@@ -22,14 +24,26 @@ their code's words followed by that text. ``runner.history()`` fills
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import tzinfo
+from typing import Protocol, TypeVar
 
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import shapes
 from flowrunner.history import programs
-from flowrunner.history.words import Line, Say, condition_words, listed, ordinal, when, who_did
+from flowrunner.history.words import (
+    Line,
+    Say,
+    condition_words,
+    did,
+    listed,
+    ordinal,
+    times,
+    when,
+    who_did,
+    would,
+)
 
 # What callers read here; the words (moments, names, conditions) are made in history_words.
 __all__ = [
@@ -37,6 +51,7 @@ __all__ = [
     "Line",
     "condition_words",
     "listed",
+    "one_line_each",
     "ordinal",
     "sentence",
     "waiting_sentence",
@@ -75,6 +90,43 @@ def sentence(
     if not isinstance(detail, Mapping):
         return _legacy(line.what, detail)
     return render(Say(line, detail, snap, tz, tried))
+
+
+class Stored(Line, Protocol):
+    """A stored history line: a ``LogRow``, with the step and pass it is about."""
+
+    @property
+    def step_id(self) -> str | None: ...
+
+    @property
+    def pass_(self) -> int | None: ...
+
+
+L = TypeVar("L", bound=Stored)
+
+
+def one_line_each(lines: Sequence[L]) -> list[L]:
+    """The lines a reader is shown: one line per reminder.
+
+    The engine writes a reminder twice — ``reminder`` as it sends it, then ``reminded``
+    (or ``reminder_failed``) once it is sent — so a run that stopped in between still
+    says it was sending one. Once the outcome is written, the first line says nothing
+    more and is left out; both stay in the store for programs.
+    """
+    sent = {
+        (line.step_id, line.pass_, _number(line))
+        for line in lines
+        if line.what in ("reminded", "reminder_failed")
+    }
+    return [
+        line
+        for line in lines
+        if line.what != "reminder" or (line.step_id, line.pass_, _number(line)) not in sent
+    ]
+
+
+def _number(line: Line) -> object:
+    return line.detail.get("reminder") if isinstance(line.detail, Mapping) else None
 
 
 def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
@@ -125,8 +177,15 @@ def _escalating(waiting: waits.Waiting, tz: tzinfo | None) -> str:
 # -- the sentences of a flow's lines, code by code ----------------------------------------
 
 
+def _step(say: Say) -> str:
+    """The step a line is about, by its title: ``Manager approval``, ``the send step``."""
+    if say.title:
+        return say.title
+    return f"the {say.line.kind} step" if say.line.kind else "a step"
+
+
 def _started(say: Say) -> str:
-    return "Started"
+    return f"Started {_step(say)}" if say.line.kind or say.title else "Started the run"
 
 
 def _set(say: Say) -> str:
@@ -164,14 +223,31 @@ def _condition(say: Say) -> str:
         parts = [str(p) for p in say.get("held_by", [])] or ([text] if text else [])
         if not parts:
             return "Stopped waiting: its condition held"
-        return "Stopped waiting: " + " and ".join(condition_words(p, tz=say.tz) for p in parts)
+        return "Stopped waiting: " + " and ".join(_held(say, p) for p in parts)
     if say.detail.get("held"):
         return f"Went on: {condition_words(text, tz=say.tz)}"
-    otherwise = condition_words(text, negated=True, tz=say.tz)
+    otherwise = _capital(condition_words(text, negated=True, tz=say.tz))
     target = say.detail.get("goto")
     if target is None:
-        return f"Ended the run here: {otherwise}"
-    return f"Took the other way: {otherwise} → {_position(say, target)}"
+        return f"{otherwise}: ended here"
+    return f"{otherwise}: went on at {_position(say, target)}"
+
+
+_ANSWER_HELD = re.compile(r"^event\.\w+ = '?([A-Za-z]+ed)'?$")
+
+
+def _held(say: Say, part: str) -> str:
+    """A part of a wait's condition that held: ``bob rejected it`` where it is the
+    answer of whom the detail names, else the condition in words."""
+    answer = _ANSWER_HELD.match(part.strip())
+    who = say.detail.get("who")
+    if answer and who:
+        return f"{who} {answer.group(1)} it"
+    return condition_words(part, tz=say.tz)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _position(say: Say, target: shapes.Json) -> str:
@@ -180,7 +256,7 @@ def _position(say: Say, target: shapes.Json) -> str:
     except (TypeError, ValueError):
         return f"position {target}"
     titles = [s.title for s in say.snap.steps_at(number) if s.title] if say.snap else []
-    return f"position {number} ({listed(titles)})" if titles else f"position {number}"
+    return listed(titles) if titles else f"position {number}"
 
 
 def _waiting(say: Say) -> str:
@@ -228,10 +304,12 @@ def _offset(field: str, offset: object) -> str:
 
 
 def _command(say: Say) -> str:
-    command = say.get("command", "its command")
     attempt = int(say.get("attempt", 1))
-    ran = "Would run" if say.tried else "Ran"
-    return f"{ran} {command}" if attempt <= 1 else f"{ran} {command} again (attempt {attempt})"
+    if say.title:
+        ran = would(say.title) if say.tried else did(say.title)
+    else:
+        ran = f"{'Would run' if say.tried else 'Ran'} {_step(say)}"
+    return ran if attempt <= 1 else f"{ran} again ({ordinal(attempt)} attempt)"
 
 
 def _retry(say: Say) -> str:
@@ -251,7 +329,8 @@ def _whom(say: Say) -> str:
 
 def _reminder(say: Say) -> str:
     number = int(say.get("reminder", 1))
-    return f"Sending the {ordinal(number)} reminder to {_whom(say)}"
+    reminding = "Would remind" if say.tried else "Reminding"
+    return f"{reminding} {_whom(say)} ({ordinal(number)} reminder)"
 
 
 def _reminded(say: Say) -> str:
@@ -341,7 +420,7 @@ def _done(say: Say) -> str:
         # Another step at its position took its fault path.
         why = say.detail.get("why")
         return f"Stopped: {why}" if why else "Stopped"
-    return "Done"
+    return f"Finished {_step(say)}" if say.line.kind or say.title else "Done"
 
 
 def _subflow(say: Say) -> str:
@@ -363,37 +442,47 @@ def _subflow_cancelled(say: Say) -> str:
     return f"{said}: {why}" if why else said
 
 
+def _requests(say: Say) -> str:
+    """What a waiting step's cancel withdraws: ``the Manager approval requests``."""
+    named = say.title or say.line.kind
+    return f"the {named} requests" if named else "its requests"
+
+
 def _cancel(say: Say) -> str:
     why = say.get("why", "it stopped waiting")
-    command = say.detail.get("command")
-    running = "would run" if say.tried else "running"
-    ran = f"; {running} {command}" if command else ""
-    return f"Stopped waiting ({why}){ran}"
+    if not say.detail.get("command"):
+        return f"Stopped waiting ({why})"
+    withdrawing = "would withdraw" if say.tried else "withdrawing"
+    if why == "its condition held":  # the line before said which condition
+        return f"{_capital(withdrawing)} {_requests(say)}"
+    return f"Stopped waiting ({why}): {withdrawing} {_requests(say)}"
 
 
 def _cancel_done(say: Say) -> str:
     command = say.detail.get("command")
     if say.tried:
-        return f"Would run {command}" if command else "Would tell the application"
-    return f"Ran {command}" if command else "Told the application the step stopped waiting"
+        return f"Would withdraw {_requests(say)}" if command else "Would tell the application"
+    if command:
+        return f"Withdrew {_requests(say)}"
+    return "Told the application the step stopped waiting"
 
 
 def _cancel_failed(say: Say) -> str:
-    command = say.get("command", "the cancel command")
-    return f"{command} failed: {say.get('error', 'no reason given')}"
+    return f"Could not withdraw {_requests(say)}: {say.get('error', 'no reason given')}"
 
 
 def _failed(say: Say) -> str:
     target = say.detail.get("on_failure")
-    if target is None:
-        return f"Failed: {say.get('message', 'no reason given')}"
-    # The step failed, the run did not: it went on at the step's fault path.
-    name = say.title or f"The {say.kind} step"
-    attempts = int(say.get("attempts", 1)) if say.get("code", "") == "command.failed" else 1
-    times = f" {attempts} times" if attempts > 1 else ""
+    name = say.title or (f"The {say.line.kind} step" if say.line.kind else "")
+    failed = f"{name} failed" if name else "Failed"
+    if say.get("code", "") == "command.failed" and "attempts" in say.detail:
+        failed += f" {times(int(say.get('attempts', 1)))}"
     failure = say.detail.get("failure") or say.detail.get("message")
+    if target is None:
+        return f"{failed}: {failure or 'no reason given'}"
+    # The step failed, the run did not: it went on at the step's fault path.
     why = f" ({failure})" if failure else ""
-    return f"{name} failed{times}{why} — went on at {_position(say, target)}"
+    return f"{failed}{why} — went on at {_position(say, target)}"
 
 
 def _escalated(say: Say) -> str:
@@ -503,9 +592,9 @@ _WORDS = {
     "undeliverable": "Could not tell",
     "condition": "Condition",
     "waiting": "Waiting",
-    "command": "Ran",
+    "command": "Ran a step",
     "retry": "To run again",
-    "reminder": "Sending a reminder",
+    "reminder": "Reminding",
     "reminded": "Reminded",
     "reminder_failed": "A reminder failed",
     "answered": "Answered",

@@ -151,3 +151,154 @@ def value_words(value: object, tz: tzinfo | None) -> str:
         except ValueError:
             return value
     return str(value)
+
+
+# The past of the verbs a step's title starts with ("Send to supplier" → "Sent to
+# supplier"); a verb not listed here takes the regular -ed.
+_IRREGULAR = {
+    "begin": "began",
+    "bring": "brought",
+    "build": "built",
+    "buy": "bought",
+    "choose": "chose",
+    "do": "did",
+    "draw": "drew",
+    "find": "found",
+    "get": "got",
+    "give": "gave",
+    "hold": "held",
+    "keep": "kept",
+    "leave": "left",
+    "let": "let",
+    "make": "made",
+    "pay": "paid",
+    "put": "put",
+    "read": "read",
+    "run": "ran",
+    "say": "said",
+    "sell": "sold",
+    "send": "sent",
+    "set": "set",
+    "shut": "shut",
+    "take": "took",
+    "tell": "told",
+    "withdraw": "withdrew",
+    "write": "wrote",
+}
+# Regular verbs a title commonly starts with (others read as a name: "Manager approval").
+_REGULAR = {
+    "add": "added",
+    "alert": "alerted",
+    "allocate": "allocated",
+    "approve": "approved",
+    "archive": "archived",
+    "ask": "asked",
+    "assign": "assigned",
+    "bill": "billed",
+    "block": "blocked",
+    "book": "booked",
+    "call": "called",
+    "cancel": "cancelled",
+    "charge": "charged",
+    "check": "checked",
+    "close": "closed",
+    "collect": "collected",
+    "confirm": "confirmed",
+    "copy": "copied",
+    "create": "created",
+    "deliver": "delivered",
+    "email": "emailed",
+    "escalate": "escalated",
+    "export": "exported",
+    "file": "filed",
+    "flag": "flagged",
+    "forward": "forwarded",
+    "import": "imported",
+    "inform": "informed",
+    "invite": "invited",
+    "invoice": "invoiced",
+    "issue": "issued",
+    "lock": "locked",
+    "log": "logged",
+    "mail": "mailed",
+    "mark": "marked",
+    "move": "moved",
+    "notify": "notified",
+    "open": "opened",
+    "order": "ordered",
+    "pack": "packed",
+    "place": "placed",
+    "post": "posted",
+    "print": "printed",
+    "publish": "published",
+    "record": "recorded",
+    "refund": "refunded",
+    "register": "registered",
+    "reject": "rejected",
+    "release": "released",
+    "remind": "reminded",
+    "remove": "removed",
+    "reopen": "reopened",
+    "request": "requested",
+    "reserve": "reserved",
+    "return": "returned",
+    "review": "reviewed",
+    "schedule": "scheduled",
+    "ship": "shipped",
+    "sign": "signed",
+    "start": "started",
+    "stop": "stopped",
+    "submit": "submitted",
+    "sync": "synced",
+    "text": "texted",
+    "update": "updated",
+    "upload": "uploaded",
+    "verify": "verified",
+    "warn": "warned",
+}
+
+
+def title_verb(title: str) -> tuple[str, str] | None:
+    """A title that starts with a verb, split: ``("Send", "to supplier")``; None for a
+    title that names a thing (``Manager approval``)."""
+    first, _, rest = title.strip().partition(" ")
+    if first.lower() in _IRREGULAR or first.lower() in _REGULAR:
+        return first, rest
+    return None
+
+
+def did(title: str) -> str:
+    """What a step did, from its title: ``Send to supplier`` → ``Sent to supplier``; a
+    title that names a thing → ``Asked for Manager approval``.
+
+    >>> did("Send to supplier"), did("Manager approval"), did("notify the team")
+    ('Sent to supplier', 'Asked for Manager approval', 'notified the team')
+    """
+    split = title_verb(title)
+    if split is None:
+        return f"Asked for {title.strip()}"
+    verb, rest = split
+    past = _IRREGULAR.get(verb.lower()) or _REGULAR[verb.lower()]
+    past = past[0].upper() + past[1:] if verb[:1].isupper() else past
+    return f"{past} {rest}" if rest else past
+
+
+def would(title: str) -> str:
+    """What a step would do, from its title: ``would send to supplier``,
+    ``would ask for Manager approval``."""
+    split = title_verb(title)
+    if split is None:
+        return f"Would ask for {title.strip()}"
+    verb, rest = split
+    return f"Would {verb.lower()} {rest}" if rest else f"Would {verb.lower()}"
+
+
+def humane(name: str) -> str:
+    """A name written for programs, as people write it: ``close_stale_orders`` →
+    ``close stale orders``."""
+    return name.replace("_", " ").strip()
+
+
+def times(count: int) -> str:
+    """``once``, ``twice``, ``3 times``."""
+    return {1: "once", 2: "twice"}.get(count, f"{count:,} times")

@@ -306,9 +306,7 @@ def _leave(turn: Turn) -> None:
             _enter(turn, target)
             return
         if lane.outcome == "ended":
-            turn.end_run(
-                statuses.RunStatus.DONE, f"branch '{step.title or step.kind}' did not hold"
-            )
+            turn.end_run(statuses.RunStatus.DONE, reading.ended_at(step))
             return
     following = turn.known.next_position(position)
     if following is None:

@@ -131,7 +131,8 @@ def on_result(
             decision = retry.decide(turn.cfg.retry_for(step.kind), lane.attempts, turn.until)
             if decision.retry_at is None:
                 said = _said(result)
-                message = f"the command failed {lane.attempts} times: {said}"
+                count = "once" if lane.attempts == 1 else f"{lane.attempts} times"
+                message = f"the command failed {count}: {said}"
                 faults.take(turn, step, lane, "command.failed", message, said, result.error)
             else:
                 lane.retry_at = decision.retry_at
@@ -184,7 +185,9 @@ def on_event(
         answers.take(turn, step, lane, kind.by, event)
     held_by = _check_condition(turn, step, lane, lane.event)
     if lane.status == statuses.LaneStatus.WAITING:
-        _app_done(turn, step, lane, held_by)
+        # Who answered, so the history can say "bob rejected it" of an answer's condition.
+        who = event.payload.get(kind.by) if kind.by is not None else None
+        _app_done(turn, step, lane, held_by, who if isinstance(who, str) and who else None)
 
 
 # -- the kinds' details ------------------------------------------------------------------
@@ -355,10 +358,16 @@ def _check_condition(
 
 
 def _app_done(
-    turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, held_by: list[str]
+    turn: Turn,
+    step: snapshot.StepSpec,
+    lane: state.LaneState,
+    held_by: list[str],
+    who: str | None = None,
 ) -> None:
     if lane.held:
         said = {"condition": reading.text(step, "condition"), "held_by": held_by}
+        if who is not None:
+            said["who"] = who
         turn.finish(step, lane, "condition", "condition", said)
     elif lane.received >= reading.mode(step).needed(lane.asked):
         turn.finish(step, lane, "complete", detail=answers.progress(step, lane))

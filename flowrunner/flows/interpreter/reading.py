@@ -14,6 +14,7 @@ from typing import Any
 from flowrunner import calendars, errors, query
 from flowrunner.flows import column_facts, rows, snapshot
 from flowrunner.flows.interpreter import config as config_mod
+from flowrunner.query import words as query_words
 from flowrunner.foundations import durations, modes, shapes
 
 
@@ -30,6 +31,17 @@ def describe(step: snapshot.StepSpec) -> str:
     """How a sentence names a step: ``step 'Manager approval' (approval, position 2)``."""
     name = step.title or step.kind
     return f"step '{name}' ({step.kind}, position {step.position})"
+
+
+def ended_at(step: snapshot.StepSpec) -> str:
+    """Why a run ended at a branch whose condition did not hold, in words: a normal
+    end, not a failure (``status is not approved, so the run ended at Approved?``)."""
+    name = step.title or f"the {step.kind} step"
+    condition = text(step, "condition")
+    if condition is None:
+        return f"the run ended at {name}"
+    otherwise = query_words.describe(condition, negated=True)
+    return f"{otherwise}, so the run ended at {name}"
 
 
 def text(step: snapshot.StepSpec, column: str, *, required: bool = False) -> str | None:
