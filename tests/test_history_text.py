@@ -535,10 +535,10 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "timezone": "America/New_York",
                 "missed_from": "2026-03-03T11:00:00+00:00",
             },
-            "Ran close_stale_orders for the slot Tue 10 Mar 06:00; the slots missed from "
+            "Ran close stale orders for the slot Tue 10 Mar 06:00; the slots missed from "
             "Tue 3 Mar 06:00 were skipped",
         ),
-        ("job", {"command": "remind_buyer", "attempt": 3}, "Ran remind_buyer (attempt 3)"),
+        ("job", {"command": "remind_buyer", "attempt": 3}, "Ran remind buyer (attempt 3)"),
         ("job", {"command": "close", "by": "olga"}, "olga ran close by hand"),
     ],
     "job_failed": [
@@ -550,7 +550,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "timezone": "America/New_York",
                 "error": "quotes down",
             },
-            "close_stale_orders failed for the slot Mon 2 Mar 06:00 (quotes down); the job "
+            "Close stale orders failed for the slot Mon 2 Mar 06:00 (quotes down); the job "
             "waits for its next slot",
         ),
         (
@@ -560,16 +560,16 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         ),
     ],
     "timer_fired": [
-        (None, {**TIMER, "attempt": 1}, "warn_at passed (Tue 3 Mar 09:00): ran warn_sla"),
+        (None, {**TIMER, "attempt": 1}, "warn_at passed (Tue 3 Mar 09:00): ran warn sla"),
         (
             None,
             {**TIMER, "attempt": 3},
-            "warn_at passed (Tue 3 Mar 09:00): ran warn_sla (attempt 3)",
+            "warn_at passed (Tue 3 Mar 09:00): ran warn sla (attempt 3)",
         ),
         (
             None,
             {**TIMER, "already": True},
-            "warn_at passed (Tue 3 Mar 09:00): warn_sla had run for it already",
+            "warn_at passed (Tue 3 Mar 09:00): warn sla had run for it already",
         ),
     ],
     "timer_moved": [
@@ -588,14 +588,14 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             None,
             {**TIMER, "when": "status = open"},
-            "warn_at passed (Tue 3 Mar 09:00) but status is not open: warn_sla did not run",
+            "warn_at passed (Tue 3 Mar 09:00) but status is not open: warn sla did not run",
         )
     ],
     "timer_gone": [
         (
             None,
             {**TIMER, "resource": "tickets"},
-            "warn_at passed (Tue 3 Mar 09:00) but the tickets record is gone: warn_sla did not run",
+            "warn_at passed (Tue 3 Mar 09:00) but the tickets record is gone: warn sla did not run",
         )
     ],
 }
@@ -603,11 +603,11 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
 # A code workflow's steps (flowrunner.workflows): one line per finished step.
 T = "2026-03-03T09:00:00+00:00"
 SENTENCES["workflow_step"] = [
-    ("run", {"name": "assess", "target": "assess_late_fees"}, "Ran assess_late_fees (assess)"),
+    ("run", {"name": "assess", "target": "assess_late_fees"}, "Ran assess late fees (assess)"),
     (
         "run",
         {"name": "assess", "target": "assess_late_fees", "refused": "period closed"},
-        "assess_late_fees refused (assess): period closed",
+        "Assess late fees refused (assess): period closed",
     ),
     (
         "call",
@@ -617,7 +617,7 @@ SENTENCES["workflow_step"] = [
     (
         "call",
         {"name": "request-check", "target": "credit", "refused": "POST /checks answered 422"},
-        "credit refused the call (request-check): POST /checks answered 422",
+        "Credit refused the call (request-check): POST /checks answered 422",
     ),
     (
         "wait_for",
@@ -635,12 +635,12 @@ SENTENCES["workflow_step"] = [
     (
         "child",
         {"name": "credit", "target": "credit_check", "run": 12},
-        "credit_check (run 12) done (credit)",
+        "Credit check (run 12) done (credit)",
     ),
     (
         "child",
         {"name": "credit", "target": "credit_check", "run": 12, "refused": "child run 12 failed"},
-        "credit_check failed (credit): child run 12 failed",
+        "Credit check failed (credit): child run 12 failed",
     ),
 ]
 SENTENCES["workflow_waiting"] = [
@@ -653,7 +653,7 @@ SENTENCES["workflow_waiting"] = [
     (
         "child",
         {"name": "credit", "target": "credit_check", "run": 12},
-        "Started credit_check as run 12; waiting for it to end (credit)",
+        "Started credit check as run 12; waiting for it to end (credit)",
     ),
 ]
 # A code workflow's children and forks.
@@ -745,7 +745,7 @@ def test_a_fault_path_names_the_step_that_failed_by_its_title() -> None:
     assert flows.sentence(tried, tried=True) == "Would escalate to mia (manager)"
 
 
-def _codes_written(path: Path) -> set[str]:
+def codes_written(path: Path) -> set[str]:
     """The history codes a module writes: the first argument of ``log``/``line``/``LogLine``,
     ``what=``, ``finish``'s fourth argument, and texts assigned to ``what``."""
     found: set[str] = set()
@@ -795,7 +795,7 @@ NOT_WRITTEN_HERE: dict[str, str] = {}
 
 
 def test_every_code_the_engine_writes_has_a_sentence() -> None:
-    written = set().union(*(_codes_written(path) for path in WRITERS))
+    written = set().union(*(codes_written(path) for path in WRITERS))
     assert written, "the scan found no history codes: it no longer reads the writers"
     assert written <= flows.CODES, f"codes without a sentence: {written - flows.CODES}"
     assert flows.CODES - written <= set(NOT_WRITTEN_HERE)
@@ -809,6 +809,7 @@ def test_no_sentence_shows_its_code(
     assert "_" not in code or code not in said
     assert said != flows.sentence(titled(code, "", kind), SNAP) or said in (
         "Started Manager approval",
+        "Finished the set step",
         "Done",
     ), "a line with its details reads like one without"
 

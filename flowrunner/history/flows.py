@@ -85,6 +85,8 @@ def sentence(
     """
     render = _RENDER.get(line.what)
     detail = line.detail
+    if line.what in ("started", "done") and (detail is None or detail in _PLAIN_TEXTS):
+        detail = {}  # a step's start or end needs no detail: it names the step
     if render is None:
         return _legacy(line.what, detail)
     if not isinstance(detail, Mapping):
@@ -610,6 +612,10 @@ _WORDS = {
     "escalated": "Escalated",
     "ended": "Run ended",
 }
+
+
+# The text details a step's start and end carried before details were structured.
+_PLAIN_TEXTS = ("", "done", "held", "goto", "ended", "complete")
 
 
 def _legacy(what: str, detail: object) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 
 from flowrunner import errors
-from flowrunner.history.words import Say, condition_words, when, who_did
+from flowrunner.history.words import Say, condition_words, humane, when, who_did
 from flowrunner.jobs import schedules
 
 
@@ -53,7 +53,7 @@ def _job_scheduled(say: Say) -> str:
 
 
 def _job_ran(say: Say) -> str:
-    command = say.get("command", "its command")
+    command = humane(str(say.get("command", "its command")))
     if say.detail.get("by"):
         return f"{who_did(say.detail['by'])} ran {command} by hand"
     said = f"Ran {command}"
@@ -68,12 +68,12 @@ def _job_ran(say: Say) -> str:
 
 
 def _job_failed(say: Say) -> str:
-    command = say.get("command", "its command")
+    command = humane(str(say.get("command", "its command")))
     error = say.get("error", "no reason given")
     if say.detail.get("by"):
         return f"{who_did(say.detail['by'])} ran {command} by hand: it failed ({error})"
     slot = _slot(say, "slot")
-    said = f"{command} failed" + (f" for the slot {slot}" if slot else "")
+    said = f"{command[:1].upper()}{command[1:]} failed" + (f" for the slot {slot}" if slot else "")
     return f"{said} ({error}); the job waits for its next slot"
 
 
@@ -126,20 +126,21 @@ def _step_name(say: Say) -> str:
 
 
 def _workflow_step(say: Say) -> str:
-    kind, target = say.line.kind, say.get("target", "")
+    kind, target = say.line.kind, humane(str(say.get("target", "")))
+    head = target[:1].upper() + target[1:]  # the target as a sentence starts with it
     named = _step_name(say)
     refused = say.detail.get("refused")
     if kind == "run":
-        return f"{target} refused{named}: {refused}" if refused else f"Ran {target}{named}"
+        return f"{head} refused{named}: {refused}" if refused else f"Ran {target}{named}"
     if kind == "call":
         if refused:
-            return f"{target} refused the call{named}: {refused}"
+            return f"{head} refused the call{named}: {refused}"
         return f"Called {target}: {say.get('request', 'a request')}{named}"
     if kind == "child":
         if refused:
-            return f"{target} failed{named}: {refused}"
+            return f"{head} failed{named}: {refused}"
         run = say.detail.get("run")
-        return f"{target} (run {run}) done{named}" if run else f"{target} done{named}"
+        return f"{head} (run {run}) done{named}" if run else f"{head} done{named}"
     at = say.time("at")
     if kind == "wait_for":
         if say.detail.get("arrived"):
@@ -156,12 +157,12 @@ def _workflow_waiting(say: Say) -> str:
     until = say.time("until")
     named = _step_name(say)
     if say.line.kind == "child":
-        workflow = say.get("target", "a workflow")
+        workflow = humane(str(say.get("target", "a workflow")))
         run = say.detail.get("run")
         started = f"Started {workflow} as run {run}" if run else f"Started {workflow}"
         return f"{started}; waiting for it to end{named}"
     if say.line.kind == "wait_for":
-        event = say.get("target", "an event")
+        event = humane(str(say.get("target", "an event")))
         return (
             f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
         )
@@ -213,7 +214,7 @@ def _timer_passed(say: Say) -> str:
 
 
 def _timer_fired(say: Say) -> str:
-    command = say.get("command", "its command")
+    command = humane(str(say.get("command", "its command")))
     if say.detail.get("already"):
         return f"{_timer_passed(say)}: {command} had run for it already"
     attempt = int(say.get("attempt", 1))
@@ -230,14 +231,14 @@ def _timer_moved(say: Say) -> str:
 
 
 def _timer_unmatched(say: Say) -> str:
-    command = say.get("command", "its command")
+    command = humane(str(say.get("command", "its command")))
     text = str(say.get("when", ""))
     otherwise = condition_words(text, negated=True, tz=say.tz) if text else "its condition failed"
     return f"{_timer_passed(say)} but {otherwise}: {command} did not run"
 
 
 def _timer_gone(say: Say) -> str:
-    command = say.get("command", "its command")
+    command = humane(str(say.get("command", "its command")))
     resource = say.get("resource", "record")
     return f"{_timer_passed(say)} but the {resource} record is gone: {command} did not run"
 
