@@ -159,16 +159,16 @@ def test_show_tells_a_failed_runs_story_in_words(url: str) -> None:
     assert any(line.startswith("  why              step 'Hand over'") for line in lines)
     history = lines[lines.index("History:") + 1 :]
     assert [line.split(":", 2)[-1].strip() for line in history] == [
-        "Started",
+        "Started Warn",
         "Could not tell the assignee: the record's assignee is empty",
-        "Done",
-        "Started",
-        "Ran assign_ticket",
-        "Failed: the command refused: the desk said no",
+        "Finished Warn",
+        "Started Hand over",
+        "Handed over",
+        "Hand over failed: the command refused: the desk said no",
         "Run failed: step 'Hand over' (assign, position 2) failed: the command refused: "
         "the desk said no",
     ]
-    assert history[0].endswith("Warn (position 1): Started")
+    assert history[0].endswith("Warn (position 1): Started Warn")
     assert history[-1].split("  ")[2].startswith("run: Run failed")
 
     shown = document(url, "show", "2")
@@ -179,7 +179,7 @@ def test_show_tells_a_failed_runs_story_in_words(url: str) -> None:
         "Run 5: Listen on ticket 5 — running, stuck: no worker has taken its work"
     )
     assert [line["sentence"] for line in shown["history"]][:2] == [
-        "Started",
+        "Started Ask",
         "Told ann (requester): Any news",
     ]
 

@@ -167,6 +167,11 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "Sent to supplier again (2nd attempt)",
         ),
         ("notify", {"command": "notify_team", "attempt": 1}, "Ran the notify step"),
+        (
+            "approval",
+            {"command": "request_approval", "attempt": 1, "asks": True},
+            "Asked for Manager approval",
+        ),
     ],
     "retry": [
         (
@@ -970,9 +975,20 @@ SEND = "Send to supplier"
             "Would send to supplier again (2nd attempt)",
         ),
         (
-            Line("command", {"command": "request_approval"}, "approval", 1, "Manager approval"),
+            Line(
+                "command",
+                {"command": "request_approval", "asks": True},
+                "approval",
+                1,
+                "Manager approval",
+            ),
             "Asked for Manager approval",
             "Would ask for Manager approval",
+        ),
+        (
+            Line("command", {"command": "check_credit"}, "check", 1, "Credit check"),
+            "Ran Credit check",
+            "Would run Credit check",
         ),
         (
             Line("notice", {"audience": "requester", "recipient": "ann", "message": "Sent."}),

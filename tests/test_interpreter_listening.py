@@ -312,7 +312,7 @@ def test_the_cancel_command_runs_once_when_the_wait_gives_up() -> None:
         reminder=None,
         cancel=True,
     )
-    assert details(sim, "cancel") == ["Stopped waiting (the wait gave up); running close_approval"]
+    assert details(sim, "cancel") == ["Stopped waiting (the wait gave up): withdrawing the Approval requests"]
     assert [log.title for log in sim.logs("cancel_done")] == ["Approval"]
 
 
@@ -325,7 +325,7 @@ def test_the_cancel_command_runs_once_when_the_condition_ends_the_wait() -> None
     sim.run()
     assert [c.key for c in cancels(sim)] == ["step-1/pass-1/cancel"]
     assert details(sim, "cancel") == [
-        "Stopped waiting (its condition held); running close_approval"
+        "Withdrawing the Approval requests"
     ]
 
 
@@ -345,7 +345,7 @@ def test_an_operator_cancel_runs_the_cancel_and_its_answer_is_taken_after_the_en
     [cancel] = cancels(sim)
     assert cancel.key == "step-1/pass-1/cancel"
     assert details(sim, "cancel") == [
-        "Stopped waiting (cancelled by an operator: not needed); running close_approval"
+        "Stopped waiting (cancelled by an operator: not needed): withdrawing the Approval requests"
     ]
     assert len(sim.logs("cancel_done")) == 1
 
@@ -367,7 +367,7 @@ def test_a_deleted_record_cancels_the_waiting_step() -> None:
     sim.run()
     assert sim.status == "cancelled"
     assert details(sim, "cancel") == [
-        "Stopped waiting (the record was deleted while the run waited); running close_approval"
+        "Stopped waiting (the record was deleted while the run waited): withdrawing the Approval requests"
     ]
 
 
@@ -387,7 +387,7 @@ def test_a_failing_sibling_cancels_the_waiting_step_and_a_retry_asks_again() -> 
     while sim.status != "failed":
         sim.to_wake().run()  # the send's retries run out while the approval waits
     assert [c.key for c in cancels(sim)] == ["step-1/pass-1/cancel"]
-    assert details(sim, "cancel") == ["Stopped waiting (the run failed); running close_approval"]
+    assert details(sim, "cancel") == ["Stopped waiting (the run failed): withdrawing the Approval requests"]
     assert sim.state is not None
     assert [(lane.status, lane.outcome) for lane in sim.state.lanes] == [
         ("failed", "cancelled"),
@@ -429,7 +429,7 @@ def test_a_failing_cancel_is_logged_not_retried_and_changes_nothing() -> None:
     sim.to_wake().run()
     assert sim.status == "done"
     assert len(cancels(sim)) == 1
-    assert details(sim, "cancel_failed") == ["close_approval failed: approvals service down"]
+    assert details(sim, "cancel_failed") == ["Could not withdraw the Approval requests: approvals service down"]
     assert sim.record is not None and sim.record["priority"] == "high"
 
 

@@ -308,7 +308,9 @@ def _offset(field: str, offset: object) -> str:
 def _command(say: Say) -> str:
     attempt = int(say.get("attempt", 1))
     if say.title:
-        ran = would(say.title) if say.tried else did(say.title)
+        # A step that asks for answers (it waits for them) reads "Asked for ...".
+        asks = bool(say.detail.get("asks"))
+        ran = would(say.title, asks=asks) if say.tried else did(say.title, asks=asks)
     else:
         ran = f"{'Would run' if say.tried else 'Ran'} {_step(say)}"
     return ran if attempt <= 1 else f"{ran} again ({ordinal(attempt)} attempt)"

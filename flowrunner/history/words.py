@@ -213,6 +213,7 @@ _REGULAR = {
     "file": "filed",
     "flag": "flagged",
     "forward": "forwarded",
+    "hand": "handed",
     "import": "imported",
     "inform": "informed",
     "invite": "invited",
@@ -267,28 +268,29 @@ def title_verb(title: str) -> tuple[str, str] | None:
     return None
 
 
-def did(title: str) -> str:
+def did(title: str, *, asks: bool = True) -> str:
     """What a step did, from its title: ``Send to supplier`` → ``Sent to supplier``; a
-    title that names a thing → ``Asked for Manager approval``.
+    title that names a thing → ``Asked for Manager approval`` (a step that ``asks`` for
+    answers), else ``Ran Credit check``.
 
     >>> did("Send to supplier"), did("Manager approval"), did("notify the team")
     ('Sent to supplier', 'Asked for Manager approval', 'notified the team')
     """
     split = title_verb(title)
     if split is None:
-        return f"Asked for {title.strip()}"
+        return f"Asked for {title.strip()}" if asks else f"Ran {title.strip()}"
     verb, rest = split
     past = _IRREGULAR.get(verb.lower()) or _REGULAR[verb.lower()]
     past = past[0].upper() + past[1:] if verb[:1].isupper() else past
     return f"{past} {rest}" if rest else past
 
 
-def would(title: str) -> str:
+def would(title: str, *, asks: bool = True) -> str:
     """What a step would do, from its title: ``would send to supplier``,
     ``would ask for Manager approval``."""
     split = title_verb(title)
     if split is None:
-        return f"Would ask for {title.strip()}"
+        return f"Would ask for {title.strip()}" if asks else f"Would run {title.strip()}"
     verb, rest = split
     return f"Would {verb.lower()} {rest}" if rest else f"Would {verb.lower()}"
 

@@ -273,7 +273,10 @@ def _command(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState) -> None
     kind = turn.known.kind(step)
     lane.pending = turn.key(step, lane)
     lane.status = statuses.LaneStatus.COMMANDING
-    turn.log("command", {"command": kind.command, "attempt": lane.attempts}, step, lane)
+    said: shapes.JsonDict = {"command": kind.command, "attempt": lane.attempts}
+    if kind.wait_for is not None:
+        said["asks"] = True  # it asks for answers: its history reads "Asked for ..."
+    turn.log("command", said, step, lane)
     turn.command(step, lane, kind)
 
 
