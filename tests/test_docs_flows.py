@@ -67,7 +67,7 @@ def test_the_fault_path_example_runs_as_the_guide_says(orders: testing.FlowDrive
     status, lines, notices = told(orders, 7)
     refused = (
         "Send to supplier failed (the order is on hold: release it, then restart the run) — "
-        "went on at position 40 (Put it on hold)"
+        "went on at Put it on hold"
     )
     why = "Order PO-7 was not sent: the order is on hold: release it, then restart the run"
     assert status == "done" and refused in lines and notices == [why]
@@ -75,16 +75,16 @@ def test_the_fault_path_example_runs_as_the_guide_says(orders: testing.FlowDrive
     orders.create(order(8))
     status, lines, notices = told(orders, 8)
     assert notices == ["Order PO-8 went to the supplier."]
-    assert "Ended the run here: failure is empty" in lines
+    assert "Failure is empty: ended here" in lines
     orders.create(order(9, region="north"))
     orders.advance("5 minutes")
     status, lines, _ = told(orders, 9)
     five = (
         "Send to supplier failed 5 times (ConnectionError: the supplier's gateway is down) — "
-        "went on at position 40 (Put it on hold)"
+        "went on at Put it on hold"
     )
     assert status == "done" and five in lines
-    guide_says(refused, why, notices[0], "Ended the run here: failure is empty", five)
+    guide_says(refused, why, notices[0], "Failure is empty: ended here", five)
 
 
 def test_the_loop_a_fault_path_would_make_is_refused_as_the_guide_says() -> None:

@@ -321,7 +321,7 @@ def test_a_withdrawn_big_order_ends_without_a_notice_or_a_send(any_engine: sa.En
     [run] = driver.runs(1)
     assert run.status == "done" and status(driver, 1) == "withdrawn"
     assert driver.notices() == []
-    assert run.reason == "branch 'Approved?' did not hold"
+    assert run.reason == "status is not approved, so the run ended at Approved?"
 
 
 def test_the_apps_decide_marks_an_order_only_while_it_is_open(any_engine: sa.Engine) -> None:

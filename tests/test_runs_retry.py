@@ -97,12 +97,13 @@ def test_an_approval_refused_and_retried_after_the_order_is_fixed_asks_again_and
     assert run.status == "done" and record is not None and record["status"] == "sent"
     said = sentences(driver, run.id)
     refused = said.index(
-        "Manager approval: Failed: the command refused: PO-1 names no region: nobody to ask"
+        "Manager approval: Manager approval failed: the command refused: PO-1 names no region: "
+        "nobody to ask"
     )
     assert said[refused + 2 : refused + 5] == [
         "run: olga retried the run: region set",
-        "Manager approval: Started",
-        "Manager approval: Ran request_approval",
+        "Manager approval: Started Manager approval",
+        "Manager approval: Asked for Manager approval",
     ]
 
 
@@ -120,7 +121,7 @@ def test_an_approval_retried_then_cancelled_withdraws_what_it_asked_under_its_ne
     retried_key = asked[-1][0]
     assert retried_key == f"{asked[0][0]}/retry-1"
     assert requests(any_engine) == [(retried_key, None, True)]
-    assert sentences(driver, failed.id)[-1] == "Manager approval: Ran close_approval_requests"
+    assert sentences(driver, failed.id)[-1] == "Manager approval: Withdrew the Manager approval requests"
 
 
 def test_a_command_that_failed_on_every_attempt_is_retried_under_its_own_key(

@@ -61,7 +61,7 @@ def test_a_resolved_ticket_ends_at_the_branch(any_engine: sa.Engine) -> None:
     driver.advance("4 hours")
     [run] = driver.runs(1)
     assert run.status == "done"
-    assert run.reason == "branch 'Still open?' did not hold"
+    assert run.reason == "status is resolved, so the run ended at Still open?"
     assert stored(driver, 1)["priority"] == "normal"
     assert len(notices(driver)) == 1
 

@@ -113,7 +113,7 @@ def test_nobody_answers_so_after_a_week_the_order_is_rejected_and_not_sent(
         "Reject it: Set status to rejected",
         "Rejected?: Went on: status is rejected",
         "Tell the requester it was rejected: Would tell ann (requester): Your order was rejected.",
-        "Approved?: Ended the run here: status is not approved",
+        "Approved?: Status is not approved: ended here",
     ]
     [rejected] = result.values
     assert (rejected.step, rejected.field, rejected.before, rejected.after, rejected.at) == (
@@ -139,7 +139,9 @@ def test_nobody_answers_so_after_a_week_the_order_is_rejected_and_not_sent(
     assert "send_purchase_order" not in ran(result)
     assert result.end.status == RunStatus.DONE
     assert result.end.at == WEEK
-    assert result.end.sentence == "Done on Mon 9 Mar 09:00: branch 'Approved?' did not hold"
+    assert result.end.sentence == (
+        "Done on Mon 9 Mar 09:00: status is not approved, so the run ended at Approved?"
+    )
     assert result.condition_held is True  # amount > 10000
     assert calls == {}
 
@@ -157,25 +159,25 @@ def test_the_manager_approves_after_a_day_and_finance_after_two_so_it_is_sent(
     )
 
     assert lines(result, "answered", "done", "condition", "notice", "command") == [
-        "Manager approval: Would run request_approval",
-        "Finance approval: Would run request_approval",
+        "Manager approval: Would ask for Manager approval",
+        "Finance approval: Would ask for Finance approval",
         "Manager approval: manager@example.com approved (1 of 1)",
         "Manager approval: Got the answers it needed (1 of 1)",
         "Finance approval: manager@example.com approved but was not asked: not counted",
         "Finance approval: cfo@example.com approved (1 of 2; waiting for controller@example.com)",
         "Finance approval: controller@example.com approved (2 of 2)",
         "Finance approval: Got the answers it needed (2 of 2)",
-        "Undecided after a week?: Took the other way: status is not open → position 40 (Rejected?)",
-        "Undecided after a week?: Done",
-        "Rejected?: Took the other way: status is not rejected → position 60 (Approved?)",
-        "Rejected?: Done",
+        "Undecided after a week?: Status is not open: went on at Rejected?",
+        "Undecided after a week?: Finished Undecided after a week?",
+        "Rejected?: Status is not rejected: went on at Approved?",
+        "Rejected?: Finished Rejected?",
         "Approved?: Went on: status is approved",
-        "Approved?: Done",
+        "Approved?: Finished Approved?",
         "Tell the requester: Would tell ann (requester): "
         "Your order was approved and goes to the supplier now.",
-        "Tell the requester: Done",
-        "Send to supplier: Would run send_purchase_order",
-        "Send to supplier: Done",
+        "Tell the requester: Finished Tell the requester",
+        "Send to supplier: Would send to supplier",
+        "Send to supplier: Finished Send to supplier",
     ]
     assert result.values == ()  # the flow sets nothing; the approval was the app's
     assert [n.title for n in result.notices] == [
@@ -205,14 +207,14 @@ def test_the_manager_rejecting_ends_both_waits_and_tells_the_requester(
 
     assert lines(result, "answered", "condition", "cancel") == [
         "Manager approval: manager@example.com rejected (1 of 1)",
-        "Manager approval: Stopped waiting: event.decision is rejected",
-        "Manager approval: Stopped waiting (its condition held); would run close_approval_requests",
+        "Manager approval: Stopped waiting: manager@example.com rejected it",
+        "Manager approval: Would withdraw the Manager approval requests",
         "Finance approval: manager@example.com rejected but was not asked: not counted",
-        "Finance approval: Stopped waiting: event.decision is rejected",
-        "Finance approval: Stopped waiting (its condition held); would run close_approval_requests",
-        "Undecided after a week?: Took the other way: status is not open → position 40 (Rejected?)",
+        "Finance approval: Stopped waiting: manager@example.com rejected it",
+        "Finance approval: Would withdraw the Finance approval requests",
+        "Undecided after a week?: Status is not open: went on at Rejected?",
         "Rejected?: Went on: status is rejected",
-        "Approved?: Ended the run here: status is not approved",
+        "Approved?: Status is not approved: ended here",
     ]
     assert [n.message for n in result.notices] == ["Your order was rejected."]
     assert "send_purchase_order" not in ran(result)
@@ -706,7 +708,7 @@ def test_an_event_that_arrives_ends_a_wait_for_it(any_engine: sa.Engine) -> None
     assert lines(result, "waiting", "arrived", "condition") == [
         "Requester replies: Waiting for ticket.replied until Thu 5 Mar 09:00",
         "Requester replies: ticket.replied arrived",
-        "Still waiting?: Ended the run here: status is not waiting",
+        "Still waiting?: Status is not waiting: ended here",
     ]
     assert result.end.at == T0 + timedelta(days=1)
 

@@ -53,7 +53,7 @@ def test_a_refusal_in_the_script_takes_the_fault_path(driver: testing.FlowDriver
     )
     assert said(result, "failed") == [
         "Send to supplier: Send to supplier failed (the supplier refused: order on hold) — "
-        "went on at position 40 (Put it on hold)"
+        "went on at Put it on hold"
     ]
     assert [n.message for n in result.notices] == [
         "Order PO-1 was not sent: the supplier refused: order on hold"
@@ -78,7 +78,7 @@ def test_without_a_refusal_the_try_sends_and_ends_at_the_branch(
         "Tell the buyer it went (20)",
         "Did the send fail? (30)",
     )
-    assert said(result, "condition") == ["Did the send fail?: Ended the run here: failure is empty"]
+    assert said(result, "condition") == ["Did the send fail?: Failure is empty: ended here"]
 
 
 def test_an_edited_flow_is_tried_with_its_fault_path_before_it_is_saved(

@@ -40,9 +40,9 @@ def test_a_try_follows_the_credit_check_and_opens_the_account(
     )
     said = [f"{line.step}: {line.sentence}" for line in tried.lines]
     assert said[:3] == [
-        "Check credit: Started",
+        "Check credit: Started Check credit",
         "Check credit: Would start subflow Credit check",
-        "Credit check › Ask the bureau: Started",
+        "Credit check › Ask the bureau: Started Ask the bureau",
     ]
     assert "Check credit: Subflow Credit check ended — went on" in said
     assert [c.sentence for c in tried.commands] == ["Would run ask_bureau"]
@@ -51,7 +51,8 @@ def test_a_try_follows_the_credit_check_and_opens_the_account(
         ("Open", "status", "open"),
     ]
     assert (
-        tried.end.sentence == "Done on Tue 3 Mar 09:00: branch 'Did the check fail?' did not hold"
+        tried.end.sentence
+        == "Done on Tue 3 Mar 09:00: failure is empty, so the run ended at Did the check fail?"
     )
     assert driver.record(1) == {**lending.applicant(1), "status": "new", "credit": None}
     assert [run.flow_name for run in driver.runs(1)] == ["Open account"]  # not started

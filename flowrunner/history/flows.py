@@ -51,7 +51,9 @@ __all__ = [
     "Line",
     "condition_words",
     "listed",
+    "REMINDER_OUTCOMES",
     "one_line_each",
+    "reminder_key",
     "ordinal",
     "sentence",
     "waiting_sentence",
@@ -115,20 +117,18 @@ def one_line_each(lines: Sequence[L]) -> list[L]:
     says it was sending one. Once the outcome is written, the first line says nothing
     more and is left out; both stay in the store for programs.
     """
-    sent = {
-        (line.step_id, line.pass_, _number(line))
-        for line in lines
-        if line.what in ("reminded", "reminder_failed")
-    }
-    return [
-        line
-        for line in lines
-        if line.what != "reminder" or (line.step_id, line.pass_, _number(line)) not in sent
-    ]
+    sent = {reminder_key(line) for line in lines if line.what in REMINDER_OUTCOMES}
+    return [line for line in lines if line.what != "reminder" or reminder_key(line) not in sent]
 
 
-def _number(line: Line) -> object:
-    return line.detail.get("reminder") if isinstance(line.detail, Mapping) else None
+# The codes that say how a reminder went; a ``reminder`` line before them says no more.
+REMINDER_OUTCOMES = ("reminded", "reminder_failed")
+
+
+def reminder_key(line: Stored) -> tuple[object, object, object]:
+    """Which reminder a line is about: its step, pass and number."""
+    number = line.detail.get("reminder") if isinstance(line.detail, Mapping) else None
+    return (str(line.step_id), line.pass_, number)
 
 
 def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:

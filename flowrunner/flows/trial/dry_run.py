@@ -254,6 +254,7 @@ class _Try:
         self.events: list[happened.EventIn] = []
         self.wake: datetime | None = None
         self.lines: list[result.TryLine] = []
+        self._reminding: dict[tuple[object, object, object], result.TryLine] = {}
         self.values: list[result.TrySet] = []
         self.notices: list[result.TryNotice] = []
         self.commands: list[result.TryCommand] = []
@@ -377,16 +378,22 @@ class _Try:
     def _line(self, effect: effects.Log, now: datetime) -> None:
         position, title = self._where(effect.step_id)
         said = flows.sentence(effect, self.snap, self.mounted.config.timezone, tried=True)
-        self.lines.append(
-            result.TryLine(
-                at=effect.at or now,
-                position=effect.position if effect.position is not None else position,
-                step=title,
-                kind=effect.kind,
-                what=effect.what,
-                sentence=said,
-            )
+        line = result.TryLine(
+            at=effect.at or now,
+            position=effect.position if effect.position is not None else position,
+            step=title,
+            kind=effect.kind,
+            what=effect.what,
+            sentence=said,
         )
+        # One line per reminder, as a run's history shows it (flows.one_line_each).
+        if effect.what == "reminder":
+            self._reminding[flows.reminder_key(effect)] = line
+        elif effect.what in flows.REMINDER_OUTCOMES:
+            sending = self._reminding.pop(flows.reminder_key(effect), None)
+            if sending is not None:
+                self.lines = [x for x in self.lines if x is not sending]
+        self.lines.append(line)
 
     def _set(self, effect: effects.SetField, working: dict[str, Any] | None, at: datetime) -> None:
         before = None if working is None else working.get(effect.field)
