@@ -56,7 +56,7 @@ def test_an_sla_warning_fires_once_when_warn_at_passes_while_the_ticket_is_open(
     assert stored(driver, 1)["priority"] == "urgent"
     [run] = timer_runs(driver, 1)
     assert run.status == statuses.RunStatus.DONE
-    assert told(driver, run) == ["warn_at passed (Mon 2 Mar 11:00): ran warn_sla"]
+    assert told(driver, run) == ["warn_at passed (Mon 2 Mar 11:00): ran warn sla"]
     driver.update(1, priority="normal")
     driver.advance("3 days")
     assert stored(driver, 1)["priority"] == "normal"  # once for that instant
@@ -80,7 +80,7 @@ def test_moving_warn_at_later_rearms_and_the_old_instant_does_nothing(
     driver.advance("2 hours")
     assert stored(driver, 1)["priority"] == "urgent"
     assert told(driver, timer_runs(driver, 1)[1]) == [
-        "warn_at passed (Mon 2 Mar 14:00): ran warn_sla"
+        "warn_at passed (Mon 2 Mar 14:00): ran warn sla"
     ]
 
 
@@ -93,7 +93,7 @@ def test_moving_warn_at_away_and_back_before_it_passes_still_warns_once(
     driver.update(1, warn_at=T0 + timedelta(hours=2))
     driver.advance("6 hours")
     first, second = timer_runs(driver, 1)
-    assert told(driver, first) == ["warn_at passed (Mon 2 Mar 11:00): ran warn_sla"]
+    assert told(driver, first) == ["warn_at passed (Mon 2 Mar 11:00): ran warn sla"]
     assert told(driver, second) == [
         "warn_at no longer holds Mon 2 Mar 14:00 (it holds Mon 2 Mar 11:00): nothing to run"
     ]
@@ -108,7 +108,7 @@ def test_a_ticket_closed_before_warn_at_is_not_warned_and_reopening_does_not_rea
     driver.advance("3 hours")
     [run] = timer_runs(driver, 1)
     assert told(driver, run) == [
-        "warn_at passed (Mon 2 Mar 11:00) but status is not open: warn_sla did not run"
+        "warn_at passed (Mon 2 Mar 11:00) but status is not open: warn sla did not run"
     ]
     driver.update(1, status="open")  # the instant has not changed: nothing arms
     driver.advance("1 day")
@@ -133,7 +133,7 @@ def test_an_instant_already_past_when_written_fires_at_once(any_engine: sa.Engin
     driver.create(ticket(1, warn_at=T0 - timedelta(days=3)))
     assert stored(driver, 1)["priority"] == "urgent"
     [run] = timer_runs(driver, 1)
-    assert told(driver, run) == ["warn_at passed (Fri 27 Feb 09:00): ran warn_sla"]
+    assert told(driver, run) == ["warn_at passed (Fri 27 Feb 09:00): ran warn sla"]
 
 
 def test_a_far_future_instant_waits_in_the_due_index(any_engine: sa.Engine) -> None:
@@ -167,7 +167,7 @@ def test_a_deleted_ticket_is_not_warned(any_engine: sa.Engine) -> None:
     driver.advance("2 hours")
     [run] = sorted(driver.runs(1), key=lambda r: r.id)
     assert told(driver, run) == [
-        "warn_at passed (Mon 2 Mar 10:00) but the ticket record is gone: warn_sla did not run"
+        "warn_at passed (Mon 2 Mar 10:00) but the ticket record is gone: warn sla did not run"
     ]
 
 
@@ -237,7 +237,7 @@ def test_a_failing_warning_is_tried_again_and_a_refusal_fails_the_run(
     assert told(driver, run) == [
         "Attempt 1 failed (RuntimeError: mail server down); trying again at Mon 2 Mar 09:00",
         "Attempt 2 failed (RuntimeError: mail server down); trying again at Mon 2 Mar 09:00",
-        "warn_at passed (Mon 2 Mar 09:00): ran warn_sla (attempt 3)",
+        "warn_at passed (Mon 2 Mar 09:00): ran warn sla (attempt 3)",
     ]
     driver.create(ticket(2, warn_at=T0))
     [refused] = timer_runs(driver, 2)
@@ -381,7 +381,7 @@ def test_an_operator_retries_a_warning_that_gave_up_and_it_runs_again(
     assert run.status == statuses.RunStatus.DONE
     assert told(driver, run)[-2:] == [
         "olga retried the run: mail is back",
-        "warn_at passed (Mon 2 Mar 09:00): ran warn_sla",
+        "warn_at passed (Mon 2 Mar 09:00): ran warn sla",
     ]
 
 
@@ -431,7 +431,7 @@ def test_the_console_shows_a_tickets_warning_with_its_history_and_no_diagram(
     assert page.status_code == 200
     shown = text(page.text)
     assert "at warn_at done" in shown
-    assert "warn_at passed (Mon 2 Mar 10:00): ran warn_sla" in shown
+    assert "warn_at passed (Mon 2 Mar 10:00): ran warn sla" in shown
     assert 'class="frd"' not in page.text
     [run] = timer_runs(driver, 1)
     no_diagram = "runs 'at', not a flow: it has no diagram"
@@ -464,7 +464,7 @@ def test_a_ticket_saved_through_the_orm_arms_its_warning_with_the_flush(
     driver.advance("2 hours")
     first, second = timer_runs(driver, 1)
     assert told(driver, first)[0].startswith("warn_at no longer holds Mon 2 Mar 09:00")
-    assert told(driver, second) == ["warn_at passed (Mon 2 Mar 10:00): ran warn_sla"]
+    assert told(driver, second) == ["warn_at passed (Mon 2 Mar 10:00): ran warn sla"]
 
 
 class _Base(orm.DeclarativeBase):

@@ -85,7 +85,7 @@ def test_a_job_run_now_is_journaled_and_shows_in_its_runs_history(url: str) -> N
     )
     assert shown.exit_code == 0, shown.output
     sentences = [line["sentence"] for line in json.loads(shown.stdout)["history"]]
-    assert sentences[-1] == "olga ran close_stale_orders by hand"
+    assert sentences[-1] == "olga ran close stale orders by hand"
     listed = CliRunner(env={"COLUMNS": "200"}).invoke(
         cli, ["runs", "list", "--app", APP, "--database", url]
     )

@@ -73,7 +73,7 @@ def test_the_same_decision_sent_three_times_plans_and_runs_one_reminder(
     assert run.status == "done"
     assert [line.sentence for line in driver.history(run.id)] == [
         "Planned by po.decided for Tue 3 Mar 09:00 (key 7)",
-        "Ran remind_buyer",
+        "Ran remind buyer",
     ]
     with po_engine.connect() as conn:
         kept = ops.find_idempotent(conn, key="job:remind_buyer:7")
@@ -306,7 +306,7 @@ def test_an_operator_retries_a_refused_job_once_the_grant_is_back(po_engine: sa.
     assert run.status == "done"
     assert [line.sentence for line in driver.history(run.id)][-2:] == [
         "olga retried the run: clock may remind again",
-        "Ran remind_buyer (attempt 2)",
+        "Ran remind buyer (attempt 2)",
     ]
 
 
@@ -338,5 +338,5 @@ def test_the_console_shows_an_orders_reminder_with_its_history_and_no_diagram(
         shown = text(page.text)
         assert f"Run {run.id} · remind_buyer done" in shown
         assert "Planned by po.decided for Tue 3 Mar 09:00 (key 7)" in shown
-        assert "Ran remind_buyer" in shown
+        assert "Ran remind buyer" in shown
     assert f'<figure class="frd" data-run="{run.id}"' not in ui.get(f"/run/{run.id}").text

@@ -184,7 +184,7 @@ def test_a_failing_slot_is_tried_again_then_waits_for_the_next(any_engine: sa.En
     said = sentences(driver, jobs)
     assert said[1].startswith("Attempt 1 failed (ConnectionError: database of quotes is down)")
     assert said[5] == (
-        "close failed for the slot Mon 2 Mar 06:00 (ConnectionError: database of quotes is "
+        "Close failed for the slot Mon 2 Mar 06:00 (ConnectionError: database of quotes is "
         "down); the job waits for its next slot"
     )
     assert said[6:] == [
@@ -203,7 +203,7 @@ def test_a_refused_slot_is_not_tried_again(any_engine: sa.Engine) -> None:
     driver.advance("1 day 1 hour")
     said = sentences(driver, jobs)
     assert said[1:] == [
-        "close failed for the slot Mon 2 Mar 00:00 (quotes are frozen for the audit); the "
+        "Close failed for the slot Mon 2 Mar 00:00 (quotes are frozen for the audit); the "
         "job waits for its next slot"
     ]
 

@@ -99,7 +99,7 @@ def test_an_event_starts_a_workflow_once_per_key_and_its_steps_run_in_order(
     assert run.state["result"] == {"checked": (T0 + timedelta(days=2)).isoformat(), "reply": "r-1"}
     assert ran == [("escalate", {"level": 2}), ("close", {"after": 2})]  # each once
     assert sentences(driver, run.id) == [
-        "Started",
+        "Started the run",
         "Ran escalate (escalate)",
         "Sleeping until Wed 4 Mar 09:00 (cool off)",
         "Slept until Wed 4 Mar 09:00 (cool off)",
@@ -210,7 +210,7 @@ def test_a_refused_command_raises_step_refused_which_the_workflow_may_catch(
     failed = driver.runner.get_run(second)
     assert failed.status == "failed"
     assert failed.reason == "step 'close' was refused: the ticket is locked"
-    assert "close refused (close): the ticket is locked" in sentences(driver, first)
+    assert "Close refused (close): the ticket is locked" in sentences(driver, first)
     assert [name for name, _ in ran] == ["close", "escalate", "close"]
 
 

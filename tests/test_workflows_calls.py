@@ -114,7 +114,7 @@ def test_a_4xx_is_raised_into_the_workflow_as_step_refused(
     }
     assert len(provider.received) == 1  # a refusal is not asked again
     assert driver.history(run.id)[1].sentence == (
-        'checks refused the call (request-check): POST /checks answered 404: {"error": "not now"}'
+        'Checks refused the call (request-check): POST /checks answered 404: {"error": "not now"}'
     )
 
 

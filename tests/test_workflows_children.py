@@ -102,15 +102,15 @@ def test_an_order_starts_a_credit_check_child_waits_and_goes_on_with_its_result(
     assert driver.runner.get_run(check.id).state["result"] == {"customer": "ann", "score": 720}
     assert marks(driver, 1) == "+score(ann) +approved"
     assert sentences(driver, order) == [
-        "Started",
-        f"Started credit_check as run {check.id}; waiting for it to end (credit_check)",
-        f"credit_check (run {check.id}) done (credit_check)",
-        "Ran decide_order (decide)",
+        "Started the run",
+        f"Started credit check as run {check.id}; waiting for it to end (credit_check)",
+        f"Credit check (run {check.id}) done (credit_check)",
+        "Ran decide order (decide)",
         "Run done",
     ]
     assert sentences(driver, check.id) == [
         f"Started by run {order} at its step 'credit_check'",
-        "Ran score_customer (score)",
+        "Ran score customer (score)",
         "Sleeping until Mon 2 Mar 10:00 (review)",
         "Slept until Mon 2 Mar 10:00 (review)",
         "Run done",
@@ -158,7 +158,7 @@ def test_the_child_fails_the_parents_await_raises_and_the_parent_refers_the_orde
         "run": check.id,
     }
     assert sentences(driver, order)[2] == (
-        f"credit_check failed (credit_check): child run {check.id} failed: step 'score' was "
+        f"Credit check failed (credit_check): child run {check.id} failed: step 'score' was "
         "refused: no credit file for bob"
     )
 

@@ -108,8 +108,8 @@ def test_an_operator_forks_a_run_from_charge_after_fixing_the_data(any_engine: s
     assert sentences(driver, fork_id) == [
         f"Forked by olga from run {run_id} at 'charge' (2 steps before it kept as recorded): "
         "card added",
-        "Ran charge_card (charge)",
-        "Ran ship_order (ship)",
+        "Ran charge card (charge)",
+        "Ran ship order (ship)",
         "Run done",
     ]
     (entry,) = [e for e in driver.runner.journal() if e.action == "fork"]

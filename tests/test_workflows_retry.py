@@ -131,12 +131,12 @@ def test_a_charge_refused_for_a_missing_card_retried_after_the_card_is_added_cha
         ("charge", {"message": "no card on file for ann", "code": "command_refused"})
     ]
     assert sentences(driver, run_id) == [
-        "Started",
-        "charge_card refused (charge): no card on file for ann",
+        "Started the run",
+        "Charge card refused (charge): no card on file for ann",
         "Failed: step 'charge' was refused: no card on file for ann",
         "olga retried the run: card added",
-        "Ran charge_card (charge)",
-        "Ran send_purchase_order (send)",
+        "Ran charge card (charge)",
+        "Ran send purchase order (send)",
         "Run done",
     ]
     with pytest.raises(errors.OperatorError, match="has not failed"):
