@@ -312,7 +312,9 @@ def test_the_cancel_command_runs_once_when_the_wait_gives_up() -> None:
         reminder=None,
         cancel=True,
     )
-    assert details(sim, "cancel") == ["Stopped waiting (the wait gave up): withdrawing the Approval requests"]
+    assert details(sim, "cancel") == [
+        "Stopped waiting (the wait gave up): withdrawing the Approval requests"
+    ]
     assert [log.title for log in sim.logs("cancel_done")] == ["Approval"]
 
 
@@ -324,9 +326,7 @@ def test_the_cancel_command_runs_once_when_the_condition_ends_the_wait() -> None
     sim.run()
     sim.run()
     assert [c.key for c in cancels(sim)] == ["step-1/pass-1/cancel"]
-    assert details(sim, "cancel") == [
-        "Withdrawing the Approval requests"
-    ]
+    assert details(sim, "cancel") == ["Withdrawing the Approval requests"]
 
 
 def test_no_cancel_when_the_answers_complete_the_step() -> None:
@@ -367,7 +367,8 @@ def test_a_deleted_record_cancels_the_waiting_step() -> None:
     sim.run()
     assert sim.status == "cancelled"
     assert details(sim, "cancel") == [
-        "Stopped waiting (the record was deleted while the run waited): withdrawing the Approval requests"
+        "Stopped waiting (the record was deleted while the run waited): "
+        "withdrawing the Approval requests"
     ]
 
 
@@ -387,7 +388,9 @@ def test_a_failing_sibling_cancels_the_waiting_step_and_a_retry_asks_again() -> 
     while sim.status != "failed":
         sim.to_wake().run()  # the send's retries run out while the approval waits
     assert [c.key for c in cancels(sim)] == ["step-1/pass-1/cancel"]
-    assert details(sim, "cancel") == ["Stopped waiting (the run failed): withdrawing the Approval requests"]
+    assert details(sim, "cancel") == [
+        "Stopped waiting (the run failed): withdrawing the Approval requests"
+    ]
     assert sim.state is not None
     assert [(lane.status, lane.outcome) for lane in sim.state.lanes] == [
         ("failed", "cancelled"),
@@ -429,7 +432,9 @@ def test_a_failing_cancel_is_logged_not_retried_and_changes_nothing() -> None:
     sim.to_wake().run()
     assert sim.status == "done"
     assert len(cancels(sim)) == 1
-    assert details(sim, "cancel_failed") == ["Could not withdraw the Approval requests: approvals service down"]
+    assert details(sim, "cancel_failed") == [
+        "Could not withdraw the Approval requests: approvals service down"
+    ]
     assert sim.record is not None and sim.record["priority"] == "high"
 
 

@@ -165,8 +165,7 @@ def test_a_send_failing_five_times_takes_the_same_path_after_its_retries(
         for n, m in ((1, 0), (2, 0), (3, 1), (4, 2))
     ]
     assert (
-        f"Send to supplier: Send to supplier failed 5 times ({said}) — "
-        "went on at Put it on hold"
+        f"Send to supplier: Send to supplier failed 5 times ({said}) — went on at Put it on hold"
     ) in lines
 
 

@@ -121,7 +121,10 @@ def test_an_approval_retried_then_cancelled_withdraws_what_it_asked_under_its_ne
     retried_key = asked[-1][0]
     assert retried_key == f"{asked[0][0]}/retry-1"
     assert requests(any_engine) == [(retried_key, None, True)]
-    assert sentences(driver, failed.id)[-1] == "Manager approval: Withdrew the Manager approval requests"
+    assert (
+        sentences(driver, failed.id)[-1]
+        == "Manager approval: Withdrew the Manager approval requests"
+    )
 
 
 def test_a_command_that_failed_on_every_attempt_is_retried_under_its_own_key(

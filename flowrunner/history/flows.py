@@ -48,13 +48,13 @@ from flowrunner.history.words import (
 # What callers read here; the words (moments, names, conditions) are made in history_words.
 __all__ = [
     "CODES",
+    "REMINDER_OUTCOMES",
     "Line",
     "condition_words",
     "listed",
-    "REMINDER_OUTCOMES",
     "one_line_each",
-    "reminder_key",
     "ordinal",
+    "reminder_key",
     "sentence",
     "waiting_sentence",
     "when",
@@ -100,7 +100,7 @@ class Stored(Line, Protocol):
     """A stored history line: a ``LogRow``, with the step and pass it is about."""
 
     @property
-    def step_id(self) -> str | None: ...
+    def step_id(self) -> object: ...
 
     @property
     def pass_(self) -> int | None: ...

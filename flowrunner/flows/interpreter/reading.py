@@ -14,8 +14,8 @@ from typing import Any
 from flowrunner import calendars, errors, query
 from flowrunner.flows import column_facts, rows, snapshot
 from flowrunner.flows.interpreter import config as config_mod
-from flowrunner.query import words as query_words
 from flowrunner.foundations import durations, modes, shapes
+from flowrunner.query import words as query_words
 
 
 class Broken(Exception):
