@@ -78,6 +78,8 @@ def test_the_list_shows_each_flow_and_how_many_runs_go_on_and_on_which_version(
     assert said(ui.follow(saved).text) == "Flow saved."
     line = re.search(rf'<tr data-flow="{big}">(.*?)</tr>', ui.get("/").text, re.S)
     assert line is not None and "2 running: 2 on an older version" in text(line.group(1))
+    # A business user reads which version, never its digest (it stays a tooltip).
+    assert re.search(r"\b[0-9a-f]{8}\b", text(line.group(1))) is None
     driver.create(order(3))
     flow_page = ui.get(f"/flow/{big}").text
     what_changes = re.search(r'id="what-changes"[^>]*>(.*?)</p>', flow_page, re.S)
@@ -86,6 +88,9 @@ def test_the_list_shows_each_flow_and_how_many_runs_go_on_and_on_which_version(
         "A save changes only the runs that start after it: the 3 runs going on now keep "
         "the rows they started with (2 of them on an older version)."
     )
+    snapshots = re.search(r'<ul class="snapshots">(.*?)</ul>', flow_page, re.S)
+    assert snapshots is not None and "2 runs on an older version" in text(snapshots.group(1))
+    assert re.search(r"\b[0-9a-f]{8}\b", text(snapshots.group(1))) is None
 
 
 def test_a_new_flow_with_a_bad_condition_is_refused_beside_the_field_and_not_saved(
