@@ -311,6 +311,16 @@ class FlowBinding(_Model):
     flow's own choice wins over both). ``holidays_table`` names the application's table
     of holidays (a ``day`` date column; optional ``calendar`` and tenant columns narrow
     a row to one calendar or tenant), read by every worker and added to the calendars.
+
+    How people name the resource and its records: ``label`` (``"Purchase orders"``; the
+    table's name without one) heads the console's pages, and ``record_label`` (a
+    template over the record's columns, ``"{number}"``) names one record wherever a page
+    or a history names it; a record whose label would be empty is named by its id.
+
+    >>> b = FlowBinding(resource="walk_order", flows_table="f", steps_table="s",
+    ...                 label="Purchase orders", record_label="{number}")
+    >>> b.resource_label, b.record_name({"id": 7, "number": "PO-7"}, 7), b.record_name(None, 7)
+    ('Purchase orders', 'PO-7', '7')
     """
 
     resource: str
@@ -328,6 +338,8 @@ class FlowBinding(_Model):
     calendar: str | None = None
     calendar_for: Callable[[Tenant], calendars_mod.Calendar] | None = None
     holidays_table: str | None = None
+    label: str | None = None
+    record_label: str | None = None
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -335,6 +347,49 @@ class FlowBinding(_Model):
     @classmethod
     def _table(cls, value: str) -> str:
         return _name(value, "name")
+
+    @pydantic.field_validator("label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        text = value.strip()
+        if not text or "\n" in text or len(text) > _LONGEST_LABEL:
+            raise ValueError(
+                f"label {value!r} must be one line of 1 to {_LONGEST_LABEL} characters, "
+                "as people name the resource (\"Purchase orders\")"
+            )
+        return text
+
+    @pydantic.field_validator("record_label")
+    @classmethod
+    def _record_label(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # The same safe templates as a notify rule's title (``foundations.templates``).
+        wrong = templates.mistake(value)
+        if wrong is not None:
+            raise ValueError(f"record_label {value!r} is not a valid template: {wrong}")
+        if not templates.placeholders(value) or "\n" in value:
+            raise ValueError(
+                f"record_label {value!r} must name a record by its columns on one line, "
+                "e.g. \"{number}\" or \"{number} ({requester_id})\""
+            )
+        return value
+
+    @property
+    def resource_label(self) -> str:
+        """How people name the resource: ``label``, or the table's name."""
+        return self.label or self.resource
+
+    def record_name(self, record: Mapping[str, object] | None, record_id: object) -> str:
+        """How people name one record: ``record_label`` filled from its columns, or its
+        id (no label, no record, or a label its values leave empty)."""
+        if self.record_label is None or record is None:
+            return str(record_id)
+        values = {k: "" if v is None else v for k, v in record.items()}
+        said = templates.render(self.record_label, values).strip()
+        return said or str(record_id)
 
     @pydantic.field_validator("tenant")
     @classmethod
@@ -525,6 +580,10 @@ class FlowBinding(_Model):
             if column in flow_columns.LATER_STEP_COLUMNS:
                 continue  # used when there: a row that sets one elsewhere is refused
             _need(steps, column, f"the steps table {self.steps_table!r}", "a fixed step column")
+        for name in templates.placeholders(self.record_label or ""):
+            _need(
+                resource, name, f"the resource table {self.resource!r}", "which record_label uses"
+            )
         for rule in self.notify:
             where = f"the resource table {self.resource!r}"
             _need(resource, rule.to, where, f"which notify rule {rule.audience!r} sends to")
@@ -548,6 +607,10 @@ class FlowBinding(_Model):
             flows_columns=frozenset(flows),
             steps_columns=frozenset(steps),
         )
+
+
+# The longest label the console's headings show whole.
+_LONGEST_LABEL = 80
 
 
 def _use(binding: FlowBinding, column: str) -> str:

@@ -88,11 +88,29 @@ def resource(metadata: sa.MetaData, *, drop: str | None = None, tenant: str | No
         (lambda: make(steps_table="po_flow"), "must be three different tables"),
         (lambda: NotifyRule(audience="x", to="y", title="{a.b}"), "plain column name"),
         (lambda: make(kinds={"my kind": Kind(command="x")}), "kind 'my kind' must be a name"),
+        (lambda: make(label="  "), "label '  ' must be one line of 1 to 80 characters"),
+        (lambda: make(label="Orders\nand more"), "must be one line of 1 to 80 characters"),
+        (lambda: make(record_label="{number.__class__}"), "plain column name"),
+        (lambda: make(record_label="an order"), "must name a record by its columns"),
     ],
 )
 def test_construction_refuses_with_a_sentence(build: Any, sentence: str) -> None:
     with pytest.raises(errors.BindingError, match=sentence.replace("(", r"\(")):
         build()
+
+
+def test_people_name_the_resource_by_its_label_and_a_record_by_its_columns() -> None:
+    plain = make()
+    assert (plain.resource_label, plain.record_name({"number": "PO-7"}, 7)) == (
+        "purchase_order",
+        "7",
+    )
+    named = make(label=" Purchase orders ", record_label="{number} ({requester_id})")
+    assert named.resource_label == "Purchase orders"
+    assert named.record_name({"number": "PO-7", "requester_id": "ann"}, 7) == "PO-7 (ann)"
+    # A record not there, or whose label would say nothing, is named by its id.
+    assert named.record_name(None, 7) == "7"
+    assert make(record_label="{number}").record_name({"number": None}, 7) == "7"
 
 
 def test_binding_answers_what_later_layers_ask() -> None:
@@ -179,6 +197,12 @@ def _flows(metadata: sa.MetaData, binding: FlowBinding, inputs: tuple[str, ...])
             None,
             ("approver",),
             "the resource table 'purchase_order' has no column 'order_no', the key column",
+        ),
+        (
+            make(record_label="{number} for {buyer}"),
+            None,
+            ("approver",),
+            "the resource table 'purchase_order' has no column 'buyer', which record_label uses",
         ),
         (
             make(tenant="tenant_id"),

@@ -40,6 +40,9 @@ def test_a_records_runs_newest_first_each_with_where_it_waits_its_diagram_and_hi
     driver.update(1, priority="high")  # "Priority raised" tells the requester, and is done
     page = ui.get("/record/1")
     assert page.status_code == 200
+    # The binding's words: the record by its number, the console by the resource's label.
+    assert "<h1>PO-1</h1>" in page.text
+    assert "<title>PO-1 · Purchase orders flows</title>" in page.text
     assert runs_shown(page.text) == [("2", "done"), ("1", "waiting")]
     said_there = text(page.text)
     assert "Run 2 · Priority raised done" in said_there

@@ -102,7 +102,7 @@ def build(
         runner,
         rules,
         secret=secret or secrets.token_bytes(32),
-        title=title or f"{runner.binding.resource} flows",
+        title=title or f"{runner.binding.resource_label} flows",
     )
     routes: list[BaseRoute] = [
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),

@@ -49,6 +49,12 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
         status=409 if refused else 200,
         record_id=key,
         resource=runner.binding.resource,
+        # How people name the record: the binding's record_label, else the table and id.
+        heading=(
+            runner.binding.record_name(record, key)
+            if runner.binding.record_label is not None and record is not None
+            else f"{runner.binding.resource_label} {key}"
+        ),
         exists=record is not None,
         views=views,
         manual=manual if may_start else [],
