@@ -153,17 +153,17 @@ def test_ann_approves_three_times_and_all_still_waits_for_bob_and_cara() -> None
     assert sim.status == "waiting"
     assert sim.lane().received == 1 and sim.lane().answerers == ["ann"]
     assert details(sim, "answered") == [
-        "ann answered (1 of 3; waiting for bob and cara)",
-        "ann answered again (1 of 3; waiting for bob and cara)",
-        "ann answered again (1 of 3; waiting for bob and cara)",
+        "ann approved (1 of 3; waiting for bob and cara)",
+        "ann approved again (1 of 3; waiting for bob and cara)",
+        "ann approved again (1 of 3; waiting for bob and cara)",
     ]
     sim.emit(approver="bob", decision="approved")
     sim.emit(approver="cara", decision="approved")
     sim.run()
     assert sim.status == "done"
     assert details(sim, "answered")[-2:] == [
-        "bob answered (2 of 3; waiting for cara)",
-        "cara answered (3 of 3)",
+        "bob approved (2 of 3; waiting for cara)",
+        "cara approved (3 of 3)",
     ]
     assert cancels(sim) == []  # completed by its answers: nothing to cancel
 
@@ -235,7 +235,7 @@ def test_with_names_asked_only_their_answers_count() -> None:
     sim.emit(approver="manager", decision="approved")
     sim.run()
     assert sim.lane().received == 0
-    assert details(sim, "answered") == ["manager answered but was not asked: not counted"]
+    assert details(sim, "answered") == ["manager approved but was not asked: not counted"]
     sim.emit(approver="cfo", decision="approved")
     sim.emit(approver="ctl", decision="approved")
     sim.run()
@@ -256,7 +256,7 @@ def test_answers_before_the_command_answered_count_once_it_says_whom_it_asked() 
     sim.emit(approver="ann", decision="approved")
     sim.emit(approver="zed", decision="approved")
     sim.run()
-    assert details(sim, "answered") == ["ann answered (1 so far)", "zed answered (2 so far)"]
+    assert details(sim, "answered") == ["ann approved (1 so far)", "zed approved (2 so far)"]
     sim.to_wake().run()  # the retry succeeds: ann counts, zed was not asked
     assert sim.lane().received == 1 and sim.status == "waiting"
     sim.emit(approver="bob", decision="approved")

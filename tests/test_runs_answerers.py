@@ -66,11 +66,11 @@ def test_ann_approves_three_times_still_waiting_for_bob_and_cara(any_engine: sa.
     answer(driver, "cara")
     assert status(driver) == "approved"
     assert answered(driver) == [
-        "ann answered (1 of 3; waiting for bob and cara)",
-        "ann answered again (1 of 3; waiting for bob and cara)",
-        "ann answered again (1 of 3; waiting for bob and cara)",
-        "bob answered (2 of 3; waiting for cara)",
-        "cara answered (3 of 3)",
+        "ann approved (1 of 3; waiting for bob and cara)",
+        "ann approved again (1 of 3; waiting for bob and cara)",
+        "ann approved again (1 of 3; waiting for bob and cara)",
+        "bob approved (2 of 3; waiting for cara)",
+        "cara approved (3 of 3)",
     ]
 
 
@@ -90,7 +90,7 @@ def test_a_count_and_a_share_count_each_answerer_once(
         assert status(driver) == "open", f"ended after {n - 1} answers"
         answer(driver, who)
     assert status(driver) == "approved"
-    assert answered(driver)[-1].startswith(f"{answers[-1]} answered (")
+    assert answered(driver)[-1].startswith(f"{answers[-1]} approved (")
 
 
 def test_answers_without_the_field_or_from_someone_not_asked_do_not_count(
@@ -104,7 +104,7 @@ def test_answers_without_the_field_or_from_someone_not_asked_do_not_count(
     [run] = driver.runs(1)
     lines = [(line.what, line.sentence) for line in driver.history(run.id)]
     assert ("arrived", "A po.decided event named no approver: not counted") in lines
-    assert ("answered", "mallory answered but was not asked: not counted") in lines
+    assert ("answered", "mallory approved but was not asked: not counted") in lines
     answer(driver, "ann")
     assert status(driver) == "approved"
 

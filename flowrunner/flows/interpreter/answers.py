@@ -10,6 +10,7 @@ only their answers count. Without ``by``, modes count events.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from flowrunner.flows import snapshot
@@ -79,15 +80,29 @@ def missing(lane: state.LaneState) -> list[str]:
 
 def _answer(step: snapshot.StepSpec, turn: Turn, event: happened.EventIn) -> shapes.JsonDict:
     """The answer's fields the step's condition reads (``event.decision``): the flow's own
-    words for what was answered (``approved``), kept short."""
+    words for what was answered (``approved``), kept short.
+
+    A step without a condition keeps the answer's decision all the same — a field whose
+    value is a word like ``approved`` or ``rejected`` — so its history says what each
+    answerer decided (``ann approved``), not only that they answered.
+    """
     if reading.text(step, "condition") is None:
-        return {}
+        decided = sorted(
+            name
+            for name, value in event.payload.items()
+            if isinstance(value, str) and _DECIDED.fullmatch(value.strip())
+        )
+        return {decided[0]: str(event.payload[decided[0]]).strip()} if decided else {}
     fields = reading.condition(step, turn.cfg, event=True).event_fields
     return {
         name: _name(event.payload.get(name))
         for name in sorted(fields)
         if _name(event.payload.get(name)) is not None
     }
+
+
+# A decision as an answer says it: one word in the past tense (approved, rejected).
+_DECIDED = re.compile(r"[A-Za-z]{2,30}ed")
 
 
 def _recount(lane: state.LaneState) -> None:
