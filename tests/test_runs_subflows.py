@@ -71,7 +71,7 @@ def test_an_account_waits_for_its_credit_check_then_opens(driver: testing.FlowDr
     assert found["Open account"].status == "done"
     assert (stored(driver, 1)["status"], stored(driver, 1)["credit"]) == ("open", "checked")
     assert said(driver, account.id)[:3] == [
-        "Check credit: Started",
+        "Check credit: Started Check credit",
         f"Check credit: Started subflow Credit check (run {check.id})",
         "Check credit: Subflow Credit check ended — went on",
     ]
@@ -116,7 +116,7 @@ def test_a_failed_credit_check_puts_the_account_on_hold_and_says_why(
     [notice] = driver.notices(account.id)
     assert notice.message == f"Your account is on hold: {why}"
     assert said(driver, account.id)[2] == (
-        f"Check credit: Check credit failed ({why}) — went on at position 40 (Hold)"
+        f"Check credit: Check credit failed ({why}) — went on at Hold"
     )
 
 
