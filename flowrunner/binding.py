@@ -357,7 +357,7 @@ class FlowBinding(_Model):
         if not text or "\n" in text or len(text) > _LONGEST_LABEL:
             raise ValueError(
                 f"label {value!r} must be one line of 1 to {_LONGEST_LABEL} characters, "
-                "as people name the resource (\"Purchase orders\")"
+                'as people name the resource ("Purchase orders")'
             )
         return text
 
@@ -373,7 +373,7 @@ class FlowBinding(_Model):
         if not templates.placeholders(value) or "\n" in value:
             raise ValueError(
                 f"record_label {value!r} must name a record by its columns on one line, "
-                "e.g. \"{number}\" or \"{number} ({requester_id})\""
+                'e.g. "{number}" or "{number} ({requester_id})"'
             )
         return value
 
