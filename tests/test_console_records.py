@@ -55,8 +55,11 @@ def test_a_records_runs_newest_first_each_with_where_it_waits_its_diagram_and_hi
     figures = re.findall(r'<figure class="frd"[^>]*data-run="(\d+)" data-status="(\w+)"', page.text)
     assert figures == [("2", "done"), ("1", "waiting")]
     assert 'data-state="waiting"' in page.text
-    # The history, in sentences.
+    # The history, in sentences; a line that names its step is not headed by it again.
     assert "Told ann (requester): Your order is now high priority." in said_there
+    assert "Tell the requester : Told ann (requester)" in said_there
+    assert "Started Tell the requester" in said_there
+    assert "Tell the requester : Started" not in said_there
     assert said_there.index("Run 2") < said_there.index("Run 1")
 
 
