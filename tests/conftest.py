@@ -15,13 +15,13 @@ from typing import Any, cast
 import fuzzing
 import guides
 import installed
+import migrated
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 
 from fixtures.purchase_orders import app as po
 from flowrunner import tables
-from flowrunner.store import migrate
 
 # How many examples a property test draws: a moderate count by default and in CI (which
 # sets HYPOTHESIS_PROFILE=ci), thirty times that in a long run (HYPOTHESIS_PROFILE=long;
@@ -134,7 +134,7 @@ def any_engine(request: pytest.FixtureRequest) -> sa.Engine:
 @pytest.fixture
 def engine(any_engine: sa.Engine) -> sa.Engine:
     """``any_engine`` with the engine's own tables migrated in (a module may define its own)."""
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     return any_engine
 
 

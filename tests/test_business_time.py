@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from running import stored
@@ -27,7 +28,6 @@ from flowrunner.calendars import Calendar
 from flowrunner.engine import commands
 from flowrunner.flows import validation
 from flowrunner.foundations import statuses
-from flowrunner.store import migrate
 
 NEW_YORK = Calendar("desk", "America/New_York", {"mon-fri": "09:00-17:00"})
 KOBE = Calendar("kobe", "Asia/Tokyo", {"mon-fri": "09:00-18:00"})
@@ -128,7 +128,7 @@ def nudge_customer(ctx: commands.CommandContext) -> None:
 
 def desk(engine: sa.Engine, start: datetime) -> testing.FlowDriver:
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     runner = flow_runner(
         DESK, engine, commands={"ask_customer": ask_customer, "nudge_customer": nudge_customer}
     )
@@ -252,7 +252,7 @@ def test_a_holiday_taken_away_brings_due_times_back(any_engine: sa.Engine) -> No
 
 def test_each_tenant_counts_business_time_on_its_own_desk_hours(any_engine: sa.Engine) -> None:
     tenanted.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     runner = flow_runner(TENANTS, any_engine)
     # Monday 9 March 2026, 08:00 UTC: 17:00 in Kobe, 04:00 in New York.
     driver = testing.FlowDriver(runner, start=datetime(2026, 3, 9, 8, 0, tzinfo=UTC))
@@ -296,7 +296,7 @@ def test_a_business_duration_is_refused_on_save_where_no_calendar_applies(
     any_engine: sa.Engine,
 ) -> None:
     plain.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     runner = flow_runner(PLAIN, any_engine)
     with any_engine.begin() as conn:
         flow_id = runner.save_flow(conn, {"name": "SLA", "start": "created"})
@@ -371,7 +371,7 @@ def test_a_binding_names_its_calendars_and_its_holidays_table_rightly(
     with pytest.raises(BindingError, match="calendar_for gives each tenant a calendar"):
         FlowBinding(**{**BASE, "calendar_for": lambda tenant: NEW_YORK})
     plain.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     missing = FlowBinding(**{**BASE, "holidays_table": "no_such_holidays"})
     with pytest.raises(BindingError, match="the holidays table 'no_such_holidays' does not exist"):
         flow_runner(missing, any_engine)

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from flowrunner.cli import cli
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "fixtures.purchase_orders.scheduled:runner"
@@ -28,7 +28,7 @@ TICKETS = "fixtures.tickets.app:runner"
 def url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(url)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     return url
 
