@@ -89,6 +89,7 @@ from flowrunner.store.runs import (
     open_runs,
     run_history,
     runs_for_record,
+    runs_started_with,
     save_run,
 )
 from flowrunner.store.saves import save_step
@@ -157,6 +158,7 @@ __all__ = [
     "run_history",
     "run_lease",
     "runs_for_record",
+    "runs_started_with",
     "save_run",
     "save_step",
     "set_due",
