@@ -343,7 +343,7 @@ class Jobs(Program):
                 name,
                 run,
                 wait,
-                lambda held: steps.Operated(held, self, operator, "job_paused", paused=paused),
+                lambda held: steps.Operated(held, self, operator, paused=paused),
             )
         return self._journal(name, operator, "job_pause", {"job": name})
 
@@ -361,7 +361,7 @@ class Jobs(Program):
                 name,
                 run,
                 wait,
-                lambda held: steps.Operated(held, self, operator, "job_resumed", paused=None),
+                lambda held: steps.Operated(held, self, operator, paused=None),
             )
         with dialects.begin(self.mounted.engine) as conn:
             # The slots' runs that waited for the job: due now.

@@ -619,14 +619,12 @@ class ByHand(JobStep):
 
 class Operated(JobStep):
     """An operator's pause or resume of one of a job's runs: ``paused`` kept in its state
-    (None: resumed), the line ``what`` in its history. Paused, it is due at no time;
+    (None: resumed), said in its history. Paused, it is due at no time;
     resumed, at once (the slots missed meanwhile go as its ``catch_up`` says)."""
 
-    def __init__(
-        self, claimed: Claimed, jobs: JobsLike, operator: str, what: str, *, paused: object
-    ) -> None:
+    def __init__(self, claimed: Claimed, jobs: JobsLike, operator: str, *, paused: object) -> None:
         super().__init__(claimed, jobs)
-        self.operator, self.what, self.paused = operator, what, paused
+        self.operator, self.paused = operator, paused
 
     def advance(self) -> None:
         run = self.run
@@ -635,7 +633,11 @@ class Operated(JobStep):
                 f"job {self.name!r} no longer runs: its run {run.id} is {run.status}",
                 code="job_ended",
             )
-        self.log(self.what, kind=PROGRAM, title=self.name, detail={"by": self.operator})
+        by = {"by": self.operator}
+        if self.paused:
+            self.log("job_paused", kind=PROGRAM, title=self.name, detail=by)
+        else:
+            self.log("job_resumed", kind=PROGRAM, title=self.name, detail=by)
         state = {**run.state, "paused": self.paused}
         due = None if self.paused else self.now
         if due is not None:
