@@ -417,7 +417,17 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "first": "2026-03-09T10:00:00+00:00",
             },
             "Scheduled 0 6 * * 1-5 (America/New_York); first slot Mon 9 Mar 06:00",
-        )
+        ),
+        (
+            "job",
+            {
+                "every": "90 seconds",
+                "timezone": "UTC",
+                "first": "2026-03-09T10:01:30+00:00",
+                "interval": True,
+            },
+            "Scheduled every 90 seconds; first slot Mon 9 Mar 10:01",
+        ),
     ],
     "job_ran": [
         (

@@ -47,7 +47,10 @@ def _slot(say: Say, key: str) -> str | None:
 def _job_scheduled(say: Say) -> str:
     every = say.get("every", "its schedule")
     zone = say.detail.get("timezone")
-    said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
+    if say.detail.get("interval"):
+        said = f"Scheduled every {every}"
+    else:
+        said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
     first = _slot(say, "first")
     return f"{said}; first slot {first}" if first else said
 

@@ -33,7 +33,7 @@ from flowrunner.engine import claimed, commands
 from flowrunner.engine.mounted import Claimed, Mounted
 from flowrunner.flows.interpreter import happened, retry
 from flowrunner.foundations import retry_policy, sanitize, statuses
-from flowrunner.jobs import catch_up, spec
+from flowrunner.jobs import catch_up, schedules, spec
 from flowrunner.store import operations as ops
 from flowrunner.store import records
 
@@ -155,6 +155,7 @@ def start_timed(
             "timezone": slots.timezone,
             "first": first.isoformat(),
             "command": job.command,
+            "interval": isinstance(slots, schedules.Interval),
         }
         line = ops.LogLine("job_scheduled", kind=PROGRAM, title=name, detail=detail)
         ops.append_logs(conn, run_id=run_id, at=now, tenant=tenant, lines=[line])
