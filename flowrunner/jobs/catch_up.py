@@ -7,9 +7,10 @@ for the slots missed while no worker served (or while it was paused), and its
 - ``"latest"`` (the default): the latest slot due runs; the missed ones before it are
   skipped.
 - ``"all"``: every missed slot runs, one after the other, oldest first.
-- ``"none"``: the missed slots are skipped; the job runs at its next slot. A slot counts
-  as missed when it is claimed more than ``ON_TIME`` after it fell due (a slot that
-  waited for the last one to end is not missed: it waited by the ``overlap`` choice).
+- ``"none"``: the missed slots are skipped; the job runs at its next slot. A slot runs
+  only when it is the one slot due and is claimed within ``ON_TIME`` of its time; with
+  more than one slot due, or claimed later, they were all missed (a slot that waited for
+  the last one to end is not missed: it waited by the ``overlap`` choice).
 
 ``overlap`` (a slot that comes while the last one still runs):
 
@@ -92,7 +93,8 @@ def decide(
     if catch_up == "all":
         return Decision(first, first, skipped_from, skipped_to, why)
     waited = overlap == "wait" and ended is not None and latest <= ended
-    if catch_up == "none" and now - latest > ON_TIME and not waited:
+    on_time = latest == first and now - latest <= ON_TIME
+    if catch_up == "none" and not on_time and not waited:
         return Decision(None, latest, skipped_from or first, latest, why or "missed")
     if first != latest:
         skipped_from, skipped_to = skipped_from or first, _before(slots, first, latest)
