@@ -36,7 +36,7 @@ class Slots:
 
     def __call__(self, ctx: commands.CommandContext) -> None:
         slot = ctx.inputs["slot"]
-        self.ran.append("by hand" if slot is None else f"{datetime.fromisoformat(slot):%H:%M}")
+        self.ran.append("by hand" if slot is None else f"{datetime.fromisoformat(str(slot)):%H:%M}")
         self.keys.append(ctx.idempotency_key)
         self.running += 1
         self.most = max(self.most, self.running)
@@ -48,10 +48,15 @@ class Slots:
 
 
 def hourly(
-    engine: sa.Engine, command: Slots, *, every: str = "0 * * * *", **choices: str
+    engine: sa.Engine,
+    command: Slots,
+    *,
+    every: str = "0 * * * *",
+    catch_up: str = "latest",
+    overlap: str = "wait",
 ) -> tuple[testing.FlowDriver, Jobs]:
     driver = mount(engine, "tickets", flows="[]", commands={"close": command}, start=START)
-    job = Job(every=every, command="close", run_as="clock", **choices)
+    job = Job(every=every, command="close", run_as="clock", catch_up=catch_up, overlap=overlap)
     return driver, Jobs(driver.runner, {"close": job})
 
 
@@ -184,7 +189,7 @@ def overlapping(
 
 
 def test_a_slot_that_comes_meanwhile_waits_then_the_latest_runs(any_engine: sa.Engine) -> None:
-    close, driver, jobs, looked = overlapping(any_engine, "wait")
+    close, driver, _jobs, looked = overlapping(any_engine, "wait")
     assert looked in ([], [0])  # another worker found the job held: it waited
     assert close.ran == ["09:00", "11:00"]
     assert close.most == 1
@@ -196,7 +201,7 @@ def test_a_slot_that_comes_meanwhile_waits_then_the_latest_runs(any_engine: sa.E
 def test_slots_that_come_meanwhile_wait_and_each_runs_when_all_are_caught_up(
     any_engine: sa.Engine,
 ) -> None:
-    close, driver, _, looked = overlapping(any_engine, "wait", catch_up="all")
+    close, _driver, _, looked = overlapping(any_engine, "wait", catch_up="all")
     assert looked in ([], [0])
     assert close.ran == ["09:00", "10:00", "11:00"]
     assert close.most == 1
@@ -326,7 +331,7 @@ def test_a_backfill_runs_each_slot_of_the_range_once(any_engine: sa.Engine) -> N
 def test_a_backfill_that_ends_after_now_or_before_it_starts_is_refused(
     sqlite_engine: sa.Engine,
 ) -> None:
-    driver, jobs = hourly(sqlite_engine, Slots())
+    _driver, jobs = hourly(sqlite_engine, Slots())
     with pytest.raises(errors.OperatorError, match="after now"):
         jobs.backfill("close", start=START, end=START + timedelta(days=1), operator="olga")
     with pytest.raises(errors.OperatorError, match="before it starts"):

@@ -30,13 +30,14 @@ class Seen:
     """A command that notes the tenant, slot and record of each run."""
 
     def __init__(self) -> None:
-        self.ran: list[tuple[str | None, str]] = []
+        self.ran: list[tuple[str, str]] = []
         self.keys: list[str] = []
         self.records: list[tuple[object, object]] = []
 
     def __call__(self, ctx: commands.CommandContext) -> Mapping[str, Any]:
         slot = ctx.inputs.get("slot")
-        self.ran.append((ctx.tenant, f"{datetime.fromisoformat(slot):%H:%M}" if slot else "-"))
+        shown = f"{datetime.fromisoformat(str(slot)):%H:%M}" if slot else "-"
+        self.ran.append((str(ctx.tenant), shown))
         self.keys.append(ctx.idempotency_key)
         self.records.append((ctx.record.get("id"), ctx.record.get("tenant_id")))
         if ctx.record:
@@ -58,6 +59,12 @@ def desk_driver(engine: sa.Engine, jobs: Mapping[str, Job], **options: Any) -> t
     runner = flow_runner(desk.BINDING, engine, commands={"tidy": seen})
     Jobs(runner, jobs, **options)
     return testing.FlowDriver(runner, start=START)
+
+
+def mounted(driver: testing.FlowDriver) -> Jobs:
+    jobs = driver.runner.jobs
+    assert isinstance(jobs, Jobs)
+    return jobs
 
 
 def test_a_tenant_job_runs_once_per_active_tenant_per_slot(any_engine: sa.Engine) -> None:
@@ -82,15 +89,16 @@ def test_a_tenant_job_runs_once_per_active_tenant_per_slot(any_engine: sa.Engine
     assert [key for key, times in Counter(seen.keys).items() if times > 1] == []
 
     # The job's own run is its roll-call, in no tenant's scope: it started each tenant's.
-    roll_call = driver.runner.jobs.scheduled_run("tidy")
+    roll_call = mounted(driver).scheduled_run("tidy")
     assert roll_call is not None and roll_call.tenant is None
     with any_engine.connect() as conn:
         lines = ops.run_history(conn, roll_call.id)
-    assert [line.detail["tenants"] for line in lines if line.what == "job_tenants"] == [
+    started = [line.detail for line in lines if line.what == "job_tenants"]
+    assert [detail["tenants"] for detail in started if isinstance(detail, dict)] == [
         ["acme", "globex"],
         ["initech"],
     ]
-    acme = driver.runner.jobs.scheduled_run("tidy", "acme")
+    acme = mounted(driver).scheduled_run("tidy", "acme")
     assert acme is not None and acme.tenant == "acme"
     assert [line.sentence for line in driver.history(acme.id, tenant="acme")] == [
         "Scheduled 0 * * * * (UTC); first slot Mon 2 Mar 09:00",
@@ -117,10 +125,10 @@ def test_a_paused_tenant_job_runs_for_no_tenant_until_resumed(any_engine: sa.Eng
     driver.create(ticket(2, "globex"))
     driver.advance("1 hour")
     assert len(seen.ran) == 2
-    driver.runner.jobs.pause("tidy", operator="olga")
+    mounted(driver).pause("tidy", operator="olga")
     driver.advance("2 hours")
     assert len(seen.ran) == 2
-    driver.runner.jobs.resume("tidy", operator="olga")
+    mounted(driver).resume("tidy", operator="olga")
     driver.advance("1 hour")  # 10:00 and 11:00 were missed while paused: none runs
     assert sorted(seen.ran[2:]) == [("acme", "12:00"), ("globex", "12:00")]
 
@@ -132,7 +140,7 @@ def test_a_tenant_job_backfills_each_tenants_slots(any_engine: sa.Engine) -> Non
     driver.create(ticket(1, "acme"))
     driver.create(ticket(2, "globex"))
     driver.advance("1 hour")
-    done = driver.runner.jobs.backfill(
+    done = mounted(driver).backfill(
         "tidy",
         start=datetime(2026, 3, 2, 7, tzinfo=UTC),
         end=datetime(2026, 3, 2, 9, tzinfo=UTC),
@@ -165,8 +173,8 @@ def test_a_plan_acts_on_the_record_it_names_as_its_target(any_engine: sa.Engine)
     driver.create(ticket(2, "acme"))
     driver.emit("desk.replied", {"ticket": 1, "tenant_id": "acme", "parent": 2})
     assert seen.records == [(2, "acme")]
-    assert driver.record(2, tenant="acme")["priority"] == "chased"
-    assert driver.record(1, tenant="acme")["priority"] == "low"
+    assert (driver.record(2, tenant="acme") or {}).get("priority") == "chased"
+    assert (driver.record(1, tenant="acme") or {}).get("priority") == "low"
     [run] = [run for run in driver.runs(2, tenant="acme") if run.flow_name == "chase"]
     assert (run.record_id, run.tenant, run.status) == ("2", "acme", "done")
     assert [line.sentence for line in driver.history(run.id, tenant="acme")][-1] == "Ran tidy"
