@@ -62,9 +62,11 @@ def decide(
     now: datetime,
     catch_up: str = "latest",
     overlap: str = "wait",
+    began: datetime | None = None,
 ) -> Decision:
-    """The slot to run now, given the last slot handled (``last``), when its run ended
-    (``ended``; None before any), and ``now``.
+    """The slot to run now, given the last slot handled (``last``), when its run began
+    and ended (``began``, ``ended``; None before any), and ``now``. The slots that came
+    while the last one ran are those after it began (and after ``last``) up to its end.
 
     >>> daily = schedules.parse("0 6 * * *")
     >>> from datetime import UTC
@@ -77,19 +79,22 @@ def decide(
     >>> d.slot, d.skipped_from.day, d.skipped_to.day, d.why
     (None, 2, 4, 'missed')
     """
+    start = last if began is None else max(last, began)
+    came = None
+    if overlap == "skip" and ended is not None and ended > start:
+        came = slots.latest_slot(start, ended)
     after = last
+    first = slots.next_slot(last)
     skipped_from: datetime | None = None
     skipped_to: datetime | None = None
     why: str | None = None
-    if overlap == "skip" and ended is not None and ended > last:
-        came = slots.latest_slot(last, ended)
-        if came is not None:
-            skipped_from, skipped_to, why = slots.next_slot(last), came, "overlap"
-            after = came
+    if came is not None and first > start:
+        # The slots from the first after the last run began to its end came while it ran.
+        skipped_from, skipped_to, why = slots.next_slot(start), came, "overlap"
+        after, first = came, slots.next_slot(came)
     latest = slots.latest_slot(after, now)
     if latest is None:
         return Decision(None, after, skipped_from, skipped_to, why)
-    first = slots.next_slot(after)
     if catch_up == "all":
         return Decision(first, first, skipped_from, skipped_to, why)
     waited = overlap == "wait" and ended is not None and latest <= ended

@@ -77,17 +77,19 @@ def timed_state(
     last: datetime,
     next_at: datetime,
     ran: datetime | None = None,
+    began: datetime | None = None,
     ended: datetime | None = None,
     paused: object = None,
 ) -> dict[str, Any]:
     """A job at times' state: the slot it last handled (or was scheduled from), when it
-    runs next, when its last slot's step ended, whether it is paused."""
+    runs next, when its last slot's step began and ended, whether it is paused."""
     return {
         "last": last.isoformat(),
         "ran": None if ran is None else ran.isoformat(),
         "next_at": next_at.isoformat(),
         "attempt": 0,
         "retrying": None,
+        "began": None if began is None else began.isoformat(),
         "ended": None if ended is None else ended.isoformat(),
         "paused": paused,
     }
@@ -321,6 +323,7 @@ class JobStep(claimed.ClaimedStep):
             slots,
             last=moment(state.get("last")) or run.started_at,
             ended=moment(state.get("ended")),
+            began=moment(state.get("began")),
             now=now,
             catch_up=job.catch_up,
             overlap=job.overlap,
@@ -397,7 +400,9 @@ class JobStep(claimed.ClaimedStep):
         if result.ok:
             self.log("job_ran", kind=PROGRAM, title=self.name, detail=detail)
             self.save(
-                state=timed_state(last=slot, next_at=following, ran=slot, ended=ended),
+                state=timed_state(
+                    last=slot, next_at=following, ran=slot, began=self.now, ended=ended
+                ),
                 status=WAITING,
                 due_at=following,
             )
@@ -421,7 +426,7 @@ class JobStep(claimed.ClaimedStep):
         self.log("job_failed", kind=PROGRAM, title=self.name, detail=detail)
         self.save(
             state={
-                **timed_state(last=slot, next_at=following, ran=slot, ended=ended),
+                **timed_state(last=slot, next_at=following, ran=slot, began=self.now, ended=ended),
                 "error": error,
             },
             status=WAITING,
