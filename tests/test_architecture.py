@@ -192,6 +192,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.jobs",
             "flowrunner.jobs.program",
             "flowrunner.jobs.steps",
+            "flowrunner.jobs.runs",
             "flowrunner.timers",
             "flowrunner.timers.program",
             "flowrunner.inbound.receipt",

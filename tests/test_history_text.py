@@ -733,6 +733,7 @@ WRITERS = [
     PACKAGE / "engine" / "actions.py",
     PACKAGE / "engine" / "worker.py",
     PACKAGE / "jobs" / "program.py",
+    PACKAGE / "jobs" / "runs.py",
     PACKAGE / "jobs" / "steps.py",
     PACKAGE / "workflows" / "program.py",
     PACKAGE / "workflows" / "children.py",

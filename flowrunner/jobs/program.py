@@ -42,14 +42,14 @@ import sqlalchemy as sa
 from flowrunner import errors
 from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Program, Stepping
 from flowrunner.foundations import payloads, statuses
-from flowrunner.jobs import spec, steps
+from flowrunner.jobs import runs, spec, steps
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 
-PROGRAM = steps.PROGRAM
+PROGRAM = runs.PROGRAM
 WAITING = statuses.RunStatus.WAITING
-flow_id = steps.flow_id
-every_key = steps.every_key
+flow_id = runs.flow_id
+every_key = runs.every_key
 
 # The most slots one backfill starts: a wider range is refused, to be given in parts.
 MOST_BACKFILLED = 10_000
@@ -223,7 +223,7 @@ class Jobs(Program):
                 flow_name=name,
                 start_key=f"on:{plan.key}",
                 snapshot=snapshot,
-                digest=steps.digest(snapshot),
+                digest=runs.digest(snapshot),
                 state={"next_at": plan.run_at.isoformat(), "attempt": 0},
                 status=WAITING,
                 now=event.at,
@@ -254,7 +254,7 @@ class Jobs(Program):
         with dialects.begin(self.mounted.engine) as conn:
             for name, job in timed:
                 first = job.slots.next_slot(now)
-                steps.start_timed(
+                runs.start_timed(
                     conn, self.mounted, name, job, tenant=None, last=now, first=first, now=now
                 )
 
@@ -292,8 +292,8 @@ class Jobs(Program):
                 info = dataclasses.replace(
                     info,
                     run_id=run.id,
-                    next_at=None if paused else steps.moment(run.state.get("next_at")),
-                    last_slot=steps.moment(run.state.get("ran")),
+                    next_at=None if paused else runs.moment(run.state.get("next_at")),
+                    last_slot=runs.moment(run.state.get("ran")),
                     paused_by=str(paused.get("by")) if isinstance(paused, Mapping) else None,
                 )
             shown.append(info)
@@ -410,7 +410,7 @@ class Jobs(Program):
                 f"the backfill of job {name!r} ends at {end.isoformat()}, after now "
                 f"({now.isoformat()}): a slot that has not come runs at its time"
             )
-        slots = job.slots.slots(start - steps.JUST_BEFORE, end)
+        slots = job.slots.slots(start - runs.JUST_BEFORE, end)
         if len(slots) > MOST_BACKFILLED:
             raise errors.OperatorError(
                 f"the backfill of job {name!r} holds {len(slots)} slots: at most "
@@ -428,12 +428,12 @@ class Jobs(Program):
                 tenants = [None]
             for slot in slots:
                 for whose in tenants:
-                    key = steps.command_key(name, slot, whose)
+                    key = runs.command_key(name, slot, whose)
                     done = ops.find_idempotent(conn, key=key)
                     if done is not None and done.completed:
                         ran.append(slot)
                         continue
-                    run_id = steps.start_slot(
+                    run_id = runs.start_slot(
                         conn, self.mounted, name, job, slot=slot, tenant=whose, now=now, by=operator
                     )
                     if run_id is not None:
@@ -484,7 +484,7 @@ class Jobs(Program):
         next slot), as the roll-call would at the job's next slot."""
         now = self.mounted.clock()
         with dialects.begin(self.mounted.engine) as conn:
-            steps.start_timed(
+            runs.start_timed(
                 conn,
                 self.mounted,
                 name,

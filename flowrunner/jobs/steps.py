@@ -2,17 +2,6 @@
 roll-call, one slot run on its own (``overlap="allow"``, a backfill), or an operator's
 action on the job's run (run now, pause, resume).
 
-The runs a job keeps, by their start keys (``flow_id`` ``job:NAME``):
-
-- ``on:KEY`` — an event's job, on the planned record.
-- ``every:NAME`` — a job at times' own run: due at its next slot, it decides which slot
-  to run (``flowrunner.jobs.catch_up``). In ``realm="tenant"`` this run is the job's
-  *roll-call*: at each slot it makes sure each active tenant has its own run,
-  ``every:NAME:tenant:T``, which then runs the tenant's slots as a platform job's run
-  does, in the tenant's scope.
-- ``slot:SLOT`` (``slot:SLOT:tenant:T``) — one slot run on its own: with
-  ``overlap="allow"`` beside the job's other slots, or backfilled by an operator.
-
 Each slot of a job runs once: before its command the step takes the slot's
 idempotency record (``job:NAME:SLOT``, ``…:tenant:T``), in the step's transaction, and a
 slot whose record is completed already is not run again.
@@ -20,10 +9,8 @@ slot whose record is completed already is not run again.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -33,14 +20,12 @@ from flowrunner.engine import claimed, commands
 from flowrunner.engine.mounted import Claimed, Mounted
 from flowrunner.flows.interpreter import happened, retry
 from flowrunner.foundations import retry_policy, sanitize, statuses
-from flowrunner.jobs import catch_up, schedules, spec
+from flowrunner.jobs import catch_up, runs, spec
 from flowrunner.store import operations as ops
 from flowrunner.store import records
 
-PROGRAM = "job"  # the name a job's run gives its program (``engine.mounted.program_of``)
-WAITING = statuses.RunStatus.WAITING
-# How far before its first slot a tenant's new run counts from: it runs that slot.
-JUST_BEFORE = timedelta(microseconds=1)
+PROGRAM = runs.PROGRAM
+WAITING = runs.WAITING
 
 
 class JobsLike(Protocol):
@@ -50,158 +35,6 @@ class JobsLike(Protocol):
     jobs: dict[str, spec.Job]
 
     def active_tenants(self, conn: sa.Connection) -> list[str]: ...
-
-
-def flow_id(name: str) -> str:
-    """What a job's runs keep as their flow id: ``job:NAME``."""
-    return f"{PROGRAM}:{name}"
-
-
-def every_key(name: str, tenant: str | None = None) -> str:
-    """The start key of a job at times' own run (of one tenant's, in ``realm="tenant"``)."""
-    return f"every:{name}" if tenant is None else f"every:{name}:tenant:{tenant}"
-
-
-def slot_key(slot: datetime, tenant: str | None = None) -> str:
-    """The start key of one slot's run of its own (``overlap="allow"``, a backfill)."""
-    return f"slot:{slot.isoformat()}" + ("" if tenant is None else f":tenant:{tenant}")
-
-
-def command_key(name: str, slot: datetime, tenant: str | None = None) -> str:
-    """A slot's idempotency key: ``job:NAME:SLOT`` (``…:tenant:T`` for a tenant's)."""
-    return f"job:{name}:{slot.isoformat()}" + ("" if tenant is None else f":tenant:{tenant}")
-
-
-def timed_state(
-    *,
-    last: datetime,
-    next_at: datetime,
-    ran: datetime | None = None,
-    began: datetime | None = None,
-    ended: datetime | None = None,
-    paused: object = None,
-) -> dict[str, Any]:
-    """A job at times' state: the slot it last handled (or was scheduled from), when it
-    runs next, when its last slot's step began and ended, whether it is paused."""
-    return {
-        "last": last.isoformat(),
-        "ran": None if ran is None else ran.isoformat(),
-        "next_at": next_at.isoformat(),
-        "attempt": 0,
-        "retrying": None,
-        "began": None if began is None else began.isoformat(),
-        "ended": None if ended is None else ended.isoformat(),
-        "paused": paused,
-    }
-
-
-def moment(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    found = datetime.fromisoformat(value)
-    return found.replace(tzinfo=UTC) if found.tzinfo is None else found
-
-
-def digest(snapshot: Mapping[str, Any]) -> str:
-    text = json.dumps(snapshot, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def timed_snapshot(name: str, job: spec.Job) -> dict[str, Any]:
-    slots = job.slots
-    return {
-        "program": PROGRAM,
-        "job": name,
-        "every": slots.every,
-        "timezone": slots.timezone,
-        "command": job.command,
-        "run_as": job.run_as,
-        "realm": job.realm,
-    }
-
-
-def start_timed(
-    conn: sa.Connection,
-    mounted: Mounted,
-    name: str,
-    job: spec.Job,
-    *,
-    tenant: str | None,
-    last: datetime,
-    first: datetime,
-    now: datetime,
-) -> int | None:
-    """Start a job at times' own run (a tenant's, with ``tenant``) due at ``first``,
-    once; its id, or None when it was there already."""
-    slots = job.slots
-    snapshot = timed_snapshot(name, job)
-    run_id = ops.insert_run(
-        conn,
-        tenant=tenant,
-        resource=mounted.binding.resource,
-        record_id="",
-        flow_id=flow_id(name),
-        flow_name=name,
-        start_key=every_key(name, tenant),
-        snapshot=snapshot,
-        digest=digest(snapshot),
-        state=timed_state(last=last, next_at=first),
-        status=WAITING,
-        now=now,
-        started_by=job.run_as,
-        due_at=first,
-    )
-    if run_id is not None:
-        detail = {
-            "every": slots.every,
-            "timezone": slots.timezone,
-            "first": first.isoformat(),
-            "command": job.command,
-            "interval": isinstance(slots, schedules.Interval),
-        }
-        line = ops.LogLine("job_scheduled", kind=PROGRAM, title=name, detail=detail)
-        ops.append_logs(conn, run_id=run_id, at=now, tenant=tenant, lines=[line])
-    return run_id
-
-
-def start_slot(
-    conn: sa.Connection,
-    mounted: Mounted,
-    name: str,
-    job: spec.Job,
-    *,
-    slot: datetime,
-    tenant: str | None,
-    now: datetime,
-    by: str | None = None,
-) -> int | None:
-    """Start one slot's run of its own, due now, once per slot (and tenant); its id, or
-    None when that slot has its run already."""
-    snapshot = {
-        "program": PROGRAM,
-        "job": name,
-        "slot": slot.isoformat(),
-        "timezone": job.timezone,
-        "command": job.command,
-        "run_as": job.run_as,
-        "by": by,
-    }
-    return ops.insert_run(
-        conn,
-        tenant=tenant,
-        resource=mounted.binding.resource,
-        record_id="",
-        flow_id=flow_id(name),
-        flow_name=name,
-        start_key=slot_key(slot, tenant),
-        snapshot=snapshot,
-        digest=digest(snapshot),
-        state={"next_at": now.isoformat(), "attempt": 0},
-        status=WAITING,
-        now=now,
-        started_by=by or job.run_as,
-        due_at=now,
-    )
 
 
 class JobStep(claimed.ClaimedStep):
@@ -238,7 +71,7 @@ class JobStep(claimed.ClaimedStep):
         if "every" in run.snapshot and run.state.get("paused"):
             self.save(state=run.state, status=WAITING, due_at=None)  # until resumed
             return
-        due = moment(run.state.get("next_at"))
+        due = runs.moment(run.state.get("next_at"))
         if due is not None and self.now < due:
             # Woken before its time (an event about its record): it waits on.
             self.save(state=run.state, status=WAITING, due_at=due)
@@ -315,15 +148,15 @@ class JobStep(claimed.ClaimedStep):
         waits for its next slot, the slots it passed over said)."""
         run, state, now = self.run, self.run.state, self.now
         slots = job.slots
-        retrying = moment(state.get("retrying"))
+        retrying = runs.moment(state.get("retrying"))
         detail: dict[str, Any] = {"timezone": slots.timezone}
         if retrying is not None:
             return retrying, detail
         decision = catch_up.decide(
             slots,
-            last=moment(state.get("last")) or run.started_at,
-            ended=moment(state.get("ended")),
-            began=moment(state.get("began")),
+            last=runs.moment(state.get("last")) or run.started_at,
+            ended=runs.moment(state.get("ended")),
+            began=runs.moment(state.get("began")),
             now=now,
             catch_up=job.catch_up,
             overlap=job.overlap,
@@ -363,13 +196,13 @@ class JobStep(claimed.ClaimedStep):
         detail = {**_ran(job.command, 1), "slot": slot.isoformat(), **detail}
         if job.overlap == "allow":
             # The slot runs as a run of its own, beside any slot still running.
-            started = start_slot(
+            started = runs.start_slot(
                 self.conn, self.mounted, self.name, job, slot=slot, tenant=self.tenant, now=self.now
             )
             detail["run"] = started
             self.log("job_started", kind=PROGRAM, title=self.name, detail=detail)
             self.save(
-                state=timed_state(last=slot, next_at=following, ran=slot),
+                state=runs.timed_state(last=slot, next_at=following, ran=slot),
                 status=WAITING,
                 due_at=following,
             )
@@ -377,12 +210,12 @@ class JobStep(claimed.ClaimedStep):
         retrying = state.get("retrying") == slot.isoformat()
         attempt = int(str(state.get("attempt") or 0)) + 1 if retrying else 1
         detail["attempt"] = attempt
-        key = command_key(self.name, slot, self.tenant)
+        key = runs.command_key(self.name, slot, self.tenant)
         mark = ops.begin_idempotent(self.conn, key=key, tenant=run.tenant, now=self.now)
         if mark.completed:
             self.log("job_already", kind=PROGRAM, title=self.name, detail=detail)
             self.save(
-                state=timed_state(last=slot, next_at=following, ran=slot),
+                state=runs.timed_state(last=slot, next_at=following, ran=slot),
                 status=WAITING,
                 due_at=following,
             )
@@ -400,7 +233,7 @@ class JobStep(claimed.ClaimedStep):
         if result.ok:
             self.log("job_ran", kind=PROGRAM, title=self.name, detail=detail)
             self.save(
-                state=timed_state(
+                state=runs.timed_state(
                     last=slot, next_at=following, ran=slot, began=self.now, ended=ended
                 ),
                 status=WAITING,
@@ -426,7 +259,9 @@ class JobStep(claimed.ClaimedStep):
         self.log("job_failed", kind=PROGRAM, title=self.name, detail=detail)
         self.save(
             state={
-                **timed_state(last=slot, next_at=following, ran=slot, began=self.now, ended=ended),
+                **runs.timed_state(
+                    last=slot, next_at=following, ran=slot, began=self.now, ended=ended
+                ),
                 "error": error,
             },
             status=WAITING,
@@ -443,13 +278,13 @@ class JobStep(claimed.ClaimedStep):
         following = job.slots.next_slot(slot)
         started = []
         for tenant in self.jobs.active_tenants(self.conn):
-            run_id = start_timed(
+            run_id = runs.start_timed(
                 self.conn,
                 self.mounted,
                 self.name,
                 job,
                 tenant=tenant,
-                last=slot - JUST_BEFORE,
+                last=slot - runs.JUST_BEFORE,
                 first=slot,
                 now=self.now,
             )
@@ -459,7 +294,7 @@ class JobStep(claimed.ClaimedStep):
             detail = {"slot": slot.isoformat(), "timezone": job.timezone, "tenants": started}
             self.log("job_tenants", kind=PROGRAM, title=self.name, detail=detail)
         self.save(
-            state=timed_state(last=slot, next_at=following, ran=slot),
+            state=runs.timed_state(last=slot, next_at=following, ran=slot),
             status=WAITING,
             due_at=following,
         )
@@ -468,13 +303,13 @@ class JobStep(claimed.ClaimedStep):
 
     def _slot_run(self, job: spec.Job) -> None:
         run, snap, state = self.run, self.run.snapshot, self.run.state
-        slot = moment(snap.get("slot"))
+        slot = runs.moment(snap.get("slot"))
         assert slot is not None
         own = ops.find_started(
             self.conn,
             resource=run.resource,
-            flow_id=flow_id(self.name),
-            start_key=every_key(self.name, self.tenant),
+            flow_id=runs.flow_id(self.name),
+            start_key=runs.every_key(self.name, self.tenant),
         )
         if own is not None and own.state.get("paused"):
             if not state.get("parked"):
@@ -487,7 +322,7 @@ class JobStep(claimed.ClaimedStep):
             "slot": slot.isoformat(),
             "timezone": job.timezone,
         }
-        key = command_key(self.name, slot, self.tenant)
+        key = runs.command_key(self.name, slot, self.tenant)
         mark = ops.begin_idempotent(self.conn, key=key, tenant=run.tenant, now=self.now)
         done = {**state, "attempt": attempt, "parked": False}
         if mark.completed:
