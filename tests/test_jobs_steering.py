@@ -386,3 +386,31 @@ def test_a_tenant_job_on_a_binding_without_tenants_is_refused(sqlite_engine: sa.
     job = Job(every="@daily", command="close", run_as="clock", realm="tenant")
     with pytest.raises(errors.BindingError, match="belong to no tenants: leave realm out"):
         Jobs(driver.runner, {"close": job})
+
+
+def test_a_backfill_given_while_the_job_is_paused_waits_until_it_is_resumed(
+    any_engine: sa.Engine,
+) -> None:
+    close = Slots()
+    driver, jobs = hourly(any_engine, close, catch_up="none")
+    driver.advance("3 hours")  # 09:00, 10:00, 11:00 ran
+    jobs.pause("close", operator="olga")
+    done = jobs.backfill(
+        "close",
+        start=datetime(2026, 3, 2, 7, tzinfo=UTC),
+        end=datetime(2026, 3, 2, 8, tzinfo=UTC),
+        operator="olga",
+    )
+    two_workers(driver)
+    assert close.ran == ["09:00", "10:00", "11:00"]  # paused: the backfill waits
+    [first, _] = done.started
+    assert [line.sentence for line in driver.history(first)][-1] == (
+        "The job is paused: the slot Mon 2 Mar 07:00 waits until it is resumed"
+    )
+    jobs.resume("close", operator="olga")
+    two_workers(driver)
+    assert sorted(close.ran) == ["07:00", "08:00", "09:00", "10:00", "11:00"]
+    assert [line.sentence for line in driver.history(first)][-1] == (
+        "Ran close for the slot Mon 2 Mar 07:00"
+    )
+    once_each(close)
