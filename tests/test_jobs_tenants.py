@@ -212,3 +212,16 @@ def test_a_plan_with_a_target_that_is_no_record_key_refuses_the_event(
     driver.create(ticket(1, "acme"))
     with pytest.raises(errors.BindingError, match="its plan cannot be kept: a plan's target"):
         driver.emit("desk.replied", {"ticket": 1, "tenant_id": "acme"})
+
+
+def test_a_tenant_job_is_run_now_for_the_tenant_named(any_engine: sa.Engine) -> None:
+    seen = Seen()
+    job = Job(every="@daily", command="tidy", run_as="clock", realm="tenant")
+    driver = desk_driver(any_engine, {"tidy": job}, seen=seen)
+    driver.create(ticket(1, "acme"))
+    with pytest.raises(errors.OperatorError, match="runs once per tenant: name the tenant"):
+        mounted(driver).run_now("tidy", operator="olga")
+    ran = mounted(driver).run_now("tidy", operator="olga", tenant="acme")
+    assert ran.ok and seen.ran == [("acme", "-")]
+    entry = driver.runner.journal(tenant="acme").rows[0]
+    assert (entry.operator, entry.action, entry.tenant) == ("olga", "job_run", "acme")
