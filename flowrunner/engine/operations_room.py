@@ -422,6 +422,15 @@ def journal_sentence(entry: ops.JournalRow) -> str:
         return _edit_sentence(entry, detail)
     if entry.action == "job_run":
         return f"{entry.operator} ran job '{detail.get('job', '?')}' now (run {entry.run_id})"
+    if entry.action in ("job_pause", "job_resume"):
+        verb = "paused" if entry.action == "job_pause" else "resumed"
+        return f"{entry.operator} {verb} job '{detail.get('job', '?')}'"
+    if entry.action == "job_backfill":
+        return (
+            f"{entry.operator} backfilled job '{detail.get('job', '?')}' from "
+            f"{detail.get('from', '?')} to {detail.get('to', '?')}: {detail.get('slots', 0)} "
+            f"slots, {detail.get('started', 0)} started"
+        )
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"
     if entry.action == "start" and detail.get("flow"):

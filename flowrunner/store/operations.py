@@ -91,6 +91,7 @@ from flowrunner.store.runs import (
     open_runs,
     run_history,
     runs_for_record,
+    runs_started_with,
     save_run,
 )
 from flowrunner.store.saves import checkpoint_run, save_step
@@ -162,6 +163,7 @@ __all__ = [
     "run_history",
     "run_lease",
     "runs_for_record",
+    "runs_started_with",
     "save_run",
     "save_step",
     "set_due",

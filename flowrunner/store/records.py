@@ -185,3 +185,13 @@ def count_records(
     if tables.tenant is not None:
         query = query.where(tables.resource.c[tables.tenant] == tenant)
     return int(conn.execute(query).scalar_one())
+
+
+def record_tenants(conn: sa.Connection, tables: app_tables.AppTables) -> list[str]:
+    """The tenants that own at least one record of the resource, in order; none without
+    tenants (what a job in ``realm="tenant"`` takes as the active tenants by default)."""
+    if tables.tenant is None:
+        return []
+    column = tables.resource.c[tables.tenant]
+    query = sa.select(column).where(column.is_not(None)).distinct().order_by(column)
+    return [str(tenant) for tenant in conn.execute(query).scalars()]
