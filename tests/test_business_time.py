@@ -6,6 +6,7 @@ desk hours of their own. On SQLite and PostgreSQL, through the test driver's clo
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -383,3 +384,25 @@ BASE: dict[str, Any] = {
     "steps_table": "plain_flow_step",
     "set_columns": ["status"],
 }
+
+
+def test_a_designer_chooses_the_flows_calendar_in_the_console(engine: sa.Engine) -> None:
+    from console import console, errors_beside
+
+    driver = desk(engine, MONDAY_10AM)
+    flow_id = flow(driver, "Answer the customer", {"kind": "wait", "duration": "2 business days"})
+    ui = console(driver)
+    page = ui.get(f"/flow/{flow_id}")
+    assert '<select id="flow-calendar" name="calendar"' in page.text
+    assert re.search(r'<option value=""( selected)?>the default \(desk\)</option>', page.text)
+    row = {"name": "Answer the customer", "start": "created", "active": "true"}
+    ui.follow(ui.post(f"/flow/{flow_id}", {**row, "calendar": "desk"}))
+    with engine.connect() as conn:
+        saved = conn.execute(sa.text("select calendar from sla_flow")).scalar_one()
+    assert saved == "desk"
+    refused = ui.post(f"/flow/{flow_id}", {**row, "calendar": "dsek"})
+    assert refused.status_code == 422
+    [sentence] = errors_beside(refused.text, "flow", "calendar")
+    assert "'dsek' is not one of the binding's calendars" in sentence and "desk" in sentence
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("select calendar from sla_flow")).scalar_one() == "desk"

@@ -32,6 +32,7 @@ from flowrunner.web.console.rows_form import (
     Problems,
     StepColumns,
     as_values,
+    calendar_options,
     flow_row,
     kind_options,
     next_position,
@@ -131,7 +132,17 @@ def flows_list(
         may_create=page.console.access.may_edit(page.reader, {}),
         hints=HINTS,
         has_schedule="schedule" in page.runner.tables.flows.c,
+        calendars=_calendars(page),
     )
+
+
+def _calendars(page: Page) -> list[tuple[str, str]]:
+    """The calendars a flow's form offers; none where the binding names none or the flows
+    table has no ``calendar`` column."""
+    binding = page.runner.binding
+    if not binding.calendars or "calendar" not in page.runner.tables.flows.c:
+        return []
+    return calendar_options(binding)
 
 
 def create_flow(page: Page) -> Response:
@@ -204,6 +215,7 @@ def flow_page(
         choices=_choices(page, steps),
         saved_yaml=saved_yaml,
         has_schedule="schedule" in page.runner.tables.flows.c,
+        calendars=_calendars(page),
         next_slots=[history_words.when(slot, zone) for slot in slots],
         slot_zone=None if found is None else found.timezone,
         tried=tried or Tried({"until": "30 days", "rows": saved_yaml}, Problems()),
