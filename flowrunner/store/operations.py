@@ -58,6 +58,7 @@ from flowrunner.store.ledger import (
     journal_entries,
     record_completed,
     record_idempotent,
+    results_under,
 )
 from flowrunner.store.listing import (
     STUCK,
@@ -156,6 +157,7 @@ __all__ = [
     "prune",
     "record_completed",
     "record_idempotent",
+    "results_under",
     "refresh_lease",
     "release_lease",
     "run_flow_names",

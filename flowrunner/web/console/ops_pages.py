@@ -19,7 +19,7 @@ from flowrunner.engine import actions, operations_room
 from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import ids
 from flowrunner.store import operations as ops
-from flowrunner.web.console import run_view, runs_pages
+from flowrunner.web.console import record_pages, run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
 
@@ -34,6 +34,8 @@ def _filters(page: Page) -> dict[str, str]:
 def runs_room(page: Page) -> Response:
     given = _filters(page)
     asked: dict[str, Any] = {k: v for k, v in given.items() if v}
+    if "record" in asked:  # its key, or what people know it by (PO-3299)
+        asked["record"] = record_pages.key_for(page, asked["record"])
     before = page.query.get("before") or None
     problems = Problems()
     counts: dict[str, int] = {}

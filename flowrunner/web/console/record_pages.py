@@ -1,9 +1,12 @@
-"""A record's page: its runs newest first (flow, status, where each waits and for what,
-its diagram with the run drawn over it, its history in sentences), and the manual flows
-an operator may start on it."""
+"""A record's page: the record itself (the columns its binding shows, those the reader
+may read), its runs newest first (flow, status, where each waits and for what, what each
+step took in and answered, its diagram with the run drawn over it, its history in
+sentences), and the manual flows an operator may start on it. The header's search finds
+a record by its key or by what people know it by (``record_search``: ``PO-3299``)."""
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 from starlette.responses import Response
@@ -16,12 +19,73 @@ from flowrunner.web.console import run_view
 from flowrunner.web.console.page import Page
 
 
+SEARCH_LIMIT = 20
+
+
+def found_records(page: Page, text: str) -> list[dict[str, Any]]:
+    """The reader's tenant's records ``text`` names: the one of that key, and those
+    whose ``record_search`` columns hold it (in any case), each once, key order."""
+    runner = page.runner
+    tables = runner.tables
+    with page.reading() as conn:
+        found = records.find_records(
+            conn, tables, runner.binding.record_search, text, page.tenant, limit=SEARCH_LIMIT
+        )
+        try:
+            keyed = records.load_record(conn, tables, text, page.tenant)
+        except errors.RecordRejected:
+            keyed = None
+    key = tables.key
+    if keyed is not None and all(str(r[key]) != str(keyed[key]) for r in found):
+        found.insert(0, keyed)
+    return found
+
+
+def key_for(page: Page, text: str) -> str:
+    """The key of the one record ``text`` names (``PO-3299`` → ``3299``), for a filter
+    on runs by record; ``text`` itself when it names none, or several."""
+    if not page.runner.binding.record_search or not text.strip():
+        return text
+    found = found_records(page, text)
+    return str(found[0][page.runner.tables.key]) if len(found) == 1 else text
+
+
 def lookup(page: Page) -> Response:
-    """The header's "Record" box: to the record's page."""
-    record_id = page.query.get("id", "").strip()
-    if not record_id:
+    """The header's search: to the record's page when one record is found (by its key
+    or its label), else a list of those found, or a page saying none is."""
+    text = page.query.get("id", "").strip()
+    if not text:
         return page.redirect("/")
-    return page.redirect(f"/record/{record_id}")
+    found = found_records(page, text)
+    key = page.runner.tables.key
+    if len(found) == 1:
+        return page.redirect("/record/" + urllib.parse.quote(str(found[0][key]), safe=""))
+    if not found and not page.runner.binding.record_search:
+        return page.redirect("/record/" + urllib.parse.quote(text, safe=""))  # runs outlive it
+    labels = page.runner.binding.record_search
+    return page.render(
+        "found.html",
+        status=200 if found else 404,
+        text=text,
+        resource=page.runner.binding.resource,
+        found=[(row[key], [row.get(c) for c in labels]) for row in found],
+        labels=labels,
+        more=len(found) >= SEARCH_LIMIT,
+    )
+
+
+def shown_values(page: Page, record: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The record's columns its page shows (``FlowBinding.shown_columns``), those the
+    reader may read, with their values."""
+    if record is None:
+        return []
+    access = page.console.access
+    resource = page.runner.binding.resource
+    return [
+        (column, record.get(column))
+        for column in page.runner.binding.shown_columns
+        if column in record and access.reads_column(page.reader, resource, column)
+    ]
 
 
 def record_page(page: Page, *, refused: str | None = None) -> Response:
@@ -50,6 +114,7 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
         record_id=key,
         resource=runner.binding.resource,
         exists=record is not None,
+        values=shown_values(page, record),
         views=views,
         manual=manual if may_start else [],
         may_start=may_start,
