@@ -7,13 +7,16 @@ a record by its key or by what people know it by (``record_search``: ``PO-3299``
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.responses import Response
 
-from flowrunner import errors
+from flowrunner import errors, query
+from flowrunner.flows import snapshot
 from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import statuses
+from flowrunner.store import operations as ops
 from flowrunner.store import records
 from flowrunner.web.console import run_view
 from flowrunner.web.console.page import Page
@@ -74,17 +77,43 @@ def lookup(page: Page) -> Response:
     )
 
 
-def shown_values(page: Page, record: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """The record's columns its page shows (``FlowBinding.shown_columns``), those the
-    reader may read, with their values."""
+def tested_columns(runs: Sequence[ops.RunRow]) -> list[str]:
+    """The record's columns the conditions of its runs' flows and steps read, each once:
+    what decided the way its runs went."""
+    found: dict[str, None] = {}
+    for run in runs:
+        try:
+            snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
+        except (KeyError, TypeError, ValueError):
+            continue  # a workflow in code: no conditions of rows
+        texts = [snap.flow.condition, *(step.get("condition") for step in snap.steps)]
+        for said in texts:
+            if not isinstance(said, str) or not said.strip():
+                continue
+            try:
+                found.update(dict.fromkeys(sorted(query.parse(said).columns)))
+            except errors.QueryError:
+                continue
+    return list(found)
+
+
+def shown_values(
+    page: Page, record: dict[str, Any] | None, runs: Sequence[ops.RunRow]
+) -> list[tuple[str, Any]]:
+    """The record's columns its page shows, those the reader may read, with their
+    values: the binding's ``record_columns``, else its key, ``record_search`` and set
+    columns (``FlowBinding.shown_columns``) and those its runs' conditions read."""
     if record is None:
         return []
+    binding = page.runner.binding
+    columns = list(binding.shown_columns)
+    if not binding.record_columns:
+        columns += [c for c in tested_columns(runs) if c not in columns]
     access = page.console.access
-    resource = page.runner.binding.resource
     return [
         (column, record.get(column))
-        for column in page.runner.binding.shown_columns
-        if column in record and access.reads_column(page.reader, resource, column)
+        for column in columns
+        if column in record and access.reads_column(page.reader, binding.resource, column)
     ]
 
 
@@ -114,7 +143,7 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
         record_id=key,
         resource=runner.binding.resource,
         exists=record is not None,
-        values=shown_values(page, record),
+        values=shown_values(page, record, runs),
         views=views,
         manual=manual if may_start else [],
         may_start=may_start,
