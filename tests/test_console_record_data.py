@@ -171,3 +171,43 @@ def test_a_tenant_finds_its_own_record_by_number_and_never_another_tenants(
     assert as_gus.get("/record", id="1").status_code == 404  # acme's, by its key
     page = as_gus.get("/record/2").text
     assert values_shown(page) == {"id": "2", "number": "CL-7", "status": "—"}
+
+
+def test_a_reader_who_may_not_read_the_step_a_run_waits_at_reads_what_it_waits_for(
+    driver: testing.FlowDriver,
+) -> None:
+    driver.create(order(1))  # waits at two approvals for their approvers' decisions
+
+    def can_read(principal: Principal, row: Mapping[str, Any]) -> bool:
+        return not str(row.get("title") or "").endswith("approval")
+
+    page = console(driver, OPERATOR, can_read=can_read).get("/record/1").text
+    waits = re.findall(r"<li>(Waits at [^<]*)</li>", page)
+    assert waits == [
+        "Waits at a step you may not read, for po.decided; it gives up at Mon 9 Mar 09:00 UTC"
+    ] * 2
+    for hidden in ("Manager approval", "Finance approval", "manager@example.com", "cfo@"):
+        assert hidden not in page  # nor its input, nor its command's answer
+
+
+def test_the_flows_list_counts_each_flows_runs_as_the_operations_room_does(
+    driver: testing.FlowDriver,
+) -> None:
+    driver.create(order(1))  # Big orders: waits
+    driver.create({**order(2), "amount": 50, "priority": "hold"})  # Small orders: fails
+    ui = console(driver, OPERATOR)
+    listed = ui.get("/").text
+    counts = dict(
+        re.findall(
+            r'<tr data-flow="\d+">\s*<td data-label="Flow"><a [^>]*>([^<]*)</a>.*?'
+            r'<td data-label="Runs" class="running">\s*(.*?)</td>',
+            listed,
+            re.S,
+        )
+    )
+    assert text(counts["Small orders"]) == "failed 1"  # not "none": it failed
+    assert text(counts["Big orders"]).startswith("waiting 1 — 1 on the current rows")
+    assert text(counts["Resend"]) == "none"
+    # Each count leads to the Operations room, which counts alike.
+    room = ui.get("/ops", flow="Small orders", status="failed").text
+    assert len(re.findall(r'<tr data-run="\d+"', room)) == 1
