@@ -74,7 +74,7 @@ def in_view(page: Page, selector: str) -> bool:
     )
     size = page.viewport_size
     assert size is not None
-    return (
+    return bool(
         box["top"] >= 0
         and box["bottom"] <= size["height"]
         and box["left"] >= 0

@@ -16,11 +16,10 @@ import sqlalchemy as sa
 from console import OPERATOR, Session, as_, console, text
 from running import mount, order
 
+from fixtures.purchase_orders import app as po
 from flowrunner import FlowBinding, FlowRunner, errors, flow_runner, tables, testing
 from flowrunner.store import dialects, migrate
 from flowrunner.web.console import Principal
-
-from fixtures.purchase_orders import app as po
 
 
 @pytest.fixture
@@ -163,9 +162,10 @@ def test_a_tenant_finds_its_own_record_by_number_and_never_another_tenants(
     amy = Principal("amy", tenant="acme", roles=frozenset({"operator"}))
     gus = Principal("gus", tenant="globex", roles=frozenset({"operator"}))
     # Both tenants have a claim CL-7: each finds their own.
-    assert Session(claims.console(principal=as_(amy))).get("/record", id="cl-7").headers[
-        "location"
-    ] == "/record/1"
+    assert (
+        Session(claims.console(principal=as_(amy))).get("/record", id="cl-7").headers["location"]
+        == "/record/1"
+    )
     as_gus = Session(claims.console(principal=as_(gus)))
     assert as_gus.get("/record", id="CL-7").headers["location"] == "/record/2"
     assert as_gus.get("/record", id="1").status_code == 404  # acme's, by its key
@@ -183,9 +183,11 @@ def test_a_reader_who_may_not_read_the_step_a_run_waits_at_reads_what_it_waits_f
 
     page = console(driver, OPERATOR, can_read=can_read).get("/record/1").text
     waits = re.findall(r"<li>(Waits at [^<]*)</li>", page)
-    assert waits == [
-        "Waits at a step you may not read, for po.decided; it gives up at Mon 9 Mar 09:00 UTC"
-    ] * 2
+    assert (
+        waits
+        == ["Waits at a step you may not read, for po.decided; it gives up at Mon 9 Mar 09:00 UTC"]
+        * 2
+    )
     for hidden in ("Manager approval", "Finance approval", "manager@example.com", "cfo@"):
         assert hidden not in page  # nor its input, nor its command's answer
 

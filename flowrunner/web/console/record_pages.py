@@ -21,7 +21,6 @@ from flowrunner.store import records
 from flowrunner.web.console import run_view
 from flowrunner.web.console.page import Page
 
-
 SEARCH_LIMIT = 20
 
 
