@@ -104,6 +104,15 @@ def test_a_buyer_finds_an_order_by_its_number_and_its_page_shows_the_order(
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
     page.screenshot(path=str(SHOTS / f"record-9-{width}.png"), full_page=True)
 
+    # The Operations room's record filter takes the number too.
+    page.get_by_role("navigation", name="Console").get_by_role("link", name="Operations").click()
+    page.locator("#filter-record").fill("PO-9")
+    page.get_by_role("button", name="Show").click()
+    rows = page.locator("tr[data-run]")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-status", "failed")
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_refused_save_comes_back_at_its_field_focused_and_in_view(

@@ -190,6 +190,9 @@ def test_a_reader_who_may_not_read_the_step_a_run_waits_at_reads_what_it_waits_f
     )
     for hidden in ("Manager approval", "Finance approval", "manager@example.com", "cfo@"):
         assert hidden not in page  # nor its input, nor its command's answer
+    room = console(driver, OPERATOR, can_read=can_read).get("/ops").text
+    stands = re.findall(r'<td data-label="Where it stands">([^<]*)</td>', room)
+    assert stands == ["; ".join([waits[0]] * 2)]
 
 
 def test_the_flows_list_counts_each_flows_runs_as_the_operations_room_does(

@@ -59,9 +59,12 @@ def runs_room(page: Page) -> Response:
         # Where it stands, in the words flowrunner runs list uses, its hidden waits left out.
         hidden = run_view.hidden_steps(run, reads)
         readable = tuple(w for w in run.waiting if str(w.step_id) not in hidden)
-        stands[run.id] = operations_room.where_it_stands(
-            dataclasses.replace(run, waiting=readable), tz
-        )
+        said = operations_room.where_it_stands(dataclasses.replace(run, waiting=readable), tz)
+        unread = [
+            run_view.hidden_wait_sentence(w, tz) for w in run.waiting if str(w.step_id) in hidden
+        ]
+        # A wait the reader may not read says what it waits for, not where.
+        stands[run.id] = "; ".join([*([said] if readable or not unread else []), *unread])
     with page.reading() as conn:
         flows = [str(f["name"]) for f in TenantRows(page.runner.mounted).flows(conn, page.tenant)]
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
