@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations import payloads, shapes, sqltypes
 from flowrunner.foundations.shapes import RecordId, Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
@@ -200,8 +200,8 @@ def find_records(
     ``columns`` is ``text``, in any case (``po-3299`` finds ``PO-3299``): whole records,
     in key order, at most ``limit``. ``text`` is sent as a bound parameter."""
     wanted = text.strip().lower()
-    if not columns or not wanted:
-        return []
+    if not columns or not wanted or payloads.text_problem(wanted) is not None:
+        return []  # a text no column can hold (a NUL) finds nothing, and is not sent
     resource = tables.resource
     said = sa.bindparam("p_text", wanted, type_=sa.Text)
     query = (

@@ -62,8 +62,9 @@ def lookup(page: Page) -> Response:
     key = page.runner.tables.key
     if len(found) == 1:
         return page.redirect("/record/" + urllib.parse.quote(str(found[0][key]), safe=""))
-    if not found and not page.runner.binding.record_search:
-        return page.redirect("/record/" + urllib.parse.quote(text, safe=""))  # runs outlive it
+    if not found and (not page.runner.binding.record_search or _is_key(page, text)):
+        # Its page says: a deleted record's runs are kept, and shown there.
+        return page.redirect("/record/" + urllib.parse.quote(text, safe=""))
     labels = page.runner.binding.record_search
     return page.render(
         "found.html",
@@ -119,7 +120,13 @@ def shown_values(
 def record_page(page: Page, *, refused: str | None = None) -> Response:
     runner = page.runner
     record_id = page.params["record_id"]
-    key = _key(page, record_id)
+    try:
+        key = _key(page, record_id)
+    except errors.OperatorError:
+        known = key_for(page, record_id)  # an address naming it as people do: /record/PO-7
+        if known == record_id:
+            raise
+        return page.redirect("/record/" + urllib.parse.quote(known, safe=""))
     runs = runner.operations.runs(key, tenant=page.tenant)
     with page.reading() as conn:
         record = records.load_record(conn, runner.tables, runner.tables.key_value(key), page.tenant)
@@ -149,6 +156,14 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
         refused=refused,
         ended=statuses.ENDED,
     )
+
+
+def _is_key(page: Page, text: str) -> bool:
+    try:
+        page.runner.tables.key_value(text)
+    except errors.RecordRejected:
+        return False
+    return True
 
 
 def _key(page: Page, record_id: str) -> str:
