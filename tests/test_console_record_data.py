@@ -122,6 +122,13 @@ def test_an_order_is_found_by_its_number_in_any_case(driver: testing.FlowDriver)
     )
     assert ui.get("/record", id="PO-\x001").status_code == 404  # no column holds a NUL
     assert ui.get("/record/po-2").headers["location"] == "/record/2"  # an address as said
+    # Two orders under one number (a typo): both listed, each leading to its page.
+    driver.create({**order(4), "number": "PO-44"})
+    driver.create({**order(5), "number": "po-44"})
+    both = ui.get("/record", id="PO-44")
+    assert both.status_code == 200
+    assert re.findall(r'<li><a href="(/record/\d+)">', both.text) == ["/record/4", "/record/5"]
+    assert "2 records found" in text(both.text)
     # The Operations room's record filter takes the number as well.
     room = ui.get("/ops", record="PO-2").text
     assert re.findall(r'<tr data-run="(\d+)"', room) == [str(driver.runs(2)[0].id)]
