@@ -25,7 +25,7 @@ def test_the_console_guide_runs_and_prints_what_it_says(
 ) -> None:
     guide = run_guide(
         "console.md",
-        blocks=6,
+        blocks=7,
         module="console_guide",
         own_module=True,
         python=wheel.python,

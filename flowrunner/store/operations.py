@@ -58,6 +58,7 @@ from flowrunner.store.ledger import (
     journal_entries,
     record_completed,
     record_idempotent,
+    results_under,
 )
 from flowrunner.store.listing import (
     STUCK,
@@ -159,6 +160,7 @@ __all__ = [
     "record_idempotent",
     "refresh_lease",
     "release_lease",
+    "results_under",
     "run_flow_names",
     "run_history",
     "run_lease",

@@ -83,10 +83,27 @@ def running(conn: sa.Connection, page: Page, flow_id: Any) -> Running:
     )
 
 
+# The statuses the flows list counts, as the Operations room counts them: the runs
+# going on, and those an operator may have to look at.
+LISTED = ("running", "waiting", "failed", "stuck")
+
+
 @dataclasses.dataclass(frozen=True)
 class FlowLine:
     flow: dict[str, Any]
     running: Running
+    counts: tuple[tuple[str, int], ...] = ()
+    """Its runs by status (``LISTED``, those it has), counted as the Operations room
+    counts them with this flow chosen."""
+
+
+def counted(page: Page, flow: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The flow's runs by status, by the Operations room's own count."""
+    try:
+        counts = page.runner.count_runs(flow=str(flow["name"]), tenant=page.tenant)
+    except errors.RowInvalid:
+        return ()
+    return tuple((status, counts[status]) for status in LISTED if counts.get(status))
 
 
 def _rows(page: Page) -> TenantRows:
@@ -121,7 +138,9 @@ def flows_list(
 ) -> Response:
     with page.reading() as conn:
         flows = _rows(page).flows(conn, page.tenant)
-        lines = [FlowLine(flow, running(conn, page, flow["id"])) for flow in flows]
+        lines = [
+            FlowLine(flow, running(conn, page, flow["id"]), counted(page, flow)) for flow in flows
+        ]
     status = 422 if (editing and editing.problems) or imported else 200
     return page.render(
         "flows.html",

@@ -19,7 +19,7 @@ from flowrunner.engine import actions, operations_room
 from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import ids
 from flowrunner.store import operations as ops
-from flowrunner.web.console import run_view, runs_pages
+from flowrunner.web.console import record_pages, run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
 
@@ -34,6 +34,8 @@ def _filters(page: Page) -> dict[str, str]:
 def runs_room(page: Page) -> Response:
     given = _filters(page)
     asked: dict[str, Any] = {k: v for k, v in given.items() if v}
+    if "record" in asked:  # its key, or what people know it by (PO-3299)
+        asked["record"] = record_pages.key_for(page, asked["record"])
     before = page.query.get("before") or None
     problems = Problems()
     counts: dict[str, int] = {}
@@ -57,9 +59,12 @@ def runs_room(page: Page) -> Response:
         # Where it stands, in the words flowrunner runs list uses, its hidden waits left out.
         hidden = run_view.hidden_steps(run, reads)
         readable = tuple(w for w in run.waiting if str(w.step_id) not in hidden)
-        stands[run.id] = operations_room.where_it_stands(
-            dataclasses.replace(run, waiting=readable), tz
-        )
+        said = operations_room.where_it_stands(dataclasses.replace(run, waiting=readable), tz)
+        unread = [
+            run_view.hidden_wait_sentence(w, tz) for w in run.waiting if str(w.step_id) in hidden
+        ]
+        # A wait the reader may not read says what it waits for, not where.
+        stands[run.id] = "; ".join([*([said] if readable or not unread else []), *unread])
     with page.reading() as conn:
         flows = [str(f["name"]) for f in TenantRows(page.runner.mounted).flows(conn, page.tenant)]
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
