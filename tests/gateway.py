@@ -92,3 +92,15 @@ def add(driver: testing.FlowDriver, orders: Iterable[tuple[int, tuple[str, str]]
             record = {"id": n, "tenant_id": tenant, "status": "new", "note": note}
             conn.execute(order.insert().values(**record))
             runner.record_created(conn, record)
+
+
+def app(url: str) -> FlowRunner:
+    """The shop's runner on ``url``, as ``flowrunner runs --app gateway:app`` mounts it (its
+    engine kept in ``MOUNTED``, for the test to close)."""
+    engine = sa.create_engine(url)
+    MOUNTED.append(engine)
+    return flow_runner(BINDING, engine, commands={"sync_order": sync_order})
+
+
+MOUNTED: list[sa.Engine] = []
+"""The engines ``app`` made."""
