@@ -59,15 +59,25 @@ def runner(engine: sa.Engine) -> FlowRunner:
     mounted = flow_runner(BINDING, engine, commands={"sync_order": sync_order})
     with engine.begin() as conn:
         for tenant in ("acme", "globex"):
-            flow = mounted.save_flow(conn, {"name": "Sync", "start": "created", "tenant_id": tenant})
+            flow = mounted.save_flow(
+                conn, {"name": "Sync", "start": "created", "tenant_id": tenant}
+            )
             mounted.save_step(
                 conn,
-                {"flow_id": flow, "position": 1, "kind": "sync", "title": "Sync", "tenant_id": tenant},
+                {
+                    "flow_id": flow,
+                    "position": 1,
+                    "kind": "sync",
+                    "title": "Sync",
+                    "tenant_id": tenant,
+                },
             )
     return mounted
 
 
-def shop(engine: sa.Engine, *, down: int, full: int = 2, other_tenant: int = 3) -> testing.FlowDriver:
+def shop(
+    engine: sa.Engine, *, down: int, full: int = 2, other_tenant: int = 3
+) -> testing.FlowDriver:
     """Orders 1..``down`` of acme fail on the gateway being down, the next ``full`` of acme
     on a full ledger, the next ``other_tenant`` of globex on the gateway too; then the
     gateway comes back up. One run each, failed, a minute apart from the first."""

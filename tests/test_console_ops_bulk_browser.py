@@ -34,6 +34,8 @@ pytestmark = pytest.mark.slow
 
 DOWN = sized(300, 300)
 SHOTS = artifacts("console-bulk")
+DOC_IMAGES = ROOT / "docs" / "images"
+WIDE = 1280
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,19 @@ def shop(tmp_path: Path) -> Iterator[tuple[testing.FlowDriver, str]]:
     engine.dispose()
 
 
+def shot(page: Any, name: str, width: int) -> None:
+    """A screenshot into the artifacts; at 1280 px the top of the page for docs/console.md
+    too (copied to docs/images with ``FLOWRUNNER_WRITE_DOC_IMAGES=1``)."""
+    path = SHOTS / f"{name}-{width}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if width != WIDE:
+        return
+    doc = DOC_IMAGES / f"console-bulk-{name}.png"
+    if os.environ.get("FLOWRUNNER_WRITE_DOC_IMAGES") == "1":
+        page.screenshot(path=str(doc), clip={"x": 0, "y": 0, "width": WIDE, "height": 560})
+    assert doc.is_file(), f"docs/console.md shows {doc.name}"
+
+
 def no_sideways_scroll(page: Any) -> None:
     width: dict[str, Any] = page.evaluate(
         "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
@@ -66,7 +81,7 @@ def no_sideways_scroll(page: Any) -> None:
     assert width["scroll"] <= width["inner"], f"the page scrolls sideways: {width}"
 
 
-@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("width", [WIDE, 390])
 def test_an_operator_retries_every_run_of_one_error_in_one_confirmed_action(
     browser: Browser, shop: tuple[testing.FlowDriver, str], width: int
 ) -> None:
@@ -82,24 +97,24 @@ def test_an_operator_retries_every_run_of_one_error_in_one_confirmed_action(
     no_sideways_scroll(page)
     # The runs list's menu chooses nothing by itself.
     expect(page.locator("#many-action")).to_have_value("")
-    page.screenshot(path=str(SHOTS / f"groups-{width}.png"), full_page=True)
+    shot(page, "groups", width)
 
     first.get_by_role("button", name=f"Retry all {DOWN}…").click()
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Retry {DOWN} runs?")
     no_sideways_scroll(page)
-    page.screenshot(path=str(SHOTS / f"confirm-{width}.png"), full_page=True)
+    shot(page, "confirm", width)
     assert driver.runner.journal(tenant="acme").rows == ()
-    confirmation: dict[str, str] = page.evaluate(
+    confirmation: dict[str, str | float | bool] = page.evaluate(
         "() => Object.fromEntries(new FormData(document.querySelector('form.stack')))"
     )
 
     page.get_by_role("button", name=f"Retry {DOWN} runs").click()
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Retry: {DOWN} done, 0 refused")
     no_sideways_scroll(page)
-    page.screenshot(path=str(SHOTS / f"retried-{width}.png"), full_page=True)
+    shot(page, "retried", width)
 
     entries = driver.runner.journal(tenant="acme", limit=500).rows
-    assert sorted(e.run_id for e in entries) == list(range(1, DOWN + 1))
+    assert sorted(e.run_id or 0 for e in entries) == list(range(1, DOWN + 1))
     assert len({e.operator for e in entries}) == 1
     # The same confirmation posted again (a second click, a reload) retries none again.
     again = page.request.post(base + "/ops/act-all", form=confirmation)

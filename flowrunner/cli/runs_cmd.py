@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from flowrunner.runner import FlowRunner
-
     from flowrunner.store import operations as ops
 
 EXIT_STATUSES = """\b

@@ -52,7 +52,7 @@ def runs_room(page: Page) -> Response:
         )
         others = {k: v for k, v in asked.items() if k != "status"}
         counts = page.runner.count_runs(**others, tenant=page.tenant)
-        groups = page.runner.error_groups(RunQuery(**others), tenant=page.tenant)
+        groups = page.runner.operations.error_groups(RunQuery(**others), tenant=page.tenant)
         rows, stuck, next_before = found.rows, found.stuck, found.next_before
     except errors.RowInvalid as refused:
         problems = Problems.of(refused, FILTERS)
