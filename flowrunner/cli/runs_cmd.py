@@ -436,10 +436,14 @@ def _report(
 ) -> None:
     refused = [outcome for outcome in outcomes if not outcome.done]
     if as_json:
-        counted = {"counted": counts["counted"], "no_longer_matched": counts["no_longer"]}
+        counted = (
+            {"counted": counts["counted"], "no_longer_matched": counts["no_longer"]}
+            if counts
+            else {}
+        )
         cli_mod.echo_json(
             {
-                **(counted if counts else {}),
+                **counted,
                 "action": str(action),
                 "dry_run": dry_run,
                 "done": len(outcomes) - len(refused),
