@@ -3,7 +3,8 @@ tests of acting over a whole filter: the gateway goes down and hundreds of runs 
 one reason, a few for another.
 
 Each order's ``note`` says how its sync goes: ``down`` — the gateway refuses with a
-timeout; ``full`` — the ledger refuses (another error); anything else — synced.
+timeout; ``full`` — the ledger refuses (another error); ``secret`` — the gateway refuses
+saying a token and a card number; anything else — synced.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def sync_order(ctx: commands.CommandContext) -> None:
         raise errors.CommandRefused(DOWN)
     if note == "full":
         raise errors.CommandRefused(FULL)
+    if note == "secret":
+        raise errors.CommandRefused("the gateway refused token=abc123 for card 4111 1111 1111 1111")
 
 
 def runner(engine: sa.Engine) -> FlowRunner:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gateway
 import pytest
+import room
 import sqlalchemy as sa
 from sizes import sized
 
@@ -132,3 +133,29 @@ def test_what_cannot_be_used_is_refused_before_anything_is_counted(
     assert "cannot be stored" in str(refused.value)
     with pytest.raises(Exception, match="there is no action 'retyr' — did you mean 'retry'"):
         shop.runner.operations.count_matching("retyr", RunQuery(), tenant="acme")
+
+
+def test_an_error_is_grouped_as_stored_its_secrets_masked(any_engine: sa.Engine) -> None:
+    shop = gateway.shop(any_engine, down=1, full=0, other_tenant=0)
+    gateway.GATEWAY["up"] = False
+    gateway.add(shop, [(2, ("acme", "secret")), (3, ("acme", "secret"))])
+    shop.run_until_idle()
+    gateway.GATEWAY["up"] = True
+    groups = shop.runner.error_groups(tenant="acme")
+    assert [(g.count, g.error.rsplit(": ", 1)[-1]) for g in groups] == [
+        (2, "the gateway refused token=[redacted] for card [card ****1111]"),
+        (1, "timeout"),
+    ]
+    assert shop.runner.list_runs(tenant="acme", error="abc123").rows == ()
+    assert len(shop.runner.list_runs(tenant="acme", error="TOKEN=[redacted]").rows) == 2
+
+
+def test_stuck_runs_are_grouped_too_and_redriven_all_at_once(any_engine: sa.Engine) -> None:
+    desk = room.desk(any_engine)
+    [stuck] = [g for g in desk.runner.error_groups() if g.status == "stuck"]
+    assert (stuck.count, stuck.error, stuck.newest_id) == (1, "", 5)
+    asked = RunQuery(status="stuck")
+    counted = desk.runner.operations.count_matching("redrive", asked)
+    acted = desk.runner.operations.act_on_matching(counted, asked, operator="olga")
+    assert [o.sentence for o in acted.outcomes] == ["run 5 redriven: due now, its lease freed"]
+    assert [g.status for g in desk.runner.error_groups()] == ["failed"]  # none stuck now
