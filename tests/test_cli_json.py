@@ -64,6 +64,7 @@ def test_every_command_that_prints_data_takes_json() -> None:
         "flows compare",
         "flows export",
         "flows import",
+        "flows list",
         "flows publish",
         "flows rollback",
         "flows start",
