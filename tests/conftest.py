@@ -131,6 +131,34 @@ def any_engine(request: pytest.FixtureRequest) -> sa.Engine:
     return engine
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def module_engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[sa.Engine]:
+    """One database a module's tests share, once on SQLite and once on PostgreSQL: for
+    tests that only read (or only are refused) what a fixture built on it once."""
+    if request.param == "sqlite":
+        folder = tmp_path_factory.mktemp("module")
+        engine = sa.create_engine(f"sqlite:///{folder / 'test.db'}")
+        sa.event.listen(engine, "connect", _no_disk_waits)
+        yield engine
+        engine.dispose()
+        return
+    url: str = request.getfixturevalue("pg_url")
+    schema = f"m_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    engine = _schema_engine(url, schema)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
 @pytest.fixture
 def engine(any_engine: sa.Engine) -> sa.Engine:
     """``any_engine`` with the engine's own tables migrated in (a module may define its own)."""
