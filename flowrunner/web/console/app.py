@@ -77,6 +77,7 @@ def build(
     """The console of ``runner`` as an ASGI application (see ``flowrunner.web.console``)."""
     from flowrunner.web.console import (
         flows_pages,
+        jobs_pages,
         ops_pages,
         record_pages,
         runs_pages,
@@ -112,7 +113,15 @@ def build(
     # Signing in needs no reader: it is how a token's reader comes to be one.
     show, post = sign_in.endpoints(console)
     routes += [Route("/signin", show, methods=["GET"]), Route("/signin", post, methods=["POST"])]
-    for module in (flows_pages, versions_pages, record_pages, runs_pages, ops_pages, sign_in):
+    for module in (
+        flows_pages,
+        versions_pages,
+        record_pages,
+        runs_pages,
+        ops_pages,
+        jobs_pages,
+        sign_in,
+    ):
         for method, path, handler in module.ROUTES:
             routes.append(Route(path, page.endpoint(console, handler), methods=[method]))
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])
