@@ -165,8 +165,7 @@ def test_show_tells_a_failed_runs_story_in_words(url: str) -> None:
         "Started Hand over",
         "Handed over",
         "Hand over failed: the command refused: the desk said no",
-        "Run failed: step 'Hand over' (assign, position 2) failed: the command refused: "
-        "the desk said no",
+        "Run failed: Hand over failed: the command refused: the desk said no",
     ]
     assert history[0].endswith("Warn (position 1): Started Warn")
     assert history[-1].split("  ")[2].startswith("run: Run failed")

@@ -439,6 +439,15 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             {"status": "cancelled", "reason": "cancelled by olga: merged"},
             "Run cancelled by olga: merged",
         ),
+        (
+            None,
+            {
+                "status": "failed",
+                "reason": "step 'Send to supplier' (send, position 80) failed: "
+                "the command refused: the order is on hold",
+            },
+            "Run failed: Send to supplier failed: the command refused: the order is on hold",
+        ),
     ],
     "cancelled": [(None, {"by": "olga", "reason": "merged"}, "olga cancelled the run: merged")],
     "retried": [
