@@ -92,7 +92,7 @@ def test_a_buyer_finds_an_order_by_its_number_and_its_page_shows_the_order(
     expect(search).to_have_attribute("placeholder", "its id or number")
     search.fill("po-9")
     search.press("Enter")
-    expect(page.get_by_role("heading", level=1)).to_have_text("purchase_order 9")
+    expect(page.get_by_role("heading", level=1)).to_have_text("PO-9")  # the binding's record_label
     assert page.url.endswith("/record/9")
     values = page.locator(".record-values")
     expect(values).to_be_visible()

@@ -72,6 +72,7 @@ STORED_FLOW = {
     "condition": "amount > 5",
     "changes": None,
     "active": True,
+    "calendar": None,
     "schedule": None,
 }
 STORED_KINDS = [

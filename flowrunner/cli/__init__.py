@@ -49,10 +49,10 @@ SUMMARIES = {
     "demo": "Run the support-desk and purchase-order sample apps through the real engine.",
     "diagram": "Draw FLOW (its name or id): each position a column, its steps as lanes.",
     "flows": (
-        "Flows as files: import, export, and validate the stored rows; a flow's versions: "
-        "publish, list, compare, roll back."
+        "Flows as files: import, export, list and validate the stored rows (a scheduled flow "
+        "with its next slots); a flow's versions: publish, list, compare, roll back."
     ),
-    "jobs": "The app's jobs: list them, run one now.",
+    "jobs": "The app's jobs: list them, run one now, pause, resume, backfill.",
     "migrate": "Create or move flowrunner's own tables (forward-only migrations).",
     "prune": "Delete the app's history older than --older-than, in short batches.",
     "query": "Check CONDITION: print its canonical form, its SQL and, with --record, the result.",

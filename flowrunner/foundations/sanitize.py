@@ -30,6 +30,8 @@ from typing import Any
 from flowrunner.foundations import shapes
 
 REDACTED = "[redacted]"
+# A card field's value as sanitize_fields leaves it: its last four digits.
+_MASKED_CARD = re.compile(r"\*\*\*\*\d{4}")
 DEFAULT_MAX_LEN = 1000
 MESSAGE_MAX_LEN = 500
 CODE_MAX_LEN = 100
@@ -438,7 +440,9 @@ def sanitize_fields(
         )
         if value is not None and is_sensitive_field(key):
             digits = "".join(ch for ch in str(value) if ch.isdigit())
-            if _card_field(key) and len(digits) >= 8 and not isinstance(value, Mapping):
+            if _card_field(key) and _MASKED_CARD.fullmatch(str(value)):
+                result[key] = str(value)  # masked already: masking twice changes nothing
+            elif _card_field(key) and len(digits) >= 8 and not isinstance(value, Mapping):
                 result[key] = f"****{digits[-4:]}"
             else:
                 result[key] = REDACTED

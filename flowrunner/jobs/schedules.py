@@ -394,15 +394,15 @@ def flow_schedule(text: str) -> Schedule:
     then the name of the time zone whose wall clock they are read on (UTC without one).
     ``BindingError`` with a sentence for what cannot be read.
 
-    >>> read("0 6 * * mon Europe/Berlin")
+    >>> flow_schedule("0 6 * * mon Europe/Berlin")
     Schedule(every='0 6 * * mon', timezone='Europe/Berlin')
-    >>> read(" @daily ")
+    >>> flow_schedule(" @daily ")
     Schedule(every='0 0 * * *', timezone='UTC')
-    >>> read("0 6 * * mon Berlin")  # doctest: +ELLIPSIS
+    >>> flow_schedule("0 6 * * mon Berlin")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     flowrunner.errors.BindingError: there is no time zone 'Berlin': name one such as ...
-    >>> read("0 6 * mon")  # doctest: +ELLIPSIS
+    >>> flow_schedule("0 6 * mon")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     flowrunner.errors.BindingError: the schedule '0 6 * mon' is not five cron fields ...
@@ -425,9 +425,9 @@ def flow_schedule(text: str) -> Schedule:
 
 
 def written(schedule: Schedule) -> str:
-    """A schedule as ``read`` reads it back: ``0 6 * * mon Europe/Berlin``.
+    """A schedule as ``flow_schedule`` reads it back: ``0 6 * * mon Europe/Berlin``.
 
-    >>> written(read("0 6 * * mon Europe/Berlin"))
+    >>> written(flow_schedule("0 6 * * mon Europe/Berlin"))
     '0 6 * * mon Europe/Berlin'
     """
     return f"{schedule.every} {schedule.timezone}"
