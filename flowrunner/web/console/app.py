@@ -76,6 +76,7 @@ def build(
 ) -> Starlette:
     """The console of ``runner`` as an ASGI application (see ``flowrunner.web.console``)."""
     from flowrunner.web.console import (
+        dashboard_pages,
         flows_pages,
         ops_pages,
         record_pages,
@@ -112,7 +113,15 @@ def build(
     # Signing in needs no reader: it is how a token's reader comes to be one.
     show, post = sign_in.endpoints(console)
     routes += [Route("/signin", show, methods=["GET"]), Route("/signin", post, methods=["POST"])]
-    for module in (flows_pages, versions_pages, record_pages, runs_pages, ops_pages, sign_in):
+    for module in (
+        flows_pages,
+        versions_pages,
+        dashboard_pages,
+        record_pages,
+        runs_pages,
+        ops_pages,
+        sign_in,
+    ):
         for method, path, handler in module.ROUTES:
             routes.append(Route(path, page.endpoint(console, handler), methods=[method]))
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])
