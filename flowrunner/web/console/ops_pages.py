@@ -19,7 +19,7 @@ from flowrunner.engine import actions, operations_room
 from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import ids
 from flowrunner.store import operations as ops
-from flowrunner.web.console import run_view, runs_pages
+from flowrunner.web.console import refresh, run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
 
@@ -79,6 +79,7 @@ def runs_room(page: Page) -> Response:
         actions=may_act,
         words=runs_pages.WORDS,
         here=page.url("/ops", **given, before=before),
+        refresh=refresh.of(page, "/ops", **given, before=before),
     )
 
 

@@ -1,0 +1,264 @@
+"""A flow's dashboard over HTTP: its figures equal what the database says, counted in SQL
+here, independently of the dashboard's own queries — runs started and ended per day, per
+status, where runs wait now and where they failed, how many are late, the steps that
+gave up, the median time to finish and at each step. The Operations room and a record's
+page refresh themselves unless asked not to. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from console import OPERATOR, Session, console, text
+from running import mount
+from sizes import sized
+
+from flowrunner import errors, testing
+from flowrunner.engine import commands
+
+FLOWS = """
+- name: Review
+  start: created
+  condition: status = review
+  steps:
+    - {position: 1, kind: notify, title: Ask, audience: requester, message: Any news}
+    - {position: 2, kind: waitFor, title: Reply, event: ticket.replied, duration: 2 days}
+    - {position: 3, kind: assign, title: Hand over, assign_to: triage}
+"""
+
+
+def hand_over(ctx: commands.CommandContext) -> None:
+    """The triage desk refuses every third ticket."""
+    if int(str(ctx.record["id"])) % 3 == 0:
+        raise errors.CommandRefused("triage is full")
+
+
+def ticket(n: int) -> dict[str, object]:
+    return {"id": n, "title": f"T{n}", "requester_id": "ann", "status": "review"}
+
+
+def reviewed(engine: sa.Engine, days: int) -> testing.FlowDriver:
+    """Three tickets a day for ``days`` days: the first answered within hours, the others
+    left to give up after two days (then handed over; every third refused, failed). Then
+    two tickets waiting, and two whose start no worker has taken for an hour (late)."""
+    driver = mount(engine, "tickets", flows=FLOWS, commands={"assign_ticket": hand_over})
+    n = 0
+    for day in range(days):
+        for _ in range(3):
+            n += 1
+            driver.create(ticket(n))
+        driver.advance(timedelta(hours=1 + day % 5))
+        driver.emit("ticket.replied", {"ticket": n - 2})
+        driver.advance(timedelta(hours=23 - day % 5))
+    driver.advance("3 days")
+    for _ in range(2):
+        n += 1
+        driver.create(ticket(n))
+    driver.advance(timedelta(hours=2))
+    for _ in range(2):
+        n += 1
+        driver.create(ticket(n), run=False)
+    driver.advance(timedelta(hours=1), run=False)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def days() -> int:
+    return sized(6, 24)
+
+
+@pytest.fixture
+def desk(any_engine: sa.Engine, days: int) -> testing.FlowDriver:
+    return reviewed(any_engine, days)
+
+
+@pytest.fixture
+def ui(desk: testing.FlowDriver) -> Session:
+    return console(desk, OPERATOR)
+
+
+def table(page: str, name: str) -> list[dict[str, str]]:
+    """The rows of the table ``name`` as their data attributes."""
+    found = re.search(rf'<table class="figures" id="{name}">(.*?)</table>', page, re.S)
+    assert found is not None, name
+    return [
+        dict(re.findall(r'data-([\w-]+)="([^"]*)"', row))
+        for row in re.findall(r"<tr (data-[^>]*)>", found.group(1))
+    ]
+
+
+def sql(desk: testing.FlowDriver, postgres: str, sqlite: str, **params: Any) -> list[Any]:
+    engine = desk.runner.engine
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(sa.text("SET TIME ZONE 'UTC'"))
+        query = sqlite if engine.dialect.name == "sqlite" else postgres
+        return list(conn.execute(sa.text(query), params))
+
+
+def test_runs_per_day_and_per_status_are_those_the_database_holds(
+    desk: testing.FlowDriver, ui: Session, days: int
+) -> None:
+    page = ui.get("/flow/1/dashboard")
+    assert page.status_code == 200, page.text
+    started = dict(
+        sql(
+            desk,
+            "SELECT CAST(started_at AS date)::text, count(*) FROM flowrunner_runs "
+            "WHERE flow_id = '1' GROUP BY 1",
+            "SELECT date(started_at), count(*) FROM flowrunner_runs "
+            "WHERE flow_id = '1' GROUP BY 1",
+        )
+    )
+    ended = dict(
+        sql(
+            desk,
+            "SELECT CAST(ended_at AS date)::text, count(*) FROM flowrunner_runs "
+            "WHERE flow_id = '1' AND ended_at IS NOT NULL GROUP BY 1",
+            "SELECT date(ended_at), count(*) FROM flowrunner_runs "
+            "WHERE flow_id = '1' AND ended_at IS NOT NULL GROUP BY 1",
+        )
+    )
+    shown = table(page.text, "per-day-table")
+    assert len(shown) == 30
+    assert {r["day"]: int(r["started"]) for r in shown if r["started"] != "0"} == started
+    assert {r["day"]: int(r["ended"]) for r in shown if r["ended"] != "0"} == ended
+    assert sum(started.values()) == 3 * days + 4
+    # The chart draws one bar per day with runs started, one per day with runs ended.
+    assert page.text.count('class="bar started"') == len(started)
+    assert page.text.count('class="bar ended"') == len(ended)
+
+    statuses = dict(
+        sql(
+            desk,
+            "SELECT status, count(*) FROM flowrunner_runs WHERE flow_id = '1' GROUP BY status",
+            "SELECT status, count(*) FROM flowrunner_runs WHERE flow_id = '1' GROUP BY status",
+        )
+    )
+    counts = dict(re.findall(r'data-status="(\w+)" data-count="(\d+)"', page.text))
+    assert {k: int(v) for k, v in counts.items() if v != "0"} == statuses
+    assert statuses["failed"] > 0 and statuses["done"] > 0 and statuses["waiting"] == 2
+
+
+def test_where_runs_wait_now_how_many_are_late_and_where_they_failed(
+    desk: testing.FlowDriver, ui: Session
+) -> None:
+    page = ui.get("/flow/1/dashboard").text
+    at = {
+        "postgresql": "(state->>'position')::int",
+        "sqlite": "json_extract(state, '$.position')",
+    }
+    now = desk.now
+    found = {}
+    for dialect, position in at.items():
+        if desk.runner.engine.dialect.name != dialect:
+            continue
+        query = (
+            f"SELECT {position}, r.status, d.due_at < :now FROM flowrunner_runs r "
+            "LEFT JOIN flowrunner_due d ON d.run_id = r.id "
+            "WHERE r.flow_id = '1' AND r.status IN ('running', 'waiting', 'failed')"
+        )
+        found = Counter(
+            (-1 if p is None else int(p), s, bool(late))
+            for p, s, late in sql(desk, query, query, now=now)
+        )
+    expected: dict[str, dict[str, int]] = defaultdict(lambda: {"w": 0, "l": 0, "f": 0})
+    for (position, status, late), count in found.items():
+        mine = expected[str(position)]
+        if status == "failed":
+            mine["f"] += count
+        else:
+            mine["w"] += count
+            mine["l"] += count if late else 0
+    shown = {
+        r["position"]: {"w": int(r["waiting"]), "l": int(r["late"]), "f": int(r["failed"])}
+        for r in table(page, "now-table")
+    }
+    assert shown == dict(expected)
+    assert sum(p["l"] for p in shown.values()) == 2
+    assert sum(p["f"] for p in shown.values()) > 0
+    # The diagram's boxes carry them: the waiting step says how many wait there.
+    box = r'<article class="frd-step"[^>]*data-step="2".*?class="frd-state"[^>]*><p>(.*?)</p>'
+    reply = re.search(box, page, re.S)
+    assert reply is not None
+    assert text(reply.group(1)).endswith(f"{expected['2']['w']} waiting")
+
+
+def test_the_steps_that_gave_up_and_the_median_times(
+    desk: testing.FlowDriver, ui: Session
+) -> None:
+    page = ui.get("/flow/1/dashboard").text
+    gave_up = dict(
+        sql(
+            desk,
+            "SELECT step_id, count(*) FROM flowrunner_step_log WHERE what = 'timed_out' "
+            "GROUP BY step_id",
+            "SELECT step_id, count(*) FROM flowrunner_step_log WHERE what = 'timed_out' "
+            "GROUP BY step_id",
+        )
+    )
+    assert {r["step"]: int(r["gave-up"]) for r in table(page, "breaches-table")} == gave_up
+
+    took = sql(
+        desk,
+        "SELECT extract(epoch FROM ended_at - started_at) FROM flowrunner_runs "
+        "WHERE flow_id = '1' AND status = 'done'",
+        "SELECT (julianday(ended_at) - julianday(started_at)) * 86400 FROM flowrunner_runs "
+        "WHERE flow_id = '1' AND status = 'done'",
+    )
+    [finish] = table(page, "finish-table")
+    assert int(finish["count"]) == len(took)
+    assert float(finish["median"]) == pytest.approx(statistics.median(float(t) for (t,) in took))
+
+    # A step's time: from its first line to the line that ended the pass (flow's clock).
+    lines = sql(
+        desk,
+        "SELECT run_id, step_id, pass, what, coalesce(due_at, at) FROM flowrunner_step_log "
+        "WHERE step_id IS NOT NULL AND what NOT IN ('cancel_done', 'cancel_failed')",
+        "SELECT run_id, step_id, pass, what, coalesce(due_at, at) FROM flowrunner_step_log "
+        "WHERE step_id IS NOT NULL AND what NOT IN ('cancel_done', 'cancel_failed')",
+    )
+    passes: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
+    for run_id, step_id, pass_, what, moment in lines:
+        passes[(run_id, step_id, pass_)].append((what, moment))
+    times: dict[str, list[float]] = defaultdict(list)
+    for (_, step_id, _), seen in passes.items():
+        if any(what in ("done", "timed_out", "failed", "cancel") for what, _ in seen):
+            moments = [m if not isinstance(m, str) else _moment(m) for _, m in seen]
+            times[str(step_id)].append((max(moments) - min(moments)).total_seconds())
+    shown = {r["step"]: r for r in table(page, "steps-table")}
+    for step_id, seconds in times.items():
+        assert int(shown[step_id]["count"]) == len(seconds)
+        assert float(shown[step_id]["median"]) == pytest.approx(statistics.median(seconds))
+    assert float(shown["2"]["median"]) > 3600  # the reply step waits hours or days
+
+
+def _moment(value: str) -> Any:
+    from datetime import UTC, datetime
+
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def test_a_flow_links_to_its_dashboard_and_an_unknown_flow_has_none(ui: Session) -> None:
+    assert 'href="/flow/1/dashboard"' in ui.get("/flow/1").text
+    assert 'href="/flow/1/dashboard"' in ui.get("/").text
+    assert ui.get("/flow/99/dashboard").status_code == 404
+
+
+def test_the_operations_room_and_a_records_page_refresh_unless_asked_not_to(
+    ui: Session,
+) -> None:
+    for path in ("/ops", "/record/1"):
+        page = ui.get(path).text
+        assert '<meta name="flowrunner-refresh" content="30">' in page
+        assert f'href="{path}?refresh=off"' in page
+        stopped = ui.get(path, refresh="off").text
+        assert "flowrunner-refresh" not in stopped
+        assert "This page does not refresh." in stopped
+    assert "flowrunner-refresh" not in ui.get("/flow/1/dashboard").text
