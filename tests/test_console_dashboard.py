@@ -111,8 +111,7 @@ def test_runs_per_day_and_per_status_are_those_the_database_holds(
             desk,
             "SELECT CAST(started_at AS date)::text, count(*) FROM flowrunner_runs "
             "WHERE flow_id = '1' GROUP BY 1",
-            "SELECT date(started_at), count(*) FROM flowrunner_runs "
-            "WHERE flow_id = '1' GROUP BY 1",
+            "SELECT date(started_at), count(*) FROM flowrunner_runs WHERE flow_id = '1' GROUP BY 1",
         )
     )
     ended = dict(
@@ -154,7 +153,7 @@ def test_where_runs_wait_now_how_many_are_late_and_where_they_failed(
         "sqlite": "json_extract(state, '$.position')",
     }
     now = desk.now
-    found = {}
+    found: Counter[tuple[int, str, bool]] = Counter()
     for dialect, position in at.items():
         if desk.runner.engine.dialect.name != dialect:
             continue
@@ -164,13 +163,13 @@ def test_where_runs_wait_now_how_many_are_late_and_where_they_failed(
             "WHERE r.flow_id = '1' AND r.status IN ('running', 'waiting', 'failed')"
         )
         found = Counter(
-            (-1 if p is None else int(p), s, bool(late))
-            for p, s, late in sql(desk, query, query, now=now)
+            (-1 if p is None else int(p), str(state), bool(late))
+            for p, state, late in sql(desk, query, query, now=now)
         )
     expected: dict[str, dict[str, int]] = defaultdict(lambda: {"w": 0, "l": 0, "f": 0})
-    for (position, status, late), count in found.items():
+    for (position, status_now, late), count in found.items():
         mine = expected[str(position)]
-        if status == "failed":
+        if status_now == "failed":
             mine["f"] += count
         else:
             mine["w"] += count
@@ -189,9 +188,7 @@ def test_where_runs_wait_now_how_many_are_late_and_where_they_failed(
     assert text(reply.group(1)).endswith(f"{expected['2']['w']} waiting")
 
 
-def test_the_steps_that_gave_up_and_the_median_times(
-    desk: testing.FlowDriver, ui: Session
-) -> None:
+def test_the_steps_that_gave_up_and_the_median_times(desk: testing.FlowDriver, ui: Session) -> None:
     page = ui.get("/flow/1/dashboard").text
     gave_up = dict(
         sql(

@@ -155,7 +155,7 @@ def _seconds(
     """``later - earlier`` in seconds, in SQL."""
     if dialects.is_sqlite(conn):
         return (sa.func.julianday(later) - sa.func.julianday(earlier)) * 86400.0
-    return sa.func.extract("epoch", later - earlier)
+    return sa.cast(sa.extract("epoch", later - earlier), sa.Float)
 
 
 def finish_times(conn: sa.Connection, scope: Scope, since: datetime) -> Spread:
@@ -164,9 +164,7 @@ def finish_times(conn: sa.Connection, scope: Scope, since: datetime) -> Spread:
     where = [*_runs_of(scope), runs.c.status == "done", runs.c.ended_at >= since]
     took = _seconds(conn, runs.c.ended_at, runs.c.started_at)
     if not dialects.is_sqlite(conn):
-        row = conn.execute(
-            sa.select(sa.func.count(), *_percentiles(took)).where(*where)
-        ).one()
+        row = conn.execute(sa.select(sa.func.count(), *_percentiles(took)).where(*where)).one()
         return Spread(int(row[0]), _float(row[1]), _float(row[2]))
     count = int(conn.execute(sa.select(sa.func.count()).where(*where)).scalar_one())
     query = sa.select(took).where(*where).order_by(runs.c.id.desc()).limit(SAMPLE)

@@ -38,7 +38,7 @@ def _scale(highest: float) -> float:
     """A round top for an axis at or above ``highest``."""
     if highest <= 0:
         return 1.0
-    step = 10 ** len(str(int(highest))) / 10
+    step = float(10 ** len(str(int(highest)))) / 10
     for factor in (1, 2, 2.5, 5, 10):
         if highest <= step * factor:
             return step * factor

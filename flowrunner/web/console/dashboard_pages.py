@@ -121,15 +121,11 @@ def flow_dashboard(page: Page) -> Response:
     with page.reading() as conn:
         flow = TenantRows(page.runner.mounted).flow(conn, flow_id, page.tenant)
         all_steps = flow_rows_store.steps_of_flow(conn, page.runner.tables, flow["id"])
-        drawn = page.runner.operations.diagram(
-            conn, flow["id"], can_read=reads, tenant=page.tenant
-        )
+        drawn = page.runner.operations.diagram(conn, flow["id"], can_read=reads, tenant=page.tenant)
         href = run_view.links(conn, page)
     hidden = {str(s["id"]) for s in all_steps if not reads(s)}
     found = figures(page, str(flow["id"]))
-    found = dataclasses.replace(
-        found, steps=[s for s in found.steps if s.step_id not in hidden]
-    )
+    found = dataclasses.replace(found, steps=[s for s in found.steps if s.step_id not in hidden])
     readable_positions = {c.position for c in drawn.picture.columns if c.boxes}
     hidden_positions = {int(s["position"]) for s in all_steps if str(s["id"]) in hidden}
     now = [
@@ -143,7 +139,10 @@ def flow_dashboard(page: Page) -> Response:
         found.labels, found.started, found.ended, title="Runs started and ended per day"
     )
     steps_chart = charts.bars_chart(
-        [(s.title or f"step {s.step_id}", (s.time.median or 0, s.time.p95 or 0)) for s in found.steps],
+        [
+            (s.title or f"step {s.step_id}", (s.time.median or 0, s.time.p95 or 0))
+            for s in found.steps
+        ],
         (("median", charts.STARTED), ("95th", charts.LATE)),
         title="Time spent at each step",
         name="step-times",
@@ -156,7 +155,11 @@ def flow_dashboard(page: Page) -> Response:
         title="Steps that gave up",
         name="breaches",
     )
-    titles = {str(s["position"]): str(s.get("title") or "") for s in all_steps if str(s["id"]) not in hidden}
+    titles = {
+        str(s["position"]): str(s.get("title") or "")
+        for s in all_steps
+        if str(s["id"]) not in hidden
+    }
     return page.render(
         "dashboard.html",
         flow=flow,
