@@ -154,11 +154,11 @@ def test_where_runs_wait_now_how_many_are_late_and_where_they_failed(
     }
     now = desk.now
     found: Counter[tuple[int, str, bool]] = Counter()
-    for dialect, position in at.items():
+    for dialect, spelled in at.items():
         if desk.runner.engine.dialect.name != dialect:
             continue
         query = (
-            f"SELECT {position}, r.status, d.due_at < :now FROM flowrunner_runs r "
+            f"SELECT {spelled}, r.status, d.due_at < :now FROM flowrunner_runs r "
             "LEFT JOIN flowrunner_due d ON d.run_id = r.id "
             "WHERE r.flow_id = '1' AND r.status IN ('running', 'waiting', 'failed')"
         )
