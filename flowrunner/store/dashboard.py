@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -27,7 +28,12 @@ from flowrunner.foundations import sqltypes, statuses
 from flowrunner.store import dialects, engine_tables
 
 SAMPLE = 50_000
-"""On SQLite, the most durations a percentile is computed from (the newest)."""
+"""On SQLite, the most durations a percentile of the time to finish is computed from
+(the newest)."""
+
+RUNS = 20_000
+"""The time at each step, and the steps that gave up, are of the newest this many runs
+started in the days shown."""
 
 STEP_ENDS = ("done", "timed_out", "failed", "cancel")
 """The history lines that end a step's pass: done, gave up, failed, stopped waiting."""
@@ -202,10 +208,17 @@ def _spread(values: list[float], count: int) -> Spread:
 
 
 def step_times(conn: sa.Connection, scope: Scope, since: datetime) -> list[StepFigures]:
-    """Each step of the flow's runs started since ``since``: how long its ended passes
-    took (from its first history line to the line that ended it, on the flow's clock),
-    and how many passes gave up. Steps in the order their ids first appear."""
+    """Each step of the flow's newest ``RUNS`` runs started since ``since``: how long its
+    ended passes took (from its first history line to the line that ended it, on the
+    flow's clock), and how many passes gave up. Steps in the order they first appear."""
     runs, log = engine_tables.runs, engine_tables.step_log
+    newest = (
+        sa.select(runs.c.id)
+        .where(*_runs_of(scope), runs.c.started_at >= since)
+        .order_by(runs.c.id.desc())
+        .limit(RUNS)
+        .subquery()
+    )
     moment = sa.func.coalesce(log.c.due_at, log.c.at)
     ends = sa.func.sum(sa.case((log.c.what.in_(STEP_ENDS), 1), else_=0))
     gave_up = sa.func.sum(sa.case((log.c.what == GAVE_UP, 1), else_=0))
@@ -218,48 +231,53 @@ def step_times(conn: sa.Connection, scope: Scope, since: datetime) -> list[StepF
             ends.label("ends"),
             gave_up.label("gave_up"),
         )
-        .select_from(log.join(runs, runs.c.id == log.c.run_id))
+        .select_from(log.join(newest, newest.c.id == log.c.run_id))
         .where(
-            *_runs_of(scope),
-            runs.c.started_at >= since,
             log.c.step_id.is_not(None),
             # Telling the application a step stopped waiting comes later, off the clock.
             log.c.what.not_in(("cancel_done", "cancel_failed")),
         )
         .group_by(log.c.run_id, log.c.step_id, log.c["pass"])
-        .subquery()
     )
-    ended = passes.c.ends > 0
-    took = sa.case((ended, passes.c.took))
-    columns = [
-        passes.c.step_id,
-        sa.func.max(passes.c.title),
-        sa.func.min(passes.c.first),
+    if dialects.is_sqlite(conn):
+        return _step_figures([tuple(row) for row in conn.execute(passes)])
+    table = passes.subquery()
+    ended = table.c.ends > 0
+    query = sa.select(
+        table.c.step_id,
+        sa.func.max(table.c.title),
+        sa.func.min(table.c.first),
         sa.func.sum(sa.case((ended, 1), else_=0)),
-        sa.func.sum(passes.c.gave_up),
-    ]
-    figures: list[StepFigures] = []
-    if not dialects.is_sqlite(conn):
-        query = sa.select(*columns, *_percentiles(took)).group_by(passes.c.step_id)
-        for step_id, title, _first, count, breaches, median, p95 in sorted(
-            conn.execute(query), key=lambda row: int(row[2])
-        ):
-            spread = Spread(int(count), _float(median), _float(p95))
-            figures.append(StepFigures(str(step_id), str(title or ""), spread, int(breaches)))
-        return figures
-    query = sa.select(*columns).group_by(passes.c.step_id)
-    heads = sorted(conn.execute(query), key=lambda row: int(row[2]))
-    for step_id, title, _first, count, breaches in heads:
-        sample = (
-            sa.select(passes.c.took)
-            .where(passes.c.step_id == step_id, ended)
-            .order_by(passes.c.first.desc())
-            .limit(SAMPLE)
-        )
-        values = [float(v) for (v,) in conn.execute(sample)]
-        spread = _spread(values, int(count))
+        sa.func.sum(table.c.gave_up),
+        *_percentiles(sa.case((ended, table.c.took))),
+    ).group_by(table.c.step_id)
+    figures = []
+    for step_id, title, _first, count, breaches, median, p95 in sorted(
+        conn.execute(query), key=lambda row: int(row[2])
+    ):
+        spread = Spread(int(count), _float(median), _float(p95))
         figures.append(StepFigures(str(step_id), str(title or ""), spread, int(breaches)))
     return figures
+
+
+def _step_figures(passes: Sequence[Sequence[Any]]) -> list[StepFigures]:
+    """Each step's figures from its passes (SQLite, which has no percentile)."""
+    first: dict[str, int] = {}
+    titles: dict[str, str] = {}
+    took: dict[str, list[float]] = {}
+    breaches: dict[str, int] = {}
+    for step_id, title, at, seconds, ends, gave_up in passes:
+        key = str(step_id)
+        first[key] = min(first.get(key, at), at)
+        titles[key] = max(titles.get(key, ""), str(title or ""))
+        breaches[key] = breaches.get(key, 0) + int(gave_up or 0)
+        took.setdefault(key, [])
+        if ends:
+            took[key].append(float(seconds))
+    return [
+        StepFigures(key, titles[key], _spread(took[key], len(took[key])), breaches[key])
+        for key in sorted(first, key=first.__getitem__)
+    ]
 
 
 def where_now(conn: sa.Connection, scope: Scope, now: datetime) -> list[PositionNow]:
