@@ -4,10 +4,10 @@ answered, given up, handed over, failed, waiting, late (the dashboard's tests an
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from running import mount
+from running import T0, mount
 
 from flowrunner import errors, testing
 from flowrunner.engine import commands
@@ -33,11 +33,13 @@ def ticket(n: int) -> dict[str, object]:
     return {"id": n, "title": f"T{n}", "requester_id": "ann", "status": "review"}
 
 
-def reviewed(engine: sa.Engine, days: int) -> testing.FlowDriver:
+def reviewed(engine: sa.Engine, days: int, *, start: datetime = T0) -> testing.FlowDriver:
     """Three tickets a day for ``days`` days: the first answered within hours, the others
     left to give up after two days (then handed over; every third refused, failed). Then
     two tickets waiting, and two whose start no worker has taken for an hour (late)."""
-    driver = mount(engine, "tickets", flows=FLOWS, commands={"assign_ticket": hand_over})
+    driver = mount(
+        engine, "tickets", flows=FLOWS, commands={"assign_ticket": hand_over}, start=start
+    )
     n = 0
     for day in range(days):
         for _ in range(3):

@@ -35,8 +35,9 @@ RUNS = 20_000
 """The time at each step, and the steps that gave up, are of the newest this many runs
 started in the days shown."""
 
-STEP_ENDS = ("done", "timed_out", "failed", "cancel")
-"""The history lines that end a step's pass: done, gave up, failed, stopped waiting."""
+STEP_ENDS = ("done", "arrived", "timed_out", "failed", "cancel")
+"""The history lines that end a step's pass: done, arrived, gave up, failed, stopped
+waiting."""
 
 GAVE_UP = "timed_out"
 """The history line of a step whose deadline passed: it gave up (an SLA breached)."""
