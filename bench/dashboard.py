@@ -1,6 +1,6 @@
 """A flow's dashboard over many runs: each of its queries, and the whole page, timed.
 
-    python bench/dashboard.py [--runs 200000] [--repeat 5] [--postgres URL] [--json]
+    python bench/dashboard.py [--runs 200000] [--repeat 5] [--postgres URL] [--only DB] [--json]
 
 A review desk's real runs of one flow (``tests/reviews.py``: answered, given up, handed
 over, failed, waiting, late) are copied in bulk, their history lines with them, into
@@ -151,12 +151,19 @@ def counted(engine: sa.Engine, since: Any) -> dict[str, Any]:
                 sa.select(runs.c.status, sa.func.count()).where(*where).group_by(runs.c.status)
             ).all()
         )
+        # The passes that gave up, of the newest runs the dashboard reads them from.
+        newest = (
+            sa.select(runs.c.id)
+            .where(*where)
+            .order_by(runs.c.id.desc())
+            .limit(dashboard.RUNS)
+            .subquery()
+        )
+        log = engine_tables.step_log
         gave_up = conn.execute(
             sa.select(sa.func.count())
-            .select_from(
-                engine_tables.step_log.join(runs, runs.c.id == engine_tables.step_log.c.run_id)
-            )
-            .where(*where, engine_tables.step_log.c.what == "timed_out")
+            .select_from(log.join(newest, newest.c.id == log.c.run_id))
+            .where(log.c.what == "timed_out")
         ).scalar_one()
     return {"started": int(started), "statuses": statuses, "gave_up": int(gave_up)}
 
@@ -239,12 +246,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--postgres", default=os.environ.get("FLOWRUNNER_TEST_POSTGRES_URL"))
     parser.add_argument("--json", action="store_true", help="print the figures as JSON, last")
+    parser.add_argument(
+        "--only", choices=("sqlite", "postgresql"), help="measure this database alone"
+    )
     args: Any = parser.parse_args(argv)
     found: dict[str, Any] = {}
-    print("SQLite:", file=sys.stderr)
-    with sqlite() as engine:
-        found["sqlite"] = measure(engine, args.runs, args.repeat)
-    if args.postgres:
+    if args.only != "postgresql":
+        print("SQLite:", file=sys.stderr)
+        with sqlite() as engine:
+            found["sqlite"] = measure(engine, args.runs, args.repeat)
+    if args.postgres and args.only != "sqlite":
         print("PostgreSQL:", file=sys.stderr)
         with postgres(args.postgres) as engine:
             found["postgresql"] = measure(engine, args.runs, args.repeat)

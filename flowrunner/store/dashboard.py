@@ -31,7 +31,7 @@ SAMPLE = 50_000
 """On SQLite, the most durations a percentile of the time to finish is computed from
 (the newest)."""
 
-RUNS = 20_000
+RUNS = 10_000
 """The time at each step, and the steps that gave up, are of the newest this many runs
 started in the days shown."""
 
@@ -119,10 +119,19 @@ def _runs_of(scope: Scope) -> list[sa.ColumnElement[bool]]:
     return where
 
 
-def _day_of(column: sqltypes.Expression, days: Days) -> sa.Case[int]:
-    """The index of the day ``column`` falls in (the caller keeps it within the days)."""
-    whens = [(column < bound, index) for index, bound in enumerate(days.bounds[1:])]
-    return sa.case(*whens, else_=len(days))
+def _day_of(column: sqltypes.Expression, days: Days) -> sa.ColumnElement[int]:
+    """The index of the day ``column`` falls in (the caller keeps it within the days): a
+    search halving the days at each ``CASE``, five comparisons for thirty days."""
+
+    def within(low: int, high: int) -> sa.ColumnElement[int]:
+        if high - low == 1:
+            return sa.literal(low, sa.Integer)
+        middle = (low + high) // 2
+        return sa.case(
+            (column < days.bounds[middle], within(low, middle)), else_=within(middle, high)
+        )
+
+    return within(0, len(days))
 
 
 def per_day(conn: sa.Connection, scope: Scope, days: Days) -> tuple[list[int], list[int]]:
