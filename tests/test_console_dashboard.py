@@ -11,13 +11,26 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
+import desk as desk_app
 import pytest
 import sqlalchemy as sa
-from console import OPERATOR, Session, console, text
+from console import OPERATOR, Session, as_, console, text
 from reviews import reviewed
 from sizes import sized
 
 from flowrunner import testing
+from flowrunner.store import dashboard, dialects, flow_rows
+from flowrunner.web.console import Principal
+
+ACME = Principal("amy", tenant="acme", roles=frozenset({"operator", "editor"}))
+GLOBEX = Principal("gus", tenant="globex", roles=frozenset({"operator", "editor"}))
+TRIAGE = """
+flows:
+  - name: Triage
+    start: created
+    steps:
+      - {position: 1, kind: waitFor, title: Reply, event: desk.replied, duration: 2 days}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +227,37 @@ def test_the_operations_room_and_a_records_page_refresh_unless_asked_not_to(
         assert "flowrunner-refresh" not in stopped
         assert "This page does not refresh." in stopped
     assert "flowrunner-refresh" not in ui.get("/flow/1/dashboard").text
+
+
+def test_with_more_runs_than_it_reads_the_steps_say_of_which(
+    ui: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dashboard, "RUNS", 5)
+    page = ui.get("/flow/1/dashboard").text
+    assert "Of the newest 5 runs started in these days." in text(page)
+    # The newest five: two not yet at a step, three asked.
+    assert {r["step"]: int(r["count"]) for r in table(page, "steps-table")}["1"] == 3
+
+
+def test_a_tenant_sees_the_dashboard_of_its_own_flows_only(any_engine: sa.Engine) -> None:
+    runner = desk_app.runner(any_engine)
+    acme = Session(runner.console(principal=as_(ACME)))
+    globex = Session(runner.console(principal=as_(GLOBEX)))
+    for ui in (acme, globex):
+        assert ui.post("/import", {"yaml": TRIAGE}).status_code == 303
+    with runner.engine.connect() as conn:
+        owner = {str(f["id"]): f["tenant_id"] for f in flow_rows.all_flows(conn, runner.tables)}
+    mine = next(i for i, t in sorted(owner.items()) if t == "acme")
+    theirs = next(i for i, t in sorted(owner.items()) if t == "globex")
+    for n, tenant in ((1, "acme"), (2, "acme"), (3, "globex")):
+        with dialects.begin(runner.engine) as conn:
+            record = {"id": n, "tenant_id": tenant, "status": "new"}
+            conn.execute(desk_app.ticket.insert().values(**record))
+            runner.record_created(conn, record)
+    runner.run_due()
+    page = acme.get(f"/flow/{mine}/dashboard")
+    assert page.status_code == 200
+    assert sum(int(r["started"]) for r in table(page.text, "per-day-table")) == 2
+    assert acme.get(f"/flow/{theirs}/dashboard").status_code == 404
+    page = globex.get(f"/flow/{theirs}/dashboard")
+    assert sum(int(r["started"]) for r in table(page.text, "per-day-table")) == 1

@@ -172,7 +172,7 @@ def flow_dashboard(page: Page) -> Response:
         diagram_html=diagram_html,
         titles=titles,
         took=took,
-        refresh=None,
+        sampled=dashboard.RUNS if sum(found.statuses.values()) > dashboard.RUNS else None,
     )
 
 
