@@ -6,7 +6,8 @@ A review desk's real runs of one flow (``tests/reviews.py``: answered, given up,
 over, failed, waiting, late) are copied in bulk, their history lines with them, into
 ``--runs`` runs started over 60 days (so the dashboard's 30 days hold half): 85 % done,
 10 % waiting, 5 % failed. Each query is asked ``--repeat`` times and its median printed,
-then the whole page (``GET /flow/1/dashboard``, rendered). PostgreSQL is measured when
+then the whole page (``GET /flow/1/dashboard``, rendered), each beside a plain baseline:
+a count of the flow's runs started in the 30 days. PostgreSQL is measured when
 ``--postgres`` or FLOWRUNNER_TEST_POSTGRES_URL names a server (a scratch schema is
 created and dropped). ``--json`` prints, last, one line: the figures the page showed and
 those counted here in SQL, for a test to compare.
@@ -54,13 +55,13 @@ def fill(driver: testing.FlowDriver, total: int) -> None:
         models: dict[str, list[tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
         for row in conn.execute(sa.select(runs).order_by(runs.c.id)):
             run = dict(row._mapping)
-            lines = [
+            history = [
                 dict(line._mapping)
                 for line in conn.execute(
                     sa.select(log).where(log.c.run_id == run["id"]).order_by(log.c.id)
                 )
             ]
-            models.setdefault(run["status"], []).append((run, lines))
+            models.setdefault(run["status"], []).append((run, history))
     plan = [status for status, share in SHARES for _ in range(int(total * share))]
     random.Random(29).shuffle(plan)
     now = driver.now
@@ -69,7 +70,8 @@ def fill(driver: testing.FlowDriver, total: int) -> None:
     picker = random.Random(7)
     with engine.begin() as conn:
         for start in range(0, len(plan), CHUNK):
-            batch, lines = [], []
+            batch: list[dict[str, Any]] = []
+            lines: list[list[dict[str, Any]]] = []
             for n, status in enumerate(plan[start : start + CHUNK], start):
                 run, history = picker.choice(models[status])
                 shift = first + n * step - run["started_at"]
@@ -146,8 +148,8 @@ def counted(engine: sa.Engine, since: Any) -> dict[str, Any]:
     with engine.connect() as conn:
         where = [runs.c.flow_id == "1", runs.c.started_at >= since]
         started = conn.execute(sa.select(sa.func.count()).where(*where)).scalar_one()
-        statuses = dict(
-            conn.execute(  # type: ignore[arg-type]
+        statuses: dict[str, int] = dict(
+            conn.execute(
                 sa.select(runs.c.status, sa.func.count()).where(*where).group_by(runs.c.status)
             ).all()
         )
@@ -186,7 +188,14 @@ def measure(engine: sa.Engine, total: int, repeat: int) -> dict[str, Any]:
 
         return asked
 
+    runs = engine_tables.runs
+    plain = sa.select(sa.func.count()).where(
+        runs.c.resource == scope.resource,
+        runs.c.flow_id == scope.flow_id,
+        runs.c.started_at >= days.since,
+    )
     questions: list[tuple[str, Callable[[], object]]] = [
+        ("baseline: count the runs of the days", ask(lambda c: c.execute(plain).scalar_one())),
         ("runs started and ended per day", ask(lambda c: dashboard.per_day(c, scope, days))),
         ("runs by status", ask(lambda c: dashboard.by_status(c, scope, days.since))),
         ("time to finish", ask(lambda c: dashboard.finish_times(c, scope, days.since))),
@@ -195,10 +204,11 @@ def measure(engine: sa.Engine, total: int, repeat: int) -> dict[str, Any]:
     ]
     ui = console(driver, OPERATOR)
     questions.append(("the whole page", lambda: ui.get("/flow/1/dashboard")))
-    timed = {}
+    timed: dict[str, float] = {}
     for name, question in questions:
         timed[name] = median_ms(question, repeat)
-        print(f"  {name:<34} {timed[name]:9.1f} ms", file=sys.stderr)
+        base = timed[questions[0][0]]
+        print(f"  {name:<38} {timed[name]:9.1f} ms {timed[name] / base:6.1f}×", file=sys.stderr)
     page = ui.get("/flow/1/dashboard").text
     shown = {
         "started": sum(int(n) for n in re.findall(r'data-started="(\d+)"', page)),
