@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-WIDTH = 640
+WIDTH = 480
 STARTED = "#2563eb"
 ENDED = "#15803d"
 LATE = "#b45309"
@@ -66,7 +66,7 @@ def per_day_chart(
         y = top + plot_h - plot_h * tick / top_value
         parts.append(
             f'<line x1="{left}" x2="{WIDTH - 8}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d1d5db"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="12" '
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="14" '
             f'fill="#374151">{_e(_number(tick))}</text>'
         )
     for index, label in enumerate(labels):
@@ -85,9 +85,11 @@ def per_day_chart(
                 "</title></rect>"
             )
         if index % 5 == 0 or index == days - 1:
+            last = index == days - 1  # the last day's label ends at the chart's edge
+            at, anchor = (WIDTH - 8, "end") if last else (x + bar, "middle")
             parts.append(
-                f'<text x="{x + bar:.1f}" y="{height - bottom + 16}" text-anchor="middle" '
-                f'font-size="12" fill="#374151">{_e(label)}</text>'
+                f'<text x="{at:.1f}" y="{height - bottom + 16}" text-anchor="{anchor}" '
+                f'font-size="14" fill="#374151">{_e(label)}</text>'
             )
     parts.append(_legend(left, height - 8, (("started", STARTED), ("ended", ENDED))))
     description = (
@@ -102,9 +104,9 @@ def _legend(x: float, y: float, keys: Sequence[tuple[str, str]]) -> str:
     for word, colour in keys:
         parts.append(
             f'<rect x="{x:.1f}" y="{y - 10}" width="10" height="10" fill="{colour}"/>'
-            f'<text x="{x + 14:.1f}" y="{y}" font-size="12" fill="#111827">{_e(word)}</text>'
+            f'<text x="{x + 14:.1f}" y="{y}" font-size="14" fill="#111827">{_e(word)}</text>'
         )
-        x += 24 + 8 * len(word)
+        x += 26 + 9 * len(word)
     return "".join(parts)
 
 
@@ -118,16 +120,16 @@ def bars_chart(
 ) -> str:
     """Horizontal bars, one group per row (its label above its bars), one bar per key
     (``(word, colour)``); ``shown`` gives each value's words at the bar's end."""
-    bar_h, gap, label_h = 14, 4, 18
+    bar_h, gap, label_h = 16, 4, 20
     group = label_h + len(keys) * (bar_h + gap) + 8
     height = max(60, len(rows) * group + 30)
-    left, right = 8, WIDTH - 110
+    left, right = 8, WIDTH - 90
     top_value = _scale(max([v for _, values in rows for v in values] or [0]))
     parts = []
     y = 4.0
     for index, (label, values) in enumerate(rows):
         parts.append(
-            f'<text x="{left}" y="{y + 13:.1f}" font-size="13" fill="#111827">{_e(label)}</text>'
+            f'<text x="{left}" y="{y + 15:.1f}" font-size="15" fill="#111827">{_e(label)}</text>'
         )
         y += label_h
         for at, ((word, colour), value) in enumerate(zip(keys, values, strict=True)):
@@ -137,7 +139,7 @@ def bars_chart(
                 f'<rect class="bar {_e(word)}" data-row="{_e(label)}" data-value="{value}" '
                 f'x="{left}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" fill="{colour}">'
                 f"<title>{_e(label)}: {_e(word)} {_e(words)}</title></rect>"
-                f'<text x="{left + w + 4:.1f}" y="{y + 11:.1f}" font-size="12" '
+                f'<text x="{left + w + 4:.1f}" y="{y + 13:.1f}" font-size="14" '
                 f'fill="#374151">{_e(words)}</text>'
             )
             y += bar_h + gap
