@@ -311,6 +311,11 @@ class FlowBinding(_Model):
     flow's own choice wins over both). ``holidays_table`` names the application's table
     of holidays (a ``day`` date column; optional ``calendar`` and tenant columns narrow
     a row to one calendar or tenant), read by every worker and added to the calendars.
+
+    The console's page of a record shows its ``record_columns`` (by default the key,
+    the ``record_search`` columns and the columns flows set); ``record_search`` names
+    the columns people know a record by (``number``: ``PO-3299``), which the console's
+    search finds it by, besides its key.
     """
 
     resource: str
@@ -328,6 +333,8 @@ class FlowBinding(_Model):
     calendar: str | None = None
     calendar_for: Callable[[Tenant], calendars_mod.Calendar] | None = None
     holidays_table: str | None = None
+    record_columns: Sequence[str] = ()
+    record_search: Sequence[str] = ()
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -357,6 +364,15 @@ class FlowBinding(_Model):
             _name(column, "set column")
         if len(set(value)) != len(value):
             raise ValueError("a set column is listed twice")
+        return tuple(value)
+
+    @pydantic.field_validator("record_columns", "record_search")
+    @classmethod
+    def _record_columns(cls, value: Sequence[str]) -> tuple[str, ...]:
+        for column in value:
+            _name(column, "record column")
+        if len(set(value)) != len(value):
+            raise ValueError("a record column is listed twice")
         return tuple(value)
 
     @pydantic.field_validator("notify")
@@ -465,6 +481,16 @@ class FlowBinding(_Model):
             return found
         return None if self.calendar is None else self.calendars[self.calendar]
 
+    @property
+    def shown_columns(self) -> tuple[str, ...]:
+        """The resource's columns a record's page shows: ``record_columns`` if given,
+        else the key, the columns people look a record up by (``record_search``), the
+        columns flows set and the timers' columns, each once."""
+        if self.record_columns:
+            return tuple(self.record_columns)
+        found = (self.key, *self.record_search, *self.set_columns, *(t.column for t in self.at))
+        return tuple(dict.fromkeys(found))
+
     def timer_at(self, column: str) -> At | None:
         """The timer waiting for ``column``, or None."""
         return next((timer for timer in self.at if timer.column == column), None)
@@ -509,6 +535,20 @@ class FlowBinding(_Model):
         steps = _columns(bind, self.steps_table, "steps")
         for column in (self.key, *self.set_columns):
             _need(resource, column, f"the resource table {self.resource!r}", _use(self, column))
+        for column in self.record_columns:
+            _need(
+                resource,
+                column,
+                f"the resource table {self.resource!r}",
+                "which a record's page shows (record_columns)",
+            )
+        for column in self.record_search:
+            _need(
+                resource,
+                column,
+                f"the resource table {self.resource!r}",
+                "which people look a record up by (record_search)",
+            )
         for name, kind in self.kinds.items():
             for column in kind.input:
                 _need(

@@ -378,6 +378,7 @@ class FlowRunner:
     redrive = _of("operations", Operations.redrive)
     restart = _of("operations", Operations.restart)
     act = _of("operations", Operations.act)
+    error_groups = _of("operations", Operations.error_groups)
     journal = _of("operations", Operations.journal)
     outbox = _of("operations", Operations.outbox)
     notices = _of("operations", Operations.notices)

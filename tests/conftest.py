@@ -15,13 +15,13 @@ from typing import Any, cast
 import fuzzing
 import guides
 import installed
+import migrated
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 
 from fixtures.purchase_orders import app as po
 from flowrunner import tables
-from flowrunner.store import migrate
 
 # How many examples a property test draws: a moderate count by default and in CI (which
 # sets HYPOTHESIS_PROFILE=ci), thirty times that in a long run (HYPOTHESIS_PROFILE=long;
@@ -131,10 +131,38 @@ def any_engine(request: pytest.FixtureRequest) -> sa.Engine:
     return engine
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def module_engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[sa.Engine]:
+    """One database a module's tests share, once on SQLite and once on PostgreSQL: for
+    tests that only read (or only are refused) what a fixture built on it once."""
+    if request.param == "sqlite":
+        folder = tmp_path_factory.mktemp("module")
+        engine = sa.create_engine(f"sqlite:///{folder / 'test.db'}")
+        sa.event.listen(engine, "connect", _no_disk_waits)
+        yield engine
+        engine.dispose()
+        return
+    url: str = request.getfixturevalue("pg_url")
+    schema = f"m_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    engine = _schema_engine(url, schema)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
 @pytest.fixture
 def engine(any_engine: sa.Engine) -> sa.Engine:
     """``any_engine`` with the engine's own tables migrated in (a module may define its own)."""
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     return any_engine
 
 

@@ -3,10 +3,10 @@ for the tests of tenancy."""
 
 from __future__ import annotations
 
+import migrated
 import sqlalchemy as sa
 
 from flowrunner import FlowBinding, FlowRunner, flow_runner, tables
-from flowrunner.store import migrate
 
 metadata = sa.MetaData()
 ticket = sa.Table(
@@ -31,5 +31,5 @@ tables.for_binding(metadata, BINDING)
 def runner(engine: sa.Engine) -> FlowRunner:
     """The desk's tables and the engine's created, and a runner on them (no flows yet)."""
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     return flow_runner(BINDING, engine)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import migrated
 import sqlalchemy as sa
 
 from flowrunner import errors, tables, testing
@@ -25,7 +26,6 @@ from flowrunner.binding import FlowBinding, Kind, NotifyRule
 from flowrunner.engine import commands
 from flowrunner.flows import files
 from flowrunner.runner import flow_runner
-from flowrunner.store import migrate
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -96,7 +96,7 @@ def mount(
     """The desk's tables and the engine's on ``engine``, its flows imported, a driver;
     ``publish="explicit"``: its flows start only once published."""
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     bound = binding.model_copy(update={"publish": publish})
     runner = flow_runner(bound, engine, commands={"ask_bureau": ask_bureau}, **options)
     with runner.engine.begin() as conn:

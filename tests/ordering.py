@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import migrated
 import sqlalchemy as sa
 
 from fixtures.purchase_orders import app as po
 from flowrunner import CommandContext, CommandRefused, FlowRunner, StepRefused, flow_runner
-from flowrunner.store import migrate
 from flowrunner.workflows import Manual, Workflows
 
 BUREAU: dict[str, int] = {}
@@ -121,7 +121,7 @@ def runner(url: str | None = None) -> FlowRunner:
     """The purchase-order app with these workflows on ``url``, its tables made."""
     engine = sa.create_engine(url or "sqlite:///orders.db")
     po.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     return flow_runner(
         po.binding, engine, commands={**po.COMMANDS, **COMMANDS}, workflows=workflows()
     )

@@ -21,6 +21,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+import migrated
 import sqlalchemy as sa
 
 from flowrunner import (
@@ -33,7 +34,6 @@ from flowrunner import (
     flow_runner,
     tables,
 )
-from flowrunner.store import migrate
 
 SECRET_ENV = "PAYMENT_CALLBACK_SECRET"
 SECRET = "whsec-test-7f3a9c0e5b"
@@ -137,7 +137,7 @@ def authorize(principal: str, command: str) -> bool:
 def mount(engine: sa.Engine, **options: Any) -> FlowRunner:
     """The shop's tables and the engine's created, a runner with the callback, and the flow."""
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     options.setdefault("commands", COMMANDS)
     options.setdefault("inbound", [PAYMENT_SETTLED])
     options.setdefault("authorize", authorize)

@@ -12,13 +12,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import migrated
 import sqlalchemy as sa
 
 from flowrunner import testing
 from flowrunner.cli import demo
 from flowrunner.flows import files
 from flowrunner.runner import flow_runner
-from flowrunner.store import dialects, engine_tables, migrate
+from flowrunner.store import dialects, engine_tables
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC
 
@@ -150,7 +151,7 @@ def mount(
         shutil.copyfile(copy_of.url.database, engine.url.database)
     else:
         module.metadata.create_all(engine)
-        migrate.upgrade(engine)
+        migrated.upgrade(engine)
     runner = flow_runner(
         binding or module.binding,
         engine,

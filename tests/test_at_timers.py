@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from running import T0, app, mount, stored
@@ -18,7 +19,7 @@ from flowrunner.binding import At, FlowBinding
 from flowrunner.engine import commands
 from flowrunner.foundations import statuses
 from flowrunner.runner import flow_runner
-from flowrunner.store import dialects, migrate, records
+from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 from flowrunner.timers import rules
 
@@ -271,7 +272,7 @@ def test_one_tenants_backlog_of_warnings_does_not_hold_up_anothers(
     any_engine: sa.Engine,
 ) -> None:
     _tenant_metadata.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     warned: list[tuple[str, int]] = []
 
     def warn(ctx: commands.CommandContext) -> None:

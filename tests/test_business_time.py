@@ -6,9 +6,11 @@ desk hours of their own. On SQLite and PostgreSQL, through the test driver's clo
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from running import stored
@@ -27,7 +29,6 @@ from flowrunner.calendars import Calendar
 from flowrunner.engine import commands
 from flowrunner.flows import validation
 from flowrunner.foundations import statuses
-from flowrunner.store import migrate
 
 NEW_YORK = Calendar("desk", "America/New_York", {"mon-fri": "09:00-17:00"})
 KOBE = Calendar("kobe", "Asia/Tokyo", {"mon-fri": "09:00-18:00"})
@@ -128,7 +129,7 @@ def nudge_customer(ctx: commands.CommandContext) -> None:
 
 def desk(engine: sa.Engine, start: datetime) -> testing.FlowDriver:
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     runner = flow_runner(
         DESK, engine, commands={"ask_customer": ask_customer, "nudge_customer": nudge_customer}
     )
@@ -252,7 +253,7 @@ def test_a_holiday_taken_away_brings_due_times_back(any_engine: sa.Engine) -> No
 
 def test_each_tenant_counts_business_time_on_its_own_desk_hours(any_engine: sa.Engine) -> None:
     tenanted.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     runner = flow_runner(TENANTS, any_engine)
     # Monday 9 March 2026, 08:00 UTC: 17:00 in Kobe, 04:00 in New York.
     driver = testing.FlowDriver(runner, start=datetime(2026, 3, 9, 8, 0, tzinfo=UTC))
@@ -296,7 +297,7 @@ def test_a_business_duration_is_refused_on_save_where_no_calendar_applies(
     any_engine: sa.Engine,
 ) -> None:
     plain.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     runner = flow_runner(PLAIN, any_engine)
     with any_engine.begin() as conn:
         flow_id = runner.save_flow(conn, {"name": "SLA", "start": "created"})
@@ -371,7 +372,7 @@ def test_a_binding_names_its_calendars_and_its_holidays_table_rightly(
     with pytest.raises(BindingError, match="calendar_for gives each tenant a calendar"):
         FlowBinding(**{**BASE, "calendar_for": lambda tenant: NEW_YORK})
     plain.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     missing = FlowBinding(**{**BASE, "holidays_table": "no_such_holidays"})
     with pytest.raises(BindingError, match="the holidays table 'no_such_holidays' does not exist"):
         flow_runner(missing, any_engine)
@@ -383,3 +384,25 @@ BASE: dict[str, Any] = {
     "steps_table": "plain_flow_step",
     "set_columns": ["status"],
 }
+
+
+def test_a_designer_chooses_the_flows_calendar_in_the_console(engine: sa.Engine) -> None:
+    from console import console, errors_beside
+
+    driver = desk(engine, MONDAY_10AM)
+    flow_id = flow(driver, "Answer the customer", {"kind": "wait", "duration": "2 business days"})
+    ui = console(driver)
+    page = ui.get(f"/flow/{flow_id}")
+    assert '<select id="flow-calendar" name="calendar"' in page.text
+    assert re.search(r'<option value=""( selected)?>the default \(desk\)</option>', page.text)
+    row = {"name": "Answer the customer", "start": "created", "active": "true"}
+    ui.follow(ui.post(f"/flow/{flow_id}", {**row, "calendar": "desk"}))
+    with engine.connect() as conn:
+        saved = conn.execute(sa.text("select calendar from sla_flow")).scalar_one()
+    assert saved == "desk"
+    refused = ui.post(f"/flow/{flow_id}", {**row, "calendar": "dsek"})
+    assert refused.status_code == 422
+    [sentence] = errors_beside(refused.text, "flow", "calendar")
+    assert "'dsek' is not one of the binding's calendars" in sentence and "desk" in sentence
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("select calendar from sla_flow")).scalar_one() == "desk"

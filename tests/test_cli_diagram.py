@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -13,7 +14,6 @@ from fixtures.purchase_orders import app as po
 from flowrunner import testing
 from flowrunner.cli import cli
 from flowrunner.flows import files
-from flowrunner.store import migrate
 
 APP = "fixtures.purchase_orders.app:runner"
 
@@ -28,7 +28,7 @@ def driver(url: str) -> testing.FlowDriver:
     """The purchase-order app on ``url``, its flows imported, one big order waiting."""
     engine = sa.create_engine(url)
     po.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     runner = po.runner(url)
     with runner.engine.begin() as conn:
         docs = files.read_file(po.FLOWS_FILE)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -16,7 +17,6 @@ from click.testing import CliRunner
 from flowrunner import cli as cli_mod
 from flowrunner.cli import cli
 from flowrunner.flows import files
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "fixtures.tickets.app:runner"
@@ -28,7 +28,7 @@ def url(tmp_path: Path) -> str:
     """A migrated SQLite database the tickets app can use."""
     url = f"sqlite:///{tmp_path / 'desk.db'}"
     engine = sa.create_engine(url)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     return url
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -13,7 +14,6 @@ from click.testing import CliRunner
 from fixtures.purchase_orders import app as po
 from flowrunner.cli import cli
 from flowrunner.flows import files
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "fixtures.purchase_orders.app:runner"
@@ -24,7 +24,7 @@ def url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(url)
     po.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     return url
 

@@ -9,15 +9,16 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from flowrunner.cli import cli
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "fixtures.purchase_orders.scheduled:runner"
@@ -28,7 +29,7 @@ TICKETS = "fixtures.tickets.app:runner"
 def url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(url)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     return url
 
@@ -74,6 +75,7 @@ def test_the_list_names_each_job_with_when_it_runs(url: str) -> None:
         "run": None,
         "next_at": None,
         "last_slot": None,
+        "paused_by": None,
     }
 
 
@@ -159,3 +161,73 @@ def test_jobs_run_as_a_real_process(url: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ran job nightly_close (run ")
+
+
+def test_an_operator_pauses_and_resumes_a_job_journaled(url: str) -> None:
+    paused = document(url, "pause", "nightly_close", "--operator", "olga")
+    assert paused["job"] == "nightly_close" and paused["paused"] is True
+    [job] = [job for job in document(url, "list")["jobs"] if job["name"] == "nightly_close"]
+    assert (job["paused_by"], job["next_at"]) == ("olga", None)
+    listed = jobs(url, "list")
+    assert "paused by olga" in listed.stdout
+    resumed = jobs(url, "resume", "nightly_close", "--operator", "pat")
+    assert (resumed.exit_code, resumed.stdout.strip()) == (0, "resumed job nightly_close")
+    [job] = [job for job in document(url, "list")["jobs"] if job["name"] == "nightly_close"]
+    assert job["paused_by"] is None
+    journal = CliRunner().invoke(
+        cli, ["runs", "journal", "--app", APP, "--database", url, "--json"]
+    )
+    said = [entry["sentence"] for entry in json.loads(journal.stdout)["entries"]]
+    assert said == ["pat resumed job 'nightly_close'", "olga paused job 'nightly_close'"]
+
+
+def test_an_operator_backfills_a_week_of_slots_once(url: str) -> None:
+    today = datetime.now(UTC).date()
+    monday = datetime.combine(today - timedelta(days=today.weekday() + 7), time(), UTC)
+    since, until = monday.isoformat(), (monday + timedelta(days=4, hours=23)).isoformat()
+    args = ("backfill", "nightly_close", "--operator", "olga", "--from", since, "--to", until)
+    first = document(url, *args)
+    assert len(first["slots"]) == 5  # Monday to Friday at six in New York
+    assert len(first["started"]) == 5 and first["ran_already"] == []
+    again = jobs(url, *args)
+    assert again.exit_code == 0, again.output
+    assert again.stdout.strip() == (
+        "backfilled job nightly_close: 5 slots, 0 runs started, 0 had run already"
+    )
+    journal = CliRunner().invoke(
+        cli, ["runs", "journal", "--app", APP, "--database", url, "--json"]
+    )
+    [latest, earlier] = json.loads(journal.stdout)["entries"]
+    assert (latest["operator"], latest["action"]) == ("olga", "job_backfill")
+    assert earlier["sentence"].startswith("olga backfilled job 'nightly_close' from ")
+    assert earlier["sentence"].endswith(": 5 slots, 5 started")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ("backfill", "nightly_close", "--operator", "olga", "--from", "monday", "--to", "x"),
+            "Error: --from 'monday' is not a moment: write it as 2026-03-02T06:00 (UTC) or "
+            "2026-03-02T06:00-05:00",
+        ),
+        (
+            ("pause", "remind_buyer", "--operator", "olga"),
+            "Error: job 'remind_buyer' runs on event 'po.decided': it runs when an event "
+            "plans it, not by hand",
+        ),
+    ],
+)
+def test_what_cannot_be_steered_is_refused_in_one_line(
+    url: str, args: tuple[str, ...], says: str
+) -> None:
+    result = jobs(url, *args)
+    assert result.exit_code == 2
+    assert result.output.strip() == says
+
+
+@pytest.mark.parametrize("command", ["list", "run", "pause", "resume", "backfill"])
+def test_each_command_explains_itself_with_an_example(command: str) -> None:
+    result = CliRunner().invoke(cli, ["jobs", command, "--help"])
+    assert result.exit_code == 0
+    assert f"flowrunner jobs {command} " in result.output

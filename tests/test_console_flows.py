@@ -71,13 +71,13 @@ def test_the_list_shows_each_flow_and_how_many_runs_go_on_and_on_which_version(
     ]
     line = re.search(rf'<tr data-flow="{big}">(.*?)</tr>', page.text, re.S)
     assert line is not None
-    assert "2 running: 2 on the current rows" in text(line.group(1))
+    assert "waiting 2 — 2 on the current rows" in text(line.group(1))
 
     # An edit makes a new version: the two runs go on, on the older one.
     saved = ui.post(f"/flow/{big}", {"condition": "amount > 20000"})
     assert said(ui.follow(saved).text) == "Flow saved."
     line = re.search(rf'<tr data-flow="{big}">(.*?)</tr>', ui.get("/").text, re.S)
-    assert line is not None and "2 running: 2 on an older version" in text(line.group(1))
+    assert line is not None and "waiting 2 — 2 on an older version" in text(line.group(1))
     driver.create(order(3))
     flow_page = ui.get(f"/flow/{big}").text
     what_changes = re.search(r'id="what-changes"[^>]*>(.*?)</p>', flow_page, re.S)

@@ -227,5 +227,5 @@ def test_actions_on_a_purchase_order_are_journaled_with_the_operators_name(
     ui.post("/run/1/cancel", {"confirmed": "yes", "reason": "duplicate"})
     entries = re.findall(r'<li data-action="(\w+)">(.*?)</li>', ui.get("/ops/journal").text, re.S)
     assert [(action, text(said_)) for action, said_ in entries] == [
-        ("cancel", "Mon 2 Mar 09:00 olga cancelled run 1 (purchase_order 1): duplicate")
+        ("cancel", "Mon 2 Mar 09:00 UTC olga cancelled run 1 (purchase_order 1): duplicate")
     ]

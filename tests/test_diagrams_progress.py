@@ -100,7 +100,7 @@ def test_a_step_an_operator_retried_shows_its_latest_attempt() -> None:
     drawn = diagrams.flow_diagram(snap, run=diagrams.RunInput(1, "done", None, lines))
     mark = drawn.picture.columns[1].boxes[0].run
     assert mark is not None
-    assert (mark.state, mark.text, mark.passes) == ("done", "Done 2026-03-02 12:00 UTC", 1)
+    assert (mark.state, mark.text, mark.passes) == ("done", "Done Mon 2 Mar 12:00 UTC", 1)
     failed = diagrams.flow_diagram(snap, run=diagrams.RunInput(1, "failed", None, lines[:4]))
     mark = failed.picture.columns[1].boxes[0].run
     assert mark is not None
@@ -115,7 +115,7 @@ def test_the_flow_clock_is_the_moment_shown() -> None:
     ]
     drawn = diagrams.flow_diagram(SNAP, run=diagrams.RunInput(1, "running", None, lines))
     check = drawn.picture.columns[0].boxes[0].run
-    assert check is not None and check.text == "Done 2026-03-02 09:00 UTC"
+    assert check is not None and check.text == "Done Mon 2 Mar 09:00 UTC"
 
 
 def test_without_history_the_state_still_says_which_positions_were_entered() -> None:

@@ -18,7 +18,7 @@ from running import T0, decide, mount, ticket
 from flowrunner import diagrams, errors, testing
 from flowrunner.diagrams import model
 
-AT_9 = "2026-03-02 09:00 UTC"
+AT_9 = "Mon 2 Mar 09:00 UTC"
 
 
 def order(n: int, **extra: Any) -> dict[str, Any]:
@@ -80,8 +80,8 @@ def test_an_order_waiting_for_approvals_shows_where_it_waits_and_for_what(
         (
             "0 answers of 1 asked, 1 needed",
             "not yet: manager@example.com",
-            "gives up 2026-03-09 09:00 UTC",
-            "next reminder 2026-03-03 09:00 UTC",
+            "gives up Mon 9 Mar 09:00 UTC",
+            "next reminder Tue 3 Mar 09:00 UTC",
         ),
     )
     assert found["Finance approval"][2][:2] == (
@@ -126,7 +126,7 @@ def test_an_approved_order_shows_each_step_done_and_when_and_the_path_it_took(
     run = the_run(orders, 1, "Big orders")
     drawn = draw(orders, "Big orders", run)
     found = states(drawn)
-    at_11 = "2026-03-02 11:00 UTC"
+    at_11 = "Mon 2 Mar 11:00 UTC"
     assert found == {
         "Manager approval": ("done", f"Done {at_11}", ("answered",)),
         "Finance approval": ("done", f"Done {at_11}", ("answered",)),
@@ -169,7 +169,7 @@ def test_a_rejected_order_jumps_to_its_goto_and_skips_the_approved_steps(
     decide(orders, 1, "manager@example.com", "rejected")
     drawn = draw(orders, "Big orders", the_run(orders, 1, "Big orders"))
     found = states(drawn)
-    at = "2026-03-02 09:30 UTC"
+    at = "Mon 2 Mar 09:30 UTC"
     assert found["Manager approval"] == ("done", f"Done {at}", ("its condition held",))
     assert found["Finance approval"] == ("done", f"Done {at}", ("its condition held",))
     assert found["Undecided after a week?"][2] == ("its condition did not hold: to position 40",)
@@ -204,19 +204,19 @@ def test_a_follow_up_that_loops_back_counts_its_passes(any_engine: sa.Engine) ->
     desk.update(1, status="waiting")
     run = the_run(desk, 1, "Follow up")
     waiting = states(draw(desk, "Follow up", run))["Requester replies"]
-    assert waiting == ("waiting", "Waiting for ticket.replied", ("gives up 2026-03-05 09:00 UTC",))
+    assert waiting == ("waiting", "Waiting for ticket.replied", ("gives up Thu 5 Mar 09:00 UTC",))
     desk.advance("3 days")  # nobody replied: the wait gives up, the requester is nudged
     desk.advance("2 days")  # still waiting: back to the nudge, then two more days
     drawn = draw(desk, "Follow up", run)
     found = states(drawn)
-    assert found["Requester replies"] == ("timed_out", "Timed out 2026-03-05 09:00 UTC", ())
+    assert found["Requester replies"] == ("timed_out", "Timed out Thu 5 Mar 09:00 UTC", ())
     assert found["Give them two more days"] == (
         "waiting",
-        "Waiting until 2026-03-09 09:00 UTC",
+        "Waiting until Mon 9 Mar 09:00 UTC",
         (),
     )
     assert found["Answered?"][:2] == ("ahead", "Ahead")
-    assert found["Answered?"][2] == ("pass 1 ended 2026-03-07 09:00 UTC",)
+    assert found["Answered?"][2] == ("pass 1 ended Sat 7 Mar 09:00 UTC",)
     assert found["Tell the assignee"] == ("ahead", "Ahead", ())
     assert (5, 3, "other", 1) in taken(drawn)  # the way back was taken once
     assert (3, 4, "next", 2) in taken(drawn)  # and the nudge was passed twice
@@ -240,7 +240,7 @@ def test_a_date_wait_says_until_when(any_engine: sa.Engine) -> None:
     drawn = draw(desk, "SLA warning", the_run(desk, 1, "SLA warning"))
     assert states(drawn)["Four hours before due"] == (
         "waiting",
-        "Waiting until 2026-03-04 05:00 UTC",
+        "Waiting until Wed 4 Mar 05:00 UTC",
         (),
     )
 

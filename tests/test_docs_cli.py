@@ -123,7 +123,7 @@ def claims(sentence: str) -> tuple[list[str], int | None]:
 def test_each_example_prints_what_the_page_says(desk: Path) -> None:
     text = DOC.read_text(encoding="utf-8")
     examples = re.findall(r"```sh\n(flowrunner [^\n]+)\n```\n\nprints (.+?)\n\n", text, re.S)
-    assert len(examples) == 5
+    assert len(examples) == 6
     for line, sentence in examples:
         result = CliRunner().invoke(cli, shlex.split(line)[1:])
         said, status = claims(sentence)

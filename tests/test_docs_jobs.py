@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from guides import run_guide, said_inline
+from guides import run_guide, said_pairs
 from installed import Installed
 
 
 @pytest.mark.slow
 def test_jobs_guide_examples_run_and_print_what_the_guide_says(wheel: Installed) -> None:
-    guide = run_guide("jobs.md", blocks=5, module="jobs_guide", python=wheel.python)
-    guide.check(said_inline(guide.text), at_least=4)
+    guide = run_guide("jobs.md", blocks=8, module="jobs_guide", python=wheel.python)
+    guide.check(said_pairs(guide.text), at_least=9)
     # The indented block after "prints" is what the history printed, line for line.
     shown = re.search(r"prints\n\n((?:    .+\n)+)", guide.text)
     assert shown is not None

@@ -13,6 +13,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from running import T0, mount, stored
@@ -26,7 +27,7 @@ from flowrunner import (
     tables,
     testing,
 )
-from flowrunner.store import engine_tables, migrate
+from flowrunner.store import engine_tables
 from flowrunner.store import operations as ops
 
 
@@ -193,7 +194,7 @@ def mount_waiting(
 ) -> testing.FlowDriver:
     """The resource mounted with one flow: wait for ``event``, then set ``status``."""
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     runner = flow_runner(binding, engine)
     with engine.begin() as conn:
         flow = runner.save_flow(conn, {"name": "Wait", "start": "created"})

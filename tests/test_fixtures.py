@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 
+import migrated
 import pytest
 import sqlalchemy as sa
 
@@ -17,7 +18,6 @@ from flowrunner import query, tables
 from flowrunner.engine import commands
 from flowrunner.flows import files
 from flowrunner.runner import FlowRunner
-from flowrunner.store import migrate
 from flowrunner.testing import FlowDriver
 
 APPS = [pytest.param(po, id="purchase_orders"), pytest.param(tk, id="tickets")]
@@ -45,7 +45,7 @@ def test_the_factory_mounts_a_runner(app: ModuleType, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
     engine = sa.create_engine(url)
     app.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     runner = app.runner(url)
     assert isinstance(runner, FlowRunner) and runner.binding is app.binding
@@ -103,7 +103,7 @@ def test_a_big_order_runs_its_flow(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(url)
     po.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     po_tables = tables.reflect(engine, po.binding)
     with engine.begin() as conn:
         files.import_flows(conn, po.binding, po_tables, files.read_file(po.FLOWS_FILE))

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import migrated
 import pytest
 import room
 import sqlalchemy as sa
@@ -27,7 +28,6 @@ from test_fuzz_console import one_in
 from test_fuzz_entry import fuzz
 
 from flowrunner.cli import cli
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKETS = "fixtures.tickets.app:runner"
@@ -85,7 +85,7 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     engine.dispose()
     orders = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(orders)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     served: list[dict[str, Any]] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **options: served.append(options))

@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -32,7 +33,6 @@ from flowrunner import errors, query, tables
 from flowrunner.cli import cli
 from flowrunner.flows import edits
 from flowrunner.foundations import durations, sqltypes
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 F = TypeVar("F", bound=Callable[..., Any])
@@ -492,7 +492,7 @@ def places(tmp_path: Path) -> dict[str, Any]:
     """Databases, files and folders, good and bad, for the commands to be given."""
     good = f"sqlite:///{tmp_path / 'good.db'}"
     engine = sa.create_engine(good)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     files = {
         "flows.yaml": (ROOT / "fixtures" / "tickets" / "flows.yaml").read_text(encoding="utf-8"),

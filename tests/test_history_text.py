@@ -451,7 +451,17 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "first": "2026-03-09T10:00:00+00:00",
             },
             "Scheduled 0 6 * * 1-5 (America/New_York); first slot Mon 9 Mar 06:00",
-        )
+        ),
+        (
+            "job",
+            {
+                "every": "90 seconds",
+                "timezone": "UTC",
+                "first": "2026-03-09T10:01:30+00:00",
+                "interval": True,
+            },
+            "Scheduled every 90 seconds; first slot Mon 9 Mar 10:01",
+        ),
     ],
     "schedule_started": [
         (
@@ -528,6 +538,58 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "olga ran close by hand: it failed (quotes down)",
         ),
     ],
+    "job_skipped": [
+        (
+            "job",
+            {
+                "missed_from": "2026-03-03T11:00:00+00:00",
+                "missed_to": "2026-03-10T10:00:00+00:00",
+                "next": "2026-03-11T10:00:00+00:00",
+                "timezone": "America/New_York",
+            },
+            "Skipped the slots Tue 3 Mar 06:00 to Tue 10 Mar 06:00, as no worker served or "
+            "the job was paused; the job runs next at Wed 11 Mar 06:00",
+        ),
+        (
+            "job",
+            {
+                "overlapped_from": "2026-03-02T09:01:00+00:00",
+                "overlapped_to": "2026-03-02T09:01:00+00:00",
+                "timezone": "UTC",
+            },
+            "Skipped the slot Mon 2 Mar 09:01, which came while the last one ran",
+        ),
+    ],
+    "job_started": [
+        (
+            "job",
+            {"run": 12, "slot": "2026-03-02T09:00:00+00:00", "timezone": "UTC"},
+            "Started run 12 for the slot Mon 2 Mar 09:00, beside any slot still running",
+        )
+    ],
+    "job_already": [
+        (
+            "job",
+            {"command": "close", "slot": "2026-03-02T09:00:00+00:00", "timezone": "UTC"},
+            "The slot Mon 2 Mar 09:00 had run already: close did not run again",
+        )
+    ],
+    "job_tenants": [
+        (
+            "job",
+            {"tenants": ["acme", "beta"], "slot": "2026-03-02T09:00:00+00:00"},
+            "Started the job for tenants acme, beta from the slot Mon 2 Mar 09:00",
+        )
+    ],
+    "job_parked": [
+        (
+            "job",
+            {"slot": "2026-03-02T09:00:00+00:00"},
+            "The job is paused: the slot Mon 2 Mar 09:00 waits until it is resumed",
+        )
+    ],
+    "job_paused": [("job", {"by": "olga"}, "olga paused the job")],
+    "job_resumed": [("job", {"by": "olga"}, "olga resumed the job")],
     "timer_fired": [
         (None, {**TIMER, "attempt": 1}, "warn_at passed (Tue 3 Mar 09:00): ran warn_sla"),
         (
@@ -748,6 +810,8 @@ WRITERS = [
     PACKAGE / "engine" / "worker.py",
     PACKAGE / "jobs" / "program.py",
     PACKAGE / "flows" / "scheduled.py",
+    PACKAGE / "jobs" / "runs.py",
+    PACKAGE / "jobs" / "steps.py",
     PACKAGE / "workflows" / "program.py",
     PACKAGE / "workflows" / "children.py",
     PACKAGE / "workflows" / "actions.py",

@@ -57,9 +57,10 @@ def test_anything_else_is_refused_with_one_sentence(given_: object) -> None:
 # -- the console ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def ui(any_engine: sa.Engine) -> Session:
-    return console(room.desk(any_engine), OPERATOR)
+@pytest.fixture(scope="module")
+def ui(module_engine: sa.Engine) -> Session:
+    """The desk's console, built once per database: these tests are only refused."""
+    return console(room.desk(module_engine), OPERATOR)
 
 
 @pytest.mark.parametrize("value", [PAST, NINES, "0", "-1", "٣", "x"])

@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 
@@ -22,7 +23,7 @@ from flowrunner import (
     flow_runner,
     tables,
 )
-from flowrunner.store import engine_tables, migrate
+from flowrunner.store import engine_tables
 from flowrunner.testing import FlowDriver
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -79,7 +80,7 @@ PAID = Inbound(
 def mall(engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> FlowDriver:
     monkeypatch.setenv(SECRET_ENV, SECRET)
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     runner = flow_runner(
         BINDING, engine, commands={"record_payment": record_payment}, inbound=[PAID]
     )

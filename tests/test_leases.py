@@ -12,12 +12,13 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from storing import T0, at_once, new_run
 
 from flowrunner import errors
-from flowrunner.store import dialects, leases, migrate
+from flowrunner.store import dialects, leases
 from flowrunner.store import operations as ops
 
 TTL = timedelta(seconds=30)
@@ -31,7 +32,7 @@ MOMENTS: dict[int, datetime] = {}
 
 @pytest.fixture
 def engine(any_engine: sa.Engine) -> sa.Engine:
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     MOMENTS[id(any_engine)] = T0
     return any_engine
 

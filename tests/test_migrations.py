@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -63,6 +64,19 @@ def test_a_fresh_schema_equals_a_migrated_one(any_engine: sa.Engine) -> None:
     with any_engine.begin() as conn:
         engine_tables.metadata.create_all(conn)
     assert shape(any_engine) == migrated
+
+
+@pytest.mark.parametrize("engines", ["sqlite", "postgresql"], indirect=True)
+def test_the_tests_replayed_migration_is_the_migration(engines: Any) -> None:
+    """The tests' fixtures replay the migrations' statements (``tests/migrated.py``): the
+    same tables, columns, keys and indexes, and the same version stamp."""
+    by_migration, by_replay = engines(), engines()
+    migrate.upgrade(by_migration)
+    migrated.upgrade(by_replay)
+    assert shape(by_replay) == shape(by_migration)
+    assert differences(by_replay) == []
+    assert migrate.status(by_replay) == migrate.status(by_migration)
+    assert migrate.status(by_replay).is_current
 
 
 def test_an_empty_database_is_refused_with_the_command_to_run(any_engine: sa.Engine) -> None:

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import desk
+import migrated
 import pytest
 import sqlalchemy as sa
 
@@ -17,7 +18,6 @@ from fixtures.purchase_orders import app as po
 from flowrunner import errors, tables, testing
 from flowrunner.flows import edits, rows
 from flowrunner.runner import flow_runner
-from flowrunner.store import migrate
 
 BINDING = po.binding
 
@@ -239,7 +239,7 @@ def test_a_record_without_its_tenant_is_refused(any_engine: sa.Engine) -> None:
 def test_a_backfill_past_the_calendar(any_engine: sa.Engine) -> None:
     """``start_existing --where``: a literal out of range is refused, a moment is decided."""
     po.metadata.create_all(any_engine)
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     runner = flow_runner(po.binding, any_engine, commands=po.COMMANDS)
     runner.clock = lambda: datetime(9950, 1, 1, tzinfo=UTC)
     with any_engine.begin() as conn:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -21,7 +22,7 @@ from fixtures.purchase_orders import app as po
 from flowrunner import tables
 from flowrunner.cli import cli
 from flowrunner.flows import files
-from flowrunner.store import flow_rows, migrate
+from flowrunner.store import flow_rows
 
 MONDAYS = """
 - name: Monday review
@@ -76,7 +77,7 @@ def url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(url)
     po.metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     found = tables.reflect(engine, po.binding)
     with engine.begin() as conn:
         files.import_flows(conn, po.binding, found, files.loads_yaml(MONDAYS))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta
 
+import migrated
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storing import T0, at_once, new_run
 
-from flowrunner.store import dialects, due, engine_tables, leases, migrate
+from flowrunner.store import dialects, due, engine_tables, leases
 from flowrunner.store import operations as ops
 
 TTL = timedelta(minutes=5)
@@ -183,7 +184,7 @@ def test_claiming_nothing(engine: sa.Engine) -> None:
 def test_a_claimer_passes_by_a_run_whose_worker_is_mid_transaction(pg_engine: sa.Engine) -> None:
     """A worker holds its lease row (checked) and will write its due row; a claimer must
     not wait on that lease while holding the due row, or the two would deadlock."""
-    migrate.upgrade(pg_engine)
+    migrated.upgrade(pg_engine)
     with pg_engine.connect() as conn:
         schema_name = conn.execute(sa.text("SELECT current_schema()")).scalar()
     # A safety net, not a timing assertion: a regression fails here instead of hanging.
@@ -239,7 +240,7 @@ def test_a_claimer_takes_the_next_due_runs_past_those_another_claimer_holds(
     """Two workers reaching for the same oldest runs: the second passes the rows the first
     holds locked and claims the next ones, instead of coming back empty (and resting its
     poll interval while work is due)."""
-    migrate.upgrade(pg_engine)
+    migrated.upgrade(pg_engine)
     with dialects.begin(pg_engine) as conn:
         runs = [new_run(conn, str(i), due_at=T0 - timedelta(minutes=10 - i)) for i in range(5)]
     due_rows = engine_tables.due

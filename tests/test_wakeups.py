@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import migrated
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -26,7 +27,7 @@ from running import ACKNOWLEDGE, mount, stored, ticket
 
 from flowrunner import testing
 from flowrunner.engine import worker
-from flowrunner.store import dialects, migrate, wakeups
+from flowrunner.store import dialects, wakeups
 from flowrunner.store import operations as ops
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,7 +209,7 @@ def test_each_schema_has_its_own_channel(pg_engine: sa.Engine, pg_url: str) -> N
 def test_a_lost_listening_connection_falls_back_to_polling_and_comes_back(
     pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    migrate.upgrade(pg_engine)
+    migrated.upgrade(pg_engine)
     stop = threading.Event()
     with caplog.at_level(logging.DEBUG), wakeups.Listener(pg_engine, "ticket") as listener:
         assert listener.listening
@@ -269,7 +270,7 @@ def test_flowrunner_worker_resting_an_hour_stops_at_once_on_sigterm(
     pg_engine: sa.Engine, listen: str
 ) -> None:
     """The command as a user runs it: its wait between polls still hears the signal."""
-    migrate.upgrade(pg_engine)
+    migrated.upgrade(pg_engine)
     with pg_engine.connect() as conn:
         schema = conn.execute(sa.text("select current_schema()")).scalar_one()
     url = pg_engine.url.update_query_dict({"options": f"-csearch_path={schema}"})

@@ -14,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -21,7 +22,6 @@ from running import mount, ticket
 from serving import free_port
 
 from flowrunner.cli import cli
-from flowrunner.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
@@ -116,7 +116,7 @@ def test_a_signalled_worker_finishes_the_run_in_hand(tmp_path: Path, log_format:
 def test_the_console_writes_json_lines_uvicorns_too(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'orders.db'}"
     engine = sa.create_engine(url)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     engine.dispose()
     port = free_port()
     app = ["--app", "fixtures.purchase_orders.app:runner", "--database", url]

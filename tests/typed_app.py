@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import migrated
 import sqlalchemy as sa
 
 from flowrunner import tables, testing
 from flowrunner.binding import FlowBinding
 from flowrunner.runner import flow_runner
-from flowrunner.store import migrate
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -57,7 +57,7 @@ def mount(engine: sa.Engine) -> tuple[testing.FlowDriver, Any]:
     with the id of its one flow, ``Mark``: it starts when a parcel is created, no steps yet.
     """
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     runner = flow_runner(binding, engine)
     with runner.engine.begin() as conn:
         flow = runner.save_flow(conn, {"name": "Mark", "start": "created"})

@@ -1,14 +1,18 @@
-"""``flowrunner jobs``: the jobs an app mounts beside its flows — list them, run one now.
+"""``flowrunner jobs``: the jobs an app mounts beside its flows — list them, run one now,
+pause and resume one, backfill a range of its slots.
 
 ``jobs list`` shows each job, when it runs (``on po.decided``, or its cron fields and
-zone), its command and principal, and for a job at times its next and last slot.
-``jobs run NAME`` runs a job at times now, once, as its principal, journaled with the
-operator's name; it waits while a worker runs the job's slot (one at a time).
+zone, or its interval), its command and principal, and for a job at times its next and
+last slot (or who paused it). ``jobs run NAME`` runs a job at times now, once, as its
+principal; ``jobs pause NAME`` stops its slots until ``jobs resume NAME``;
+``jobs backfill NAME --from T1 --to T2`` runs each slot of the range once. Each is
+journaled with the operator's name.
 """
 
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -39,9 +43,29 @@ APP = click.option(
 )
 
 
+OPERATOR = click.option(
+    "--operator", required=True, metavar="NAME", help="Who does it: written to the journal."
+)
+WAIT = click.option(
+    "--wait",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, max=3600),
+    help="Seconds to wait while a worker runs the job's slot.",
+)
+
+
 @click.group(epilog=EXIT_STATUSES)
 def jobs() -> None:
-    """The app's jobs: list them, run one now."""
+    """The app's jobs: list them, run one now, pause, resume, backfill.
+
+    \b
+    Examples:
+      flowrunner jobs list --app myapp:runner
+      flowrunner jobs pause nightly_close --app myapp:runner --operator olga
+      flowrunner jobs backfill nightly_close --app myapp:runner --operator olga \\
+          --from 2026-03-02T00:00 --to 2026-03-06T23:59
+    """
 
 
 def _jobs(runner: FlowRunner) -> Jobs | None:
@@ -56,10 +80,16 @@ def _jobs(runner: FlowRunner) -> Jobs | None:
 @cli_mod.database_option()
 @cli_mod.json_option(
     'Print {"jobs": [{"name", "when", "command", "run_as", "timezone", "run", "next_at", '
-    '"last_slot"}]} as one JSON document.'
+    '"last_slot", "paused_by"}]} as one JSON document.'
 )
 def list_(app_spec: str, database: str | None, as_json: bool) -> None:
-    """Each job: when it runs, its command and principal; a job at times' next and last slot."""
+    """Each job: when it runs, its command and principal; a job at times' next and last
+    slot ("paused by olga" while paused).
+
+    \b
+    Example:
+      flowrunner jobs list --app myapp:runner
+    """
     runner = cli_mod.load_runner(app_spec, database)
     mounted = _jobs(runner)
     shown = []
@@ -79,6 +109,7 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
                         "run": job.run_id,
                         "next_at": job.next_at,
                         "last_slot": job.last_slot,
+                        "paused_by": job.paused_by,
                     }
                     for job in shown
                 ]
@@ -98,7 +129,11 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
                 job.when,
                 job.command,
                 job.run_as,
-                "-" if job.next_at is None else flows.when(job.next_at, zone),
+                f"paused by {job.paused_by}"
+                if job.paused_by is not None
+                else "-"
+                if job.next_at is None
+                else flows.when(job.next_at, zone),
                 "-" if job.last_slot is None else flows.when(job.last_slot, zone),
             )
         )
@@ -109,30 +144,45 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
         )
 
 
+def _mounted(app_spec: str, database: str | None, name: str) -> Jobs:
+    mounted = _jobs(cli_mod.load_runner(app_spec, database))
+    if mounted is None:
+        raise errors.OperatorError(f"there is no job {name!r}: the app mounts no jobs")
+    return mounted
+
+
+TENANT = click.option(
+    "--tenant",
+    metavar="TENANT",
+    help="For a job that runs once per tenant: the tenant to run it for.",
+)
+
+
 @jobs.command("run", epilog=EXIT_STATUSES)
 @click.argument("name")
 @APP
 @cli_mod.database_option()
-@click.option(
-    "--operator", required=True, metavar="NAME", help="Who runs it: written to the journal."
-)
-@click.option(
-    "--wait",
-    default=60.0,
-    show_default=True,
-    type=click.FloatRange(min=0, max=3600),
-    help="Seconds to wait while a worker runs the job's slot.",
-)
+@OPERATOR
+@WAIT
+@TENANT
 @cli_mod.json_option('Print {"job", "run", "ok", "error"} as one JSON document.')
 def run(
-    name: str, app_spec: str, database: str | None, operator: str, wait: float, as_json: bool
+    name: str,
+    app_spec: str,
+    database: str | None,
+    operator: str,
+    wait: float,
+    tenant: str | None,
+    as_json: bool,
 ) -> None:
-    """Run a job at times now, once, as its principal (journaled; its schedule goes on)."""
-    runner = cli_mod.load_runner(app_spec, database)
-    mounted = _jobs(runner)
-    if mounted is None:
-        raise errors.OperatorError(f"there is no job {name!r}: the app mounts no jobs")
-    ran = mounted.run_now(name, operator=operator, wait=wait)
+    """Run a job at times now, once, as its principal (journaled; its schedule goes on).
+
+    \b
+    Example:
+      flowrunner jobs run nightly_close --app myapp:runner --operator olga
+    """
+    mounted = _mounted(app_spec, database, name)
+    ran = mounted.run_now(name, operator=operator, wait=wait, tenant=tenant)
     if as_json:
         cli_mod.echo_json({"job": name, "run": ran.run_id, "ok": ran.ok, "error": ran.error})
     elif ran.ok:
@@ -141,3 +191,134 @@ def run(
         click.echo(f"job {name} failed (run {ran.run_id}): {ran.error}")
     if not ran.ok:
         sys.exit(1)
+
+
+@jobs.command("pause", epilog=EXIT_STATUSES)
+@click.argument("name")
+@APP
+@cli_mod.database_option()
+@OPERATOR
+@WAIT
+@cli_mod.json_option('Print {"job", "paused", "entry"} as one JSON document.')
+def pause(
+    name: str, app_spec: str, database: str | None, operator: str, wait: float, as_json: bool
+) -> None:
+    """Pause a job at times: it runs no slot until resumed (journaled).
+
+    A slot still running ends first (this waits for it). When the job is resumed, the
+    slots missed meanwhile run as its catch_up says: the latest of them, all, or none.
+
+    \b
+    Example:
+      flowrunner jobs pause nightly_close --app myapp:runner --operator olga
+    """
+    entry = _mounted(app_spec, database, name).pause(name, operator=operator, wait=wait)
+    if as_json:
+        cli_mod.echo_json({"job": name, "paused": True, "entry": entry})
+    else:
+        click.echo(f"paused job {name}: it runs no slot until resumed")
+
+
+@jobs.command("resume", epilog=EXIT_STATUSES)
+@click.argument("name")
+@APP
+@cli_mod.database_option()
+@OPERATOR
+@WAIT
+@cli_mod.json_option('Print {"job", "paused", "entry"} as one JSON document.')
+def resume(
+    name: str, app_spec: str, database: str | None, operator: str, wait: float, as_json: bool
+) -> None:
+    """Resume a paused job at times (journaled): it is due at once, and the slots missed
+    while it was paused run as its catch_up says.
+
+    \b
+    Example:
+      flowrunner jobs resume nightly_close --app myapp:runner --operator olga
+    """
+    entry = _mounted(app_spec, database, name).resume(name, operator=operator, wait=wait)
+    if as_json:
+        cli_mod.echo_json({"job": name, "paused": False, "entry": entry})
+    else:
+        click.echo(f"resumed job {name}")
+
+
+def _moment(value: str, option: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise cli_mod.InputError(
+            f"{option} {value!r} is not a moment: write it as 2026-03-02T06:00 (UTC) or "
+            "2026-03-02T06:00-05:00"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+@jobs.command("backfill", epilog=EXIT_STATUSES)
+@click.argument("name")
+@APP
+@cli_mod.database_option()
+@OPERATOR
+@click.option(
+    "--from",
+    "start",
+    required=True,
+    metavar="MOMENT",
+    help="The first moment of the range (ISO 8601; UTC unless it names its offset).",
+)
+@click.option(
+    "--to",
+    "end",
+    required=True,
+    metavar="MOMENT",
+    help="The last moment of the range, included; not after now.",
+)
+@TENANT
+@cli_mod.json_option(
+    'Print {"job", "slots", "started", "ran_already", "entry"} as one JSON document.'
+)
+def backfill(
+    name: str,
+    app_spec: str,
+    database: str | None,
+    operator: str,
+    start: str,
+    end: str,
+    tenant: str | None,
+    as_json: bool,
+) -> None:
+    """Run each slot of a job at times from --from to --to once (journaled).
+
+    Each slot gets a run of its own, due now: the app's workers run them. A slot that ran
+    already, by the schedule or an earlier backfill, is not run again, so the same
+    backfill given twice runs nothing more. A job that runs once per tenant is
+    backfilled for each active tenant, or for --tenant alone.
+
+    \b
+    Example:
+      flowrunner jobs backfill nightly_close --app myapp:runner --operator olga \\
+          --from 2026-03-02T00:00 --to 2026-03-06T23:59
+    """
+    mounted = _mounted(app_spec, database, name)
+    done = mounted.backfill(
+        name,
+        start=_moment(start, "--from"),
+        end=_moment(end, "--to"),
+        operator=operator,
+        tenant=tenant,
+    )
+    if as_json:
+        cli_mod.echo_json(
+            {
+                "job": name,
+                "slots": done.slots,
+                "started": done.started,
+                "ran_already": done.ran_already,
+                "entry": done.entry,
+            }
+        )
+        return
+    click.echo(
+        f"backfilled job {name}: {len(done.slots)} slots, {len(done.started)} runs started, "
+        f"{len(done.ran_already)} had run already"
+    )

@@ -18,7 +18,8 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner.cli import fork_cmd, versions_cmd
-from flowrunner.engine import actions, operations_room
+from flowrunner.engine import actions, bulk, operations_room
+from flowrunner.engine.operations import RunQuery
 from flowrunner.foundations import shapes
 from flowrunner.history import flows
 from flowrunner.store import events, listing
@@ -26,6 +27,7 @@ from flowrunner.store import events, listing
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from flowrunner.runner import FlowRunner
     from flowrunner.store import operations as ops
 
 EXIT_STATUSES = """\b
@@ -240,9 +242,33 @@ def show(
 # -- the actions -------------------------------------------------------------------------
 
 
+FILTER_EXAMPLES = {
+    actions.Action.CANCEL: "--status waiting --flow 'big orders' --older-than 30d",
+    actions.Action.RETRY: "--status failed --error gateway",
+    actions.Action.REDRIVE: "--status stuck",
+    actions.Action.RESTART: "--status failed --error 'ledger is full' --flow Sync",
+}
+
+
 def _action(action: actions.Action, summary: str) -> click.Command:
-    @runs.command(action.value, help=summary, epilog=EXIT_STATUSES)
-    @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
+    verb = action.value
+    help_text = f"""{summary}
+
+    Name the runs (RUN...), or act on every run a filter matches (--status, --flow,
+    --error, --record, --older-than, --newer-than): the runs are counted first and you are
+    asked to confirm the count ("{verb.capitalize()} 300 runs?") unless --yes; then each
+    run is acted on by itself, a batch at a time, journaled under --operator. A run the
+    action does not apply to any more is refused with its reason; the others go on.
+
+    \b
+    Examples:
+      flowrunner runs {verb} 12 14 --app myapp:runner --operator olga
+      flowrunner runs {verb} --app myapp:runner --operator olga {FILTER_EXAMPLES[action]}
+      flowrunner runs {verb} --app myapp:runner --operator olga {FILTER_EXAMPLES[action]} --yes
+    """
+
+    @runs.command(verb, help=help_text, epilog=EXIT_STATUSES)
+    @click.argument("run_ids", metavar="[RUN...]", nargs=-1)
     @APP
     @DATABASE
     @TENANT
@@ -251,11 +277,34 @@ def _action(action: actions.Action, summary: str) -> click.Command:
     )
     @click.option("--reason", default="", metavar="TEXT", help="Why, for the journal.")
     @click.option(
+        "--status",
+        "status",
+        multiple=True,
+        metavar="STATUS",
+        help="Act on the runs of this status (as runs list takes it); again for several.",
+    )
+    @click.option("--flow", default=None, metavar="NAME", help="... of this flow (name or id).")
+    @click.option(
+        "--error",
+        default=None,
+        metavar="TEXT",
+        help="... whose error (the reason they failed or ended) holds this text, in any case.",
+    )
+    @click.option("--record", default=None, metavar="ID", help="... of one record.")
+    @click.option("--older-than", default=None, metavar="DURATION", help="... started longer ago.")
+    @click.option(
+        "--newer-than", default=None, metavar="DURATION", help="... started more recently."
+    )
+    @click.option(
+        "--yes", "-y", "yes", is_flag=True, help="With a filter: act without asking to confirm."
+    )
+    @click.option(
         "--dry-run", is_flag=True, help="Say what would be done and what refused; keep nothing."
     )
     @cli_mod.json_option(
         'Print {"action", "dry_run", "done", "refused", "outcomes": [{"run", "done", '
-        '"code", "refusal", "restarted_as", "sentence"}]} as one JSON document.'
+        '"code", "refusal", "restarted_as", "sentence"}]} as one JSON document (with a '
+        'filter, also "counted" and "no_longer_matched").'
     )
     def command(
         run_ids: tuple[str, ...],
@@ -264,16 +313,118 @@ def _action(action: actions.Action, summary: str) -> click.Command:
         tenant: str | None,
         operator: str,
         reason: str,
+        status: tuple[str, ...],
+        flow: str | None,
+        error: str | None,
+        record: str | None,
+        older_than: str | None,
+        newer_than: str | None,
+        yes: bool,
         dry_run: bool,
         as_json: bool,
     ) -> None:
-        runner = cli_mod.load_runner(app_spec, database)
-        outcomes = runner.act(
-            action, run_ids, operator=operator, reason=reason, tenant=tenant, dry_run=dry_run
+        query = RunQuery(
+            status=status or None,
+            flow=flow,
+            error=error,
+            record=record,
+            older_than=older_than,
+            newer_than=newer_than,
         )
-        _report(action, outcomes, dry_run, as_json)
+        filtered = query != RunQuery()
+        if run_ids and filtered:
+            raise click.UsageError("name the runs, or give a filter, not both")
+        if not run_ids and not filtered:
+            raise click.UsageError(
+                "name the runs (RUN...), or give a filter: --status, --flow, --error, "
+                "--record, --older-than, --newer-than"
+            )
+        runner = cli_mod.load_runner(app_spec, database)
+        if run_ids:
+            outcomes = runner.act(
+                action, run_ids, operator=operator, reason=reason, tenant=tenant, dry_run=dry_run
+            )
+            _report(action, outcomes, dry_run, as_json)
+            return
+        _act_on_filter(runner, action, query, operator, reason, tenant, yes, dry_run, as_json)
 
     return command
+
+
+def _act_on_filter(
+    runner: FlowRunner,
+    action: actions.Action,
+    query: RunQuery,
+    operator: str,
+    reason: str,
+    tenant: str | None,
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Count what the filter matches, confirm the count, act a batch at a time."""
+    counted = runner.operations.count_matching(action, query, tenant=tenant)
+    if not counted.count:
+        if as_json:
+            _report(action, [], dry_run, as_json, counted=0, no_longer=0)
+        else:
+            click.echo(f"no run matches: nothing to {action}")
+        return
+    asked = f"{action.value.capitalize()} {counted.count} run{'s' if counted.count != 1 else ''}?"
+    if not (yes or dry_run):
+        click.confirm(asked, abort=True, err=True)
+    acted = _with_progress(runner, counted, query, operator, reason, tenant, dry_run, as_json)
+    if as_json:
+        _report(
+            action,
+            acted.outcomes,
+            dry_run,
+            as_json,
+            counted=counted.count,
+            no_longer=acted.moved_on,
+        )
+        return
+    for outcome in acted.refused:
+        click.echo(f"refused: {outcome.sentence}")
+    click.echo(acted.summary)
+    if acted.refused:
+        sys.exit(1)
+
+
+def _with_progress(
+    runner: FlowRunner,
+    counted: bulk.Counted,
+    query: RunQuery,
+    operator: str,
+    reason: str,
+    tenant: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> bulk.Acted:
+    """The action over the filter, a progress bar on the standard error while it goes."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    shown = not as_json and counted.count > bulk.BATCH
+    bar = Progress(
+        TextColumn(f"{counted.action.value}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=not shown,
+    )
+    with bar:
+        task = bar.add_task(str(counted.action), total=counted.count)
+        return runner.operations.act_on_matching(
+            counted,
+            query,
+            operator=operator,
+            reason=reason,
+            tenant=tenant,
+            dry_run=dry_run,
+            progress=lambda n: bar.advance(task, n),
+        )
 
 
 def _report(
@@ -281,11 +432,18 @@ def _report(
     outcomes: Sequence[actions.Outcome],
     dry_run: bool,
     as_json: bool,
+    **counts: int,
 ) -> None:
     refused = [outcome for outcome in outcomes if not outcome.done]
     if as_json:
+        counted = (
+            {"counted": counts["counted"], "no_longer_matched": counts["no_longer"]}
+            if counts
+            else {}
+        )
         cli_mod.echo_json(
             {
+                **counted,
                 "action": str(action),
                 "dry_run": dry_run,
                 "done": len(outcomes) - len(refused),

@@ -19,7 +19,7 @@ flowchart LR
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 from flowrunner.diagrams import html, mermaid, model, progress, recorded, svg
 from flowrunner.flows import snapshot
@@ -106,8 +106,10 @@ def workflow_diagram(
     reason: str | None = None,
     started_at: datetime | None = None,
     ended_at: datetime | None = None,
+    zone: tzinfo | None = None,
 ) -> Diagram:
-    """A code workflow's run drawn as its recorded steps so far (``recorded.picture``)."""
+    """A code workflow's run drawn as its recorded steps so far (``recorded.picture``),
+    its moments on the wall clock ``zone`` (None: UTC)."""
     return Diagram(
         recorded.picture(
             name,
@@ -118,5 +120,6 @@ def workflow_diagram(
             reason=reason,
             started_at=started_at,
             ended_at=ended_at,
+            zone=zone,
         )
     )

@@ -144,9 +144,9 @@ def fragment(picture: model.Picture, href: model.Href | None = None) -> str:
     caption = f"<strong>{_e(picture.flow_name)}</strong> starts {_e(picture.start)}."
     run = picture.run
     if run is not None:
-        times = f" Started {_e(progress.when(run.started_at))}." if run.started_at else ""
+        times = f" Started {_e(progress.when(run.started_at, run.zone))}." if run.started_at else ""
         if run.ended_at is not None:
-            times += f" Ended {_e(progress.when(run.ended_at))}."
+            times += f" Ended {_e(progress.when(run.ended_at, run.zone))}."
         caption += f'<span class="frd-runline">{_e(run.sentence)}.{times}</span>'
     count = len(picture.columns)
     css = style.base() + style.narrow(scope, container, count)

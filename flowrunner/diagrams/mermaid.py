@@ -59,7 +59,7 @@ def render(picture: model.Picture) -> str:
     start = ["Start", picture.flow_name, picture.start]
     if run is not None:
         if run.started_at is not None:
-            start.append(f"Run {run.id} started {progress.when(run.started_at)}")
+            start.append(f"Run {run.id} started {progress.when(run.started_at, run.zone)}")
         start.append(run.sentence)
     out.append(f"  start([{_label(*start)}])")
     kinds: dict[str, tuple[marks.Mark, list[str]]] = {}
@@ -86,7 +86,7 @@ def render(picture: model.Picture) -> str:
         out.append("  end")
     finish = ["End"]
     if run is not None and run.ended_at is not None:
-        finish.append(f"ended {progress.when(run.ended_at)}")
+        finish.append(f"ended {progress.when(run.ended_at, run.zone)}")
     out.append(f"  finish([{_label(*finish)}])")
     thick: list[int] = []
     faults: list[int] = []

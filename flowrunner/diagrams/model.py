@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Literal
 
 from flowrunner.diagrams import marks
@@ -72,7 +72,7 @@ class Fact:
 @dataclass(frozen=True)
 class StepRun:
     """Where a step stands in a run: ``state`` (a key of ``marks.STATES``), a headline
-    saying so (``Done 2026-03-02 09:00 UTC``, ``Waiting for po.decided``), the details
+    saying so (``Done Mon 2 Mar 09:00 UTC``, ``Waiting for po.decided``), the details
     under it (``answered``; ``1 answer of 2 asked, 2 needed``), the moment, and how many
     passes the run made through the step."""
 
@@ -182,6 +182,8 @@ class RunSummary:
     sentence: str
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    zone: tzinfo | None = None
+    """The wall clock its moments are written on (the runner's); None: UTC."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
 from flowrunner.diagrams import model
@@ -28,6 +28,7 @@ from flowrunner.flows.interpreter import state as state_mod
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import shapes, statuses
 from flowrunner.foundations.shapes import StepKind
+from flowrunner.history import words
 
 _Lane = statuses.LaneStatus
 
@@ -76,13 +77,15 @@ class _Pass:
     why: str | None = None  # why it stopped
 
 
-def when(moment: datetime | None) -> str:
-    """A moment as a diagram writes it: ``2026-03-02 09:00 UTC``."""
+def when(moment: datetime | None, tz: tzinfo | None = None) -> str:
+    """A moment as a diagram writes it, on the wall clock ``tz`` (the runner's), its zone
+    named, as the console writes every moment: ``Mon 2 Mar 09:00 UTC``."""
     if moment is None:
         return ""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    local = moment.astimezone(tz or UTC)
+    return f"{words.when(local, tz or UTC)} {local.tzname() or 'UTC'}"
 
 
 def overlay(
@@ -93,6 +96,7 @@ def overlay(
 ) -> model.Picture:
     """``picture`` (of the run's own snapshot) with the run drawn over it."""
     passes, visits = _read_history(run.history)
+    tz = config.timezone
     waiting_at = {w.step_id: w for w in (waits.where(snap, run.state, config) if run.state else ())}
     positions = [c.position for c in picture.columns]
     if not visits and run.state is not None:
@@ -116,7 +120,7 @@ def overlay(
                 lane = next((ln for ln in run.state.lanes if ln.step_id == step.id), None)
             mine = passes.get(str(step.id), {})
             waiting = waiting_at.get(None if step.id is None else str(step.id))
-            found = _step_run(step, lane, mine, col_state, ended, waiting)
+            found = _step_run(step, lane, mine, col_state, ended, waiting, tz)
             link = box.link
             if link is not None:
                 child = lane.child if lane is not None and lane.child else _child(run, step)
@@ -132,6 +136,7 @@ def overlay(
         sentence=_sentence(run, current, hidden),
         started_at=run.started_at,
         ended_at=run.ended_at,
+        zone=tz,
     )
     return replace(picture, columns=tuple(columns), ways=ways, run=summary)
 
@@ -251,16 +256,17 @@ def _finished(
     at: datetime | None,
     passes: int,
     why: str | None = None,
+    tz: tzinfo | None = None,
 ) -> model.StepRun:
     how = _how(step, outcome)
     if outcome == "timed_out":
-        return model.StepRun("timed_out", f"Timed out {when(at)}".rstrip(), (), at, passes)
+        return model.StepRun("timed_out", f"Timed out {when(at, tz)}".rstrip(), (), at, passes)
     if outcome == "stopped":  # another step at its position took its fault path
         return model.StepRun(
-            "stopped", f"Stopped {when(at)}".rstrip(), (why,) if why else (), at, passes
+            "stopped", f"Stopped {when(at, tz)}".rstrip(), (why,) if why else (), at, passes
         )
     details = (how,) if how else ()
-    return model.StepRun("done", f"Done {when(at)}".rstrip(), details, at, passes)
+    return model.StepRun("done", f"Done {when(at, tz)}".rstrip(), details, at, passes)
 
 
 def _step_run(
@@ -270,6 +276,7 @@ def _step_run(
     col_state: model.ColumnState,
     ended: bool,
     waiting: waits.Waiting | None,
+    tz: tzinfo | None = None,
 ) -> model.StepRun:
     count = len(mine)
     latest = mine[max(mine)] if mine else None
@@ -277,39 +284,41 @@ def _step_run(
         count = max(count, lane.pass_)
         if lane.status == _Lane.DONE:
             said = latest.why if latest is not None else None
-            return _finished(step, lane.outcome or "done", lane.finished_at, count, said)
+            return _finished(step, lane.outcome or "done", lane.finished_at, count, said, tz)
         if lane.status == _Lane.FAILED:
             why: tuple[str, ...] = (latest.failed,) if latest is not None and latest.failed else ()
-            text = f"Failed {when(lane.finished_at)}".rstrip()
+            text = f"Failed {when(lane.finished_at, tz)}".rstrip()
             return model.StepRun("failed", text, why, lane.finished_at, count)
         if ended or waiting is None:
             why = ("the run ended while it waited",)
             return model.StepRun("stopped", "Stopped", why, None, count)
-        return _live(waiting, lane, count)
+        return _live(waiting, lane, count, tz)
     if col_state in ("ahead", "not_reached"):
         word = "Ahead" if col_state == "ahead" else "Not reached"
         before: tuple[str, ...] = ()
         if latest is not None and latest.finished is not None:
             # An earlier pass of a flow that went back: when that pass ended.
-            before = (f"pass {max(mine)} ended {when(latest.finished)}",)
+            before = (f"pass {max(mine)} ended {when(latest.finished, tz)}",)
         return model.StepRun(col_state, word, before, None, count)
     if col_state == "skipped":
         return model.StepRun("skipped", "Skipped", (), None, count)
     if latest is not None and latest.failed is not None:
-        text = f"Failed {when(latest.finished)}".rstrip()
+        text = f"Failed {when(latest.finished, tz)}".rstrip()
         details: tuple[str, ...] = (latest.failed,)
         if latest.fault_to is not None:
             details += (f"went on at position {latest.fault_to}",)
         return model.StepRun("failed", text, details, latest.finished, count)
     if latest is not None and latest.outcome is not None:
-        return _finished(step, latest.outcome, latest.finished, count, latest.why)
+        return _finished(step, latest.outcome, latest.finished, count, latest.why, tz)
     return model.StepRun("done", "Done", (), None, count)
 
 
 _Awaits = waits.Awaits
 
 
-def _live(waiting: waits.Waiting, lane: state_mod.LaneState, count: int) -> model.StepRun:
+def _live(
+    waiting: waits.Waiting, lane: state_mod.LaneState, count: int, tz: tzinfo | None = None
+) -> model.StepRun:
     """A step the run is at: what it waits for (as ``standing`` reads it), or is doing."""
     since = lane.waiting_since or lane.started_at
     if waiting.awaits == _Awaits.START:
@@ -318,26 +327,26 @@ def _live(waiting: waits.Waiting, lane: state_mod.LaneState, count: int) -> mode
         attempt = (f"attempt {lane.attempts}",)
         return model.StepRun("working", "Running its command", attempt, since, count)
     if waiting.awaits == _Awaits.RETRY:
-        again = (f"attempt {lane.attempts} failed", f"again {when(waiting.until)}")
+        again = (f"attempt {lane.attempts} failed", f"again {when(waiting.until, tz)}")
         return model.StepRun("retrying", "Retrying its command", again, waiting.until, count)
-    text, details = waits_for(waiting)
+    text, details = waits_for(waiting, tz)
     return model.StepRun("waiting", text, details, since, count)
 
 
-def waits_for(waiting: waits.Waiting) -> tuple[str, tuple[str, ...]]:
+def waits_for(waiting: waits.Waiting, tz: tzinfo | None = None) -> tuple[str, tuple[str, ...]]:
     """What a waiting step waits for: a headline and its details.
 
     ``("Waiting for po.decided", ("1 answer of 2 asked, 2 needed", "gives up ..."))``
     """
     if waiting.awaits == _Awaits.SUBFLOW:
         child = f" (run {waiting.child})" if waiting.child is not None else ""
-        until = (f"gives up {when(waiting.until)}",) if waiting.until is not None else ()
+        until = (f"gives up {when(waiting.until, tz)}",) if waiting.until is not None else ()
         return model.clean(f"Waiting for subflow {waiting.subflow}{child}"), until
     if waiting.awaits == _Awaits.TIME:
-        escalation = tuple(model.clean(d) for d in _escalation(waiting))
+        escalation = tuple(model.clean(d) for d in _escalation(waiting, tz))
         if waiting.until is None:
             return f"Waiting while its {waiting.field or 'date'} is empty", escalation
-        return f"Waiting until {when(waiting.until)}", escalation
+        return f"Waiting until {when(waiting.until, tz)}", escalation
     details: list[str] = []
     if waiting.received is not None and waiting.asked is not None:
         answers = "answer" if waiting.received == 1 else "answers"
@@ -349,21 +358,21 @@ def waits_for(waiting: waits.Waiting) -> tuple[str, tuple[str, ...]]:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         details.append(f"not yet: {', '.join(missing[:3])}{more}")
     if waiting.until is not None:
-        details.append(f"gives up {when(waiting.until)}")
+        details.append(f"gives up {when(waiting.until, tz)}")
     if waiting.next_reminder_at is not None:
-        details.append(f"next reminder {when(waiting.next_reminder_at)}")
-    details += _escalation(waiting)
+        details.append(f"next reminder {when(waiting.next_reminder_at, tz)}")
+    details += _escalation(waiting, tz)
     headline = f"Waiting for {waiting.event or 'an answer'}"
     return model.clean(headline), tuple(model.clean(d) for d in details)
 
 
-def _escalation(waiting: waits.Waiting) -> list[str]:
-    """``tells manager 2026-03-04 09:00 UTC``, or ``told manager``, for a step that escalates."""
+def _escalation(waiting: waits.Waiting, tz: tzinfo | None = None) -> list[str]:
+    """``tells manager Wed 4 Mar 09:00 UTC``, or ``told manager``, for a step that escalates."""
     if waiting.escalate_to is None:
         return []
     if waiting.escalated or waiting.escalate_at is None:
         return [f"told {waiting.escalate_to}"]
-    return [f"tells {waiting.escalate_to} {when(waiting.escalate_at)}"]
+    return [f"tells {waiting.escalate_to} {when(waiting.escalate_at, tz)}"]
 
 
 def _taken(

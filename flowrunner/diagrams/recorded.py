@@ -8,7 +8,7 @@ state (``workflows.replay.Recording``), no SQL, no clock.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 from flowrunner.diagrams import marks, model, progress
 from flowrunner.foundations import shapes, statuses
@@ -34,6 +34,7 @@ def picture(
     reason: str | None = None,
     started_at: datetime | None = None,
     ended_at: datetime | None = None,
+    zone: tzinfo | None = None,
 ) -> model.Picture:
     """The run's recorded steps as a ``model.Picture`` the renderers draw.
 
@@ -55,9 +56,9 @@ def picture(
                 "failed", "Refused", (model.clean(str(step.refused.get("message", ""))),), moment
             )
         elif step.kind == replay.WAIT_FOR and step.result is None:
-            run = model.StepRun("timed_out", f"Gave up {progress.when(moment)}", (), moment)
+            run = model.StepRun("timed_out", f"Gave up {progress.when(moment, zone)}", (), moment)
         else:
-            run = model.StepRun("done", f"Done {progress.when(moment)}", (), moment, 1)
+            run = model.StepRun("done", f"Done {progress.when(moment, zone)}", (), moment, 1)
         columns.append(_column(index, step.name, step.kind, step.target, run, "done"))
     pending = rec.pending
     if pending is not None:
@@ -66,14 +67,14 @@ def picture(
             run = model.StepRun("failed", "Failed", (model.clean(reason or ""),), until)
         elif pending.attempt:
             details = (f"attempt {pending.attempt} failed: {pending.error or ''}".strip(),)
-            run = model.StepRun("retrying", f"Again {progress.when(until)}", details, until)
+            run = model.StepRun("retrying", f"Again {progress.when(until, zone)}", details, until)
         elif pending.kind == replay.WAIT_FOR:
             text = f"Waiting for {pending.target}"
-            run = model.StepRun("waiting", text, _gives_up(until), until)
+            run = model.StepRun("waiting", text, _gives_up(until, zone), until)
         elif pending.kind == replay.CHILD:
             run = model.StepRun("waiting", f"Waiting for run {pending.run} to end", (), None)
         else:
-            run = model.StepRun("waiting", f"Waiting until {progress.when(until)}", (), until)
+            run = model.StepRun("waiting", f"Waiting until {progress.when(until, zone)}", (), until)
         columns.append(
             _column(len(rec.steps), pending.name, pending.kind, pending.target, run, "current")
         )
@@ -88,7 +89,7 @@ def picture(
         columns=tuple(columns),
         ways=tuple(ways),
         digest=f"workflow:{name}:{version}",
-        run=model.RunSummary(run_id, status, sentence, started_at, ended_at),
+        run=model.RunSummary(run_id, status, sentence, started_at, ended_at, zone),
     )
 
 
@@ -111,8 +112,8 @@ def _column(
     return model.Column(index, index + 1, (box,), column_state, 1)
 
 
-def _gives_up(until: datetime | None) -> tuple[str, ...]:
-    return () if until is None else (f"gives up {progress.when(until)}",)
+def _gives_up(until: datetime | None, zone: tzinfo | None = None) -> tuple[str, ...]:
+    return () if until is None else (f"gives up {progress.when(until, zone)}",)
 
 
 def _sentence(status: str, reason: str | None, pending: replay.Pending | None) -> str:

@@ -178,7 +178,7 @@ def _caption(picture: model.Picture, x: float, width: float) -> tuple[list[str],
     lines = [f'<tspan font-weight="700" font-size="15">{_e(picture.flow_name)}</tspan>']
     rest = _wrap(f"starts {picture.start}", width, 12, 3)
     if picture.run is not None:
-        started = progress.when(picture.run.started_at)
+        started = progress.when(picture.run.started_at, picture.run.zone)
         said = picture.run.sentence + (f". Started {started}" if started else "")
         rest += _wrap(said, width, 12, 4)
     lines += [_e(line) for line in rest]

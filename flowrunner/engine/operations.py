@@ -12,7 +12,7 @@ methods of the same names are these.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TypedDict
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from flowrunner import diagrams
 from flowrunner.binding import RecordId, Tenant
-from flowrunner.engine import actions, drawings, operations_room
+from flowrunner.engine import actions, bulk, drawings, operations_room
 from flowrunner.engine.mounted import Mounted
 from flowrunner.foundations import durations
 from flowrunner.store import dialects, listing, retention
@@ -36,7 +36,8 @@ class RunQuery:
     its lease run out more than ``stuck_after`` ago (15 minutes). ``flow``: a name in any
     case, or an id. ``record``: a record's key. ``older_than`` / ``newer_than``
     (``"2d"``) and ``started_after`` / ``started_before`` (a date or moment): when it
-    started. What cannot be used is refused with ``RowInvalid`` naming each field.
+    started. ``error``: text the run's error (the reason it failed or ended) holds, in
+    any case. What cannot be used is refused with ``RowInvalid`` naming each field.
     """
 
     status: str | Iterable[str] | None = None
@@ -47,6 +48,7 @@ class RunQuery:
     older_than: operations_room.Age = None
     newer_than: operations_room.Age = None
     stuck_after: operations_room.Age | listing.Stuck = None
+    error: str | None = None
 
 
 class RunFilters(TypedDict, total=False):
@@ -60,6 +62,7 @@ class RunFilters(TypedDict, total=False):
     older_than: operations_room.Age
     newer_than: operations_room.Age
     stuck_after: operations_room.Age | listing.Stuck
+    error: str | None
 
 
 class Operations:
@@ -191,6 +194,65 @@ class Operations:
             tenant=tenant,
             dry_run=dry_run,
         )
+
+    # -- one action over everything a filter matches -----------------------------------------
+
+    def error_groups(
+        self, query: RunQuery = RunQuery(), *, tenant: Tenant = None
+    ) -> list[listing.ErrorGroup]:
+        """The failed and the stuck runs ``query`` matches (its ``status`` aside), grouped
+        by their error, most runs first: ``ErrorGroup("failed", "the gateway refused:
+        timeout", 300, ...)``."""
+        m = self.mounted
+        owner = m.need_tenant(tenant)
+        return bulk.error_groups(m, self._filter(query, owner), tenant=owner)
+
+    def count_matching(
+        self, action: str, query: RunQuery = RunQuery(), *, tenant: Tenant = None
+    ) -> bulk.Counted:
+        """How many runs ``query`` matches now, for an operator to confirm ``action`` on
+        (``act_on_matching`` takes it)."""
+        m = self.mounted
+        owner = m.need_tenant(tenant)
+        return bulk.count(m, action, self._filter(query, owner), tenant=owner)
+
+    def act_on_matching(
+        self,
+        counted: bulk.Counted,
+        query: RunQuery = RunQuery(),
+        *,
+        operator: str,
+        reason: str = "",
+        tenant: Tenant = None,
+        dry_run: bool = False,
+        allowed: Callable[[ops.RunRow], str | None] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> bulk.Acted:
+        """The counted action done to the runs ``query`` matches, a batch at a time, each
+        run in its own transaction, journaled under ``operator``; none started since the
+        count, none given the action since (a confirmation posted twice acts once). A run
+        it does not apply to any more is refused with its sentence; the others go on.
+
+            counted = runner.operations.count_matching("retry", RunQuery(error="gateway"))
+            acted = runner.operations.act_on_matching(counted, RunQuery(error="gateway"),
+                                                      operator="olga")
+        """
+        m = self.mounted
+        owner = m.need_tenant(tenant)
+        return bulk.act_on_matching(
+            m,
+            counted,
+            self._filter(query, owner),
+            operator=operator,
+            reason=reason,
+            tenant=owner,
+            dry_run=dry_run,
+            allowed=allowed,
+            progress=progress,
+        )
+
+    def _filter(self, query: RunQuery, tenant: object) -> listing.RunFilter:
+        return operations_room.run_filter(self.mounted, tenant=tenant, **dataclasses.asdict(query))
 
     # -- the Operations room: runs across records, the journal, the outbox ------------------
 

@@ -23,7 +23,7 @@ from flowrunner import binding, errors
 from flowrunner.engine import actions
 from flowrunner.engine.mounted import program_of
 from flowrunner.flows import spelling
-from flowrunner.foundations import durations, ids, statuses
+from flowrunner.foundations import durations, ids, payloads, statuses
 from flowrunner.history import flows
 from flowrunner.store import flow_rows, listing
 from flowrunner.store import operations as ops
@@ -60,6 +60,7 @@ def run_filter(
     older_than: Age = None,
     newer_than: Age = None,
     stuck_after: Age | listing.Stuck = None,
+    error: str | None = None,
 ) -> listing.RunFilter:
     """The store's filter for what an operator asked; ``RowInvalid`` naming each field
     that cannot be used (an unknown status or flow, an age or moment that does not read).
@@ -67,10 +68,11 @@ def run_filter(
     ``older_than``/``newer_than`` count back from the runner's clock: runs started
     before (after) that moment. ``stuck_after`` (default ``listing.STUCK_AFTER``, 15
     minutes) is how long due work may go unclaimed, or a lease stay run out, before a
-    run is stuck; a ``listing.Stuck`` sets the two apart. Blank text (a form's empty
-    field) asks for nothing.
+    run is stuck; a ``listing.Stuck`` sets the two apart. ``error``: runs whose error
+    (the reason they failed or ended) holds this text, in any case. Blank text (a form's
+    empty field) asks for nothing.
     """
-    status, flow, record = _blank(status), _blank(flow), _blank(record)
+    status, flow, record, error = _blank(status), _blank(flow), _blank(record), _blank(error)
     started_after, started_before = _blank(started_after), _blank(started_before)
     older_than, newer_than, stuck_after = (
         _blank(older_than),
@@ -95,6 +97,7 @@ def run_filter(
     old = check("older_than", _back, older_than, now, tz)
     new = check("newer_than", _back, newer_than, now, tz)
     stuck = check("stuck_after", _stuck, stuck_after, now, tz)
+    error_text = None if error is None else check("error", _error_text, error)
     flow_ids: tuple[str, ...] = ()
     flow_name = None
     if flow is not None:
@@ -115,6 +118,7 @@ def run_filter(
         started_after=after,
         started_before=before,
         stuck=stuck or listing.Stuck(),
+        error=error_text,
     )
 
 
@@ -151,6 +155,14 @@ def _statuses(given: str | Iterable[str] | None) -> tuple[str, ...]:
         if key not in found:
             found.append(key)
     return tuple(found)
+
+
+def _error_text(given: object) -> str:
+    text = str(given).strip()
+    problem = payloads.text_problem(text)
+    if problem is not None:
+        raise _Unusable(f"the error's text {problem}", "error_invalid")
+    return text
 
 
 def _record(mounted: Mounted, record: object) -> str:
@@ -422,6 +434,15 @@ def journal_sentence(entry: ops.JournalRow) -> str:
         return _edit_sentence(entry, detail)
     if entry.action == "job_run":
         return f"{entry.operator} ran job '{detail.get('job', '?')}' now (run {entry.run_id})"
+    if entry.action in ("job_pause", "job_resume"):
+        verb = "paused" if entry.action == "job_pause" else "resumed"
+        return f"{entry.operator} {verb} job '{detail.get('job', '?')}'"
+    if entry.action == "job_backfill":
+        return (
+            f"{entry.operator} backfilled job '{detail.get('job', '?')}' from "
+            f"{detail.get('from', '?')} to {detail.get('to', '?')}: {detail.get('slots', 0)} "
+            f"slots, {detail.get('started', 0)} started"
+        )
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"
     if entry.action == "start" and detail.get("flow"):

@@ -374,7 +374,7 @@ def add_schedule(problems: list[errors.FieldError], flow: FlowRow) -> None:
         problems.append(errors.FieldError("schedule", message, "schedule_without_start"))
         return
     try:
-        schedules.read(flow.schedule)
+        schedules.flow_schedule(flow.schedule)
     except errors.BindingError as exc:
         problems.append(errors.FieldError("schedule", str(exc), "schedule_invalid"))
 

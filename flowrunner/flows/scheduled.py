@@ -62,7 +62,7 @@ def schedule_of(flow: Mapping[str, object]) -> schedules.Schedule | None:
     if not isinstance(text, str) or not text.strip():
         return None
     try:
-        return schedules.read(text)
+        return schedules.flow_schedule(text)
     except errors.BindingError:
         return None
 

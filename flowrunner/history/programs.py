@@ -47,7 +47,10 @@ def _slot(say: Say, key: str) -> str | None:
 def _job_scheduled(say: Say) -> str:
     every = say.get("every", "its schedule")
     zone = say.detail.get("timezone")
-    said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
+    if say.detail.get("interval"):
+        said = f"Scheduled every {every}"
+    else:
+        said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
     first = _slot(say, "first")
     return f"{said}; first slot {first}" if first else said
 
@@ -64,7 +67,65 @@ def _job_ran(say: Say) -> str:
     if attempt > 1:
         said += f" (attempt {attempt})"
     missed = _slot(say, "missed_from")
-    return f"{said}; the slots missed from {missed} were skipped" if missed else said
+    if missed:
+        return f"{said}; the slots missed from {missed} were skipped"
+    overlapped = _slot(say, "overlapped_from")
+    if overlapped:
+        return f"{said}; {_overlapped(say, overlapped)} came while the last one ran: skipped"
+    return said
+
+
+def _overlapped(say: Say, first: str) -> str:
+    last = _slot(say, "overlapped_to")
+    return f"the slot {first}" if not last or last == first else f"the slots {first} to {last}"
+
+
+def _job_skipped(say: Say) -> str:
+    following = _slot(say, "next")
+    then = f"; the job runs next at {following}" if following else ""
+    overlapped = _slot(say, "overlapped_from")
+    if overlapped:
+        return f"Skipped {_overlapped(say, overlapped)}, which came while the last one ran{then}"
+    first, last = _slot(say, "missed_from"), _slot(say, "missed_to")
+    if not first:
+        missed = "the slots missed"
+    elif not last or last == first:
+        missed = f"the slot {first}"
+    else:
+        missed = f"the slots {first} to {last}"
+    return f"Skipped {missed}, as no worker served or the job was paused{then}"
+
+
+def _job_started(say: Say) -> str:
+    run = say.detail.get("run")
+    slot = _slot(say, "slot") or "its slot"
+    if run is None:
+        return f"The slot {slot} had its run already"
+    return f"Started run {run} for the slot {slot}, beside any slot still running"
+
+
+def _job_already(say: Say) -> str:
+    command = say.get("command", "its command")
+    return f"The slot {_slot(say, 'slot') or '?'} had run already: {command} did not run again"
+
+
+def _job_tenants(say: Say) -> str:
+    tenants = say.detail.get("tenants") or []
+    named = ", ".join(str(tenant) for tenant in tenants)
+    whom = f"tenant {named}" if len(tenants) == 1 else f"tenants {named}"
+    return f"Started the job for {whom} from the slot {_slot(say, 'slot') or '?'}"
+
+
+def _job_parked(say: Say) -> str:
+    return f"The job is paused: the slot {_slot(say, 'slot') or '?'} waits until it is resumed"
+
+
+def _job_paused(say: Say) -> str:
+    return f"{who_did(say.detail.get('by') or 'an operator')} paused the job"
+
+
+def _job_resumed(say: Say) -> str:
+    return f"{who_did(say.detail.get('by') or 'an operator')} resumed the job"
 
 
 def _job_failed(say: Say) -> str:
@@ -250,6 +311,13 @@ RENDER: dict[str, Callable[[Say], str]] = {
     "job_failed": _job_failed,
     "schedule_started": _schedule_started,
     "schedule_slot": _schedule_slot,
+    "job_skipped": _job_skipped,
+    "job_started": _job_started,
+    "job_already": _job_already,
+    "job_tenants": _job_tenants,
+    "job_parked": _job_parked,
+    "job_paused": _job_paused,
+    "job_resumed": _job_resumed,
     "workflow_step": _workflow_step,
     "workflow_waiting": _workflow_waiting,
     "diverged": _diverged,

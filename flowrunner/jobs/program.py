@@ -11,12 +11,16 @@ runs, workers, leases and journal, no second engine.
   refusal, or the last failed attempt, fails the run with a sanitized envelope.
 - **A job at times** has one run of its own (started ``every:NAME``, made by each
   worker before its first claim, and by ``flowrunner jobs``), due at its next slot.
-  Claimed, it runs the latest slot due — the slots missed while no worker served are
-  skipped, said in the history line — then is due at the slot after. Its lease makes it
-  one at a time and each slot once however many workers serve: a slot that falls due
-  while the last one still runs waits for it and runs as soon as it is done. A slot
-  whose command keeps failing (or is refused) is written in the history and the job
-  waits for its next slot.
+  Claimed, it runs the slot its ``catch_up`` and ``overlap`` choose
+  (``flowrunner.jobs.catch_up``; by default the latest slot due, the missed ones said in
+  the history line), then is due at the slot after. Its lease makes it one at a time
+  and each slot once however many workers serve. A slot whose command keeps failing (or
+  is refused) is written in the history and the job waits for its next slot. In
+  ``realm="tenant"`` that run is a roll-call giving each active tenant a run of its own
+  (``flowrunner.jobs.steps``); the active tenants are those that own a record of the
+  binding's resource, or those ``Jobs(..., tenants=...)`` answers.
+- **Operators** run a job at times now (``run_now``), pause and resume it, and
+  backfill a range of its slots, each journaled with their name.
 
 Each slot's command has the idempotency key ``job:NAME:SLOT`` (the slot in ISO 8601,
 UTC); an event job's ``job:NAME:KEY``; a run by hand (``run_now``, ``flowrunner jobs run``)
@@ -25,38 +29,35 @@ UTC); an event job's ``job:NAME:KEY``; a run by hand (``run_now``, ``flowrunner 
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
-import hashlib
-import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from flowrunner import errors
-from flowrunner.engine import claimed, commands
 from flowrunner.engine.mounted import Claimed, Mountable, Mounted, Program, Stepping
-from flowrunner.flows.interpreter import happened, retry
-from flowrunner.foundations import payloads, retry_policy, sanitize, statuses
-from flowrunner.jobs import spec
+from flowrunner.foundations import payloads, statuses
+from flowrunner.jobs import runs, spec, steps
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
 
-PROGRAM = "job"  # the name a job's run gives its program (``engine.mounted.program_of``)
+PROGRAM = runs.PROGRAM
 WAITING = statuses.RunStatus.WAITING
+flow_id = runs.flow_id
+every_key = runs.every_key
 
+# The most slots one backfill starts: a wider range is refused, to be given in parts.
+MOST_BACKFILLED = 10_000
 
-def flow_id(name: str) -> str:
-    """What a job's runs keep as their flow id: ``job:NAME``."""
-    return f"{PROGRAM}:{name}"
-
-
-def every_key(name: str) -> str:
-    """The start key of a job at times' one run."""
-    return f"every:{name}"
+# What answers the active tenants of a ``realm="tenant"`` job, in the roll-call's
+# transaction.
+ActiveTenants = Callable[[sa.Connection], Sequence[object]]
+_S = TypeVar("_S", bound=steps.JobStep)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class JobInfo:
     """The last slot it ran (or gave up), if any."""
     timezone: str | None = None
     """A job at times' wall clock (its slots are shown on it)."""
+    paused_by: str | None = None
+    """Who paused it (None: it is not paused)."""
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,41 @@ class Ran:
     error: str | None = None
 
 
-class Jobs(Program):
-    """The jobs mounted on one runner, by name (see the module's docstring)."""
+@dataclass(frozen=True)
+class Backfilled:
+    """What a backfill did: the slots in its range, the runs it started for them, and
+    the slots that had run already (started nothing)."""
 
-    def __init__(self, runner: Mounted | Mountable, jobs: Mapping[str, spec.Job]) -> None:
+    slots: list[datetime]
+    started: list[int]
+    ran_already: list[datetime]
+    entry: int
+    """Its journal entry."""
+
+
+class Jobs(Program):
+    """The jobs mounted on one runner, by name (see the module's docstring).
+
+    ``tenants`` answers the active tenants of a ``realm="tenant"`` job, given a
+    connection (default: every tenant owning a record of the binding's resource).
+    """
+
+    def __init__(
+        self,
+        runner: Mounted | Mountable,
+        jobs: Mapping[str, spec.Job],
+        *,
+        tenants: ActiveTenants | None = None,
+    ) -> None:
         mounted = Mounted.of(runner)
         if mounted.jobs is not None:
             raise errors.BindingError("this runner has jobs mounted already: mount them once")
+        if tenants is not None and not callable(tenants):
+            raise errors.BindingError(
+                "Jobs(tenants=...) is a function of a connection answering the active tenants"
+            )
         self.mounted = mounted
+        self.tenants = tenants
         self.jobs: dict[str, spec.Job] = {}
         for name, job in jobs.items():
             self._check(name, job)
@@ -122,6 +152,11 @@ class Jobs(Program):
                 f"job {name!r} runs on event {job.on!r}, which the binding does not have "
                 f"(events: {known})"
             )
+        if job.realm == "tenant" and mounted.binding.tenant is None:
+            raise errors.BindingError(
+                f"job {name!r} runs once per tenant (realm='tenant'), but the binding's "
+                f"{mounted.binding.resource} records belong to no tenants: leave realm out"
+            )
 
     def job(self, name: str) -> spec.Job:
         """The job of that name; ``OperatorError`` (404) naming the jobs there are."""
@@ -133,43 +168,76 @@ class Jobs(Program):
             )
         return found
 
+    def timed(self, name: str) -> spec.Job:
+        """The job at times of that name; ``OperatorError`` for an event's job."""
+        job = self.job(name)
+        if job.every is None:
+            raise errors.OperatorError(
+                f"job {name!r} runs on event {job.on!r}: it runs when an event plans it, "
+                "not by hand",
+                code="job_on_event",
+            )
+        return job
+
+    def active_tenants(self, conn: sa.Connection) -> builtins.list[str]:
+        """The tenants a ``realm="tenant"`` job runs for now: ``tenants(conn)`` when the
+        application gave it, else every tenant owning a record of the resource."""
+        if self.tenants is None:
+            return records.record_tenants(conn, self.mounted.tables)
+        found = []
+        for tenant in self.tenants(conn):
+            if isinstance(tenant, bool) or not isinstance(tenant, str | int) or tenant == "":
+                raise errors.BindingError(
+                    f"Jobs(tenants=...) answered {tenant!r}: a tenant is a text or a number"
+                )
+            found.append(str(tenant))
+        return sorted(set(found))
+
     # -- planning an event's job ------------------------------------------------------------
 
     def _plan(self, conn: sa.Connection, event: spec.Emitted) -> None:
         """Plan each job on ``event`` in the emitting transaction: a run due at its plan's
-        ``run_at``, once per plan key."""
+        ``run_at``, on its target record (the event's own by default), once per plan key."""
         for name, job in self.jobs.items():
             if job.on != event.name:
                 continue
-            key, run_at, given = spec.plan_of(name, job, event)
+            plan = spec.plan_of(name, job, event)
             snapshot = {
                 "program": PROGRAM,
                 "job": name,
                 "on": event.name,
                 "event": event.id,
-                "key": key,
+                "key": plan.key,
                 "command": job.command,
                 "run_as": job.run_as,
-                "input": given,
+                "input": plan.input,
             }
+            if plan.target != event.record_id:
+                snapshot["target"] = plan.target
             run_id = ops.insert_run(
                 conn,
                 tenant=event.tenant,
                 resource=self.mounted.binding.resource,
-                record_id=event.record_id,
+                record_id=plan.target,
                 flow_id=flow_id(name),
                 flow_name=name,
-                start_key=f"on:{key}",
+                start_key=f"on:{plan.key}",
                 snapshot=snapshot,
-                digest=_digest(snapshot),
-                state={"next_at": run_at.isoformat(), "attempt": 0},
+                digest=runs.digest(snapshot),
+                state={"next_at": plan.run_at.isoformat(), "attempt": 0},
                 status=WAITING,
                 now=event.at,
                 started_by=job.run_as,
-                due_at=run_at,
+                due_at=plan.run_at,
             )
             if run_id is not None:
-                planned = {"event": event.name, "run_at": run_at.isoformat(), "key": key}
+                planned = {
+                    "event": event.name,
+                    "run_at": plan.run_at.isoformat(),
+                    "key": plan.key,
+                }
+                if "target" in snapshot:
+                    planned["target"] = plan.target
                 line = ops.LogLine("job_planned", kind=PROGRAM, title=name, detail=planned)
                 ops.append_logs(conn, run_id=run_id, at=event.at, tenant=event.tenant, lines=[line])
 
@@ -185,50 +253,30 @@ class Jobs(Program):
             return
         with dialects.begin(self.mounted.engine) as conn:
             for name, job in timed:
-                slots = job.slots
-                first = slots.next_slot(now)
-                snapshot = {
-                    "program": PROGRAM,
-                    "job": name,
-                    "every": slots.every,
-                    "timezone": slots.timezone,
-                    "command": job.command,
-                    "run_as": job.run_as,
-                }
-                run_id = ops.insert_run(
-                    conn,
-                    tenant=None,
-                    resource=self.mounted.binding.resource,
-                    record_id="",
-                    flow_id=flow_id(name),
-                    flow_name=name,
-                    start_key=every_key(name),
-                    snapshot=snapshot,
-                    digest=_digest(snapshot),
-                    state=_timed_state(last=now, next_at=first),
-                    status=WAITING,
-                    now=now,
-                    started_by=job.run_as,
-                    due_at=first,
+                first = job.slots.next_slot(now)
+                runs.start_timed(
+                    conn, self.mounted, name, job, tenant=None, last=now, first=first, now=now
                 )
-                if run_id is not None:
-                    detail = {
-                        "every": slots.every,
-                        "timezone": slots.timezone,
-                        "first": first.isoformat(),
-                        "command": job.command,
-                    }
-                    line = ops.LogLine("job_scheduled", kind=PROGRAM, title=name, detail=detail)
-                    ops.append_logs(conn, run_id=run_id, at=now, tenant=None, lines=[line])
 
-    def scheduled_run(self, name: str) -> ops.RunRow | None:
-        """A job at times' run, or None before it was made."""
+    def scheduled_run(self, name: str, tenant: object = None) -> ops.RunRow | None:
+        """A job at times' run (a tenant's own, with ``tenant``), or None before it was made."""
         with self.mounted.engine.connect() as conn:
             return ops.find_started(
                 conn,
                 resource=self.mounted.binding.resource,
                 flow_id=flow_id(name),
-                start_key=every_key(name),
+                start_key=every_key(name, None if tenant is None else str(tenant)),
+            )
+
+    def scheduled_runs(self, name: str) -> builtins.list[ops.RunRow]:
+        """A job at times' own run, then each tenant's (``realm="tenant"``), oldest first."""
+        with self.mounted.engine.connect() as conn:
+            return ops.runs_started_with(
+                conn,
+                resource=self.mounted.binding.resource,
+                flow_id=flow_id(name),
+                prefix=every_key(name),
+                open_only=False,
             )
 
     def list(self) -> list[JobInfo]:
@@ -240,37 +288,218 @@ class Jobs(Program):
             info = JobInfo(name, job.describe(), job.command, job.run_as, timezone=zone)
             run = self.scheduled_run(name) if job.every is not None else None
             if run is not None:
+                paused = run.state.get("paused")
                 info = dataclasses.replace(
                     info,
                     run_id=run.id,
-                    next_at=_moment(run.state.get("next_at")),
-                    last_slot=_moment(run.state.get("ran")),
+                    next_at=None if paused else runs.moment(run.state.get("next_at")),
+                    last_slot=runs.moment(run.state.get("ran")),
+                    paused_by=str(paused.get("by")) if isinstance(paused, Mapping) else None,
                 )
             shown.append(info)
         return shown
 
-    def run_now(self, name: str, *, operator: str, wait: float = 60.0) -> Ran:
-        """Run a job at times now, once, as its principal, journaled with ``operator``.
+    # -- operators' actions ------------------------------------------------------------------
+
+    def run_now(
+        self, name: str, *, operator: str, wait: float = 60.0, tenant: object = None
+    ) -> Ran:
+        """Run a job at times now, once, as its principal, journaled with ``operator``
+        (a ``realm="tenant"`` job: in ``tenant``'s scope, which it names).
 
         Waits (up to ``wait`` seconds) while a worker's scheduled run of the job holds its
         lease: one at a time. Its schedule goes on as it was. ``OperatorError`` for an
         unknown name (naming the jobs there are), an event's job (it runs when planned),
         and a lease still held after ``wait``.
         """
+        job = self.timed(name)
+        operator = _operator(operator, "runs the job")
+        self.prepare()
+        if job.realm == "tenant":
+            if tenant is None:
+                raise errors.OperatorError(
+                    f"job {name!r} runs once per tenant: name the tenant to run it for",
+                    code="job_tenant",
+                )
+            self._tenant_run(name, job, str(tenant))
+        run = self.scheduled_run(name, tenant if job.realm == "tenant" else None)
+        assert run is not None
+        step = self._by_hand(name, run, wait, lambda held: steps.ByHand(held, self, operator))
+        return Ran(run.id, step.ran_ok, step.ran_error)
+
+    def pause(self, name: str, *, operator: str, wait: float = 60.0) -> int:
+        """Pause a job at times: it runs no slot until resumed (a slot still running ends
+        first: this waits for it, up to ``wait`` seconds). Journaled with ``operator``;
+        its journal entry's id. Pausing a paused job changes nothing (and is journaled)."""
+        self.timed(name)
+        operator = _operator(operator, "pauses the job")
+        self.prepare()
+        at = self.mounted.clock()
+        paused = {"by": operator, "at": at.isoformat()}
+        for run in self._open_scheduled(name):
+            if run.state.get("paused"):
+                continue
+            self._by_hand(
+                name,
+                run,
+                wait,
+                lambda held: steps.Operated(held, self, operator, paused=paused),
+            )
+        return self._journal(name, operator, "job_pause", {"job": name})
+
+    def resume(self, name: str, *, operator: str, wait: float = 60.0) -> int:
+        """Resume a paused job at times: it is due at once, and the slots missed while it
+        was paused run as its ``catch_up`` says. Journaled with ``operator``; its journal
+        entry's id. Resuming a job that is not paused changes nothing (and is journaled)."""
+        self.timed(name)
+        operator = _operator(operator, "resumes the job")
+        self.prepare()
+        for run in self._open_scheduled(name):
+            if not run.state.get("paused"):
+                continue
+            self._by_hand(
+                name,
+                run,
+                wait,
+                lambda held: steps.Operated(held, self, operator, paused=None),
+            )
+        with dialects.begin(self.mounted.engine) as conn:
+            # The slots' runs that waited for the job: due now.
+            for run in ops.runs_started_with(
+                conn,
+                resource=self.mounted.binding.resource,
+                flow_id=flow_id(name),
+                prefix="slot:",
+            ):
+                if run.state.get("parked"):
+                    ops.set_due(conn, run_id=run.id, due_at=self.mounted.clock(), tenant=run.tenant)
+        return self._journal(name, operator, "job_resume", {"job": name})
+
+    def backfill(
+        self,
+        name: str,
+        *,
+        start: datetime,
+        end: datetime,
+        operator: str,
+        tenant: object = None,
+    ) -> Backfilled:
+        """Run each slot of a job at times from ``start`` to ``end`` (both included) once:
+        a run of its own per slot (per active tenant, or ``tenant``'s alone, in
+        ``realm="tenant"``), due now, for the workers. A slot that ran already, by its
+        schedule or an earlier backfill, is not run again. Journaled with ``operator``.
+
+        ``OperatorError`` for a range that ends before it starts, or after now (a slot
+        that has not come runs at its time), or holds more than ``MOST_BACKFILLED`` slots.
+        """
+        job = self.timed(name)
+        operator = _operator(operator, "backfills the job")
+        for said, value in (("start", start), ("end", end)):
+            if not isinstance(value, datetime) or value.tzinfo is None:
+                raise errors.OperatorError(
+                    f"a backfill's {said} is a moment with its time zone, not {value!r}"
+                )
+        now = self.mounted.clock()
+        if end < start:
+            raise errors.OperatorError(
+                f"the backfill of job {name!r} ends ({end.isoformat()}) before it starts "
+                f"({start.isoformat()})"
+            )
+        if end > now:
+            raise errors.OperatorError(
+                f"the backfill of job {name!r} ends at {end.isoformat()}, after now "
+                f"({now.isoformat()}): a slot that has not come runs at its time"
+            )
+        slots = job.slots.slots(start - runs.JUST_BEFORE, end)
+        if len(slots) > MOST_BACKFILLED:
+            raise errors.OperatorError(
+                f"the backfill of job {name!r} holds {len(slots)} slots: at most "
+                f"{MOST_BACKFILLED} at once, give the range in parts"
+            )
+        self.prepare()
+        started: list[int] = []
+        ran: list[datetime] = []
+        with dialects.begin(self.mounted.engine) as conn:
+            if job.realm == "tenant":
+                tenants: list[str | None] = (
+                    [str(tenant)] if tenant is not None else list(self.active_tenants(conn))
+                )
+            else:
+                tenants = [None]
+            for slot in slots:
+                for whose in tenants:
+                    key = runs.command_key(name, slot, whose)
+                    done = ops.find_idempotent(conn, key=key)
+                    if done is not None and done.completed:
+                        ran.append(slot)
+                        continue
+                    run_id = runs.start_slot(
+                        conn, self.mounted, name, job, slot=slot, tenant=whose, now=now, by=operator
+                    )
+                    if run_id is not None:
+                        started.append(run_id)
+            detail = {
+                "job": name,
+                "from": start.isoformat(),
+                "to": end.isoformat(),
+                "slots": len(slots),
+                "started": len(started),
+            }
+            own = self.scheduled_run(name)
+            entry = ops.journal(
+                conn,
+                operator=operator,
+                action="job_backfill",
+                at=now,
+                run_id=None if own is None else own.id,
+                resource=self.mounted.binding.resource,
+                detail=detail,
+            )
+        return Backfilled(slots, started, ran, entry)
+
+    def _journal(self, name: str, operator: str, action: str, detail: dict[str, Any]) -> int:
+        own = self.scheduled_run(name)
+        with dialects.begin(self.mounted.engine) as conn:
+            return ops.journal(
+                conn,
+                operator=operator,
+                action=action,
+                at=self.mounted.clock(),
+                run_id=None if own is None else own.id,
+                resource=self.mounted.binding.resource,
+                detail=detail,
+            )
+
+    def _open_scheduled(self, name: str) -> builtins.list[ops.RunRow]:
+        runs = [run for run in self.scheduled_runs(name) if not run.ended]
+        if not runs:
+            raise errors.OperatorError(
+                f"job {name!r} no longer runs: its run was cancelled or ended",
+                code="job_ended",
+            )
+        return runs
+
+    def _tenant_run(self, name: str, job: spec.Job, tenant: str) -> None:
+        """Make sure a tenant has its own run of a ``realm="tenant"`` job (due at its
+        next slot), as the roll-call would at the job's next slot."""
+        now = self.mounted.clock()
+        with dialects.begin(self.mounted.engine) as conn:
+            runs.start_timed(
+                conn,
+                self.mounted,
+                name,
+                job,
+                tenant=tenant,
+                last=now,
+                first=job.slots.next_slot(now),
+                now=now,
+            )
+
+    def _held(self, name: str, run: ops.RunRow, wait: float) -> tuple[Any, ops.Claim]:
+        """``run`` claimed for an operator's step by a worker of its own, waiting up to
+        ``wait`` seconds while another worker holds it."""
         from flowrunner.engine import worker as worker_mod
 
-        job = self.job(name)
-        if job.every is None:
-            raise errors.OperatorError(
-                f"job {name!r} runs on event {job.on!r}: it runs when an event plans it, "
-                "not by hand",
-                code="job_on_event",
-            )
-        if not isinstance(operator, str) or not operator.strip():
-            raise errors.OperatorError("name the operator who runs the job")
-        self.prepare()
-        run = self.scheduled_run(name)
-        assert run is not None
         if run.ended:
             raise errors.OperatorError(
                 f"job {name!r} no longer runs: its run {run.id} is {run.status} "
@@ -288,7 +517,7 @@ class Jobs(Program):
                 ttl=hand.lease_ttl,
             )
             if claim is not None:
-                break
+                return hand, claim
             if time.monotonic() >= until:
                 raise errors.OperatorError(
                     f"job {name!r} is still running on a worker after {wait:g} seconds: "
@@ -296,288 +525,31 @@ class Jobs(Program):
                     code="job_busy",
                 )
             time.sleep(0.05)  # a worker runs the job's slot: it gives the lease up when done
+
+    def _by_hand(
+        self,
+        name: str,
+        run: ops.RunRow,
+        wait: float,
+        make: Callable[[Claimed], _S],
+    ) -> _S:
+        """An operator's step (``make``) on ``run``, claimed (``_held``), in a transaction
+        of its own; the step, advanced."""
+        hand, claim = self._held(name, run, wait)
         with dialects.begin(self.mounted.engine) as conn:
-            step = _ByHand(
-                hand.claimed(conn, claim, self.mounted.clock(), (), ops.load_run(conn, run.id)),
-                self,
-            )
-            step.operator = operator.strip()
+            now = self.mounted.clock()
+            step = make(hand.claimed(conn, claim, now, (), ops.load_run(conn, run.id)))
             step.advance()
-        return Ran(run.id, step.ran_ok, step.ran_error)
+        return step
 
     # -- the program -------------------------------------------------------------------------
 
     def step(self, claimed: Claimed) -> Stepping:
         """The step of a claimed job run (this is the ``job`` program)."""
-        return _JobStep(claimed, self)
+        return steps.JobStep(claimed, self)
 
 
-class _JobStep(claimed.ClaimedStep):
-    """One claimed run of a job: an event's planned command, or a job at times' slot."""
-
-    def __init__(self, claimed: Claimed, jobs: Jobs) -> None:
-        super().__init__(claimed)
-        self.jobs = jobs
-        self.name = str(self.run.snapshot.get("job") or self.run.flow_name)
-
-    def failure(self) -> str | None:
-        if self.failed is None:
-            return None
-        return f"run {self.run.id} of job {self.name!r} failed: {self.failed}"
-
-    def advance(self) -> None:
-        run = self.run
-        if run.status in statuses.ENDED:
-            ops.set_due(self.conn, run_id=run.id, due_at=None, tenant=run.tenant)
-            self.give_up_lease(forget=True)
-            return
-        job = self.jobs.jobs.get(self.name)
-        timed = "every" in run.snapshot
-        if job is None or (job.every is not None) != timed:
-            self.stop(
-                f"this run executes job {self.name!r}, which this runner does not have any more",
-                code="program_missing",
-            )
-            return
-        due = _moment(run.state.get("next_at"))
-        if due is not None and self.now < due:
-            # Woken before its time (an event about its record): it waits on.
-            self.save(state=run.state, status=WAITING, due_at=due)
-            return
-        if timed:
-            self._slot(job)
-        else:
-            self._planned(job)
-
-    # -- an event's job --------------------------------------------------------------------
-
-    def _planned(self, job: spec.Job) -> None:
-        run, snap = self.run, self.run.snapshot
-        attempt = int(str(run.state.get("attempt") or 0)) + 1
-        command = str(snap["command"])
-        record = records.load_record(self.conn, self.mounted.tables, run.record_id, run.tenant)
-        inputs = snap.get("input")
-        result = self._command(
-            job,
-            command,
-            principal=str(snap.get("run_as") or job.run_as),
-            inputs=dict(inputs) if isinstance(inputs, Mapping) else {},
-            key=f"job:{self.name}:{snap.get('key')}",
-            attempt=attempt,
-            record=record or {},
-        )
-        if result.ok:
-            self.log("job_ran", kind=PROGRAM, title=self.name, detail=_ran(command, attempt))
-            self.save(
-                state={**run.state, "attempt": attempt},
-                status=statuses.RunStatus.DONE,
-                due_at=None,
-                reason=f"job {self.name!r} ran {command}",
-            )
-            return
-        again = self._again(job, result, attempt)
-        error = dict(result.error or {})
-        if again is not None:
-            self.log("retry", kind=PROGRAM, title=self.name, detail=_retry(error, attempt, again))
-            state = {**run.state, "attempt": attempt, "next_at": again.isoformat()}
-            self.save(state=state, status=WAITING, due_at=again)
-            return
-        message = str(error.get("message") or "no reason given")
-        self.log("failed", kind=PROGRAM, title=self.name, detail={"message": message})
-        self.save(
-            state={**run.state, "attempt": attempt},
-            status=statuses.RunStatus.FAILED,
-            due_at=None,
-            error=error,
-            reason=f"job {self.name!r}: {command} {_failed_how(result, attempt)}: {message}",
-        )
-
-    # -- a job at times' slot --------------------------------------------------------------
-
-    def _slot(self, job: spec.Job) -> None:
-        run, state, now = self.run, self.run.state, self.now
-        slots = job.slots
-        last = _moment(state.get("last")) or run.started_at
-        slot = slots.latest_slot(last, now)
-        if slot is None:
-            self.save(state=state, status=WAITING, due_at=slots.next_slot(last))
-            return
-        first_missed = slots.next_slot(last)
-        retrying = state.get("retrying") == slot.isoformat()
-        attempt = int(str(state.get("attempt") or 0)) + 1 if retrying else 1
-        result = self._command(
-            job,
-            job.command,
-            principal=job.run_as,
-            inputs={"slot": slot.isoformat()},
-            key=f"job:{self.name}:{slot.isoformat()}",
-            attempt=attempt,
-            record={},
-        )
-        detail: dict[str, Any] = {
-            **_ran(job.command, attempt),
-            "slot": slot.isoformat(),
-            "timezone": slots.timezone,
-        }
-        if first_missed != slot:
-            detail["missed_from"] = first_missed.isoformat()
-        following = slots.next_slot(slot)
-        if result.ok:
-            self.log("job_ran", kind=PROGRAM, title=self.name, detail=detail)
-            self.save(
-                state=_timed_state(last=slot, next_at=following, ran=slot),
-                status=WAITING,
-                due_at=following,
-            )
-            return
-        error = dict(result.error or {})
-        again = self._again(job, result, attempt)
-        if again is not None and again < following:
-            self.log("retry", kind=PROGRAM, title=self.name, detail=_retry(error, attempt, again))
-            self.save(
-                state={
-                    **state,
-                    "retrying": slot.isoformat(),
-                    "attempt": attempt,
-                    "next_at": again.isoformat(),
-                },
-                status=WAITING,
-                due_at=again,
-            )
-            return
-        detail["error"] = str(error.get("message") or "no reason given")
-        self.log("job_failed", kind=PROGRAM, title=self.name, detail=detail)
-        self.save(
-            state={**_timed_state(last=slot, next_at=following, ran=slot), "error": error},
-            status=WAITING,
-            due_at=following,
-        )
-
-    # -- the command -------------------------------------------------------------------------
-
-    def _command(
-        self,
-        job: spec.Job,
-        command: str,
-        *,
-        principal: str,
-        inputs: Mapping[str, object],
-        key: str,
-        attempt: int,
-        record: Mapping[str, object],
-    ) -> happened.CommandResult:
-        """Run the job's command once (``ClaimedStep.command``: a savepoint, a heartbeat,
-        the deadline, authorized again as ``principal``)."""
-        run = self.run
-        timeout = job.timeout_delta
-        context = commands.CommandContext(
-            record=dict(record),
-            inputs=dict(inputs),
-            conn=self.conn,
-            principal=principal,
-            idempotency_key=key,
-            run_id=run.id,
-            flow_name=self.name,
-            step_title=self.name,
-            position=0,
-            attempt=attempt,
-            tenant=run.tenant,
-            now=self.now,
-            deadline=self.deadline(timeout),
-            clock=self.mounted.clock,
-        )
-        result, _ = self.command(command, context, result_key=f"job-{attempt}", timeout=timeout)
-        return result
-
-    def _again(
-        self, job: spec.Job, result: happened.CommandResult, attempt: int
-    ) -> datetime | None:
-        """When a failed attempt is tried again (the engine's backoff), or None: refused,
-        or out of attempts."""
-        if result.refused:
-            return None
-        policy: retry_policy.RetryPolicy = job.retry or self.mounted.config.retry
-        return retry.decide(policy, attempt, self.now).retry_at
-
-
-class _ByHand(_JobStep):
-    """A job at times run now by an operator (``Jobs.run_now``): its command once,
-    journaled; the job's schedule is left as it was."""
-
-    operator = ""
-    ran_ok = False
-    ran_error: str | None = None
-
-    def advance(self) -> None:
-        run, job = self.run, self.jobs.job(self.name)
-        entry = ops.journal(
-            self.conn,
-            operator=self.operator,
-            action="job_run",
-            at=self.now,
-            run_id=run.id,
-            resource=run.resource,
-            detail={"job": self.name},
-        )
-        result = self._command(
-            job,
-            job.command,
-            principal=job.run_as,
-            inputs={"slot": None, "by": self.operator},
-            key=f"job:{self.name}:manual:{entry}",
-            attempt=1,
-            record={},
-        )
-        detail: dict[str, Any] = {**_ran(job.command, 1), "by": self.operator}
-        self.ran_ok = result.ok
-        if result.ok:
-            self.log("job_ran", kind=PROGRAM, title=self.name, detail=detail)
-        else:
-            self.ran_error = str((result.error or {}).get("message") or "no reason given")
-            detail["error"] = self.ran_error
-            self.log("job_failed", kind=PROGRAM, title=self.name, detail=detail)
-        self.save(state=run.state, status=run.status, due_at=self.claim.due_at)
-
-
-def _timed_state(
-    *, last: datetime, next_at: datetime, ran: datetime | None = None
-) -> dict[str, Any]:
-    """A job at times' state: the slot it last ran (or was scheduled from), when it runs
-    next, no attempt under way."""
-    return {
-        "last": last.isoformat(),
-        "ran": None if ran is None else ran.isoformat(),
-        "next_at": next_at.isoformat(),
-        "attempt": 0,
-        "retrying": None,
-    }
-
-
-def _ran(command: str, attempt: int) -> dict[str, Any]:
-    return {"command": command, "attempt": attempt}
-
-
-def _retry(error: Mapping[str, Any], attempt: int, again: datetime) -> dict[str, Any]:
-    return {
-        "attempt": attempt,
-        "error": sanitize.sanitize_text(error.get("message") or "no reason given"),
-        "again_at": again.isoformat(),
-    }
-
-
-def _failed_how(result: happened.CommandResult, attempt: int) -> str:
-    if result.refused:
-        return "was refused"
-    return f"failed {attempt} time{'s' if attempt > 1 else ''}"
-
-
-def _moment(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    moment = datetime.fromisoformat(value)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
-def _digest(snapshot: Mapping[str, Any]) -> str:
-    text = json.dumps(snapshot, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+def _operator(operator: object, does: str) -> str:
+    if not isinstance(operator, str) or not operator.strip():
+        raise errors.OperatorError(f"name the operator who {does}")
+    return operator.strip()

@@ -9,6 +9,12 @@ below, and answers the two questions the engine asks: the first slot after a mom
 (``next_slot``) and the latest slot due by now since the last one run (``latest_slot``).
 Pure: no clock, no SQL.
 
+A schedule may also be an interval of elapsed time (``every="90 seconds"``, ``"2 hours"``):
+its slots fall on whole multiples of the interval counted from 1970-01-01 00:00 UTC, so
+every worker, and every restart, finds the same slots (``"1 hour"`` on the hour, UTC;
+``"90 seconds"`` at 00:00:00, 00:01:30, 00:03:00…). ``read`` takes either; ``Slots`` is
+what both answer.
+
 Daylight saving, as Debian's cron does it, in every zone, however far its clocks move
 and at whatever minute (an hour at two in the morning; half an hour on Lord Howe
 Island; an hour at a quarter to three on the Chatham Islands):
@@ -41,11 +47,13 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import cronsim
 
 from flowrunner import errors
+from flowrunner.foundations import durations
 
 # The named schedules, as the five fields each stands for.
 NICKNAMES = {
@@ -207,6 +215,111 @@ class Schedule:
         return f"{self.every} ({self.timezone})"
 
 
+# Where an interval's slots are counted from.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Slots(Protocol):
+    """What a job at times asks of its schedule, cron fields or an interval alike."""
+
+    @property
+    def every(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    def next_slot(self, after: datetime) -> datetime: ...
+    def slots(self, after: datetime, until: datetime) -> list[datetime]: ...
+    def latest_slot(self, after: datetime, now: datetime) -> datetime | None: ...
+    def words(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A slot every ``seconds`` of elapsed time, counted from ``EPOCH`` (see the module's
+    docstring); ``timezone`` only shows the slots on a wall clock.
+
+    >>> i = read("90 seconds")
+    >>> i.next_slot(datetime(2026, 1, 1, 0, 1, tzinfo=UTC)).isoformat()
+    '2026-01-01T00:01:30+00:00'
+    >>> i.latest_slot(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 5,
+    ...     tzinfo=UTC)).isoformat()
+    '2026-01-01T00:04:30+00:00'
+    """
+
+    every: str
+    """The interval as written: ``90 seconds``."""
+    seconds: int
+    timezone: str = "UTC"
+
+    def next_slot(self, after: datetime) -> datetime:
+        """The first slot strictly after ``after``."""
+        gone = int((_aware(after) - EPOCH).total_seconds() // self.seconds)
+        return EPOCH + timedelta(seconds=(gone + 1) * self.seconds)
+
+    def slots(self, after: datetime, until: datetime) -> list[datetime]:
+        """Every slot strictly after ``after`` and at or before ``until``, in order."""
+        found, moment, until = [], self.next_slot(after), _aware(until)
+        while moment <= until:
+            found.append(moment)
+            moment += timedelta(seconds=self.seconds)
+        return found
+
+    def latest_slot(self, after: datetime, now: datetime) -> datetime | None:
+        """The latest slot strictly after ``after`` and at or before ``now``; None if none."""
+        gone = int((_aware(now) - EPOCH).total_seconds() // self.seconds)
+        latest = EPOCH + timedelta(seconds=gone * self.seconds)
+        return latest if latest > _aware(after) else None
+
+    def words(self) -> str:
+        """``every 90 seconds``."""
+        return f"every {self.every}"
+
+
+def read(every: str, timezone: str = "UTC") -> Slots:
+    """A job's ``every``: an interval of elapsed time (``90 seconds``, ``2 hours``) or cron
+    fields on ``timezone``'s wall clock (``parse``); ``BindingError`` with a sentence for
+    what is neither.
+
+    >>> read("90 seconds")
+    Interval(every='90 seconds', seconds=90, timezone='UTC')
+    >>> read("@daily").every
+    '0 0 * * *'
+    >>> read("ninety seconds")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    flowrunner.errors.BindingError: the schedule 'ninety seconds' is neither five cron fields ...
+    """
+    if not isinstance(every, str) or not every.strip():
+        raise errors.BindingError(
+            "a job at times needs a schedule: five cron fields, @daily, or an interval "
+            "such as '90 seconds'"
+        )
+    text = " ".join(every.split())
+    if text.startswith("@") or "*" in text or len(text.split()) == 5:
+        return parse(every, timezone)
+    try:
+        length = durations.parse_duration(text)
+    except errors.DurationError:
+        raise errors.BindingError(
+            f"the schedule {every!r} is neither five cron fields (minute hour day month "
+            "weekday), one of @hourly, @daily, @weekly, @monthly, nor an interval such as "
+            "'90 seconds' or '2 hours'"
+        ) from None
+    if not isinstance(timezone, str):
+        raise errors.BindingError(
+            f"a time zone is named by text such as 'America/New_York', not {timezone!r}"
+        )
+    zone(timezone)
+    if length.months:
+        raise errors.BindingError(
+            f"the interval {every!r} is elapsed time: seconds, minutes, hours or days, "
+            "not months (a monthly job is cron fields: '@monthly' or '0 6 1 * *')"
+        )
+    seconds = length.days * 86400 + length.seconds
+    if seconds < 1:
+        raise errors.BindingError(f"the interval {every!r} is at least one second long")
+    return Interval(every=text, seconds=seconds, timezone=timezone)
+
+
 def parse(every: str, timezone: str = "UTC") -> Schedule:
     """A schedule from cron fields or a nickname and a zone's name; ``BindingError`` with
     a sentence for what cannot be read.
@@ -276,7 +389,7 @@ def _aware(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def read(text: str) -> Schedule:
+def flow_schedule(text: str) -> Schedule:
     """A flow's ``schedule`` as a business user writes it: five cron fields or a nickname,
     then the name of the time zone whose wall clock they are read on (UTC without one).
     ``BindingError`` with a sentence for what cannot be read.

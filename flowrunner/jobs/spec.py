@@ -10,6 +10,8 @@ runs them on its workers.
                               schedule=lambda event: Plan(key=event.payload["order"])),
         "nightly_close": Job(every="0 6 * * 1-5", timezone="America/New_York",
                              command="close_stale_orders", run_as="clock"),
+        "sync_rates": Job(every="90 seconds", command="sync_rates", run_as="clock",
+                          catch_up="none", overlap="skip", realm="tenant"),
     })
 """
 
@@ -22,7 +24,10 @@ from datetime import UTC, datetime, timedelta
 
 from flowrunner import errors
 from flowrunner.foundations import durations, payloads, retry_policy, shapes
+from flowrunner.jobs import catch_up as catch_up_mod
 from flowrunner.jobs import schedules
+
+REALMS = ("platform", "tenant")
 
 
 @dataclass(frozen=True)
@@ -48,12 +53,15 @@ class Plan:
     """The job an event plans: when it runs, what makes it one, and the command's input.
 
     ``key`` names the job among the event's re-sendings: a re-sent event gives the same
-    key and plans nothing new. ``run_at`` is an aware moment (None: at once).
+    key and plans nothing new. ``run_at`` is an aware moment (None: at once). ``target``
+    is the key of the record the command acts on (None: the event's own record), of the
+    event's tenant on a tenant binding.
     """
 
     key: object
     run_at: datetime | None = None
     input: shapes.Payload = field(default_factory=dict)
+    target: object = None
 
 
 Schedule = Callable[[Emitted], Plan]
@@ -63,6 +71,13 @@ Schedule = Callable[[Emitted], Plan]
 class Job:
     """One job: ``on`` an event with a pure ``schedule``, or ``every`` cron slot on
     ``timezone``'s wall clock; it runs ``command`` as ``run_as``.
+
+    ``every`` is five cron fields (or ``@daily``…) or an interval of elapsed time
+    (``"90 seconds"``). A job at times says what happens after a stop (``catch_up``:
+    ``"latest"``, ``"all"``, ``"none"``) and when a slot comes while its last one still
+    runs (``overlap``: ``"wait"``, ``"skip"``, ``"allow"``): ``flowrunner.jobs.catch_up``.
+    ``realm="tenant"`` runs it once per active tenant, in that tenant's scope; the
+    default ``"platform"`` runs it once, in no tenant's.
 
     ``retry`` is how often a failing attempt is tried again (the runner's policy by
     default); ``timeout`` bounds one attempt (``"30 seconds"``).
@@ -76,6 +91,9 @@ class Job:
     timezone: str = "UTC"
     retry: retry_policy.RetryPolicy | None = None
     timeout: str | timedelta | None = None
+    catch_up: str = "latest"
+    overlap: str = "wait"
+    realm: str = "platform"
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command:
@@ -96,15 +114,31 @@ class Job:
                 raise errors.BindingError(
                     "a job at times has no schedule function: its times are its cron fields"
                 )
-            schedules.parse(self.every, self.timezone)
+            schedules.read(self.every, self.timezone)
+        for option, value, choices in (
+            ("catch_up", self.catch_up, catch_up_mod.CATCH_UP),
+            ("overlap", self.overlap, catch_up_mod.OVERLAP),
+            ("realm", self.realm, REALMS),
+        ):
+            if value not in choices:
+                said = ", ".join(repr(choice) for choice in choices)
+                raise errors.BindingError(
+                    f"the job running {self.command!r} has {option}={value!r}: "
+                    f"{option} is one of {said}"
+                )
+        if self.on is not None and (self.catch_up, self.overlap) != ("latest", "wait"):
+            raise errors.BindingError(
+                f"the job on {self.on!r} runs when an event plans it: catch_up and overlap "
+                "are for a job at times (every=...)"
+            )
         self.timeout_delta  # noqa: B018 - read once, so a bad timeout fails at declaration
 
     @property
-    def slots(self) -> schedules.Schedule:
+    def slots(self) -> schedules.Slots:
         """A job at times' schedule (``BindingError`` for an event job)."""
         if self.every is None:
             raise errors.BindingError(f"the job on {self.on!r} runs on an event, not at times")
-        return schedules.parse(self.every, self.timezone)
+        return schedules.read(self.every, self.timezone)
 
     @property
     def timeout_delta(self) -> timedelta | None:
@@ -121,8 +155,19 @@ class Job:
         return f"on {self.on}" if self.on is not None else self.slots.words()
 
 
-def plan_of(job_name: str, job: Job, event: Emitted) -> tuple[str, datetime, shapes.JsonDict]:
-    """What ``job``'s schedule plans for ``event``: the key as text, when, the input.
+@dataclass(frozen=True)
+class Planned:
+    """A plan made keepable: its key as text, when (UTC), the input, the record acted on."""
+
+    key: str
+    run_at: datetime
+    input: shapes.JsonDict
+    target: str
+
+
+def plan_of(job_name: str, job: Job, event: Emitted) -> Planned:
+    """What ``job``'s schedule plans for ``event``: the key as text, when, the input, and
+    the record the command acts on (the event's own unless the plan names a ``target``).
 
     A schedule that raises, or answers anything but a ``Plan`` with a plain key, an aware
     ``run_at`` and plain input, is the application's mistake: ``BindingError`` naming it.
@@ -148,13 +193,31 @@ def plan_of(job_name: str, job: Job, event: Emitted) -> tuple[str, datetime, sha
         key = plan_key(plan.key)
         given = payloads.plain(dict(plan.input))
         at = run_at.astimezone(UTC)
+        target = event.record_id if plan.target is None else target_key(plan.target)
     except OverflowError:
         raise errors.BindingError(
             f"job {job_name!r}: its plan's run_at is outside the calendar in UTC"
         ) from None
     except (payloads.NotPlain, TypeError, ValueError) as exc:
         raise errors.BindingError(f"job {job_name!r}: its plan cannot be kept: {exc}") from None
-    return key, at, given
+    return Planned(key, at, given, target)
+
+
+def target_key(target: object) -> str:
+    """A plan's target as the record key runs keep (text): a text or a whole number.
+
+    >>> target_key(7), target_key("PO-7")
+    ('7', 'PO-7')
+    """
+    if isinstance(target, bool) or not isinstance(target, str | int) or target == "":
+        raise ValueError(
+            f"a plan's target is the key of a record, a text or a whole number, not {target!r}"
+        )
+    if isinstance(target, str):
+        problem = payloads.text_problem(target)
+        if problem is not None:
+            raise ValueError(f"a plan's target {problem}")
+    return str(target)
 
 
 def plan_key(key: object) -> str:

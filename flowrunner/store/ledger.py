@@ -62,6 +62,17 @@ def find_idempotent(conn: sa.Connection, *, key: str) -> IdemRow | None:
     return engine_tables.from_row(IdemRow, row)
 
 
+def results_under(conn: sa.Connection, *, prefix: str) -> list[IdemRow]:
+    """The idempotency records whose key starts with ``prefix`` (``run-7/``: a run's
+    commands), in key order; ``prefix`` is matched literally, as a bound parameter."""
+    table = engine_tables.idempotency
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = conn.execute(
+        sa.select(table).where(table.c.key.like(escaped + "%", escape="\\")).order_by(table.c.key)
+    )
+    return [engine_tables.from_row(IdemRow, row) for row in rows]
+
+
 def begin_idempotent(
     conn: sa.Connection, *, key: str, tenant: object = None, now: datetime
 ) -> IdemRow:

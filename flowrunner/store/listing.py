@@ -57,6 +57,28 @@ class Stuck:
 
 
 @dataclass(frozen=True)
+class NotActed:
+    """Runs the journal says no operator did ``action`` to at or after ``since``."""
+
+    action: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Failed (or stuck) runs that share one error, and how many they are."""
+
+    status: str
+    """``failed`` or ``stuck``."""
+    error: str
+    """The error as the runs keep it (sanitized when stored); empty when none was said."""
+    count: int
+    """How many runs have it."""
+    newest_id: int
+    """The newest of them."""
+
+
+@dataclass(frozen=True)
 class RunFilter:
     """Which runs, as the store reads it (``flowrunner.engine.operations_room`` builds it from
     what an operator typed). Every field left empty keeps every run."""
@@ -76,6 +98,14 @@ class RunFilter:
     """Runs started before this moment."""
     stuck: Stuck = field(default_factory=Stuck)
     """What ``stuck`` means."""
+    error: str | None = None
+    """Runs whose error — the reason they failed or ended, as stored (sanitized) — holds
+    this text, in any case."""
+    at_most_id: int | None = None
+    """Runs with this id or a lower one: the runs there were when a count was confirmed."""
+    not_acted: NotActed | None = None
+    """Runs no operator did this action to since this moment (a confirmed action posted
+    twice acts once)."""
 
     @property
     def flow_given(self) -> bool:
@@ -159,6 +189,54 @@ def count_runs(
     return counts
 
 
+def count_matching(
+    conn: sa.Connection, *, resource: str, tenant: object, where: RunFilter, now: datetime
+) -> tuple[int, int | None]:
+    """How many runs ``where`` keeps (its statuses too), and the highest id among them."""
+    table = engine_tables.runs
+    query = sa.select(sa.func.count(), sa.func.max(table.c.id)).where(
+        *_run_conditions(conn, resource, tenant, where, now)
+    )
+    number, highest = conn.execute(query).one()
+    return int(number), None if highest is None else int(highest)
+
+
+def error_groups(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    tenant: object,
+    where: RunFilter,
+    now: datetime,
+    limit: int = 20,
+) -> list[ErrorGroup]:
+    """The failed runs and the stuck runs ``where`` keeps (its statuses aside), grouped by
+    their error, most runs first: ``300 failed: the gateway refused: timeout``."""
+    table = engine_tables.runs
+    key = sa.func.coalesce(error_text(table), "")
+    found: list[ErrorGroup] = []
+    for status in (str(statuses.RunStatus.FAILED), STUCK):
+        asked = dataclasses.replace(where, statuses=(status,))
+        number = sa.func.count()
+        query = (
+            sa.select(key.label("error"), number.label("number"), sa.func.max(table.c.id))
+            .where(*_run_conditions(conn, resource, tenant, asked, now))
+            .group_by(key)
+            .order_by(number.desc(), key)
+            .limit(max(1, min(int(limit), MAX_LIMIT)))
+        )
+        for error, count, newest in conn.execute(query):
+            found.append(ErrorGroup(status, str(error), int(count), int(newest)))
+    found.sort(key=lambda group: -group.count)
+    return found[:limit]
+
+
+def error_text(table: sa.Table) -> sqltypes.Expression:
+    """A run's error as text: the reason it failed or ended, else its error's message."""
+    message = table.c.error["message"].as_string()
+    return sa.func.coalesce(table.c.reason, message)
+
+
 def run_flow_names(conn: sa.Connection, *, resource: str, tenant: object, name: str) -> bool:
     """Whether any run of ``resource`` (of ``tenant``) started from a flow of this name,
     in any case."""
@@ -200,6 +278,20 @@ def _run_conditions(
         found.append(table.c.started_at >= where.started_after)
     if where.started_before is not None:
         found.append(table.c.started_at < where.started_before)
+    if where.error is not None:
+        said = sa.func.lower(sa.func.coalesce(error_text(table), ""))
+        found.append(said.contains(where.error.strip().lower(), autoescape=True))
+    if where.at_most_id is not None:
+        found.append(table.c.id <= where.at_most_id)
+    if where.not_acted is not None:
+        journal = engine_tables.journal
+        found.append(
+            ~sa.exists().where(
+                journal.c.run_id == table.c.id,
+                journal.c.action == where.not_acted.action,
+                journal.c.at >= where.not_acted.since,
+            )
+        )
     if where.statuses:
         plain = [s for s in where.statuses if s != STUCK]
         wanted: list[sa.ColumnElement[bool]] = []

@@ -58,6 +58,7 @@ from flowrunner.store.ledger import (
     journal_entries,
     record_completed,
     record_idempotent,
+    results_under,
 )
 from flowrunner.store.listing import (
     STUCK,
@@ -91,6 +92,7 @@ from flowrunner.store.runs import (
     open_runs,
     run_history,
     runs_for_record,
+    runs_started_with,
     save_run,
 )
 from flowrunner.store.saves import checkpoint_run, save_step
@@ -158,10 +160,12 @@ __all__ = [
     "record_idempotent",
     "refresh_lease",
     "release_lease",
+    "results_under",
     "run_flow_names",
     "run_history",
     "run_lease",
     "runs_for_record",
+    "runs_started_with",
     "save_run",
     "save_step",
     "set_due",

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flowrunner.foundations import shapes, sqltypes
+from flowrunner.foundations import payloads, shapes, sqltypes
 from flowrunner.foundations.shapes import RecordId, Tenant
 from flowrunner.store import app_tables, dialects, prepared
 
@@ -185,3 +185,43 @@ def count_records(
     if tables.tenant is not None:
         query = query.where(tables.resource.c[tables.tenant] == tenant)
     return int(conn.execute(query).scalar_one())
+
+
+def record_tenants(conn: sa.Connection, tables: app_tables.AppTables) -> list[str]:
+    """The tenants that own at least one record of the resource, in order; none without
+    tenants (what a job in ``realm="tenant"`` takes as the active tenants by default)."""
+    if tables.tenant is None:
+        return []
+    column = tables.resource.c[tables.tenant]
+    query = sa.select(column).where(column.is_not(None)).distinct().order_by(column)
+    return [str(tenant) for tenant in conn.execute(query).scalars()]
+
+
+def find_records(
+    conn: sa.Connection,
+    tables: app_tables.AppTables,
+    columns: Sequence[str],
+    text: str,
+    tenant: Tenant = None,
+    *,
+    limit: int = 20,
+) -> list[shapes.RowDict]:
+    """The records (of ``tenant``, on a tenant binding) whose value in one of
+    ``columns`` is ``text``, in any case (``po-3299`` finds ``PO-3299``): whole records,
+    in key order, at most ``limit``. ``text`` is sent as a bound parameter."""
+    wanted = text.strip().lower()
+    if not columns or not wanted or payloads.text_problem(wanted) is not None:
+        return []  # a text no column can hold (a NUL) finds nothing, and is not sent
+    resource = tables.resource
+    said = sa.bindparam("p_text", wanted, type_=sa.Text)
+    query = (
+        sa.select(resource)
+        .where(
+            sa.or_(*(sa.func.lower(sa.cast(resource.c[name], sa.Text)) == said for name in columns))
+        )
+        .order_by(resource.c[tables.key])
+        .limit(limit)
+    )
+    if tables.tenant is not None:
+        query = query.where(resource.c[tables.tenant] == tables.tenant_value(tenant))
+    return [{str(k): v for k, v in row._mapping.items()} for row in conn.execute(query)]

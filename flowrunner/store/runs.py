@@ -368,6 +368,22 @@ def find_started(
     return None if row is None else run_row(row)
 
 
+def runs_started_with(
+    conn: sa.Connection, *, resource: str, flow_id: str, prefix: str, open_only: bool = True
+) -> list[RunRow]:
+    """The runs of ``flow_id`` whose start key begins with ``prefix`` (not yet ended, with
+    ``open_only``), oldest first."""
+    table = engine_tables.runs
+    query = sa.select(table).where(
+        table.c.resource == resource,
+        table.c.flow_id == flow_id,
+        table.c.start_key.startswith(prefix, autoescape=True),
+    )
+    if open_only:
+        query = query.where(table.c.ended_at.is_(None))
+    return [run_row(row) for row in conn.execute(query.order_by(table.c.id))]
+
+
 def load_run(conn: sa.Connection, run_id: int) -> RunRow:
     """The run; ``errors.OperatorError`` when there is none with this id."""
     run = find_run(conn, run_id)

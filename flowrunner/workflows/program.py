@@ -546,6 +546,7 @@ class WorkflowProgram(Program):
             reason=run.reason,
             started_at=run.started_at,
             ended_at=run.ended_at,
+            zone=mounted.config.timezone,
         )
 
     def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:

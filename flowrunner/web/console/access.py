@@ -154,6 +154,11 @@ class Access:
         """``can_read`` for one reader, as the diagrams take it (step row -> bool)."""
         return lambda step_row: bool(self.can_read(reader, step_row))
 
+    def reads_column(self, reader: Principal, resource: str, column: str) -> bool:
+        """Whether ``reader`` may read a record's ``column`` on its page: ``can_read``
+        asked with ``{"resource": resource, "column": column}`` instead of a step row."""
+        return bool(self.can_read(reader, {"resource": resource, "column": column}))
+
     def may_edit(self, reader: Principal, flow_row: Mapping[str, Any]) -> bool:
         return bool(self.can_edit(reader, flow_row))
 

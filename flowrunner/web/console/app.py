@@ -78,6 +78,7 @@ def build(
     from flowrunner.web.console import (
         dashboard_pages,
         flows_pages,
+        jobs_pages,
         ops_pages,
         record_pages,
         runs_pages,
@@ -120,6 +121,7 @@ def build(
         record_pages,
         runs_pages,
         ops_pages,
+        jobs_pages,
         sign_in,
     ):
         for method, path, handler in module.ROUTES:

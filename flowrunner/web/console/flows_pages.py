@@ -32,6 +32,7 @@ from flowrunner.web.console.rows_form import (
     Problems,
     StepColumns,
     as_values,
+    calendar_options,
     flow_row,
     kind_options,
     next_position,
@@ -82,10 +83,27 @@ def running(conn: sa.Connection, page: Page, flow_id: Any) -> Running:
     )
 
 
+# The statuses the flows list counts, as the Operations room counts them: the runs
+# going on, and those an operator may have to look at.
+LISTED = ("running", "waiting", "failed", "stuck")
+
+
 @dataclasses.dataclass(frozen=True)
 class FlowLine:
     flow: dict[str, Any]
     running: Running
+    counts: tuple[tuple[str, int], ...] = ()
+    """Its runs by status (``LISTED``, those it has), counted as the Operations room
+    counts them with this flow chosen."""
+
+
+def counted(page: Page, flow: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The flow's runs by status, by the Operations room's own count."""
+    try:
+        counts = page.runner.count_runs(flow=str(flow["name"]), tenant=page.tenant)
+    except errors.RowInvalid:
+        return ()
+    return tuple((status, counts[status]) for status in LISTED if counts.get(status))
 
 
 def _rows(page: Page) -> TenantRows:
@@ -120,7 +138,9 @@ def flows_list(
 ) -> Response:
     with page.reading() as conn:
         flows = _rows(page).flows(conn, page.tenant)
-        lines = [FlowLine(flow, running(conn, page, flow["id"])) for flow in flows]
+        lines = [
+            FlowLine(flow, running(conn, page, flow["id"]), counted(page, flow)) for flow in flows
+        ]
     status = 422 if (editing and editing.problems) or imported else 200
     return page.render(
         "flows.html",
@@ -131,7 +151,17 @@ def flows_list(
         may_create=page.console.access.may_edit(page.reader, {}),
         hints=HINTS,
         has_schedule="schedule" in page.runner.tables.flows.c,
+        calendars=_calendars(page),
     )
+
+
+def _calendars(page: Page) -> list[tuple[str, str]]:
+    """The calendars a flow's form offers; none where the binding names none or the flows
+    table has no ``calendar`` column."""
+    binding = page.runner.binding
+    if not binding.calendars or "calendar" not in page.runner.tables.flows.c:
+        return []
+    return calendar_options(binding)
 
 
 def create_flow(page: Page) -> Response:
@@ -204,6 +234,7 @@ def flow_page(
         choices=_choices(page, steps),
         saved_yaml=saved_yaml,
         has_schedule="schedule" in page.runner.tables.flows.c,
+        calendars=_calendars(page),
         next_slots=[history_words.when(slot, zone) for slot in slots],
         slot_zone=None if found is None else found.timezone,
         tried=tried or Tried({"until": "30 days", "rows": saved_yaml}, Problems()),

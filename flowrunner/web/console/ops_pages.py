@@ -10,20 +10,25 @@ list is the reader's tenant's.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 from starlette.responses import Response
 
 from flowrunner import errors
-from flowrunner.engine import actions, operations_room
+from flowrunner.engine import actions, bulk, operations_room
+from flowrunner.engine.operations import RunQuery
 from flowrunner.flows.editor import TenantRows
-from flowrunner.foundations import ids
+from flowrunner.foundations import ids, statuses
+from flowrunner.store import listing
 from flowrunner.store import operations as ops
-from flowrunner.web.console import refresh, run_view, runs_pages
+from flowrunner.web.console import record_pages, refresh, run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
 
-FILTERS = ("status", "flow", "record", "older_than", "newer_than")
+FILTERS = ("status", "flow", "record", "error", "older_than", "newer_than")
+# Each group of failed (stuck) runs offers the action that sets them going again.
+GROUP_ACTIONS = {"failed": "retry", "stuck": "redrive"}
 PAGE_SIZE = 25
 
 
@@ -34,9 +39,12 @@ def _filters(page: Page) -> dict[str, str]:
 def runs_room(page: Page) -> Response:
     given = _filters(page)
     asked: dict[str, Any] = {k: v for k, v in given.items() if v}
+    if "record" in asked:  # its key, or what people know it by (PO-3299)
+        asked["record"] = record_pages.key_for(page, asked["record"])
     before = page.query.get("before") or None
     problems = Problems()
     counts: dict[str, int] = {}
+    groups: list[listing.ErrorGroup] = []
     rows: tuple[ops.RunRow, ...] = ()
     stuck: frozenset[int] = frozenset()
     next_before: int | None = None
@@ -44,9 +52,9 @@ def runs_room(page: Page) -> Response:
         found = page.runner.list_runs(
             **asked, tenant=page.tenant, before_id=before, limit=PAGE_SIZE
         )
-        counts = page.runner.count_runs(
-            **{k: v for k, v in asked.items() if k != "status"}, tenant=page.tenant
-        )
+        others = {k: v for k, v in asked.items() if k != "status"}
+        counts = page.runner.count_runs(**others, tenant=page.tenant)
+        groups = page.runner.operations.error_groups(RunQuery(**others), tenant=page.tenant)
         rows, stuck, next_before = found.rows, found.stuck, found.next_before
     except errors.RowInvalid as refused:
         problems = Problems.of(refused, FILTERS)
@@ -57,9 +65,12 @@ def runs_room(page: Page) -> Response:
         # Where it stands, in the words flowrunner runs list uses, its hidden waits left out.
         hidden = run_view.hidden_steps(run, reads)
         readable = tuple(w for w in run.waiting if str(w.step_id) not in hidden)
-        stands[run.id] = operations_room.where_it_stands(
-            dataclasses.replace(run, waiting=readable), tz
-        )
+        said = operations_room.where_it_stands(dataclasses.replace(run, waiting=readable), tz)
+        unread = [
+            run_view.hidden_wait_sentence(w, tz) for w in run.waiting if str(w.step_id) in hidden
+        ]
+        # A wait the reader may not read says what it waits for, not where.
+        stands[run.id] = "; ".join([*([said] if readable or not unread else []), *unread])
     with page.reading() as conn:
         flows = [str(f["name"]) for f in TenantRows(page.runner.mounted).flows(conn, page.tenant)]
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
@@ -79,6 +90,9 @@ def runs_room(page: Page) -> Response:
         actions=may_act,
         words=runs_pages.WORDS,
         here=page.url("/ops", **given, before=before),
+        groups=[g for g in groups if GROUP_ACTIONS[g.status] in may_act],
+        group_actions=GROUP_ACTIONS,
+        matched=_matched(counts, given["status"]),
         refresh=refresh.of(page, "/ops", **given, before=before),
     )
 
@@ -120,6 +134,101 @@ def act_on_many(page: Page) -> Response:
         tenant=page.tenant,
     )
     return _outcomes(page, action, [*done, *refused], back)
+
+
+def _matched(counts: dict[str, int], status: str) -> int:
+    """How many runs the filter matches, from the counts by status."""
+    if status:
+        return counts.get(status.casefold(), 0)
+    return sum(counts.get(str(word), 0) for word in statuses.RunStatus)
+
+
+def act_on_all(page: Page) -> Response:
+    """One action on every run a filter matches: the count to confirm first ("Retry 300
+    runs?"), then the action done in batches, each run journaled under the reader's name,
+    and the runs refused listed with their sentences. The confirmation carries the count
+    (the highest run id, the moment): posted twice, it acts on each run once."""
+    action = page.form.get("action")
+    if action not in runs_pages.RUN_ACTIONS:
+        return page.refusal(f"choose an action: {', '.join(runs_pages.RUN_ACTIONS)}", status=422)
+    if not page.console.access.may(page.reader, action, None):
+        return page.refusal(f"{page.reader.name} may not {action} runs", status=403)
+    given = {name: page.form.get(name).strip() for name in FILTERS}
+    query = RunQuery(**{name: value or None for name, value in given.items()})
+    back = page.url("/ops", **given)
+    try:
+        if page.form.get("confirmed") != "yes":
+            counted = page.runner.operations.count_matching(action, query, tenant=page.tenant)
+            return page.render(
+                "confirm_all.html",
+                status=200 if counted.count else 409,
+                action=action,
+                words=runs_pages.WORDS,
+                explained=runs_pages.EXPLAINED[action],
+                counted=counted,
+                given=given,
+                described=_described(given),
+                back=back,
+                takes_reason=action in ("cancel", "restart"),
+            )
+        counted = _counted(page, action)
+        reader = page.reader.name
+
+        def allowed(run: ops.RunRow) -> str | None:
+            if page.console.access.may(page.reader, action, run):
+                return None
+            return f"{reader} may not {action} run {run.id}"
+
+        acted = page.runner.operations.act_on_matching(
+            counted,
+            query,
+            operator=reader,
+            reason=page.form.get("reason").strip(),
+            tenant=page.tenant,
+            allowed=allowed,
+        )
+    except errors.RowInvalid as refused:
+        return page.refusal(str(refused), status=422)
+    return page.render(
+        "ops_all_done.html",
+        action=action,
+        words=runs_pages.WORDS,
+        acted=acted,
+        described=_described(given),
+        back=back,
+    )
+
+
+def _counted(page: Page, action: str) -> bulk.Counted:
+    """The count the reader confirmed, as the confirmation page wrote it."""
+    number = ids.id_or_none(page.form.get("count"))
+    highest = ids.id_or_none(page.form.get("highest"))
+    try:
+        at = datetime.fromisoformat(page.form.get("counted_at"))
+    except ValueError:
+        at = None
+    if number is None or highest is None or at is None or at.tzinfo is None:
+        raise errors.RowInvalid(
+            [
+                errors.FieldError(
+                    "count", "the confirmation is incomplete: count the runs again", "count_invalid"
+                )
+            ]
+        )
+    return bulk.Counted(actions.action_of(action), number, highest, at)
+
+
+def _described(given: dict[str, str]) -> list[tuple[str, str]]:
+    """The filter in words, field by field: ``[("status", "failed"), ("error", "gateway")]``."""
+    names = {
+        "status": "status",
+        "flow": "flow",
+        "record": "record",
+        "error": "error holds",
+        "older_than": "started before … ago",
+        "newer_than": "started within",
+    }
+    return [(names[name], value) for name, value in given.items() if value]
 
 
 def _refusal(run_id: Any, action: str, message: str, code: str) -> actions.Outcome:
@@ -201,6 +310,7 @@ def notices(page: Page) -> Response:
 ROUTES = [
     ("GET", "/ops", runs_room),
     ("POST", "/ops/act", act_on_many),
+    ("POST", "/ops/act-all", act_on_all),
     ("GET", "/ops/journal", journal),
     ("GET", "/ops/notices", notices),
 ]

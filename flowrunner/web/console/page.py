@@ -165,6 +165,7 @@ class Page:
             said=urllib.parse.unquote(said) if said else None,
             title=self.console.title,
             root=self.url(""),
+            focus=shown.Focus(),
             **context,
         )
         return self._finish(HTMLResponse(body, status_code=status))
@@ -215,10 +216,8 @@ class Page:
     # -- shown values ------------------------------------------------------------------
 
     def when(self, moment: datetime | None) -> str:
-        """A moment on the runner's wall clock, as the history shows it."""
-        from flowrunner.history import flows
-
-        return "" if moment is None else flows.when(moment, self.runner.config.timezone)
+        """A moment on the reader's wall clock with its zone, as every page writes it."""
+        return "" if moment is None else shown.moment_in(moment, self.runner.config.timezone)
 
 
 Handler = Callable[[Page], Response]
@@ -309,6 +308,7 @@ def bare(
         said=None,
         title=console.title,
         root=request.scope.get("root_path", "").rstrip("/"),
+        focus=shown.Focus(),
         **context,
     )
     return HTMLResponse(body, status_code=status)

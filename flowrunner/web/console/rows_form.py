@@ -17,7 +17,7 @@ from flowrunner import errors
 from flowrunner.flows import rows, validation
 from flowrunner.web.console import page as page_mod
 
-FLOW_FIELDS = ("name", "start", "condition", "changes", "active", "schedule")
+FLOW_FIELDS = ("name", "start", "condition", "changes", "active", "schedule", "calendar")
 STEP_FIXED = ("position", "kind", "title")
 
 HINTS = {
@@ -146,6 +146,15 @@ def _canonical(kind: str | None, kinds: Sequence[str]) -> str | None:
 
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
+
+
+def calendar_options(binding: binding_mod.FlowBinding) -> list[tuple[str, str]]:
+    """What a flow's ``calendar`` may be, as its form offers it: the binding's default (or
+    the tenant's) first, then each calendar the binding names."""
+    default = "the tenant's, else the default" if binding.calendar_for else "the default"
+    if binding.calendar is not None:
+        default += f" ({binding.calendar})"
+    return [("", default), *((name, name) for name in binding.calendars)]
 
 
 def flow_row(form: page_mod.Form) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 // The flowrunner console's few lines of script. Every page works without them; with
 // them a condition or duration is judged as it is typed (the sentence a save would
 // give, with a caret under the place), a new step's form shows the columns its kind
-// reads, and a list of runs can be ticked all at once.
+// reads, a list of runs can be ticked all at once, and a refused save returns the
+// reader to the field whose sentence says why.
 (function () {
   "use strict";
 
@@ -88,7 +89,27 @@
     }
   });
 
+  // A refused save: back to the first refused field (the page marks it autofocus), its
+  // sentence beside it in view, its id in the address; else to the refusal's box.
+  function backToRefused() {
+    var field = document.querySelector("[autofocus]");
+    if (field && field.id) {
+      if (history.replaceState) {
+        history.replaceState(null, "", location.pathname + location.search + "#" + field.id);
+      }
+      field.focus({ preventScroll: true });
+      (field.closest(".field") || field).scrollIntoView({ block: "center" });
+      return;
+    }
+    var box = document.querySelector(".problems[tabindex]");
+    if (box) {
+      box.focus({ preventScroll: true });
+      box.scrollIntoView({ block: "center" });
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("select[data-fit]").forEach(fit);
+    backToRefused();
   });
 })();
