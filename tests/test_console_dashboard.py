@@ -261,3 +261,17 @@ def test_a_tenant_sees_the_dashboard_of_its_own_flows_only(any_engine: sa.Engine
     assert acme.get(f"/flow/{theirs}/dashboard").status_code == 404
     page = globex.get(f"/flow/{theirs}/dashboard")
     assert sum(int(r["started"]) for r in table(page.text, "per-day-table")) == 1
+
+
+def test_a_step_the_reader_may_not_read_is_in_no_chart_table_or_box(
+    desk: testing.FlowDriver,
+) -> None:
+    def reads(_principal: Principal, step: Any) -> bool:
+        return bool(step.get("title") != "Hand over")
+
+    ui = console(desk, OPERATOR, can_read=reads)
+    page = ui.get("/flow/1/dashboard").text
+    assert "Hand over" not in page
+    assert "3" not in {r["step"] for r in table(page, "steps-table")}
+    assert "3" not in {r["position"] for r in table(page, "now-table")}
+    assert {r["step"] for r in table(page, "steps-table")} == {"1", "2"}
