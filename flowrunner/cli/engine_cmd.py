@@ -9,7 +9,9 @@ JSON lines), and ends with a summary on standard output (``--json``: one JSON do
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -108,7 +110,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 @cli_mod.log_format_option()
 @cli_mod.json_option(
     'Print the summary as one JSON document: {"database", "resource", "claimed", '
-    '"advanced", "failed", "refused", "errors", "seconds"}.'
+    '"advanced", "failed", "refused", "errors", "handed_back", "seconds"}.'
 )
 def worker(
     app_spec: str,
@@ -125,9 +127,13 @@ def worker(
 ) -> None:
     """Serve due runs until stopped (SIGTERM or Ctrl-C: it finishes the runs in hand).
 
-    Stopped, it claims nothing more: each run it holds is advanced as far as it goes
-    (until it waits or ends) and committed, then it prints its summary and exits — a
-    deploy loses no work and leaves no lease to run out.
+    Stopped, it claims nothing more: the run in hand is advanced as far as it goes
+    (until it waits or ends) and committed, the runs it claimed but did not start are
+    handed back (another worker takes them at once, not when their leases run out; one
+    log line says which), then it prints its summary and exits 0 — a deploy loses no
+    work and leaves no lease to run out. A second signal stops it at once (it dies of
+    the signal): the run in hand rolls back, and runs again elsewhere when its lease
+    runs out.
 
     Several workers may serve one PostgreSQL database; on SQLite, one host. On PostgreSQL
     an idle worker wakes the moment a start, an event or an operator's action commits;
@@ -160,6 +166,12 @@ def worker(
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if stop.is_set():  # the second: at once, the step in hand rolls back
+                say(f"received signal {signum} again; stopping at once")
+                sys.stdout.flush()
+                sys.stderr.flush()
+                signal.signal(signum, signal.SIG_DFL)  # dies of it, as of an unhandled one
+                os.kill(os.getpid(), signum)
             say(f"received signal {signum}; finishing the runs in hand, then stopping")
             stop.set()
 
@@ -209,6 +221,7 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
                 "failed": stats.failed,
                 "refused": stats.refused,
                 "errors": stats.errors,
+                "handed_back": stats.handed_back,
                 "seconds": round(took, 3),
             }
         )
@@ -216,7 +229,7 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
     click.echo(
         f"advanced {stats.advanced} run(s) of {stats.claimed} claimed ({stats.failed} failed); "
         f"{stats.refused} refused (lease taken over), {stats.errors} not advanced for an "
-        f"error, in {took:.2f} s"
+        f"error, {stats.handed_back} handed back, in {took:.2f} s"
     )
 
 

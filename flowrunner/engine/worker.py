@@ -84,7 +84,8 @@ class Crash(BaseException):
 @dataclass
 class WorkerStats:
     """What a worker did: runs claimed, advanced, refused (lease lost), not advanced for an
-    error (``errors``), claims handed back after a lost connection, rounds its database
+    error (``errors``), claims handed back (after a lost connection, or not started when
+    it was stopped), rounds its database
     failed, and runs advanced into failure (``failed``, counted in ``advanced`` too: a
     step failed, or a row broke)."""
 
@@ -129,6 +130,7 @@ class Worker:
         self._point: Hook = _pass if crash_at is None else crash_at
         self._prepared = 0  # how many of the runner's ``preparing`` this worker did
         self._ticked: datetime | None = None  # when it last called the ``ticking`` hooks
+        self._stop: threading.Event | None = None  # ``serve``'s: set, it starts no new run
 
     def run_due(self, limit: int | None = None) -> int:
         """Claim up to ``limit`` due runs (default: ``claim``) and advance them; how many
@@ -170,22 +172,49 @@ class Worker:
             if pending:
                 # One connection for the claim's transactions, one after the other.
                 with dialects.connected(self.mounted.engine) as conn:
-                    while pending:
+                    while pending and not self.stopping:
                         group = self._still_ours(pending[: self.batch], now)
                         rest = pending[self.batch :]
+                        started = 0
                         with dialects.Checkpoints.within(conn) as unit:
                             for index, claim in enumerate(group):
+                                if self.stopping:
+                                    break  # stopped: the runs not started go back
                                 # A long command keeps the leases of every run still to come.
                                 self._one(unit, claim, later=(*group[index + 1 :], *rest))
+                                started += 1
                             self._point("before-commit")
-                        pending = rest
+                        pending = [*group[started:], *rest]
                         self._point("committed")
         except Exception as exc:
             if database_failed(exc):
                 self._hand_back(pending)
             raise
+        if pending:  # stopped with runs claimed but not started
+            self._hand_back_on_stop(pending)
         self._log_claim(claims, before, time.monotonic() - began)
         return len(claims)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the worker was told to stop (``serve``'s event is set): it starts no
+        further run, and ``run_due`` hands back the runs it claimed but did not start."""
+        return self._stop is not None and self._stop.is_set()
+
+    def _hand_back_on_stop(self, claims: Sequence[ops.Claim]) -> None:
+        """Stopping: give back at once the claimed runs not started, one INFO line saying
+        which, so another worker takes them now rather than when their leases run out."""
+        before = self.stats.handed_back
+        self._hand_back(claims)
+        back = self.stats.handed_back - before
+        ids = [str(c.run_id) for c in claims]
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        log.info(
+            "stopping: handed back %d claimed run(s) not started (%s)%s",
+            back,
+            shown,
+            "" if back == len(claims) else f"; {len(claims) - back} wait for their leases",
+        )
 
     def _log_claim(self, claims: Sequence[ops.Claim], before: WorkerStats, took: float) -> None:
         """One INFO line per claim: how many runs, whose, what became of them, how long."""
@@ -383,6 +412,10 @@ class Worker:
     ) -> None:
         """Advance due runs until ``stop`` is set, resting up to ``poll`` seconds when idle.
 
+        Once ``stop`` is set the run in hand is advanced as far as it goes and committed,
+        no other run is started, and the runs claimed but not started are handed back —
+        due again at once for another worker — before the listener closes and it returns.
+
         On PostgreSQL the rest ends the moment work falls due: a start, an event, an
         operator's action wakes idle workers as it commits (``store.wakeups``; ``listen``
         False turns that off). Each wakes its workers, which all try to claim; the
@@ -395,6 +428,7 @@ class Worker:
         """
         self.mounted.require_secrets()  # startup refuses while a secret's variable is unset
         failures = 0
+        self._stop = stop  # checked before each run: a stop hands back what is not started
         waking = wakeups.Listener(
             self.mounted.engine, self.mounted.binding.resource, enabled=listen
         )
