@@ -100,6 +100,21 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 )
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    metavar="PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics, with /healthz (alive) and "
+    "/readyz (its database answers, its schema current). Needs the metrics extra: "
+    "pip install 'flowrunner[metrics]'.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address the metrics listen on (0.0.0.0: every interface).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default="info",
@@ -121,6 +136,8 @@ def worker(
     lease: timedelta,
     listen: bool,
     once: bool,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     log_format: str,
     as_json: bool,
@@ -153,6 +170,10 @@ def worker(
     from flowrunner.runner import FlowRunner
 
     say = cli_mod.teller(log_format)
+    if metrics_port is not None:
+        from flowrunner.engine import metrics as metrics_mod
+
+        metrics_mod.available()  # before the app loads: one line naming the extra
     with logs.to_stderr(log_level.upper(), log_format):
         runner = _load(app_spec, database)
         assert isinstance(runner, FlowRunner)
@@ -178,8 +199,21 @@ def worker(
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         where = app_mod.shown(runner.engine.url)
+        exposed = None
+        if metrics_port is not None:
+            try:
+                exposed = metrics_mod.Metrics(serving).serve(metrics_port, metrics_host)
+            except OSError as exc:
+                raise cli_mod.InputError(
+                    f"--metrics-port: cannot listen on {metrics_host}:{metrics_port} ({exc})"
+                ) from exc
+            say(f"metrics on http://{metrics_host}:{exposed.port}/metrics")
         say(f"worker {serving.owner} serving {runner.binding.resource} on {where}")
-        serving.serve(stop, poll=poll, listen=listen)
+        try:
+            serving.serve(stop, poll=poll, listen=listen)
+        finally:
+            if exposed is not None:
+                exposed.close()
         say("worker stopped")
         _summary(runner, serving, time.monotonic() - began, as_json)
 

@@ -33,7 +33,15 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed as stepping
-from flowrunner.engine.mounted import TICK, Claimed, Mountable, Mounted, Stepping, program_of
+from flowrunner.engine.mounted import (
+    TICK,
+    Claimed,
+    CommandObserver,
+    Mountable,
+    Mounted,
+    Stepping,
+    program_of,
+)
 from flowrunner.foundations import logs, sanitize, statuses
 from flowrunner.store import dialects, wakeups
 from flowrunner.store import operations as ops
@@ -96,6 +104,7 @@ class WorkerStats:
     handed_back: int = 0
     database_failures: int = 0
     failed: int = 0
+    wakeups: int = 0  # idle rests ended early by a wake-up (PostgreSQL's LISTEN)
 
 
 class Worker:
@@ -130,7 +139,12 @@ class Worker:
         self._point: Hook = _pass if crash_at is None else crash_at
         self._prepared = 0  # how many of the runner's ``preparing`` this worker did
         self._ticked: datetime | None = None  # when it last called the ``ticking`` hooks
+        self._program = ""  # the program of the run in hand
         self._stop: threading.Event | None = None  # ``serve``'s: set, it starts no new run
+        # Told of each run's step (its program, seconds) and each command attempt: how
+        # ``engine.metrics`` times them. None: nothing is timed.
+        self.on_step: Callable[[str, float], None] | None = None
+        self.on_command: CommandObserver | None = None
 
     def run_due(self, limit: int | None = None) -> int:
         """Claim up to ``limit`` due runs (default: ``claim``) and advance them; how many
@@ -294,10 +308,13 @@ class Worker:
         now = self.mounted.clock()
         savepoint = _RunSavepoint(unit, self._point)
         failure: str | None = None
+        began = time.monotonic()
         try:
             step = self._step(conn, claim, now, later, savepoint.checkpoint)
             step.advance()
             failure = step.failure()
+            if self.on_step is not None:
+                self.on_step(self._program, time.monotonic() - began)
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -346,7 +363,7 @@ class Worker:
         """The step of the program the claimed run executes: a flow from rows unless its
         snapshot names another program the runner registered (``FlowRunner.programs``)."""
         run = ops.load_run(conn, claim.run_id)
-        name = program_of(run.snapshot)
+        name = self._program = program_of(run.snapshot)
         program = self.mounted.programs.get(name)
         claimed = self.claimed(conn, claim, now, later, run, commit)
         if program is None:
@@ -374,6 +391,7 @@ class Worker:
             later=later,
             run=run,
             commit=commit,
+            observe=self.on_command,
         )
 
     def _fail_run(
@@ -451,7 +469,8 @@ class Worker:
                     continue
                 failures = 0
                 if claimed == 0:
-                    waking.wait(stop, poll)
+                    if waking.wait(stop, poll):
+                        self.stats.wakeups += 1
                 else:
                     waking.drain()  # what was sent meanwhile: this worker is looking anyway
 

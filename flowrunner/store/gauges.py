@@ -1,0 +1,70 @@
+"""What a metrics scrape reads of one runner's tables: cheap counts, each one statement on
+an index (``engine.metrics``).
+
+Runs by flow and status read the runs' ``(resource, status, started_at)`` index; the
+oldest due run is one ``min`` on the due index; notices waiting and failed are counted
+over the runner's runs. None of them locks a row: a scrape never holds up a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from flowrunner.foundations import sqltypes
+from flowrunner.store import engine_tables
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """One runner's counts at ``now``: runs by ``(flow, status)``, the oldest due run's
+    age in seconds (0 when nothing is due), notices waiting to be delivered and notices
+    that cannot be (a recipient's column empty)."""
+
+    runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    oldest_due_seconds: float = 0.0
+    due: int = 0
+    notices_waiting: int = 0
+    notices_failed: int = 0
+
+
+def read(conn: sa.Connection, *, resource: str, now: datetime) -> Gauges:
+    """The counts of ``resource``'s runs at ``now``."""
+    runs = engine_tables.runs
+    by_status = conn.execute(
+        sa.select(runs.c.flow_name, runs.c.status, sa.func.count())
+        .where(runs.c.resource == resource)
+        .group_by(runs.c.flow_name, runs.c.status)
+    ).all()
+    due = engine_tables.due
+    oldest, count = conn.execute(
+        sa.select(sa.func.min(due.c.due_at), sa.func.count()).where(
+            due.c.resource == resource, due.c.due_at <= now
+        )
+    ).one()
+    # min() loses the column type on SQLite; read it back through it.
+    since = sqltypes.UTCDateTime().process_result_value(oldest, conn.dialect)
+    notices = engine_tables.notices
+    undelivered = (
+        sa.select(
+            sa.func.count().filter(notices.c.problem.is_(None)),
+            sa.func.count().filter(notices.c.problem.is_not(None)),
+        )
+        .select_from(notices.join(runs, runs.c.id == notices.c.run_id))
+        .where(runs.c.resource == resource, notices.c.delivered_at.is_(None))
+    )
+    waiting, failed = conn.execute(undelivered).one()
+    return Gauges(
+        runs={(str(flow), str(status)): int(n) for flow, status, n in by_status},
+        oldest_due_seconds=0.0 if since is None else max(0.0, (now - since).total_seconds()),
+        due=int(count),
+        notices_waiting=int(waiting),
+        notices_failed=int(failed),
+    )
+
+
+def reachable(conn: sa.Connection) -> None:
+    """One round trip to the database (raises when it cannot be made)."""
+    conn.execute(sa.select(sa.literal(1))).scalar_one()

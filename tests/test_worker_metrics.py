@@ -1,0 +1,194 @@
+"""Acceptance: ``flowrunner worker --metrics-port`` — an operator scrapes a running worker
+during a small workload and reads the same figures the database holds; ``/healthz`` says
+it is alive; ``/readyz`` fails while its database cannot be read and recovers after.
+
+Real worker processes on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from running import mount, ticket
+from serving import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
+TICKETS = 12  # every fourth one's handover is refused
+
+# The desk's handover, refused for every fourth ticket (the run fails at that step).
+APP = """\
+from fixtures.tickets import app as tickets
+from flowrunner import errors
+from flowrunner.runner import flow_runner
+import sqlalchemy as sa
+
+
+def assign(ctx):
+    if ctx.record["id"] % 4 == 0:
+        raise errors.CommandRefused("nobody takes this one")
+    tickets.assign_ticket(ctx)
+
+
+def runner(url):
+    commands = {**tickets.COMMANDS, "assign_ticket": assign}
+    return flow_runner(tickets.binding, sa.create_engine(url), commands=commands)
+"""
+
+FLOWS = """
+- name: Hand over
+  start: created
+  steps:
+    - {position: 1, kind: assign, title: Hand over, assign_to: triage}
+    - {position: 2, kind: set, title: Urgent, field: priority, value: urgent}
+    - {position: 3, kind: notify, title: Tell, audience: requester, message: it is handed over}
+"""
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def scraped(port: int) -> dict[str, float]:
+    """The samples of ``/metrics``: ``name{labels}`` -> value."""
+    status, text = get(port, "/metrics")
+    assert status == 200, text
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def until(condition: Callable[[], bool], what: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 90
+    while not condition():
+        assert process.poll() is None, "the worker exited"
+        assert time.monotonic() < deadline, f"not within 90 s: {what}"
+        time.sleep(0.05)
+
+
+def start_worker(folder: Path, url: str, port: int) -> subprocess.Popen[str]:
+    (folder / "desk.py").write_text(APP, encoding="utf-8")
+    return subprocess.Popen(
+        [*FLOWRUNNER, "worker", "--app", "desk:runner", "--database", url, "--poll", "0.1"]
+        + ["--metrics-port", str(port), "--log-level", "warning"],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{ROOT}"},
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+def test_the_scraped_figures_are_the_databases(database_url: str, tmp_path: Path) -> None:
+    engine = sa.create_engine(database_url)
+    driver = mount(engine, "tickets", flows=FLOWS)
+    port = free_port()
+    process = start_worker(tmp_path, database_url, port)
+    try:
+        until(lambda: _answers(port), "the metrics answer", process)
+        for n in range(1, TICKETS + 1):  # the workload arrives while it serves
+            driver.create(ticket(n), run=False)
+        until(lambda: scraped(port)["flowrunner_due_runs"] == 0, "nothing due", process)
+        until(
+            lambda: scraped(port)["flowrunner_worker_advanced_runs_total"] >= TICKETS,
+            "every run advanced",
+            process,
+        )
+        samples = scraped(port)
+        assert get(port, "/healthz") == (200, "alive\n")
+        assert get(port, "/readyz") == (200, "ready\n")
+    finally:
+        stop(process)
+    with engine.connect() as conn:
+        by_status = {
+            (flow, status): n
+            for flow, status, n in conn.execute(
+                sa.text("select flow_name, status, count(*) from flowrunner_runs group by 1, 2")
+            )
+        }
+        handed = conn.execute(
+            sa.text("select count(*) from ticket where assignee = 'triage'")
+        ).scalar_one()
+        notices = conn.execute(
+            sa.text("select count(*) from flowrunner_notices where delivered_at is null")
+        ).scalar_one()
+    engine.dispose()
+    refused = TICKETS // 4
+    assert by_status == {("Hand over", "done"): TICKETS - refused, ("Hand over", "failed"): refused}
+    for (flow, status), n in by_status.items():
+        assert samples[f'flowrunner_runs{{flow="{flow}",status="{status}"}}'] == n
+    assert samples["flowrunner_worker_claimed_runs_total"] == TICKETS
+    assert samples["flowrunner_worker_failed_runs_total"] == refused
+    assert samples['flowrunner_step_seconds_count{program="flow"}'] == TICKETS
+    ok = 'flowrunner_command_seconds_count{command="assign_ticket",outcome="ok"}'
+    assert samples[ok] == handed == TICKETS - refused
+    failures = 'flowrunner_command_failures_total{command="assign_ticket",outcome="refused"}'
+    assert samples[failures] == refused
+    assert samples["flowrunner_notices_waiting"] == notices == TICKETS - refused
+    assert samples["flowrunner_notices_failed"] == 0
+    assert samples["flowrunner_oldest_due_run_age_seconds"] == 0
+    assert samples["flowrunner_database_up"] == 1
+
+
+def _answers(port: int) -> bool:
+    try:
+        return get(port, "/healthz")[0] == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_readyz_fails_while_the_database_is_locked_and_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "desk.db"
+    url = f"sqlite:///{path}"
+    engine = sa.create_engine(url)
+    mount(engine, "tickets", flows=FLOWS)
+    engine.dispose()
+    port = free_port()
+    process = start_worker(tmp_path, url, port)
+    try:
+        until(lambda: _answers(port), "the metrics answer", process)
+        assert get(port, "/readyz") == (200, "ready\n")
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")  # nobody else reads the file now
+        try:
+            status, said = get(port, "/readyz")
+            assert status == 503 and said.startswith("not ready: "), said
+            assert "locked" in said
+            assert get(port, "/healthz") == (200, "alive\n")  # alive all the same
+            assert scraped(port)["flowrunner_database_up"] == 0
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert get(port, "/readyz") == (200, "ready\n")
+        assert scraped(port)["flowrunner_database_up"] == 1
+    finally:
+        stop(process)
