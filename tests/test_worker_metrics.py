@@ -7,6 +7,7 @@ Real worker processes on SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,11 @@ import sqlalchemy as sa
 from running import mount, ticket
 from serving import free_port
 
+from flowrunner.engine import metrics, worker
+
 ROOT = Path(__file__).resolve().parent.parent
 FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
+OPTIONS = ("--poll", "0.1", "--log-level", "warning", "--metrics-port")
 TICKETS = 12  # every fourth one's handover is refused
 
 # The desk's handover, refused for every fourth ticket (the run fails at that step).
@@ -86,8 +91,7 @@ def until(condition: Callable[[], bool], what: str, process: subprocess.Popen[st
 def start_worker(folder: Path, url: str, port: int) -> subprocess.Popen[str]:
     (folder / "desk.py").write_text(APP, encoding="utf-8")
     return subprocess.Popen(
-        [*FLOWRUNNER, "worker", "--app", "desk:runner", "--database", url, "--poll", "0.1"]
-        + ["--metrics-port", str(port), "--log-level", "warning"],
+        [*FLOWRUNNER, "worker", "--app", "desk:runner", "--database", url, *OPTIONS, str(port)],
         cwd=folder,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -192,3 +196,25 @@ def test_readyz_fails_while_the_database_is_locked_and_recovers(tmp_path: Path) 
         assert scraped(port)["flowrunner_database_up"] == 1
     finally:
         stop(process)
+
+
+@pytest.mark.parametrize("any_engine", ["sqlite", "postgresql"], indirect=True)
+def test_the_oldest_due_run_is_aged_on_the_runners_clock(any_engine: sa.Engine) -> None:
+    driver = mount(any_engine, "tickets", flows=FLOWS)
+    driver.create(ticket(1), run=False)
+    driver.create(ticket(2), run=False)
+    driver.now += timedelta(minutes=10)  # nobody served them for ten minutes
+    serving = worker.Worker(driver.runner)
+    gathered = metrics.Metrics(serving)
+
+    def sample(name: str) -> float:
+        [value] = re.findall(rf"^{name} (\S+)$", gathered.exposition().decode(), re.M)
+        return float(value)
+
+    assert sample("flowrunner_due_runs") == 2
+    assert sample("flowrunner_oldest_due_run_age_seconds") == 600
+    while serving.run_due():
+        pass
+    assert sample("flowrunner_due_runs") == 0
+    assert sample("flowrunner_oldest_due_run_age_seconds") == 0
+    assert sample("flowrunner_worker_advanced_runs_total") == 2

@@ -139,7 +139,6 @@ class Worker:
         self._point: Hook = _pass if crash_at is None else crash_at
         self._prepared = 0  # how many of the runner's ``preparing`` this worker did
         self._ticked: datetime | None = None  # when it last called the ``ticking`` hooks
-        self._program = ""  # the program of the run in hand
         self._stop: threading.Event | None = None  # ``serve``'s: set, it starts no new run
         # Told of each run's step (its program, seconds) and each command attempt: how
         # ``engine.metrics`` times them. None: nothing is timed.
@@ -310,11 +309,11 @@ class Worker:
         failure: str | None = None
         began = time.monotonic()
         try:
-            step = self._step(conn, claim, now, later, savepoint.checkpoint)
+            program, step = self._step(conn, claim, now, later, savepoint.checkpoint)
             step.advance()
             failure = step.failure()
             if self.on_step is not None:
-                self.on_step(self._program, time.monotonic() - began)
+                self.on_step(program, time.monotonic() - began)
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -359,16 +358,16 @@ class Worker:
         now: datetime,
         later: Sequence[ops.Claim],
         commit: Callable[[], None] | None = None,
-    ) -> Stepping:
-        """The step of the program the claimed run executes: a flow from rows unless its
-        snapshot names another program the runner registered (``FlowRunner.programs``)."""
+    ) -> tuple[str, Stepping]:
+        """The program the claimed run executes — a flow from rows unless its snapshot
+        names another the runner registered (``FlowRunner.programs``) — and its step."""
         run = ops.load_run(conn, claim.run_id)
-        name = self._program = program_of(run.snapshot)
+        name = program_of(run.snapshot)
         program = self.mounted.programs.get(name)
         claimed = self.claimed(conn, claim, now, later, run, commit)
         if program is None:
-            return stepping.Unknown(claimed, name)
-        return program.step(claimed)
+            return name, stepping.Unknown(claimed, name)
+        return name, program.step(claimed)
 
     def claimed(
         self,
