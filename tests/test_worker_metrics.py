@@ -148,7 +148,7 @@ def test_the_scraped_figures_are_the_databases(database_url: str, tmp_path: Path
     refused = TICKETS // 4
     assert by_status == {("Hand over", "done"): TICKETS - refused, ("Hand over", "failed"): refused}
     for (flow, status), n in by_status.items():
-        assert samples[f'flowrunner_runs{{flow="{flow}",status="{status}"}}'] == n
+        assert samples[f'flowrunner_runs{{flow="{flow}",program="flow",status="{status}"}}'] == n
     assert samples["flowrunner_worker_claimed_runs_total"] == TICKETS
     assert samples["flowrunner_worker_failed_runs_total"] == refused
     assert samples['flowrunner_step_seconds_count{program="flow"}'] == TICKETS

@@ -166,10 +166,18 @@ class _Gathered:
         up.add_metric([], 1.0)
         yield up
         runs = core.GaugeMetricFamily(
-            "flowrunner_runs", "Runs of this runner by flow and status.", labels=["flow", "status"]
+            "flowrunner_runs",
+            "Runs of this runner by program, flow and status.",
+            labels=["program", "flow", "status"],
         )
-        for (flow, status), count in sorted(read.runs.items()):
-            runs.add_metric([flow, status], float(count))
+        counted: dict[tuple[str, str, str], int] = {}
+        for (flow_id, flow, status), count in read.runs.items():
+            # Another program's runs keep "program:name" as their flow id (job:nightly).
+            prefix = flow_id.partition(":")[0]
+            key = (prefix if prefix in mounted.programs else "flow", flow, status)
+            counted[key] = counted.get(key, 0) + count
+        for labels, count in sorted(counted.items()):
+            runs.add_metric(list(labels), float(count))
         yield runs
         for name, text, value in (
             ("flowrunner_due_runs", "Runs due now and not claimed.", read.due),

@@ -19,11 +19,11 @@ from flowrunner.store import engine_tables
 
 @dataclass(frozen=True)
 class Gauges:
-    """One runner's counts at ``now``: runs by ``(flow, status)``, the oldest due run's
+    """One runner's counts at ``now``: runs by ``(flow id, flow, status)``, the oldest due run's
     age in seconds (0 when nothing is due), notices waiting to be delivered and notices
     that cannot be (a recipient's column empty)."""
 
-    runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    runs: dict[tuple[str, str, str], int] = field(default_factory=dict)
     oldest_due_seconds: float = 0.0
     due: int = 0
     notices_waiting: int = 0
@@ -34,9 +34,9 @@ def read(conn: sa.Connection, *, resource: str, now: datetime) -> Gauges:
     """The counts of ``resource``'s runs at ``now``."""
     runs = engine_tables.runs
     by_status = conn.execute(
-        sa.select(runs.c.flow_name, runs.c.status, sa.func.count())
+        sa.select(runs.c.flow_id, runs.c.flow_name, runs.c.status, sa.func.count())
         .where(runs.c.resource == resource)
-        .group_by(runs.c.flow_name, runs.c.status)
+        .group_by(runs.c.flow_id, runs.c.flow_name, runs.c.status)
     ).all()
     due = engine_tables.due
     oldest, count = conn.execute(
@@ -57,7 +57,7 @@ def read(conn: sa.Connection, *, resource: str, now: datetime) -> Gauges:
     )
     waiting, failed = conn.execute(undelivered).one()
     return Gauges(
-        runs={(str(flow), str(status)): int(n) for flow, status, n in by_status},
+        runs={(str(i), str(flow), str(status)): int(n) for i, flow, status, n in by_status},
         oldest_due_seconds=0.0 if since is None else max(0.0, (now - since).total_seconds()),
         due=int(count),
         notices_waiting=int(waiting),
