@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from running import mount, ticket
 from serving import free_port
 
-from flowrunner.engine import metrics, worker
+from flowrunner.engine import commands, metrics, worker
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
@@ -218,3 +218,38 @@ def test_the_oldest_due_run_is_aged_on_the_runners_clock(any_engine: sa.Engine) 
     assert sample("flowrunner_due_runs") == 0
     assert sample("flowrunner_oldest_due_run_age_seconds") == 0
     assert sample("flowrunner_worker_advanced_runs_total") == 2
+
+
+@pytest.mark.parametrize("any_engine", ["sqlite"], indirect=True)
+def test_a_retried_command_counts_its_failures_and_retries(any_engine: sa.Engine) -> None:
+    from test_kind_retry import POLICY, mount_timed, order
+
+    attempts: list[int] = []
+
+    def send(ctx: commands.CommandContext) -> None:
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise ConnectionError("the supplier did not answer")
+
+    driver = mount_timed(any_engine, {"send_purchase_order": send, "ship_order": lambda ctx: None})
+    gathered = metrics.Metrics(driver.worker)
+    driver.create(order(1))
+    driver.advance("1 hour")  # the policy's waits go by: two retries, the third answers
+    assert attempts == [1, 2, 3] and POLICY.max_attempts == 3
+    text = gathered.exposition().decode()
+    failed = 'flowrunner_command_failures_total{command="send_purchase_order",outcome="failed"}'
+    assert f"{failed} 2.0" in text
+    assert 'flowrunner_command_retries_total{command="send_purchase_order"} 2.0' in text
+    ok = 'flowrunner_command_seconds_count{command="send_purchase_order",outcome="ok"}'
+    assert f"{ok} 1.0" in text
+
+
+def test_metrics_are_served_only_by_a_serving_worker() -> None:
+    from click.testing import CliRunner
+
+    from flowrunner.cli import cli
+
+    app = ["--app", "fixtures.tickets.app:runner", "--database", "sqlite://"]
+    done = CliRunner().invoke(cli, ["worker", *app, "--once", "--metrics-port", "9100"])
+    assert done.exit_code == 2
+    assert "--metrics-port serves while the worker does: not with --once" in done.output

@@ -171,6 +171,8 @@ def worker(
 
     say = cli_mod.teller(log_format)
     if metrics_port is not None:
+        if once:
+            raise cli_mod.InputError("--metrics-port serves while the worker does: not with --once")
         from flowrunner.engine import metrics as metrics_mod
 
         metrics_mod.available()  # before the app loads: one line naming the extra
