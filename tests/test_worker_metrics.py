@@ -6,15 +6,19 @@ Real worker processes on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -253,3 +257,91 @@ def test_metrics_are_served_only_by_a_serving_worker() -> None:
     done = CliRunner().invoke(cli, ["worker", *app, "--once", "--metrics-port", "9100"])
     assert done.exit_code == 2
     assert "--metrics-port serves while the worker does: not with --once" in done.output
+
+
+class Cuttable:
+    """A TCP relay to PostgreSQL that the test cuts (every connection closed, new ones
+    refused) and restores on the same port: the database away, then back."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.port = free_port()
+        self.links: list[socket.socket] = []
+        self.listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                near, _ = listener.accept()
+            except OSError:
+                return  # cut
+            far = socket.create_connection(self.upstream)
+            self.links += [near, far]
+            for one, other in ((near, far), (far, near)):
+                threading.Thread(target=self._pump, args=(one, other), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        assert self.listener is not None
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        self.listener.close()
+        for link in self.links:
+            with contextlib.suppress(OSError):
+                link.shutdown(socket.SHUT_RDWR)
+            link.close()
+        self.links.clear()
+
+
+@pytest.mark.slow
+def test_readyz_fails_while_postgresql_is_away_and_recovers(pg_url: str, tmp_path: Path) -> None:
+    schema = f"m_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    direct = sa.make_url(pg_url)
+    relay = Cuttable((direct.host or "127.0.0.1", direct.port or 5432))
+    url = direct.set(host="127.0.0.1", port=relay.port).update_query_dict(
+        {"options": f"-csearch_path={schema}"}
+    )
+    engine = sa.create_engine(url)
+    mount(engine, "tickets", flows=FLOWS)
+    engine.dispose()
+    port = free_port()
+    process = start_worker(tmp_path, url.render_as_string(hide_password=False), port)
+    try:
+        until(lambda: _answers(port), "the metrics answer", process)
+        assert get(port, "/readyz") == (200, "ready\n")
+        relay.cut()
+        status, said = get(port, "/readyz")
+        assert status == 503 and said.startswith("not ready: "), said
+        assert get(port, "/healthz") == (200, "alive\n")
+        assert scraped(port)["flowrunner_database_up"] == 0
+        relay.restore()
+        until(lambda: get(port, "/readyz") == (200, "ready\n"), "ready again", process)
+        assert scraped(port)["flowrunner_database_up"] == 1
+    finally:
+        stop(process)
+        relay.cut()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
