@@ -9,8 +9,9 @@
   (``store.gauges``), the runner's runs by flow and status, the runs due and the age of
   the oldest one, the notices waiting and those that cannot be delivered;
 - ``/healthz``: 200 while the process answers (alive);
-- ``/readyz``: 200 when the database answers and its schema is current
-  (``migrate.ensure_current``), 503 with the reason otherwise.
+- ``/readyz``: 200 when the database answers, grants a writing transaction (as a claim
+  needs) within two seconds, and its schema is current (``migrate.ensure_current``);
+  503 with the reason otherwise.
 
 It needs ``prometheus_client`` (``pip install 'flowrunner[metrics]'``), imported only
 when metrics are asked for: a worker without them costs nothing. Each ``Metrics`` has a
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from flowrunner.foundations import extras, logs, sanitize
-from flowrunner.store import dialects, gauges, migrate
+from flowrunner.store import gauges, migrate
 
 if TYPE_CHECKING:
     from flowrunner.engine.worker import Worker
@@ -125,8 +126,7 @@ class Metrics:
         """None when the database answers and its schema is current; else why not."""
         engine = self.worker.mounted.engine
         try:
-            with dialects.connected(engine) as conn:
-                gauges.reachable(conn)
+            gauges.writable(engine)
             migrate.ensure_current(engine)
         except Exception as exc:
             return sanitize.describe_exception(exc)
@@ -156,7 +156,7 @@ class _Gathered:
             "flowrunner_database_up", "1 when this scrape could read the database, else 0."
         )
         try:
-            with dialects.connected(mounted.engine) as conn:
+            with gauges.scraping(mounted.engine) as conn:
                 read = gauges.read(conn, resource=mounted.binding.resource, now=mounted.clock())
         except Exception as exc:
             log.warning("metrics: the database could not be read (%s)", exc.__class__.__name__)

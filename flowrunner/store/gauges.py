@@ -8,13 +8,15 @@ over the runner's runs. None of them locks a row: a scrape never holds up a work
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from flowrunner.foundations import sqltypes
-from flowrunner.store import engine_tables
+from flowrunner.store import dialects, engine_tables
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,29 @@ def read(conn: sa.Connection, *, resource: str, now: datetime) -> Gauges:
     )
 
 
-def reachable(conn: sa.Connection) -> None:
-    """One round trip to the database (raises when it cannot be made)."""
-    conn.execute(sa.select(sa.literal(1))).scalar_one()
+# How long a scrape or a readiness check waits for the database before it answers.
+PATIENCE = timedelta(seconds=2)
+
+
+@contextmanager
+def scraping(engine: sa.Engine, patience: timedelta = PATIENCE) -> Iterator[sa.Connection]:
+    """A connection for ``read``: it takes no write lock (on SQLite too) and waits at
+    most ``patience`` for one another holds."""
+    with (
+        dialects.connected(engine, immediate=False) as conn,
+        dialects.waiting_at_most(conn, patience),
+    ):
+        yield conn
+
+
+def writable(engine: sa.Engine, patience: timedelta = PATIENCE) -> None:
+    """Raise unless a worker could claim now: the database answers and, within
+    ``patience``, grants a transaction that writes (SQLite's write lock taken and given
+    back at once; nothing is written)."""
+    with dialects.connected(engine) as conn, dialects.waiting_at_most(conn, patience):
+        transaction = conn.begin()
+        try:
+            due = engine_tables.due
+            conn.execute(sa.select(due.c.run_id).limit(1)).all()
+        finally:
+            transaction.rollback()
