@@ -187,6 +187,7 @@ def test_flows_start_and_worker_once(url: str) -> None:
         "failed": 0,
         "refused": 0,
         "errors": 0,
+        "handed_back": 0,
     }
 
 

@@ -107,6 +107,12 @@ CLI_CASES = [
         "console",
     ),
     (
+        ["prometheus_client"],
+        ["worker", "--app", "fixtures.tickets.app:runner", "--metrics-port", "0"],
+        "flowrunner worker --metrics-port needs prometheus_client",
+        "metrics",
+    ),
+    (
         ["psycopg"],
         ["migrate", "status", "--database", "postgresql+psycopg://ann:secret@db/app"],
         "Invalid value for '--database': 'postgresql+psycopg://ann:***@db/app' needs psycopg",

@@ -34,6 +34,9 @@ LONG_LIVED = {
     "_point",
     "_prepared",
     "_ticked",
+    "_stop",  # serve's stop event
+    "on_step",  # the metrics' timings, when asked for
+    "on_command",
 }
 
 

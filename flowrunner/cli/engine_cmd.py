@@ -9,7 +9,9 @@ JSON lines), and ends with a summary on standard output (``--json``: one JSON do
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -98,6 +100,21 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 )
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    metavar="PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics, with /healthz (alive) and "
+    "/readyz (its database answers, its schema current). Needs the metrics extra: "
+    "pip install 'flowrunner[metrics]'.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address the metrics listen on (0.0.0.0: every interface).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default="info",
@@ -108,7 +125,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 @cli_mod.log_format_option()
 @cli_mod.json_option(
     'Print the summary as one JSON document: {"database", "resource", "claimed", '
-    '"advanced", "failed", "refused", "errors", "seconds"}.'
+    '"advanced", "failed", "refused", "errors", "handed_back", "seconds"}.'
 )
 def worker(
     app_spec: str,
@@ -119,15 +136,21 @@ def worker(
     lease: timedelta,
     listen: bool,
     once: bool,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     log_format: str,
     as_json: bool,
 ) -> None:
     """Serve due runs until stopped (SIGTERM or Ctrl-C: it finishes the runs in hand).
 
-    Stopped, it claims nothing more: each run it holds is advanced as far as it goes
-    (until it waits or ends) and committed, then it prints its summary and exits — a
-    deploy loses no work and leaves no lease to run out.
+    Stopped, it claims nothing more: the run in hand is advanced as far as it goes
+    (until it waits or ends) and committed, the runs it claimed but did not start are
+    handed back (another worker takes them at once, not when their leases run out; one
+    log line says which), then it prints its summary and exits 0 — a deploy loses no
+    work and leaves no lease to run out. A second signal stops it at once (it dies of
+    the signal): the run in hand rolls back, and runs again elsewhere when its lease
+    runs out.
 
     Several workers may serve one PostgreSQL database; on SQLite, one host. On PostgreSQL
     an idle worker wakes the moment a start, an event or an operator's action commits;
@@ -147,6 +170,12 @@ def worker(
     from flowrunner.runner import FlowRunner
 
     say = cli_mod.teller(log_format)
+    if metrics_port is not None:
+        if once:
+            raise cli_mod.InputError("--metrics-port serves while the worker does: not with --once")
+        from flowrunner.engine import metrics as metrics_mod
+
+        metrics_mod.available()  # before the app loads: one line naming the extra
     with logs.to_stderr(log_level.upper(), log_format):
         runner = _load(app_spec, database)
         assert isinstance(runner, FlowRunner)
@@ -160,14 +189,33 @@ def worker(
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if stop.is_set():  # the second: at once, the step in hand rolls back
+                say(f"received signal {signum} again; stopping at once")
+                sys.stdout.flush()
+                sys.stderr.flush()
+                signal.signal(signum, signal.SIG_DFL)  # dies of it, as of an unhandled one
+                os.kill(os.getpid(), signum)
             say(f"received signal {signum}; finishing the runs in hand, then stopping")
             stop.set()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         where = app_mod.shown(runner.engine.url)
+        exposed = None
+        if metrics_port is not None:
+            try:
+                exposed = metrics_mod.Metrics(serving).serve(metrics_port, metrics_host)
+            except OSError as exc:
+                raise cli_mod.InputError(
+                    f"--metrics-port: cannot listen on {metrics_host}:{metrics_port} ({exc})"
+                ) from exc
+            say(f"metrics on http://{metrics_host}:{exposed.port}/metrics")
         say(f"worker {serving.owner} serving {runner.binding.resource} on {where}")
-        serving.serve(stop, poll=poll, listen=listen)
+        try:
+            serving.serve(stop, poll=poll, listen=listen)
+        finally:
+            if exposed is not None:
+                exposed.close()
         say("worker stopped")
         _summary(runner, serving, time.monotonic() - began, as_json)
 
@@ -209,6 +257,7 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
                 "failed": stats.failed,
                 "refused": stats.refused,
                 "errors": stats.errors,
+                "handed_back": stats.handed_back,
                 "seconds": round(took, 3),
             }
         )
@@ -216,7 +265,7 @@ def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_jso
     click.echo(
         f"advanced {stats.advanced} run(s) of {stats.claimed} claimed ({stats.failed} failed); "
         f"{stats.refused} refused (lease taken over), {stats.errors} not advanced for an "
-        f"error, in {took:.2f} s"
+        f"error, {stats.handed_back} handed back, in {took:.2f} s"
     )
 
 

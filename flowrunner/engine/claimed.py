@@ -22,6 +22,7 @@ for that run, asked to ``advance()``, dropped after it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,6 +59,7 @@ class ClaimedStep:
         self.now = claimed.now
         self.run = claimed.run
         self.commit = claimed.commit
+        self.observe = claimed.observe
         self.lines: list[ops.LogLine] = []
         self.completed: list[ops.Completed] = []
         # When a checkpoint renews the lease: once a quarter of it has gone.
@@ -276,6 +278,7 @@ class ClaimedStep:
         failed: happened.CommandResult | None = None
         answer: Mapping[str, object] | None = None
         wrote = True
+        began = time.monotonic()
         try:
             with beat, dialects.statement_time_limited(conn, timeout):
                 mounted.authorize_command(command, context.principal)
@@ -322,6 +325,9 @@ class ClaimedStep:
                         f"command {command!r} answered what cannot be stored: {exc}",
                     ),
                 )
+        if self.observe is not None:
+            outcome = "ok" if failed is None else "refused" if failed.refused else "failed"
+            self.observe(command, time.monotonic() - began, outcome, context.attempt)
         if run.id in beat.lost:
             savepoint.rollback()
             raise errors.LeaseLost(

@@ -388,6 +388,11 @@ def forget_oldest(kept: dict[Any, Any]) -> None:
 # -- programs: what every kind of run has in common ----------------------------------------
 
 
+# What a claimed step tells of each command attempt: the command's name, how long it
+# took in seconds, its outcome ("ok", "failed" or "refused") and its attempt number.
+CommandObserver = Callable[[str, float, str, int], None]
+
+
 @dataclasses.dataclass(frozen=True)
 class Claimed:
     """One claimed run, as the worker hands it to the run's program: the runner's
@@ -407,6 +412,9 @@ class Claimed:
     later: Sequence[ops.Claim]
     run: ops.RunRow
     commit: Callable[[], None] | None = None
+    # Told of each command attempt: the command, its seconds, "ok", "failed" or
+    # "refused", and its attempt number (the worker's metrics count them).
+    observe: CommandObserver | None = None
 
 
 class Stepping(Protocol):

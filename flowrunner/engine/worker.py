@@ -33,7 +33,15 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed as stepping
-from flowrunner.engine.mounted import TICK, Claimed, Mountable, Mounted, Stepping, program_of
+from flowrunner.engine.mounted import (
+    TICK,
+    Claimed,
+    CommandObserver,
+    Mountable,
+    Mounted,
+    Stepping,
+    program_of,
+)
 from flowrunner.foundations import logs, sanitize, statuses
 from flowrunner.store import dialects, wakeups
 from flowrunner.store import operations as ops
@@ -84,7 +92,8 @@ class Crash(BaseException):
 @dataclass
 class WorkerStats:
     """What a worker did: runs claimed, advanced, refused (lease lost), not advanced for an
-    error (``errors``), claims handed back after a lost connection, rounds its database
+    error (``errors``), claims handed back (after a lost connection, or not started when
+    it was stopped), rounds its database
     failed, and runs advanced into failure (``failed``, counted in ``advanced`` too: a
     step failed, or a row broke)."""
 
@@ -95,6 +104,7 @@ class WorkerStats:
     handed_back: int = 0
     database_failures: int = 0
     failed: int = 0
+    wakeups: int = 0  # idle rests ended early by a wake-up (PostgreSQL's LISTEN)
 
 
 class Worker:
@@ -129,6 +139,11 @@ class Worker:
         self._point: Hook = _pass if crash_at is None else crash_at
         self._prepared = 0  # how many of the runner's ``preparing`` this worker did
         self._ticked: datetime | None = None  # when it last called the ``ticking`` hooks
+        self._stop: threading.Event | None = None  # ``serve``'s: set, it starts no new run
+        # Told of each run's step (its program, seconds) and each command attempt: how
+        # ``engine.metrics`` times them. None: nothing is timed.
+        self.on_step: Callable[[str, float], None] | None = None
+        self.on_command: CommandObserver | None = None
 
     def run_due(self, limit: int | None = None) -> int:
         """Claim up to ``limit`` due runs (default: ``claim``) and advance them; how many
@@ -170,22 +185,49 @@ class Worker:
             if pending:
                 # One connection for the claim's transactions, one after the other.
                 with dialects.connected(self.mounted.engine) as conn:
-                    while pending:
+                    while pending and not self.stopping:
                         group = self._still_ours(pending[: self.batch], now)
                         rest = pending[self.batch :]
+                        started = 0
                         with dialects.Checkpoints.within(conn) as unit:
                             for index, claim in enumerate(group):
+                                if self.stopping:
+                                    break  # stopped: the runs not started go back
                                 # A long command keeps the leases of every run still to come.
                                 self._one(unit, claim, later=(*group[index + 1 :], *rest))
+                                started += 1
                             self._point("before-commit")
-                        pending = rest
+                        pending = [*group[started:], *rest]
                         self._point("committed")
         except Exception as exc:
             if database_failed(exc):
                 self._hand_back(pending)
             raise
+        if pending:  # stopped with runs claimed but not started
+            self._hand_back_on_stop(pending)
         self._log_claim(claims, before, time.monotonic() - began)
         return len(claims)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the worker was told to stop (``serve``'s event is set): it starts no
+        further run, and ``run_due`` hands back the runs it claimed but did not start."""
+        return self._stop is not None and self._stop.is_set()
+
+    def _hand_back_on_stop(self, claims: Sequence[ops.Claim]) -> None:
+        """Stopping: give back at once the claimed runs not started, one INFO line saying
+        which, so another worker takes them now rather than when their leases run out."""
+        before = self.stats.handed_back
+        self._hand_back(claims)
+        back = self.stats.handed_back - before
+        ids = [str(c.run_id) for c in claims]
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        log.info(
+            "stopping: handed back %d claimed run(s) not started (%s)%s",
+            back,
+            shown,
+            "" if back == len(claims) else f"; {len(claims) - back} wait for their leases",
+        )
 
     def _log_claim(self, claims: Sequence[ops.Claim], before: WorkerStats, took: float) -> None:
         """One INFO line per claim: how many runs, whose, what became of them, how long."""
@@ -265,10 +307,13 @@ class Worker:
         now = self.mounted.clock()
         savepoint = _RunSavepoint(unit, self._point)
         failure: str | None = None
+        began = time.monotonic()
         try:
-            step = self._step(conn, claim, now, later, savepoint.checkpoint)
+            program, step = self._step(conn, claim, now, later, savepoint.checkpoint)
             step.advance()
             failure = step.failure()
+            if self.on_step is not None:
+                self.on_step(program, time.monotonic() - began)
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -313,16 +358,16 @@ class Worker:
         now: datetime,
         later: Sequence[ops.Claim],
         commit: Callable[[], None] | None = None,
-    ) -> Stepping:
-        """The step of the program the claimed run executes: a flow from rows unless its
-        snapshot names another program the runner registered (``FlowRunner.programs``)."""
+    ) -> tuple[str, Stepping]:
+        """The program the claimed run executes — a flow from rows unless its snapshot
+        names another the runner registered (``FlowRunner.programs``) — and its step."""
         run = ops.load_run(conn, claim.run_id)
         name = program_of(run.snapshot)
         program = self.mounted.programs.get(name)
         claimed = self.claimed(conn, claim, now, later, run, commit)
         if program is None:
-            return stepping.Unknown(claimed, name)
-        return program.step(claimed)
+            return name, stepping.Unknown(claimed, name)
+        return name, program.step(claimed)
 
     def claimed(
         self,
@@ -345,6 +390,7 @@ class Worker:
             later=later,
             run=run,
             commit=commit,
+            observe=self.on_command,
         )
 
     def _fail_run(
@@ -383,6 +429,10 @@ class Worker:
     ) -> None:
         """Advance due runs until ``stop`` is set, resting up to ``poll`` seconds when idle.
 
+        Once ``stop`` is set the run in hand is advanced as far as it goes and committed,
+        no other run is started, and the runs claimed but not started are handed back —
+        due again at once for another worker — before the listener closes and it returns.
+
         On PostgreSQL the rest ends the moment work falls due: a start, an event, an
         operator's action wakes idle workers as it commits (``store.wakeups``; ``listen``
         False turns that off). Each wakes its workers, which all try to claim; the
@@ -395,6 +445,7 @@ class Worker:
         """
         self.mounted.require_secrets()  # startup refuses while a secret's variable is unset
         failures = 0
+        self._stop = stop  # checked before each run: a stop hands back what is not started
         waking = wakeups.Listener(
             self.mounted.engine, self.mounted.binding.resource, enabled=listen
         )
@@ -417,7 +468,8 @@ class Worker:
                     continue
                 failures = 0
                 if claimed == 0:
-                    waking.wait(stop, poll)
+                    if waking.wait(stop, poll):
+                        self.stats.wakeups += 1
                 else:
                     waking.drain()  # what was sent meanwhile: this worker is looking anyway
 

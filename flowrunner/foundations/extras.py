@@ -31,6 +31,7 @@ EXTRAS = {
     "uvicorn": "console",
     "httpx": "workflows",
     "psycopg": "postgres",
+    "prometheus_client": "metrics",
 }
 
 

@@ -521,6 +521,39 @@ def _time_limited(conn: sa.Connection, limit: timedelta) -> Iterator[None]:
     conn.execute(sa.select(sa.func.set_config("statement_timeout", before, True)))
 
 
+@contextmanager
+def waiting_at_most(conn: sa.Connection, limit: timedelta) -> Iterator[None]:
+    """Inside the block, a statement on ``conn`` waits at most ``limit`` for a lock and,
+    on PostgreSQL, runs at most ``limit``: for a check that must answer soon (a metrics
+    scrape, a readiness probe). Set on the driver's connection before any transaction
+    begins (so that SQLite's ``BEGIN IMMEDIATE`` waits no longer either): SQLite's busy
+    timeout is put back when the block ends; PostgreSQL's settings are local to the
+    transaction, which ends with the block's connection or its own rollback."""
+    milliseconds = max(1, math.ceil(limit.total_seconds() * 1000))
+    sqlite = is_sqlite(conn)
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        if sqlite:
+            cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        else:
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true), "
+                "set_config('statement_timeout', %s, true)",
+                (str(milliseconds), str(milliseconds)),
+            )
+    finally:
+        cursor.close()
+    try:
+        yield
+    finally:
+        if sqlite:
+            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            finally:
+                cursor.close()
+
+
 def limit_lock_wait(conn: sa.Connection, limit: timedelta) -> None:
     """For the rest of the transaction, a statement waits at most ``limit`` for a row lock.
 

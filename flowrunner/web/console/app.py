@@ -76,6 +76,7 @@ def build(
 ) -> Starlette:
     """The console of ``runner`` as an ASGI application (see ``flowrunner.web.console``)."""
     from flowrunner.web.console import (
+        dashboard_pages,
         flows_pages,
         jobs_pages,
         ops_pages,
@@ -116,6 +117,7 @@ def build(
     for module in (
         flows_pages,
         versions_pages,
+        dashboard_pages,
         record_pages,
         runs_pages,
         ops_pages,

@@ -22,7 +22,7 @@ from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import ids, statuses
 from flowrunner.store import listing
 from flowrunner.store import operations as ops
-from flowrunner.web.console import record_pages, run_view, runs_pages
+from flowrunner.web.console import record_pages, refresh, run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
 
@@ -93,6 +93,7 @@ def runs_room(page: Page) -> Response:
         groups=[g for g in groups if GROUP_ACTIONS[g.status] in may_act],
         group_actions=GROUP_ACTIONS,
         matched=_matched(counts, given["status"]),
+        refresh=refresh.of(page, "/ops", **given, before=before),
     )
 
 

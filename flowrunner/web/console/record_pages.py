@@ -18,7 +18,7 @@ from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import statuses
 from flowrunner.store import operations as ops
 from flowrunner.store import records
-from flowrunner.web.console import run_view
+from flowrunner.web.console import refresh, run_view
 from flowrunner.web.console.page import Page
 
 SEARCH_LIMIT = 20
@@ -161,6 +161,7 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
         may_start=may_start,
         refused=refused,
         ended=statuses.ENDED,
+        refresh=refresh.of(page, f"/record/{record_id}"),
     )
 
 
