@@ -149,3 +149,35 @@ def test_a_call_to_a_connection_nobody_declared_is_refused(any_engine: sa.Engine
     assert driver.runs(1)[0].reason == (
         "step 'ask' was refused: there is no connection 'nowhere' (connections: none)"
     )
+
+
+def test_a_step_named_in_any_language_is_sent_with_its_key_percent_encoded(
+    any_engine: sa.Engine, provider: Provider
+) -> None:
+    workflows = Workflows(connections={"checks": Connection(provider.url, timeout=0.5)})
+
+    @workflows.define(start=OnEvent("ticket.replied"))
+    async def check(w: Any, start: Any) -> Any:
+        return await w.call("Überprüfung\x80", "checks", {"method": "POST", "path": "/checks"})
+
+    driver = desk(any_engine, workflows)
+    driver.emit("ticket.replied", {"ticket": 1})
+    run = driver.runs(1)[0]
+    assert run.status == "done", run.reason
+    assert [r.key for r in provider.received] == [f"run-{run.id}/%C3%9Cberpr%C3%BCfung%C2%80"]
+
+
+def test_a_header_http_cannot_carry_is_refused_where_the_body_asks(any_engine: sa.Engine) -> None:
+    workflows = Workflows(connections={"checks": Connection("http://127.0.0.1:9")})
+
+    @workflows.define(start=OnEvent("ticket.replied"))
+    async def check(w: Any, start: Any) -> Any:
+        return await w.call("ask", "checks", {"path": "/", "headers": {"X-Note": "café"}})
+
+    driver = desk(any_engine, workflows)
+    errors_before = driver.worker.stats.errors
+    driver.emit("ticket.replied", {"ticket": 1})
+    run = driver.runs(1)[0]
+    assert run.status == "failed"
+    assert "header 'X-Note' holds text an HTTP header cannot carry" in (run.reason or "")
+    assert driver.worker.stats.errors == errors_before  # a refusal, not an engine error

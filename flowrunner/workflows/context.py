@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from flowrunner import errors
-from flowrunner.foundations import durations, payloads, retry_policy, shapes
+from flowrunner.foundations import durations, payloads, retry_policy, sanitize, shapes
 from flowrunner.workflows import replay
 
 T = TypeVar("T")
@@ -114,7 +114,7 @@ class Context:
             "method": method,
             "path": path if path.startswith("/") else f"/{path}",
             "body": _json(name, request.get("body")),
-            "headers": {str(k): str(v) for k, v in dict(request.get("headers") or {}).items()},
+            "headers": _headers(name, request.get("headers")),
             "query": {str(k): str(v) for k, v in dict(request.get("query") or {}).items()},
         }
         options = {"request": sent, "retry": retry_of(name, retry)}
@@ -275,3 +275,16 @@ def retry_of(
         )
     except ValueError as exc:
         raise errors.BindingError(f"step {name!r}: {exc}") from None
+
+
+def _headers(name: str, given: object) -> dict[str, str]:
+    """A call's headers as text; ``BindingError`` for one HTTP cannot carry (not ASCII,
+    or a line break), refused where the body asks rather than when the step is sent."""
+    headers = {str(k): str(v) for k, v in dict(given or {}).items()}  # type: ignore[call-overload]
+    for key, value in headers.items():
+        if not (key + value).isascii() or any(ch in key + value for ch in "\r\n\x00"):
+            raise errors.BindingError(
+                f"step {name!r}: header {sanitize.sanitize_text(key, 40)!r} holds text an "
+                "HTTP header cannot carry (only ASCII, no line breaks)"
+            )
+    return headers

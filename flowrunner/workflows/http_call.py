@@ -1,7 +1,8 @@
 """The HTTP call of a workflow's ``call`` step: one attempt, and what its answer means.
 
 An attempt sends the step's request to its connection with an ``Idempotency-Key`` that
-is the same on every attempt of the step (``run-<id>/<step name>``), so the service can
+is the same on every attempt of the step (``run-<id>/<step name>``, percent-encoded
+where the name is not printable ASCII), so the service can
 do it once however often it is sent. Its answer is ``Answered`` (2xx, its JSON body
 kept), ``Refused`` (another 4xx: the workflow gets ``StepRefused``) or ``Failed`` (a
 5xx, 408, 429, a timeout or no connection: tried again with backoff).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from flowrunner.foundations import extras, sanitize, shapes
 from flowrunner.workflows import definitions
@@ -50,7 +52,9 @@ def attempt(connection: definitions.Connection, request: shapes.Payload, *, key:
     except ModuleNotFoundError as exc:
         raise extras.explained(exc, what="w.call") from None
     headers = {**dict(connection.headers), **dict(request.get("headers") or {})}
-    headers["Idempotency-Key"] = key
+    # A step's name may be any text; a header carries ASCII: the rest percent-encoded.
+    sendable = key.isascii() and key.isprintable()
+    headers["Idempotency-Key"] = key if sendable else quote(key, safe="/-._~:+@ ")
     body = request.get("body")
     try:
         with httpx.Client(base_url=connection.base_url, timeout=connection.timeout) as client:
