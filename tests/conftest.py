@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -75,14 +76,14 @@ def _schema_engine(url: str, schema: str) -> sa.Engine:
     return engine
 
 
-@pytest.fixture
-def pg_engine(pg_url: str) -> Iterator[sa.Engine]:
+@contextmanager
+def _fresh_schema(url: str, prefix: str) -> Iterator[sa.Engine]:
     """A PostgreSQL engine whose search_path is a fresh schema, dropped afterwards."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(pg_url)
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(url)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    engine = _schema_engine(pg_url, schema)
+    engine = _schema_engine(url, schema)
     try:
         yield engine
     finally:
@@ -90,6 +91,13 @@ def pg_engine(pg_url: str) -> Iterator[sa.Engine]:
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_engine(pg_url: str) -> Iterator[sa.Engine]:
+    """A PostgreSQL engine whose search_path is a fresh schema, dropped afterwards."""
+    with _fresh_schema(pg_url, "t") as engine:
+        yield engine
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -145,18 +153,8 @@ def module_engine(
         engine.dispose()
         return
     url: str = request.getfixturevalue("pg_url")
-    schema = f"m_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    engine = _schema_engine(url, schema)
-    try:
+    with _fresh_schema(url, "m") as engine:
         yield engine
-    finally:
-        engine.dispose()
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture
