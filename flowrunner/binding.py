@@ -97,6 +97,9 @@ class Kind(_Model):
     its own, committed before the next one starts, so a worker that dies repeats at
     most the command it was in. ``outside=False`` declares that they only write
     through ``ctx.conn``; the commands of a run's step then share one commit.
+    ``answer`` names the event field that carries the decision (``"decision"``): with
+    ``by``, the runner can then make answer links (``runner.answer_link``) whose event
+    says who answered and what.
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -111,6 +114,7 @@ class Kind(_Model):
     by: str | None = None
     cancel: str | None = None
     outside: bool = True
+    answer: str | None = None
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod
@@ -123,6 +127,11 @@ class Kind(_Model):
     @classmethod
     def _by(cls, value: str | None) -> str | None:
         return None if value is None else _name(value, "the answerer field (by)")
+
+    @pydantic.field_validator("answer")
+    @classmethod
+    def _answer(cls, value: str | None) -> str | None:
+        return None if value is None else _name(value, "the answer field (answer)")
 
     @pydantic.field_validator("input")
     @classmethod
@@ -159,6 +168,10 @@ class Kind(_Model):
             )
         if self.cancel is not None:
             raise ValueError(f"cancel {self.cancel!r} needs wait_for: a kind cancels only a wait")
+        if self.answer is not None:
+            raise ValueError(
+                f"answer {self.answer!r} needs wait_for: it names a field of the awaited event"
+            )
         return self
 
     @property
@@ -461,6 +474,8 @@ class FlowBinding(_Model):
                     f"kind {name!r} waits for {kind.wait_for!r}, which is not one of the "
                     f"binding's events ({', '.join(self.events) or 'none'})"
                 )
+            if kind.answer is not None:
+                self._check_answer(name, kind)
         audiences = [rule.audience for rule in self.notify]
         for audience in audiences:
             if audiences.count(audience) > 1:
@@ -470,6 +485,20 @@ class FlowBinding(_Model):
                 raise ValueError(f"set column {column!r} is the key or tenant column")
         self._check_calendars()
         return self
+
+    def _check_answer(self, name: str, kind: Kind) -> None:
+        # The answer field is its own: not the answerer's, the record's or the tenant's.
+        assert kind.wait_for is not None and kind.answer is not None
+        taken = {
+            kind.by: "the answerer field (by)",
+            self.events[kind.wait_for]: f"the field naming the record in {kind.wait_for!r}",
+            self.tenant: "the tenant column",
+        }
+        if kind.answer in taken:
+            raise ValueError(
+                f"kind {name!r}: answer {kind.answer!r} is {taken[kind.answer]}; "
+                "name the event field that carries the decision"
+            )
 
     def _check_calendars(self) -> None:
         for name, found in self.calendars.items():

@@ -35,6 +35,7 @@ from flowrunner import errors
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
 from flowrunner.engine import mounted, operations_room
+from flowrunner.engine.answer_links import AnswerLinks
 from flowrunner.engine.changes import Changes
 from flowrunner.engine.mounted import FLOW, Clock, EventHook, Mounted, Prepare, utc_now
 from flowrunner.engine.operations import Operations, RunFilters, RunQuery
@@ -86,7 +87,7 @@ class FlowRunner:
     on every attempt. ``clock`` is what "now" is (the test driver moves it by hand).
     ``inbound`` are the signed callbacks it answers (``Inbound``; ``inbound_app()``
     serves them, ``receive`` handles one). ``workflows``: code workflows run beside the
-    flows (``Workflows``).
+    flows (``Workflows``). ``links_secret`` (32 random bytes) signs answer links.
     """
 
     def __init__(
@@ -104,6 +105,7 @@ class FlowRunner:
         check_schema: bool | None = None,
         inbound: Iterable[endpoints.Inbound] = (),
         workflows: definitions.Workflows | None = None,
+        links_secret: bytes | str | None = None,
     ) -> None:
         self.mounted = Mounted.mount(
             binding,
@@ -131,6 +133,7 @@ class FlowRunner:
         self.operations = Operations(self.mounted)
         self.publishing = Publishing(self.mounted)
         self.forks = workflow_actions.Forks(self.mounted)
+        self.answers = AnswerLinks(self.mounted, links_secret)
 
     # -- the context, as the application reads it ----------------------------------------
 
@@ -407,7 +410,9 @@ class FlowRunner:
         filters apply): ``{"running": 0, "waiting": 12, "done": 40, "failed": 2, ...}``."""
         return self.operations.count_runs(query or RunQuery(**filters), tenant=tenant)
 
-    # -- signed callbacks and the console ------------------------------------------------------
+    # -- answer links, signed callbacks and the console -----------------------------------------
+
+    answer_link = _of("answers", AnswerLinks.link)
 
     def receive(self, name: str, headers: signing.Headers, body: bytes) -> receipt.Received:
         """Handle one signed callback to inbound ``name``: its answer (``status``, and the

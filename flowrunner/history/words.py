@@ -268,6 +268,20 @@ def title_verb(title: str) -> tuple[str, str] | None:
     return None
 
 
+def verb_of(past: str) -> str | None:
+    """The verb a past tense is of, as a button says it: ``approved`` → ``Approve``;
+    None for a word that is no known verb's past.
+
+    >>> verb_of("approved"), verb_of("Rejected"), verb_of("blue")
+    ('Approve', 'Reject', None)
+    """
+    word = past.strip().lower()
+    for verb, said in (*_IRREGULAR.items(), *_REGULAR.items()):
+        if said == word:
+            return verb[0].upper() + verb[1:]
+    return None
+
+
 def did(title: str, *, asks: bool = True) -> str:
     """What a step did, from its title: ``Send to supplier`` → ``Sent to supplier``; a
     title that names a thing → ``Asked for Manager approval`` (a step that ``asks`` for

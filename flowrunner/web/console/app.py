@@ -5,7 +5,8 @@
 serves it alone. Each area's pages live in their own module (``flows_pages``,
 ``record_pages``, ``runs_pages``, ``ops_pages``); this module only wires them. It
 serves the runner's signed callbacks too (``POST /inbound/NAME``,
-``flowrunner.inbound.asgi``), which need no reader: their signature is the credential.
+``flowrunner.inbound.asgi``) and the pages of its answer links (``GET|POST /answer/TOKEN``,
+``flowrunner.web.link_pages``), which need no reader: their signature is the credential.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from flowrunner.web import link_pages
 from flowrunner.web.console import access, page
 from flowrunner.web.console.page import Console
 
@@ -110,6 +112,8 @@ def build(
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         # The runner's signed callbacks, before sign-in: the signature is the credential.
         Mount("/inbound", app=runner.inbound_app(), name="inbound"),
+        # Answer links, likewise: the signed token is the credential.
+        Mount("/answer", app=link_pages.answer_pages(runner), name="answer"),
     ]
     # Signing in needs no reader: it is how a token's reader comes to be one.
     show, post = sign_in.endpoints(console)

@@ -17,6 +17,7 @@ from typing import Any, Protocol, Unpack
 import sqlalchemy as sa
 
 from flowrunner.binding import FlowBinding, RecordId, Tenant
+from flowrunner.engine.answer_links import AnswerLinks
 from flowrunner.engine.mounted import Clock, Mounted
 from flowrunner.engine.operations import Operations, RunFilters, RunQuery
 from flowrunner.flows import column_facts
@@ -51,6 +52,8 @@ class ConsoleRunner(Protocol):
     def operations(self) -> Operations: ...
     @property
     def publishing(self) -> Publishing: ...
+    @property
+    def answers(self) -> AnswerLinks: ...
 
     def try_flow(
         self,

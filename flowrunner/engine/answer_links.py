@@ -1,0 +1,373 @@
+"""Answer links: a signed address that answers one waiting step once, as one person.
+
+``AnswerLinks.link`` makes the address an application puts in a message ("Approve",
+"Reject"); ``ask`` reads what a link asks, changing nothing (a link scanner that opens
+it answers nothing); ``answer`` emits the kind's ``wait_for`` event as that person, with
+the link's random id as its idempotency record, in one transaction — so one link answers
+once. A link that is forged or garbled, used, expired, or for a step the run no longer
+waits at is refused with a sentence (``Outcome``); ``flowrunner.web.link_pages`` shows
+these as pages. ``FlowRunner.answer_link`` is ``link``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
+from typing import Any
+
+import sqlalchemy as sa
+
+from flowrunner import errors
+from flowrunner.binding import Kind, Tenant
+from flowrunner.engine import actions, operations_room
+from flowrunner.engine.changes import Changes
+from flowrunner.engine.mounted import Mounted
+from flowrunner.flows.interpreter import state, waits
+from flowrunner.foundations import answer_tokens as tokens
+from flowrunner.foundations import statuses
+from flowrunner.history import words
+from flowrunner.store import dialects, records
+from flowrunner.store import operations as ops
+
+# What an outcome is, as a page and a program read it.
+ASK = "ask"
+ANSWERED = "answered"
+INVALID = "invalid"
+USED = "used"
+EXPIRED = "expired"
+NOT_WAITING = "not_waiting"
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a valid link asks, in the words the console uses."""
+
+    claims: tokens.Claims
+    record: str
+    """The record as people name it (``PO-7``: the binding's ``record_label``)."""
+    resource: str
+    """The resource as people name it (``Purchase orders``)."""
+    step: str
+    """The step's title (its kind without one)."""
+    verb: str
+    """What the button says: ``Approve`` for ``approved``, else ``Answer "…"``."""
+    expires: str
+    """When the link stops working, on the runner's wall clock."""
+
+    @property
+    def sentence(self) -> str:
+        """``Approve PO-7 as ann?``"""
+        return f"{self.verb} {self.record} as {self.claims.person}?"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What opening or confirming a link came to: its ``code`` (``ask``, ``answered``,
+    ``invalid``, ``used``, ``expired``, ``not_waiting``), the HTTP ``status`` a page answers
+    with, a sentence, and the question when the link was valid."""
+
+    code: str
+    status: int
+    sentence: str
+    question: Question | None = None
+    event_id: int | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.code not in (ASK, ANSWERED)
+
+
+_INVALID = Outcome(INVALID, HTTPStatus.BAD_REQUEST, "This link is not valid.")
+_USED = Outcome(USED, HTTPStatus.CONFLICT, "This link has already been used.")
+
+
+class _Refused(Exception):
+    """A link refused inside the answer's transaction, which is rolled back."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.sentence)
+        self.outcome = outcome
+
+
+class AnswerLinks:
+    """A runner's answer links, signed with its ``links_secret`` (None: none made)."""
+
+    def __init__(self, mounted: Mounted, secret: bytes | str | None) -> None:
+        self.mounted = mounted
+        self._secret: bytes | None = None
+        if secret is not None:
+            checked = tokens.check_secret(secret)
+            if isinstance(checked, str):
+                raise errors.BindingError(checked)
+            self._secret = checked
+
+    def link(
+        self,
+        run_id: object,
+        answer: str,
+        *,
+        person: str,
+        expires: datetime | timedelta,
+        base_url: str,
+        step: int | None = None,
+        tenant: Tenant = None,
+    ) -> str:
+        """A signed address that answers ``answer`` (``"approved"``) as ``person`` to the
+        step run ``run_id`` waits at, until ``expires`` (a moment, or a time from now).
+
+        The address is ``base_url`` (where the application mounts
+        ``web.answer_pages(runner)``, e.g. ``https://orders.example.com/answer``), a
+        slash, then the token. ``step`` names the position when the run waits at more
+        than one step that links can answer. Opening it shows a confirmation page;
+        confirming emits the step's kind's ``wait_for`` event with ``{by: person,
+        answer: answer}`` and the record's key, once.
+
+        ``BindingError`` without a ``links_secret`` or for a kind without ``by`` and
+        ``answer``; ``OperatorError`` for a run that is not (the tenant's and) waiting
+        for an answer, or an answer, person or expiry that cannot be.
+        """
+        secret = self._need_secret()
+        m = self.mounted
+        run_key, owner = m.run_id(run_id), m.need_tenant(tenant)
+        answer, person = (
+            _text(answer, "answer", tokens.MAX_ANSWER),
+            _text(person, "person", tokens.MAX_PERSON),
+        )
+        now = m.clock()
+        until = now + expires if isinstance(expires, timedelta) else _aware(expires)
+        if until <= now:
+            raise errors.OperatorError("an answer link must expire later than now")
+        with m.engine.connect() as conn:
+            run = operations_room.standing(m, actions.run_for_operator(m, conn, run_key, owner))
+        found = [w for w in _answerable(m, run) if step is None or w.position == step]
+        if not found:
+            at = "" if step is None else f" at position {step}"
+            raise errors.OperatorError(
+                f"run {run_key} does not wait{at} for an answer an answer link can give"
+            )
+        if len(found) > 1:
+            positions = ", ".join(str(w.position) for w in found)
+            raise errors.OperatorError(
+                f"run {run_key} waits for answers at several steps: name one with step= "
+                f"({positions})"
+            )
+        [waiting] = found
+        kind = m.binding.kinds[waiting.kind]
+        if kind.by is None or kind.answer is None:
+            raise errors.BindingError(
+                f"kind {waiting.kind!r} needs by= and answer= (the event fields naming who "
+                "answered and what) for answer links"
+            )
+        claims = tokens.Claims(
+            run_id=run_key,
+            step_id=str(waiting.step_id),
+            position=waiting.position,
+            pass_=_pass(run, waiting),
+            answer=answer,
+            person=person,
+            expires=until.replace(microsecond=0),
+            link_id=tokens.new_link_id(),
+            tenant=run.tenant,
+        )
+        return f"{base_url.rstrip('/')}/{tokens.sign(claims, secret)}"
+
+    def ask(self, token: str) -> Outcome:
+        """What the link asks (``ask``), or why it is refused; changes nothing."""
+        claims = self._verify(token)
+        if claims is None:
+            return _INVALID
+        m = self.mounted
+        with m.engine.connect() as conn:
+            if ops.find_idempotent(conn, key=self._key(claims)) is not None:
+                return _USED
+            return self._judge(conn, claims, m.clock())
+
+    def answer(self, token: str) -> Outcome:
+        """Confirm the link: its event emitted once (``answered``), or why it is refused."""
+        claims = self._verify(token)
+        if claims is None:
+            return _INVALID
+        m = self.mounted
+        key = self._key(claims)
+        try:
+            with dialects.begin(m.engine) as conn:
+                now = m.clock()
+                if not ops.begin_idempotent(conn, key=key, tenant=claims.tenant, now=now).created:
+                    return _USED
+                judged = self._judge(conn, claims, now)
+                if judged.refused or judged.question is None:
+                    raise _Refused(judged)  # rolled back: the link stays unused
+                event_id = Changes(m).emit(conn, *self._event(conn, claims))
+                result = {"run": claims.run_id, "by": claims.person, "answer": claims.answer}
+                ops.complete_idempotent(
+                    conn, key=key, result={**result, "event": event_id}, now=now
+                )
+        except _Refused as refused:
+            return refused.outcome
+        question = judged.question
+        return Outcome(
+            ANSWERED,
+            HTTPStatus.OK,
+            f"Thank you: {claims.person} {claims.answer} {question.record}.",
+            question,
+            event_id,
+        )
+
+    # -- judging a link ---------------------------------------------------------------
+
+    def _need_secret(self) -> bytes:
+        if self._secret is None:
+            raise errors.BindingError(
+                f"the runner of {self.mounted.binding.resource!r} has no links_secret: give "
+                "flow_runner(..., links_secret=...) 32 random bytes to make answer links"
+            )
+        return self._secret
+
+    def _verify(self, token: object) -> tokens.Claims | None:
+        claims = None if self._secret is None else tokens.verify(token, self._secret)
+        if claims is None:
+            return None
+        tenant_binding = self.mounted.binding.tenant is not None
+        if tenant_binding != (claims.tenant is not None):
+            return None
+        return claims
+
+    def _key(self, claims: tokens.Claims) -> str:
+        return f"answer:{self.mounted.binding.resource}:{claims.link_id}"
+
+    def _judge(self, conn: sa.Connection, claims: tokens.Claims, now: datetime) -> Outcome:
+        """Whether a link that verified may answer now: not expired, the run still waiting
+        at its step and pass, and the person not counted there yet."""
+        m = self.mounted
+        tz = m.config.timezone
+        if claims.expired(now):
+            return Outcome(
+                EXPIRED,
+                HTTPStatus.GONE,
+                f"This link expired on {words.when(claims.expires, tz)}.",
+            )
+        try:
+            run = actions.run_for_operator(m, conn, claims.run_id, claims.tenant)
+        except errors.OperatorError:
+            return _INVALID  # signed for a run that is not (or no longer) there
+        record = records.load_record(conn, m.tables, run.record_id, run.tenant)
+        waiting = _waiting_at(m, operations_room.standing(m, run), claims)
+        question = Question(
+            claims=claims,
+            record=m.binding.record_name(record, run.record_id),
+            resource=m.binding.resource_label,
+            step=_step_title(run.snapshot, claims),
+            verb=_verb(claims.answer),
+            expires=words.when(claims.expires, tz),
+        )
+        if waiting is None or record is None:
+            return Outcome(
+                NOT_WAITING,
+                HTTPStatus.CONFLICT,
+                f"{question.step} for {question.record} no longer waits for an answer.",
+                question,
+            )
+        if claims.person in waiting.answered:
+            return Outcome(
+                NOT_WAITING,
+                HTTPStatus.CONFLICT,
+                f"{claims.person} has already answered {question.step} for {question.record}.",
+                question,
+            )
+        return Outcome(ASK, HTTPStatus.OK, question.sentence, question)
+
+    def _event(self, conn: sa.Connection, claims: tokens.Claims) -> tuple[str, dict[str, Any]]:
+        """The kind's event, as ``emit`` takes it: the record, who and what, the tenant."""
+        m = self.mounted
+        run = actions.run_for_operator(m, conn, claims.run_id, claims.tenant)
+        waiting = _waiting_at(m, operations_room.standing(m, run), claims)
+        assert waiting is not None
+        kind = m.binding.kinds[waiting.kind]
+        assert kind.wait_for is not None and kind.by is not None and kind.answer is not None
+        payload: dict[str, Any] = {
+            m.binding.events[kind.wait_for]: run.record_id,
+            kind.by: claims.person,
+            kind.answer: claims.answer,
+        }
+        if m.binding.tenant is not None:
+            payload[m.binding.tenant] = run.tenant
+        return kind.wait_for, payload
+
+
+def _answerable(m: Mounted, run: ops.RunRow) -> list[waits.Waiting]:
+    """The steps the run waits at for its kind's event, whose kind links can answer."""
+    found = []
+    for waiting in run.waiting:
+        kind: Kind | None = m.binding.kinds.get(waiting.kind)
+        if (
+            kind is not None
+            and kind.wait_for is not None
+            and waiting.awaits == waits.Awaits.EVENT
+            and waiting.status == statuses.LaneStatus.WAITING
+        ):
+            found.append(waiting)
+    return found
+
+
+def _waiting_at(m: Mounted, run: ops.RunRow, claims: tokens.Claims) -> waits.Waiting | None:
+    """The step the link answers, if the run still waits there, on the link's pass."""
+    for waiting in _answerable(m, run):
+        if waiting.step_id == claims.step_id and waiting.position == claims.position:
+            return waiting if _pass(run, waiting) == claims.pass_ else None
+    return None
+
+
+def _pass(run: ops.RunRow, waiting: waits.Waiting) -> int:
+    """Which pass through the step the run is on (1 unless the flow looped back)."""
+    if not run.state:
+        return 1
+    lanes = state.RunState.from_dict(run.state).lanes
+    for lane in lanes:
+        if str(lane.step_id) == waiting.step_id:
+            return int(lane.pass_)
+    return 1
+
+
+def _step_title(snapshot: Mapping[str, Any], claims: tokens.Claims) -> str:
+    """The step's title in the run's snapshot, or its kind, or ``step N``."""
+    for row in snapshot.get("steps") or ():
+        if isinstance(row, Mapping) and str(row.get("id")) == claims.step_id:
+            said = row.get("title") or row.get("kind")
+            if said:
+                return str(said)
+    return f"step {claims.position}"
+
+
+def _verb(answer: str) -> str:
+    verb = words.verb_of(answer)
+    return verb if verb is not None else f"Answer \u201c{answer}\u201d"
+
+
+def _text(value: object, what: str, most: int) -> str:
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise errors.OperatorError(f"an answer link's {what} must be one line of text")
+    text = value.strip()
+    if len(text) > most:
+        raise errors.OperatorError(f"an answer link's {what} must be at most {most} characters")
+    return text
+
+
+def _aware(moment: datetime) -> datetime:
+    if not isinstance(moment, datetime):
+        raise errors.OperatorError("expires must be a datetime or a timedelta")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+__all__ = [
+    "ANSWERED",
+    "ASK",
+    "EXPIRED",
+    "INVALID",
+    "NOT_WAITING",
+    "USED",
+    "AnswerLinks",
+    "Outcome",
+    "Question",
+]
