@@ -118,7 +118,7 @@ def test_an_expired_link_is_refused_with_its_moment(
     orders.advance("2 days")
     for page in (client.get(approve), client.post(approve)):
         assert page.status_code == 410
-        assert "This link expired on Wed 4 Mar 09:00." in page.text
+        assert "This link expired on Wed 4 Mar 09:00 UTC." in page.text
     assert events(orders) == []
 
 

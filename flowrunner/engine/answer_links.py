@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from http import HTTPStatus
 from typing import Any
 
@@ -246,7 +246,7 @@ class AnswerLinks:
             return Outcome(
                 EXPIRED,
                 HTTPStatus.GONE,
-                f"This link expired on {words.when(claims.expires, tz)}.",
+                f"This link expired on {_moment(claims.expires, tz)}.",
             )
         try:
             run = actions.run_for_operator(m, conn, claims.run_id, claims.tenant)
@@ -260,7 +260,7 @@ class AnswerLinks:
             resource=m.binding.resource_label,
             step=_step_title(run.snapshot, claims),
             verb=_verb(claims.answer),
-            expires=words.when(claims.expires, tz),
+            expires=_moment(claims.expires, tz),
         )
         if waiting is None or record is None:
             return Outcome(
@@ -338,6 +338,11 @@ def _step_title(snapshot: Mapping[str, Any], claims: tokens.Claims) -> str:
             if said:
                 return str(said)
     return f"step {claims.position}"
+
+
+def _moment(at: datetime, tz: tzinfo | None) -> str:
+    """``Wed 4 Mar 09:00 UTC``: a history's moment, with its zone (a link is read anywhere)."""
+    return f"{words.when(at, tz)} {at.astimezone(tz or UTC).tzname()}"
 
 
 def _verb(answer: str) -> str:
