@@ -16,7 +16,17 @@ from fastapi import FastAPI
 from running import mount, order
 from starlette.testclient import TestClient
 
-from flowrunner import FlowBinding, Kind, errors, flow_runner, tables, testing, web
+from flowrunner import (
+    CommandContext,
+    FlowBinding,
+    FlowRunner,
+    Kind,
+    errors,
+    flow_runner,
+    tables,
+    testing,
+    web,
+)
 from flowrunner.foundations import answer_tokens
 from flowrunner.store import engine_tables
 
@@ -275,3 +285,37 @@ def test_a_link_answers_its_own_tenant_s_run_only(engine: sa.Engine) -> None:
     driver.run_until_idle()
     assert driver.runs(1, tenant="acme")[0].status == "done"
     assert driver.runs(2, tenant="globex")[0].status == "waiting"
+
+
+def test_the_command_that_asks_mails_its_own_approve_and_reject_links(engine: sa.Engine) -> None:
+    mailed: list[dict[str, str]] = []
+
+    def request_approval(ctx: CommandContext) -> dict[str, object]:
+        links = {
+            answer: ctx_runner[0].answer_link(
+                ctx, answer, person="ann", expires=timedelta(days=3), base_url=BASE
+            )
+            for answer in ("approved", "rejected")
+        }
+        mailed.append(links)
+        return {"asked": ["ann"]}
+
+    ctx_runner: list[FlowRunner] = []
+    orders = mount(
+        engine,
+        "purchase_orders",
+        flows=APPROVE,
+        links_secret=SECRET,
+        commands={"request_approval": request_approval},
+    )
+    ctx_runner.append(orders.runner)
+    orders.create(order(7))
+    [links] = mailed
+    client = TestClient(web.answer_pages(orders.runner))
+    assert "Reject PO-7 as ann?" in client.get(path(links["rejected"])).text
+    assert client.post(path(links["rejected"])).status_code == 200
+    orders.run_until_idle()
+    [run] = orders.runs(7)
+    assert any(line.sentence.startswith("ann rejected") for line in orders.history(run.id))
+    # The step answered, its other link finds nothing waiting.
+    assert client.post(path(links["approved"])).status_code == 409

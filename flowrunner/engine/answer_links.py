@@ -11,6 +11,7 @@ these as pages. ``FlowRunner.answer_link`` is ``link``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -21,7 +22,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.binding import Kind, Tenant
-from flowrunner.engine import actions, operations_room
+from flowrunner.engine import actions, commands, operations_room
 from flowrunner.engine.changes import Changes
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows.interpreter import state, waits
@@ -83,6 +84,23 @@ _INVALID = Outcome(INVALID, HTTPStatus.BAD_REQUEST, "This link is not valid.")
 _USED = Outcome(USED, HTTPStatus.CONFLICT, "This link has already been used.")
 
 
+@dataclass(frozen=True)
+class _Step:
+    """The step a link answers: its run, id, position, pass, kind, and the run's tenant."""
+
+    run_id: int
+    step_id: str
+    position: int
+    pass_: int
+    kind: str
+    tenant: str | None
+
+
+# A step's command key as the flow's step makes it (``flows.interpreter.turn.Turn.key``,
+# prefixed with the run): ``run-7/step-12/pass-1``, then ``/retry-1`` or ``/remind-2``.
+_COMMAND_KEY = re.compile(r"^run-[0-9]+/step-(?P<step>[^/]+)/pass-(?P<pass>[0-9]+)(/.*)?$")
+
+
 class _Refused(Exception):
     """A link refused inside the answer's transaction, which is rolled back."""
 
@@ -117,6 +135,10 @@ class AnswerLinks:
         """A signed address that answers ``answer`` (``"approved"``) as ``person`` to the
         step run ``run_id`` waits at, until ``expires`` (a moment, or a time from now).
 
+        In the step's own command (or its reminder), give its ``CommandContext`` instead
+        of the run id: the link answers the step that command asks for, on this pass —
+        so the message that asks can carry its Approve and Reject links.
+
         The address is ``base_url`` (where the application mounts
         ``web.answer_pages(runner)``, e.g. ``https://orders.example.com/answer``), a
         slash, then the token. ``step`` names the position when the run waits at more
@@ -130,15 +152,38 @@ class AnswerLinks:
         """
         secret = self._need_secret()
         m = self.mounted
-        run_key, owner = m.run_id(run_id), m.need_tenant(tenant)
-        answer, person = (
-            _text(answer, "answer", tokens.MAX_ANSWER),
-            _text(person, "person", tokens.MAX_PERSON),
-        )
+        answer = _text(answer, "answer", tokens.MAX_ANSWER)
+        person = _text(person, "person", tokens.MAX_PERSON)
         now = m.clock()
         until = now + expires if isinstance(expires, timedelta) else _aware(expires)
         if until <= now:
             raise errors.OperatorError("an answer link must expire later than now")
+        if isinstance(run_id, commands.CommandContext):
+            at = self._asked_by(run_id)
+        else:
+            at = self._waiting(m.run_id(run_id), m.need_tenant(tenant), step)
+        kind = m.binding.kinds[at.kind]
+        if kind.by is None or kind.answer is None:
+            raise errors.BindingError(
+                f"kind {at.kind!r} needs by= and answer= (the event fields naming who "
+                "answered and what) for answer links"
+            )
+        claims = tokens.Claims(
+            run_id=at.run_id,
+            step_id=at.step_id,
+            position=at.position,
+            pass_=at.pass_,
+            answer=answer,
+            person=person,
+            expires=until.replace(microsecond=0),
+            link_id=tokens.new_link_id(),
+            tenant=at.tenant,
+        )
+        return f"{base_url.rstrip('/')}/{tokens.sign(claims, secret)}"
+
+    def _waiting(self, run_key: int, owner: str | None, step: int | None) -> _Step:
+        """The one step the run waits at for an answer a link can give."""
+        m = self.mounted
         with m.engine.connect() as conn:
             run = operations_room.standing(m, actions.run_for_operator(m, conn, run_key, owner))
         found = [w for w in _answerable(m, run) if step is None or w.position == step]
@@ -154,24 +199,32 @@ class AnswerLinks:
                 f"({positions})"
             )
         [waiting] = found
-        kind = m.binding.kinds[waiting.kind]
-        if kind.by is None or kind.answer is None:
-            raise errors.BindingError(
-                f"kind {waiting.kind!r} needs by= and answer= (the event fields naming who "
-                "answered and what) for answer links"
-            )
-        claims = tokens.Claims(
-            run_id=run_key,
-            step_id=str(waiting.step_id),
-            position=waiting.position,
-            pass_=_pass(run, waiting),
-            answer=answer,
-            person=person,
-            expires=until.replace(microsecond=0),
-            link_id=tokens.new_link_id(),
-            tenant=run.tenant,
+        return _Step(
+            run.id,
+            str(waiting.step_id),
+            waiting.position,
+            _pass(run, waiting),
+            waiting.kind,
+            run.tenant,
         )
-        return f"{base_url.rstrip('/')}/{tokens.sign(claims, secret)}"
+
+    def _asked_by(self, ctx: commands.CommandContext) -> _Step:
+        """The step whose command (or reminder) ``ctx`` is, read in its own transaction."""
+        m = self.mounted
+        key = _COMMAND_KEY.match(ctx.idempotency_key)
+        if key is None or not ctx.run_id:
+            raise errors.OperatorError(
+                "answer links are made in a step's command or reminder, from its context"
+            )
+        run = actions.run_for_operator(m, ctx.conn, ctx.run_id, ctx.tenant)
+        kind = _step_row(run.snapshot, key["step"]).get("kind")
+        found = m.binding.kinds.get(str(kind))
+        if found is None or found.wait_for is None:
+            raise errors.OperatorError(
+                f"step {ctx.step_title or ctx.position} does not wait for an answer an answer "
+                "link can give"
+            )
+        return _Step(run.id, key["step"], ctx.position, int(key["pass"]), str(kind), run.tenant)
 
     def ask(self, token: str) -> Outcome:
         """What the link asks (``ask``), or why it is refused; changes nothing."""
@@ -330,14 +383,19 @@ def _pass(run: ops.RunRow, waiting: waits.Waiting) -> int:
     return 1
 
 
+def _step_row(snapshot: Mapping[str, Any], step_id: str) -> Mapping[str, Any]:
+    """The step's row in the run's snapshot (empty when it is not there)."""
+    for row in snapshot.get("steps") or ():
+        if isinstance(row, Mapping) and str(row.get("id")) == step_id:
+            return row
+    return {}
+
+
 def _step_title(snapshot: Mapping[str, Any], claims: tokens.Claims) -> str:
     """The step's title in the run's snapshot, or its kind, or ``step N``."""
-    for row in snapshot.get("steps") or ():
-        if isinstance(row, Mapping) and str(row.get("id")) == claims.step_id:
-            said = row.get("title") or row.get("kind")
-            if said:
-                return str(said)
-    return f"step {claims.position}"
+    row = _step_row(snapshot, claims.step_id)
+    said = row.get("title") or row.get("kind")
+    return str(said) if said else f"step {claims.position}"
 
 
 def _moment(at: datetime, tz: tzinfo | None) -> str:
