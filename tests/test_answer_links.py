@@ -106,7 +106,7 @@ def test_pressing_approve_answers_once_as_ann_and_the_run_goes_on(
     answered = client.post(approve)
     assert answered.status_code == 200
     assert "Thank you: ann approved PO-7." in answered.text
-    assert events(orders) == [{"order": "7", "approver": "ann", "decision": "approved"}]
+    assert events(orders) == [{"order": 7, "approver": "ann", "decision": "approved"}]
     orders.run_until_idle()
     [run] = orders.runs(7)
     assert run.status == "done"
@@ -280,7 +280,7 @@ def test_a_link_answers_its_own_tenant_s_run_only(engine: sa.Engine) -> None:
         table = engine_tables.events
         kept = conn.execute(sa.select(table.c.tenant, table.c.record_id, table.c.payload)).all()
     assert [tuple(row) for row in kept] == [
-        ("acme", "1", {"order": "1", "checker": "cy", "verdict": "passed", "shop": "acme"})
+        ("acme", "1", {"order": 1, "checker": "cy", "verdict": "passed", "shop": "acme"})
     ]
     driver.run_until_idle()
     assert driver.runs(1, tenant="acme")[0].status == "done"
