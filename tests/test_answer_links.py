@@ -7,6 +7,8 @@ are each refused with a page that says so."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import migrated
@@ -319,3 +321,33 @@ def test_the_command_that_asks_mails_its_own_approve_and_reject_links(engine: sa
     assert any(line.sentence.startswith("ann rejected") for line in orders.history(run.id))
     # The step answered, its other link finds nothing waiting.
     assert client.post(path(links["approved"])).status_code == 409
+
+
+def test_two_presses_at_once_answer_once(orders: testing.FlowDriver) -> None:
+    # ann double-clicks, or her phone and her laptop both send it: one answer, one refusal.
+    token = path(link(orders, "approved")).lstrip("/")
+    links = orders.runner.answers
+    start = threading.Barrier(2)
+
+    def press() -> str:
+        start.wait(timeout=30)
+        return links.answer(token).code
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        codes = sorted(pool.map(lambda _: press(), range(2)))
+    assert codes == ["answered", "used"]
+    assert len(events(orders)) == 1
+
+
+def test_each_press_is_one_log_line_without_the_token(
+    orders: testing.FlowDriver, client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    approve = path(link(orders, "approved"))
+    with caplog.at_level("INFO", logger="flowrunner.answers"):
+        client.post(approve)
+        client.post(approve)
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowrunner.answers"]
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in lines] == ["answered", "refused"]
+    assert lines[1].endswith("refused (used)")
+    token = approve.lstrip("/")
+    assert not [line for line in lines if token in line or token.split(".")[1] in line]

@@ -27,10 +27,12 @@ from flowrunner.engine.changes import Changes
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows.interpreter import state, waits
 from flowrunner.foundations import answer_tokens as tokens
-from flowrunner.foundations import statuses
+from flowrunner.foundations import logs, statuses
 from flowrunner.history import words
 from flowrunner.store import dialects, records
 from flowrunner.store import operations as ops
+
+log = logs.logger("flowrunner.answers")
 
 # What an outcome is, as a page and a program read it.
 ASK = "ask"
@@ -128,7 +130,7 @@ class AnswerLinks:
         *,
         person: str,
         expires: datetime | timedelta,
-        base_url: str,
+        base_url: str = "/answer",
         step: int | None = None,
         tenant: Tenant = None,
     ) -> str:
@@ -140,9 +142,10 @@ class AnswerLinks:
         so the message that asks can carry its Approve and Reject links.
 
         The address is ``base_url`` (where the application mounts
-        ``web.answer_pages(runner)``, e.g. ``https://orders.example.com/answer``), a
-        slash, then the token. ``step`` names the position when the run waits at more
-        than one step that links can answer. Opening it shows a confirmation page;
+        ``web.answer_pages(runner)``, e.g. ``https://orders.example.com/answer``; a
+        message read outside the app needs the whole address), a slash, then the token.
+        ``step`` names the position when the run waits at more than one step that links
+        can answer. Opening it shows a confirmation page;
         confirming emits the step's kind's ``wait_for`` event with ``{by: person,
         answer: answer}`` and the record's key, once.
 
@@ -248,6 +251,7 @@ class AnswerLinks:
             with dialects.begin(m.engine) as conn:
                 now = m.clock()
                 if not ops.begin_idempotent(conn, key=key, tenant=claims.tenant, now=now).created:
+                    _said(claims, _USED)
                     return _USED
                 judged = self._judge(conn, claims, now)
                 if judged.refused or judged.question is None:
@@ -258,15 +262,18 @@ class AnswerLinks:
                     conn, key=key, result={**result, "event": event_id}, now=now
                 )
         except _Refused as refused:
+            _said(claims, refused.outcome)
             return refused.outcome
         question = judged.question
-        return Outcome(
+        answered = Outcome(
             ANSWERED,
             HTTPStatus.OK,
             f"Thank you: {claims.person} {claims.answer} {question.record}.",
             question,
             event_id,
         )
+        _said(claims, answered)
+        return answered
 
     # -- judging a link ---------------------------------------------------------------
 
@@ -347,6 +354,21 @@ class AnswerLinks:
         if m.binding.tenant is not None:
             payload[m.binding.tenant] = run.tenant
         return kind.wait_for, payload
+
+
+def _said(claims: tokens.Claims, outcome: Outcome) -> None:
+    """One log line per link pressed, naming the link by its id, never its token."""
+    if outcome.refused:
+        log.warning(
+            "answer link %s for run %d: refused (%s)", claims.link_id, claims.run_id, outcome.code
+        )
+    else:
+        log.info(
+            "answer link %s for run %d: answered (event %s)",
+            claims.link_id,
+            claims.run_id,
+            outcome.event_id,
+        )
 
 
 def _answerable(m: Mounted, run: ops.RunRow) -> list[waits.Waiting]:
