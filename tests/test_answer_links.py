@@ -277,7 +277,9 @@ def test_a_link_answers_its_own_tenant_s_run_only(engine: sa.Engine) -> None:
 
     client = TestClient(web.answer_pages(runner))
     assert "Answer “passed” 1 as cy?" in client.get(path(made)).text
-    assert client.post(path(made)).status_code == 200
+    answered = client.post(path(made))
+    assert answered.status_code == 200
+    assert "Thank you: cy answered “passed” for 1." in answered.text
     with engine.connect() as conn:
         table = engine_tables.events
         kept = conn.execute(sa.select(table.c.tenant, table.c.record_id, table.c.payload)).all()

@@ -268,7 +268,7 @@ class AnswerLinks:
         answered = Outcome(
             ANSWERED,
             HTTPStatus.OK,
-            f"Thank you: {claims.person} {claims.answer} {question.record}.",
+            f"Thank you: {_did(claims)} {question.record}.",
             question,
             event_id,
         )
@@ -423,6 +423,13 @@ def _step_title(snapshot: Mapping[str, Any], claims: tokens.Claims) -> str:
 def _moment(at: datetime, tz: tzinfo | None) -> str:
     """``Wed 4 Mar 09:00 UTC``: a history's moment, with its zone (a link is read anywhere)."""
     return f"{words.when(at, tz)} {at.astimezone(tz or UTC).tzname()}"
+
+
+def _did(claims: tokens.Claims) -> str:
+    """``ann approved``, or ``ann answered “maybe” for`` when the answer is no verb's."""
+    if words.verb_of(claims.answer) is not None:
+        return f"{claims.person} {claims.answer}"
+    return f"{claims.person} answered \u201c{claims.answer}\u201d for"
 
 
 def _verb(answer: str) -> str:
