@@ -235,7 +235,9 @@ class _Step(Step):
         self.span.span.update_name(f"{program} {flow}")
 
     def reached(self, step: str | None) -> None:
-        if step and (not self.steps or self.steps[-1] != step):
+        if step:
+            if step in self.steps:  # the step's lines come after its command's
+                self.steps.remove(step)
             self.steps.append(step)
 
     def failed(self, sentence: str | None) -> None:
