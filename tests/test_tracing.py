@@ -28,7 +28,8 @@ from provider import Provider, serving
 from running import T0, mount
 
 from fixtures.purchase_orders import app as po
-from flowrunner import errors, testing
+from fixtures.purchase_orders import scheduled
+from flowrunner import Jobs, errors, testing
 from flowrunner.engine import commands, tracing
 from flowrunner.workflows import Connection, OnEvent, Workflows
 
@@ -245,6 +246,37 @@ def test_a_tenants_run_is_traced_with_its_tenant(
     )
 
 
+def test_a_job_on_an_event_is_traced_as_its_own_program(
+    po_engine: sa.Engine, spans: InMemorySpanExporter
+) -> None:
+    scheduled.metadata.create_all(po_engine)
+    driver = mount(
+        po_engine,
+        "purchase_orders",
+        flows="[]",
+        commands=scheduled.JOB_COMMANDS,
+        authorize=scheduled.grants,
+    )
+    Jobs(driver.runner, {"remind_buyer": scheduled.JOBS["remind_buyer"]})
+    driver.create(order(7, 900))
+    driver.emit("po.decided", {"order": 7, "approver": "boss", "decision": "approved"})
+    driver.advance("1 day")
+    [run] = [r for r in driver.runs(7) if r.flow_id.startswith("job:")]
+    assert run.status == "done"
+    got = finished(spans)
+    steps = named(got, "job remind_buyer")
+    assert steps and all(attributes(s, "program", "record") == ("job", "7") for s in steps)
+    [reminded] = named(got, "command remind_buyer")
+    assert reminded.parent is not None
+    assert attributes(reminded, "run_id", "program", "flow", "attempt", "outcome") == (
+        run.id,
+        "job",
+        "remind_buyer",
+        1,
+        "ok",
+    )
+
+
 # -- a code workflow's call ------------------------------------------------------------
 
 
@@ -290,6 +322,25 @@ def test_a_workflows_call_sends_the_traceparent_of_its_span(
         f"{call.context.span_id:016x}",
     )
     assert int(flags, 16) & 1  # sampled
+
+
+def test_a_traceparent_the_workflow_sets_itself_is_sent_instead(
+    sqlite_engine: sa.Engine, spans: InMemorySpanExporter, provider: Provider
+) -> None:
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    workflows = Workflows(connections={"checks": Connection(provider.url, timeout=5)})
+
+    @workflows.define(start=OnEvent("ticket.replied"))
+    async def check(w: Any, start: Any) -> Any:
+        request = {"method": "POST", "path": "/checks", "headers": {"TraceParent": own}}
+        return await w.call("request-check", "checks", request)
+
+    driver = mount(sqlite_engine, "tickets", flows="[]", workflows=workflows)
+    driver.create({"id": 1, "title": "Printer on fire", "requester_id": "ann"})
+    driver.emit("ticket.replied", {"ticket": 1})
+    assert driver.runs(1)[0].status == "done"
+    assert [r.traceparent for r in provider.received] == [own]
+    assert named(finished(spans), "call checks")  # traced all the same
 
 
 # -- nothing traced --------------------------------------------------------------------

@@ -54,12 +54,10 @@ def attempt(connection: definitions.Connection, request: shapes.Payload, *, key:
         import httpx
     except ModuleNotFoundError as exc:
         raise extras.explained(exc, what="w.call") from None
-    # The trace context of the step's span first: a header the workflow sets wins.
-    headers = {
-        **tracing.headers(),
-        **dict(connection.headers),
-        **dict(request.get("headers") or {}),
-    }
+    headers = {**dict(connection.headers), **dict(request.get("headers") or {})}
+    # The trace context of the call's span, unless the workflow sets its own.
+    given = {name.lower() for name in headers}
+    headers |= {k: v for k, v in tracing.headers().items() if k.lower() not in given}
     # A step's name may be any text; a header carries ASCII: the rest percent-encoded.
     sendable = key.isascii() and key.isprintable()
     headers["Idempotency-Key"] = key if sendable else quote(key, safe="/-._~:+@ ")
