@@ -368,10 +368,25 @@ print(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry"))
 """
 
 
-def test_a_process_that_does_not_trace_imports_no_opentelemetry(tmp_path: Path) -> None:
+# OpenTelemetry as though not installed: a finder ahead of all others finds none of it.
+ABSENT = """
+import sys
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NotInstalled())
+"""
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["installed", "not-installed"])
+def test_a_process_that_does_not_trace_imports_no_opentelemetry(
+    tmp_path: Path, installed: bool
+) -> None:
     path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
+    code = OFF if installed else ABSENT + OFF
     done = subprocess.run(
-        [sys.executable, "-c", OFF, f"sqlite:///{tmp_path / 'orders.db'}"],
+        [sys.executable, "-c", code, f"sqlite:///{tmp_path / 'orders.db'}"],
         env={**os.environ, "PYTHONPATH": path},
         capture_output=True,
         text=True,
