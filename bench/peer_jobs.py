@@ -49,6 +49,8 @@ class Measured:
     start_seconds: float | None = None
     # Commits to the SQLite file while the clock ran (None: not counted, DBOS as shipped).
     commits: int | None = None
+    # flowrunner only: the CPU seconds this process spent while the clock ran.
+    cpu_seconds: float | None = None
 
     @property
     def commits_per_workflow(self) -> float | None:
@@ -198,9 +200,50 @@ def drive(serving: worker.Worker) -> None:
         pass
 
 
+def traced() -> Callable[[], int]:
+    """Tracing on, as an application sets it: an SDK tracer provider exporting in batches
+    from a thread of its own (to memory here: no collector's network in the figure). Gives
+    what flushes the spans still queued, counts the spans exported and takes the provider
+    away again (``bench/tracing.py`` turns tracing on and off in one process)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.util._once import Once
+
+    def forget() -> None:
+        # OpenTelemetry takes a process's provider once; its own tests start afresh so.
+        trace._TRACER_PROVIDER_SET_ONCE = Once()
+        trace._TRACER_PROVIDER = None
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    forget()
+    trace.set_tracer_provider(provider)
+
+    def flushed() -> int:
+        provider.force_flush()
+        exported = len(exporter.get_finished_spans())
+        provider.shutdown()
+        forget()
+        return exported
+
+    return flushed
+
+
 def flowrunner_job(
-    folder: Path, runs: int, *, batch: int, flow: str = "commands", outside: bool = True
+    folder: Path,
+    runs: int,
+    *,
+    batch: int,
+    flow: str = "commands",
+    outside: bool = True,
+    tracing: bool = False,
 ) -> Measured:
+    """flowrunner's job; with ``tracing``, every step and command attempt a span, exported
+    (the flush of the last spans is timed too)."""
+    flush = traced() if tracing else None
     engine = durable_engine(folder / "flowrunner.db")
     runner, item = mount(engine, flow, outside=outside)
     serving = worker.Worker(runner, batch=batch)
@@ -208,12 +251,15 @@ def flowrunner_job(
     drive(serving)
     settle()
     committed = commits()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     start_runs(runner, item, range(1, runs + 1), per_transaction=batch)
     started = time.perf_counter()
     drive(serving)
-    ended = time.perf_counter()
+    spans = flush() if flush is not None else 0
+    ended, cpu = time.perf_counter(), time.process_time() - cpu
     committed = commits() - committed
+    if flush is not None and spans < (runs + WARMUP) * STEPS:
+        raise RuntimeError(f"flowrunner traced: only {spans} spans exported")
     with engine.connect() as conn:
         done = conn.execute(
             sa.select(sa.func.count()).where(engine_tables.runs.c.status == "done")
@@ -223,7 +269,13 @@ def flowrunner_job(
     if done != runs + WARMUP:
         raise RuntimeError(f"flowrunner: only {done - WARMUP} of {runs} runs ended")
     return Measured(
-        runs, ended - began, journal, level, start_seconds=started - began, commits=committed
+        runs,
+        ended - began,
+        journal,
+        level,
+        start_seconds=started - began,
+        commits=committed,
+        cpu_seconds=cpu,
     )
 
 

@@ -16,7 +16,9 @@ flowrunner sends per run and where a run's time goes (``bench/statements.py``).
 flowrunner's five steps are application commands, as DBOS's are functions: each may
 reach outside, so each has a checkpoint (a commit) of its own, as DBOS checkpoints
 every step. "outside=False" is the same flow with the kind declared to write only
-through ``ctx.conn`` (its commands share the run's commit). The storage's limit is no
+through ``ctx.conn`` (its commands share the run's commit). "traced" is the first with
+an OpenTelemetry SDK tracer provider set (``pip install -e '.[traces]'``): a span per
+step and per command attempt, exported in batches to memory. The storage's limit is no
 engine at all: stdlib ``sqlite3`` on the same durability, one tiny write per commit,
 as many commits per workflow as flowrunner made in the same repetition.
 
@@ -58,6 +60,8 @@ class Peer:
 
 DBOS = Peer("DBOS Transact", "dbos", "dbos>=3.4")
 SPIFF = Peer("SpiffWorkflow", "SpiffWorkflow", "SpiffWorkflow>=3.2")
+# Not a peer: what the traced variant needs (the ``traces`` extra).
+OTEL_SDK = Peer("OpenTelemetry SDK", "opentelemetry.sdk", "flowrunner[traces]")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,12 @@ VARIANTS = [
         "flowrunner",
         "flowrunner, 1 run per transaction",
         partial(peer_jobs.flowrunner_job, batch=1),
+    ),
+    Variant(
+        "flowrunner-traced",
+        "flowrunner, traced (OpenTelemetry SDK)",
+        partial(peer_jobs.flowrunner_job, batch=1, tracing=True),
+        OTEL_SDK,
     ),
     Variant(
         "flowrunner-one-commit",
@@ -155,6 +165,13 @@ def report(results: dict[str, list[peer_jobs.Measured]], say: Callable[[str], No
             f"{f'({min(rates):.0f}-{max(rates):.0f})':>13} "
             f"{statistics.median(rates) / peer_jobs.STEPS:12.0f} {commits:>11}  "
             f"{measured[0].journal_mode}, {measured[0].synchronous}{split}"
+        )
+    if results.get("flowrunner") and results.get("flowrunner-traced"):
+        pairs = zip(results["flowrunner"], results["flowrunner-traced"], strict=True)
+        ratios = [plain.steps_per_second / traced.steps_per_second for plain, traced in pairs]
+        say(
+            f"\ntraced: {statistics.median(ratios) - 1:+.1%} time per step "
+            "(median of the repetitions' side-by-side ratios)"
         )
     peers = [key for key in results if key not in OURS]
     if not peers:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# What the guides say to install beside flowrunner: its extras, the client FastAPI's
-# TestClient needs (docs/web.md, console.md, inbound.md) and the async driver of
-# docs/web.md's AsyncEngine.
-EXTRAS = "web,console,workflows,postgres"
+# What the guides say to install beside flowrunner: its extras (traces: docs/operating.md),
+# the client FastAPI's TestClient needs (docs/web.md, console.md, inbound.md) and the async
+# driver of docs/web.md's AsyncEngine.
+EXTRAS = "web,console,workflows,postgres,traces"
 BESIDE = ("httpx2", "sqlalchemy[asyncio]", "aiosqlite")
 # How long a test waits for another's build before it gives up.
 WAIT_SECONDS = 600

@@ -1,6 +1,7 @@
 """A real HTTP service on 127.0.0.1 for the tests of a workflow's ``call`` steps.
 
-It keeps every request it receives (method, path, Idempotency-Key, JSON body) and
+It keeps every request it receives (method, path, Idempotency-Key, JSON body, the
+``traceparent`` header) and
 answers each path from a script: the statuses to answer first (``503``, ``429``,
 ``404``...), then 200 with a JSON body. A request repeated with a key it answered
 before gets the same answer, as an idempotent service does.
@@ -25,6 +26,7 @@ class Received:
     path: str
     key: str | None
     body: Any
+    traceparent: str | None = None  # the W3C trace context it came with, if any
 
 
 @dataclass
@@ -45,9 +47,11 @@ class Provider:
         """The Idempotency-Key of each request received (of ``path``), ``""`` for none."""
         return [r.key or "" for r in self.received if path is None or r.path == path]
 
-    def handle(self, method: str, path: str, key: str | None, body: Any) -> tuple[int, Any]:
+    def handle(
+        self, method: str, path: str, key: str | None, body: Any, traceparent: str | None = None
+    ) -> tuple[int, Any]:
         with self.lock:
-            self.received.append(Received(method, path, key, body))
+            self.received.append(Received(method, path, key, body, traceparent))
             waiting = self.failures.get(path) or []
             if waiting:
                 return waiting.pop(0), {"error": "not now"}
@@ -73,7 +77,11 @@ def serving() -> Iterator[Provider]:
             if pause:
                 threading.Event().wait(pause)
             status, sent = provider.handle(
-                self.command, self.path.split("?")[0], self.headers.get("Idempotency-Key"), body
+                self.command,
+                self.path.split("?")[0],
+                self.headers.get("Idempotency-Key"),
+                body,
+                self.headers.get("traceparent"),
             )
             data = json.dumps(sent).encode()
             self.send_response(status)

@@ -1,5 +1,6 @@
 """docs/operating.md is true: its command line parses, its tables name the metrics a
-worker serves, and every alert rule it recommends reads metrics that exist."""
+worker serves, every alert rule it recommends reads metrics that exist, and its traces
+example, run from the wheel, prints the spans it shows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import click
 import pytest
 import sqlalchemy as sa
 import yaml
+from guides import run_guide
+from installed import Installed
 from running import mount, ticket
 
 from flowrunner.cli import cli
@@ -47,8 +50,9 @@ def served(engine: sa.Engine) -> set[str]:
 
 
 def test_the_command_line_parses() -> None:
-    [shell] = blocks("sh")
-    for line in shell.strip().splitlines():
+    lines = [line for shell in blocks("sh") for line in shell.strip().splitlines()]
+    assert any(line.startswith("flowrunner ") for line in lines)
+    for line in lines:
         words = shlex.split(line)
         if words[0] != "flowrunner":
             continue
@@ -70,3 +74,13 @@ def test_the_tables_and_the_alerts_name_metrics_a_worker_serves(any_engine: sa.E
         assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}, rule["alert"]
         used = set(re.findall(r"flowrunner_\w+", rule["expr"]))
         assert used and used <= names, (rule["alert"], used - names)
+
+
+@pytest.mark.slow
+def test_the_traces_example_runs_and_prints_the_spans_the_guide_shows(wheel: Installed) -> None:
+    guide = run_guide("operating.md", blocks=1, module="operating_guide", python=wheel.python)
+    shown = re.search(r"prints, for each invoice.*?\n\n```\n(.*?)```", guide.text, flags=re.S)
+    assert shown is not None
+    lines = shown.group(1).strip().splitlines()
+    assert guide.printed.strip().splitlines() == lines
+    guide.check(lines, at_least=4)

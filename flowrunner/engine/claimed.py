@@ -60,6 +60,7 @@ class ClaimedStep:
         self.run = claimed.run
         self.commit = claimed.commit
         self.observe = claimed.observe
+        self.traced = claimed.traced
         self.lines: list[ops.LogLine] = []
         self.completed: list[ops.Completed] = []
         # When a checkpoint renews the lease: once a quarter of it has gone.
@@ -92,6 +93,7 @@ class ClaimedStep:
         due_at: datetime | None = None,
     ) -> None:
         """Gather one history line, written with the run's new state by ``save``."""
+        self.traced.reached(title)
         self.lines.append(
             ops.LogLine(
                 what=what,
@@ -258,7 +260,28 @@ class ClaimedStep:
         gathered for ``save``, so it commits with the command's writes. A refusal
         (``CommandRefused``, or an answer that cannot be kept) is final; any other
         exception is a failed attempt the caller may retry.
+
+        Traced (``engine.tracing``) as a child span of the step's: ``command NAME``.
         """
+        with self.traced.attempt(
+            f"command {command}",
+            step=context.step_title,
+            attempt=context.attempt,
+            extra={"flowrunner.command": command},
+        ) as traced:
+            result, wrote = self._attempt(command, context, result_key, timeout)
+            outcome = "ok" if result.ok else "refused" if result.refused else "failed"
+            traced.ended(outcome, result.error)
+            return result, wrote
+
+    def _attempt(
+        self,
+        command: str,
+        context: commands.CommandContext,
+        result_key: str,
+        timeout: timedelta | None,
+    ) -> tuple[happened.CommandResult, bool]:
+        """One attempt of ``command``, as ``command`` says."""
         mounted, conn, run = self.mounted, self.conn, self.run
         deadline = context.deadline
         beat = heartbeat.Heartbeat(

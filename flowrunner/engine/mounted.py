@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from flowrunner import diagrams, errors
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
+from flowrunner.engine import tracing
 from flowrunner.flows import column_facts, snapshot, validation
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter.waits import Waiting
@@ -415,6 +416,9 @@ class Claimed:
     # Told of each command attempt: the command, its seconds, "ok", "failed" or
     # "refused", and its attempt number (the worker's metrics count them).
     observe: CommandObserver | None = None
+    # The span of the worker's step, whose children are its command attempts (the one
+    # that does nothing when the process traces nothing: ``engine.tracing``).
+    traced: tracing.Step = tracing.QUIET_STEP
 
 
 class Stepping(Protocol):

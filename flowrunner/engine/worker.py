@@ -33,6 +33,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.engine import claimed as stepping
+from flowrunner.engine import tracing
 from flowrunner.engine.mounted import (
     TICK,
     Claimed,
@@ -308,10 +309,13 @@ class Worker:
         savepoint = _RunSavepoint(unit, self._point)
         failure: str | None = None
         began = time.monotonic()
+        traced = tracing.step(claim.run_id)
         try:
-            program, step = self._step(conn, claim, now, later, savepoint.checkpoint)
-            step.advance()
-            failure = step.failure()
+            with traced:
+                program, step = self._step(conn, claim, now, later, savepoint.checkpoint, traced)
+                step.advance()
+                failure = step.failure()
+                traced.failed(failure)
             if self.on_step is not None:
                 self.on_step(program, time.monotonic() - began)
         except errors.LeaseLost as lost:
@@ -358,13 +362,16 @@ class Worker:
         now: datetime,
         later: Sequence[ops.Claim],
         commit: Callable[[], None] | None = None,
+        traced: tracing.Step = tracing.QUIET_STEP,
     ) -> tuple[str, Stepping]:
         """The program the claimed run executes — a flow from rows unless its snapshot
-        names another the runner registered (``FlowRunner.programs``) — and its step."""
+        names another the runner registered (``FlowRunner.programs``) — and its step
+        (``traced``: its span)."""
         run = ops.load_run(conn, claim.run_id)
         name = program_of(run.snapshot)
         program = self.mounted.programs.get(name)
-        claimed = self.claimed(conn, claim, now, later, run, commit)
+        traced.about(program=name, flow=run.flow_name, record=run.record_id, tenant=run.tenant)
+        claimed = self.claimed(conn, claim, now, later, run, commit, traced)
         if program is None:
             return name, stepping.Unknown(claimed, name)
         return name, program.step(claimed)
@@ -377,6 +384,7 @@ class Worker:
         later: Sequence[ops.Claim],
         run: ops.RunRow,
         commit: Callable[[], None] | None = None,
+        traced: tracing.Step = tracing.QUIET_STEP,
     ) -> Claimed:
         """A claimed run as this worker hands it to the run's program."""
         return Claimed(
@@ -391,6 +399,7 @@ class Worker:
             run=run,
             commit=commit,
             observe=self.on_command,
+            traced=traced,
         )
 
     def _fail_run(

@@ -32,6 +32,7 @@ EXTRAS = {
     "httpx": "workflows",
     "psycopg": "postgres",
     "prometheus_client": "metrics",
+    "opentelemetry": "traces",
 }
 
 

@@ -5,7 +5,9 @@ is the same on every attempt of the step (``run-<id>/<step name>``, percent-enco
 where the name is not printable ASCII), so the service can
 do it once however often it is sent. Its answer is ``Answered`` (2xx, its JSON body
 kept), ``Refused`` (another 4xx: the workflow gets ``StepRefused``) or ``Failed`` (a
-5xx, 408, 429, a timeout or no connection: tried again with backoff).
+5xx, 408, 429, a timeout or no connection: tried again with backoff). When the
+application traces (``engine.tracing``), the request carries the W3C ``traceparent`` of
+the call's span.
 
 httpx is imported when the first call is made: ``pip install 'flowrunner[workflows]'``.
 """
@@ -16,6 +18,7 @@ import json
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from flowrunner.engine import tracing
 from flowrunner.foundations import extras, sanitize, shapes
 from flowrunner.workflows import definitions
 
@@ -52,6 +55,9 @@ def attempt(connection: definitions.Connection, request: shapes.Payload, *, key:
     except ModuleNotFoundError as exc:
         raise extras.explained(exc, what="w.call") from None
     headers = {**dict(connection.headers), **dict(request.get("headers") or {})}
+    # The trace context of the call's span, unless the workflow sets its own.
+    given = {name.lower() for name in headers}
+    headers |= {k: v for k, v in tracing.headers().items() if k.lower() not in given}
     # A step's name may be any text; a header carries ASCII: the rest percent-encoded.
     sendable = key.isascii() and key.isprintable()
     headers["Idempotency-Key"] = key if sendable else quote(key, safe="/-._~:+@ ")
@@ -88,3 +94,13 @@ def _body(content: bytes) -> shapes.Json:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def traced(outcome: Outcome) -> tuple[str, dict[str, object] | None]:
+    """An attempt's outcome as its span tells it: ``ok``, ``refused`` or ``failed``, and
+    the error (its sentence is sanitized already)."""
+    if isinstance(outcome, Answered):
+        return "ok", None
+    if isinstance(outcome, Refused):
+        return "refused", {"code": "call_refused", "message": outcome.message}
+    return "failed", {"code": "call_failed", "message": outcome.message}

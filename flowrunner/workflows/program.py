@@ -331,8 +331,21 @@ class WorkflowStep(claimed.ClaimedStep):
             clock=self.mounted.clock,
             point=self.point,
         )
-        with beat:
+        with (
+            self.traced.attempt(
+                f"call {name}",
+                step=asked.name,
+                attempt=attempt,
+                extra={
+                    "flowrunner.connection": name,
+                    "http.request.method": str(request.get("method", "GET")),
+                },
+            ) as traced,
+            beat,
+        ):
+            # The call sends the trace context of its span (``traceparent``).
             answer = http_call.attempt(connection, request, key=key)
+            traced.ended(*http_call.traced(answer))
         if self.run.id in beat.lost:
             raise errors.LeaseLost(
                 f"the lease of run {self.run.id} was taken over while its call was out"
