@@ -50,18 +50,19 @@ def waiters(mounted: Mounted) -> dict[str, list[str]]:
             if isinstance(event, str) and event.strip():
                 said = step.get("title") or f"at position {step['position']}"
                 flow = names.get(step["flow_id"], step["flow_id"])
-                found.setdefault(event.strip(), []).append(f"flow {flow!r}'s step {said!r}")
+                found.setdefault(event.strip(), []).append(f"step {said!r} of flow {flow!r}")
     return found
 
 
 def unrecorded(mounted: Mounted) -> list[str]:
     """One warning for each event something waits for that nothing records."""
     known = recorded(mounted)
+    declared = mounted.binding.events  # a step naming another is a broken row, said elsewhere
     return [
         f"[{CODE}] {', '.join(who)} {'wait' if len(who) > 1 else 'waits'} for {event!r}, "
         "which nothing records: no kind records it (Kind(records=...)), no inbound "
         "endpoint emits it, and the binding does not say the application emits it "
         "(Event(..., emitted=True))"
         for event, who in sorted(waiters(mounted).items())
-        if event not in known
+        if event in declared and event not in known
     ]

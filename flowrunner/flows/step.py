@@ -330,9 +330,10 @@ class Advance(claimed.ClaimedStep):
         name, run = kind.records, self.run
 
         def record(answer: dict[str, Any]) -> object:
-            about: dict[str, Any] = {binding.event_field(name): run.record_id}
+            keys = self.mounted.tables  # the key and tenant as their columns hold them
+            about: dict[str, Any] = {binding.event_field(name): keys.key_value(run.record_id)}
             if binding.tenant is not None:
-                about[binding.tenant] = run.tenant
+                about[binding.tenant] = keys.tenant_value(run.tenant)
             return changes.Changes(self.mounted).emit(self.conn, name, {**answer, **about})
 
         return record
