@@ -9,9 +9,7 @@ from installed import Installed
 
 
 @pytest.mark.slow
-def test_the_events_guide_runs_and_prints_what_it_says(
-    database_url: str, wheel: Installed
-) -> None:
+def test_the_events_guide_runs_and_prints_what_it_says(database_url: str, wheel: Installed) -> None:
     guide = run_guide(
         "events.md",
         blocks=7,

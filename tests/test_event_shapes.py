@@ -11,12 +11,15 @@ nothing records. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import json
 from datetime import date
+from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 from running import T0
 
 from flowrunner import (
@@ -32,7 +35,8 @@ from flowrunner import (
     tables,
     testing,
 )
-from flowrunner.store import engine_tables
+from flowrunner.cli import cli
+from flowrunner.store import engine_tables, migrate
 
 
 class Decided(pydantic.BaseModel):
@@ -286,3 +290,24 @@ def test_the_event_check_names_an_event_something_waits_for_that_nothing_records
 
     quiet = mount(engine, App(), binding=binding(decided_emitted=True))
     assert quiet.event_warnings() == []
+
+
+def forgetful(url: str | None = None) -> FlowRunner:
+    """The app with nothing saying who emits po.decided (``--app`` for the command line)."""
+    assert url is not None
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    return mount(engine, App(), binding=binding(decided_emitted=False))
+
+
+def test_flows_validate_warns_of_an_event_nothing_records(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'orders.db'}"
+    app = ["--app", f"{__name__}:forgetful", "--database", url]
+    said = CliRunner().invoke(cli, ["flows", "validate", *app])
+    assert said.exit_code == 0, said.output  # a warning, not a broken row
+    assert said.stderr.startswith(
+        "warning: [api-event-unknown] kind 'approval' waits for 'po.decided', which nothing"
+    )
+    assert said.stdout == "0 flow(s), 0 step(s): all sound\n"
+    document = json.loads(CliRunner().invoke(cli, ["flows", "validate", *app, "--json"]).stdout)
+    assert [w[:40] for w in document["warnings"]] == ["[api-event-unknown] kind 'approval' wait"]
