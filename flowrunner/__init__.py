@@ -26,9 +26,10 @@ import typing
 from flowrunner import moved
 
 if typing.TYPE_CHECKING:
-    from flowrunner.binding import At, FlowBinding, Kind, NotifyRule
+    from flowrunner.binding import At, Event, FlowBinding, Kind, NotifyRule
     from flowrunner.diagrams import Diagram
     from flowrunner.engine.commands import Command, CommandContext
+    from flowrunner.engine.feed import EventPage
     from flowrunner.engine.operations import RunQuery
     from flowrunner.errors import (
         BindingError,
@@ -91,6 +92,8 @@ __all__ = [
     "Duration",
     "DurationError",
     "Emitted",
+    "Event",
+    "EventPage",
     "EventRejected",
     "FieldError",
     "FlowBinding",
@@ -143,12 +146,14 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "annotations": "__future__",
     "At": "flowrunner.binding",
+    "Event": "flowrunner.binding",
     "FlowBinding": "flowrunner.binding",
     "Kind": "flowrunner.binding",
     "NotifyRule": "flowrunner.binding",
     "Diagram": "flowrunner.diagrams",
     "Command": "flowrunner.engine.commands",
     "CommandContext": "flowrunner.engine.commands",
+    "EventPage": "flowrunner.engine.feed",
     "RunQuery": "flowrunner.engine.operations",
     "BindingError": "flowrunner.errors",
     "CallbackRejected": "flowrunner.errors",

@@ -100,6 +100,9 @@ class Kind(_Model):
     ``answer`` names the event field that carries the decision (``"decision"``): with
     ``by``, the runner can then make answer links (``runner.answer_link``) whose event
     says who answered and what.
+    ``records`` names a binding event the command records from its answer: the mapping
+    it returns (with the record's key and tenant fields filled in) is that event's
+    payload, validated by its shape and stored in the command's own transaction.
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -115,6 +118,7 @@ class Kind(_Model):
     cancel: str | None = None
     outside: bool = True
     answer: str | None = None
+    records: str | None = None
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod
@@ -182,6 +186,54 @@ class Kind(_Model):
     def timeout_delta(self) -> timedelta | None:
         """``timeout`` as elapsed time, or None when the kind has none."""
         return None if self.timeout is None else durations.parse_timeout(self.timeout)
+
+
+class Event(_Model):
+    """An event of the binding: the field naming the record (``key``), and maybe its
+    ``shape``, a pydantic model whose fields are the event's fields (the plain form,
+    ``events={"po.decided": "order"}``, is ``Event(key="order")``).
+
+    With a shape, ``emit`` validates each payload against it (``EventRejected`` with the
+    field errors, nothing written) and stores the model's fields as JSON; a step's
+    condition may read only its fields (``event.decision``), and a kind's ``by`` must be
+    one of them. ``emitted`` says the application emits the event itself
+    (``runner.emit``); left False on an event no kind records (``Kind(records=...)``) and
+    no inbound endpoint emits, the event check names it (``[api-event-unknown]``).
+
+    >>> class Decided(pydantic.BaseModel):
+    ...     order: int
+    ...     decision: Literal["approved", "rejected"]
+    >>> Event(key="order", shape=Decided).fields
+    ('order', 'decision')
+    """
+
+    key: str
+    shape: type[pydantic.BaseModel] | None = None
+    emitted: bool = False
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    @pydantic.field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return _name(value, "the event's key field")
+
+    @pydantic.field_validator("shape", mode="before")
+    @classmethod
+    def _shape(cls, value: object) -> object:
+        if value is not None and not (
+            isinstance(value, type) and issubclass(value, pydantic.BaseModel)
+        ):
+            raise ValueError(f"shape must be a pydantic model class, not {value!r}")
+        return value
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        """The shape's fields as a payload names them (aliases where given); None
+        without a shape (any field)."""
+        if self.shape is None:
+            return None
+        return tuple(f.alias or name for name, f in self.shape.model_fields.items())
 
 
 class NotifyRule(_Model):
@@ -344,7 +396,7 @@ class FlowBinding(_Model):
     resource: str
     flows_table: str
     steps_table: str
-    events: dict[str, str] = pydantic.Field(default_factory=dict)
+    events: dict[str, str | Event] = pydantic.Field(default_factory=dict)
     kinds: dict[StepKind, Kind] = pydantic.Field(default_factory=dict)
     set_columns: Sequence[str] = ()
     notify: Sequence[NotifyRule] = ()
@@ -418,11 +470,12 @@ class FlowBinding(_Model):
 
     @pydantic.field_validator("events")
     @classmethod
-    def _events(cls, value: dict[str, str]) -> dict[str, str]:
+    def _events(cls, value: dict[str, str | Event]) -> dict[str, str | Event]:
         for event, field in value.items():
             if not _EVENT.match(event):
                 raise ValueError(f"event name {event!r} must be letters, digits, '.', '_' or '-'")
-            _name(field, f"the field of event {event!r}")
+            if isinstance(field, str):
+                _name(field, f"the field of event {event!r}")
         return value
 
     @pydantic.field_validator("set_columns")
@@ -476,6 +529,7 @@ class FlowBinding(_Model):
                 )
             if kind.answer is not None:
                 self._check_answer(name, kind)
+            self._check_kind_events(name, kind)
         audiences = [rule.audience for rule in self.notify]
         for audience in audiences:
             if audiences.count(audience) > 1:
@@ -491,13 +545,35 @@ class FlowBinding(_Model):
         assert kind.wait_for is not None and kind.answer is not None
         taken = {
             kind.by: "the answerer field (by)",
-            self.events[kind.wait_for]: f"the field naming the record in {kind.wait_for!r}",
+            self.event_field(kind.wait_for): f"the field naming the record in {kind.wait_for!r}",
             self.tenant: "the tenant column",
         }
         if kind.answer in taken:
             raise ValueError(
                 f"kind {name!r}: answer {kind.answer!r} is {taken[kind.answer]}; "
                 "name the event field that carries the decision"
+            )
+
+    def _check_kind_events(self, name: str, kind: Kind) -> None:
+        """A kind's ``by`` is a field of its event's shape; what it records is an event."""
+        if kind.wait_for is not None and kind.by is not None:
+            fields = self.event(kind.wait_for).fields
+            if fields is not None and kind.by not in fields:
+                raise ValueError(
+                    f"kind {name!r}: by {kind.by!r} is not a field of {kind.wait_for} "
+                    f"— {', '.join(fields)}"
+                )
+        if kind.wait_for is not None and kind.answer is not None:
+            fields = self.event(kind.wait_for).fields
+            if fields is not None and kind.answer not in fields:
+                raise ValueError(
+                    f"kind {name!r}: answer {kind.answer!r} is not a field of "
+                    f"{kind.wait_for} — {', '.join(fields)}"
+                )
+        if kind.records is not None and kind.records not in self.events:
+            raise ValueError(
+                f"kind {name!r} records {kind.records!r}, which is not one of the "
+                f"binding's events ({', '.join(self.events) or 'none'})"
             )
 
     def _check_calendars(self) -> None:
@@ -585,15 +661,20 @@ class FlowBinding(_Model):
                 return rule
         raise errors.BindingError(f"no notify rule has audience {audience!r}")
 
-    def event_field(self, event: str) -> str:
-        """The field of ``event``'s payload that names the record (``"order"``)."""
+    def event(self, event: str) -> Event:
+        """``event`` as declared, the plain form (``"order"``) as ``Event(key="order")``."""
         try:
-            return self.events[event]
+            found = self.events[event]
         except KeyError:
             known = ", ".join(self.events) or "none"
             raise errors.BindingError(
                 f"event {event!r} is not one of the binding's events ({known})"
             ) from None
+        return Event(key=found) if isinstance(found, str) else found
+
+    def event_field(self, event: str) -> str:
+        """The field of ``event``'s payload that names the record (``"order"``)."""
+        return self.event(event).key
 
     # -- against the database ------------------------------------------------------
 

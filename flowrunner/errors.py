@@ -8,7 +8,8 @@
     ├── SnapshotBroken                   409  a stored row that broke after it was written
     ├── SchemaOutdated                   503  the engine's tables need `flowrunner migrate up`
     ├── LeaseLost                        409  a write under a lease this worker no longer holds
-    ├── EventRejected                    422  an event of the wrong shape;
+    ├── EventRejected                    422  an event of the wrong shape (with its field
+    │                                         errors when the event has a shape);
     │                                    404  an unknown event, or one naming no record
     ├── RecordRejected                   422  a record or key the runner cannot take as given
     ├── OperatorError                    409  an operator action that cannot be done;
@@ -196,10 +197,35 @@ class EventRejected(FlowrunnerError):
 
     422 (``event_rejected``) for a payload of the wrong shape; 404 for an unknown event
     (``event_unknown``) or one naming a record that does not exist (``record_unknown``).
+    A payload that breaks its event's declared shape is 422 ``event_invalid`` with every
+    problem in ``errors`` (``FieldError``s), and ``to_dict()`` in the shape FastAPI and
+    pydantic users know, as ``RowInvalid``'s.
+
+    >>> error = EventRejected("po.decided: decision: should be 'approved' or 'rejected'",
+    ...     errors=[FieldError("decision", "should be 'approved' or 'rejected'", "literal_error")])
+    >>> error.to_dict()["detail"][0]["loc"], error.code
+    (['body', 'decision'], 'event_invalid')
     """
 
     status_code = 422
     code = "event_rejected"
+
+    def __init__(
+        self,
+        *args: object,
+        status_code: int | None = None,
+        code: str | None = None,
+        errors: Sequence[FieldError] = (),
+    ) -> None:
+        self.errors = list(errors)
+        if self.errors and code is None:
+            code = "event_invalid"
+        super().__init__(*args, status_code=status_code, code=code)
+
+    def to_dict(self) -> shapes.JsonDict:
+        if not self.errors:
+            return super().to_dict()
+        return {"detail": [e.to_dict() for e in self.errors], "code": self.code}
 
 
 class RecordRejected(FlowrunnerError):

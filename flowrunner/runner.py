@@ -16,6 +16,7 @@ its methods is one of theirs —
 
 - ``runner.changes`` (``engine.changes.Changes``): records created, updated, deleted,
   events emitted, in the application's transactions;
+- ``runner.feed`` (``engine.feed.EventFeed``): the events, read a page at a time;
 - ``runner.editor`` (``flows.editor.FlowEditor``): flow and step rows validated on save;
 - ``runner.operations`` (``engine.operations.Operations``): runs, history, operators'
   actions, the Operations room (``RunQuery``), notices, diagrams, pruning.
@@ -34,9 +35,10 @@ from sqlalchemy import orm
 from flowrunner import errors
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
-from flowrunner.engine import mounted, operations_room
+from flowrunner.engine import event_check, mounted, operations_room
 from flowrunner.engine.answer_links import AnswerLinks
 from flowrunner.engine.changes import Changes
+from flowrunner.engine.feed import EventFeed
 from flowrunner.engine.mounted import FLOW, Clock, EventHook, Mounted, Prepare, utc_now
 from flowrunner.engine.operations import Operations, RunFilters, RunQuery
 from flowrunner.flows import column_facts, scheduled, starts
@@ -129,6 +131,7 @@ class FlowRunner:
             self.mount_workflows(workflows)
         self.mounted.check_schema(check_schema)
         self.changes = Changes(self.mounted)
+        self.feed = EventFeed(self.mounted)
         self.editor = FlowEditor(self.mounted)
         self.operations = Operations(self.mounted)
         self.publishing = Publishing(self.mounted)
@@ -226,6 +229,7 @@ class FlowRunner:
     record_deleted = _of("changes", Changes.record_deleted)
     emit = _of("changes", Changes.emit)
     check_event = _of("changes", Changes.check_event)
+    events = _of("feed", EventFeed.events)
 
     # -- editing flows (validated on save) ------------------------------------------------
 
@@ -243,6 +247,10 @@ class FlowRunner:
     compare = _of("publishing", Publishing.compare)
     roll_back = _of("publishing", Publishing.roll_back)
     move_runs = _of("publishing", Publishing.move_runs)
+
+    def event_warnings(self) -> list[str]:
+        """Each event something waits for that nothing records (``[api-event-unknown]``)."""
+        return event_check.unrecorded(self.mounted)
 
     def try_flow(
         self,

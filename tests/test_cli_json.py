@@ -160,7 +160,13 @@ def test_flows_import_export_validate(url: str, tmp_path: Path) -> None:
     assert again["created"] == imported["created"] and again["steps"] == imported["steps"]
 
     checked = document("flows", "validate", *app, "--json")
-    assert checked == {"flows": 3, "steps": imported["steps"], "sound": True, "broken": []}
+    assert checked == {
+        "flows": 3,
+        "steps": imported["steps"],
+        "sound": True,
+        "broken": [],
+        "warnings": [],
+    }
 
     clash = CliRunner().invoke(cli, ["flows", "export", *app, "--json", "--format", "csv"])
     assert clash.exit_code == 2 and "--json and --format csv disagree" in clash.stderr

@@ -304,10 +304,14 @@ def list_(app_spec: str, database: str | None, slots: int, as_json: bool) -> Non
 @APP
 @DATABASE
 @cli_mod.json_option(
-    'Print {"flows", "steps", "sound", "broken": [{"flow", "problems": [...]}]} as JSON.'
+    'Print {"flows", "steps", "sound", "broken": [{"flow", "problems": [...]}], "warnings"} '
+    "as JSON."
 )
 def validate_(app_spec: str, database: str | None, as_json: bool) -> None:
-    """Check every stored flow and step row against the binding; exit 1 if any is broken."""
+    """Check every stored flow and step row against the binding; exit 1 if any is broken.
+
+    Events something waits for that nothing records are warned of ([api-event-unknown]).
+    """
     runner = _runner(app_spec, database)
     steps = 0
     problems: list[tuple[str, list[str]]] = []  # (flow, its sentences) per broken flow
@@ -320,6 +324,7 @@ def validate_(app_spec: str, database: str | None, as_json: bool) -> None:
             if found:
                 problems.append((snap.flow.name, found))
     broken = len(problems)
+    warnings = runner.event_warnings()  # what would wait for ever: said, not refused
     if as_json:
         cli_mod.echo_json(
             {
@@ -327,11 +332,14 @@ def validate_(app_spec: str, database: str | None, as_json: bool) -> None:
                 "steps": steps,
                 "sound": not broken,
                 "broken": [{"flow": name, "problems": found} for name, found in problems],
+                "warnings": warnings,
             }
         )
         if broken:
             sys.exit(1)
         return
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     for _, found in problems:
         for sentence in found:
             click.echo(sentence, err=True)

@@ -347,7 +347,7 @@ class AnswerLinks:
         kind = m.binding.kinds[waiting.kind]
         assert kind.wait_for is not None and kind.by is not None and kind.answer is not None
         payload: dict[str, Any] = {
-            m.binding.events[kind.wait_for]: m.tables.key_value(run.record_id),
+            m.binding.event_field(kind.wait_for): m.tables.key_value(run.record_id),
             kind.by: claims.person,
             kind.answer: claims.answer,
         }

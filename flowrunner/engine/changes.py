@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic
 import sqlalchemy as sa
 
 from flowrunner import errors
-from flowrunner.binding import RecordId, Tenant
+from flowrunner.binding import Event, RecordId, Tenant
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows import starts
 from flowrunner.foundations import payloads
@@ -210,7 +211,10 @@ class Changes:
             )
         if not isinstance(payload, Mapping):
             raise errors.EventRejected(f"event {name!r} needs a mapping of fields as its payload")
-        field = binding.events[name]
+        declared = binding.event(name)
+        if declared.shape is not None:
+            payload = shaped(name, declared, payload, keep=(declared.key, binding.tenant))
+        field = declared.key
         resource = binding.resource
         if payload.get(field) is None:
             raise errors.EventRejected(
@@ -243,3 +247,53 @@ class Changes:
         except payloads.NotPlain as exc:
             raise errors.EventRejected(f"event {name!r}: {exc}") from None
         return field, record_id, tenant, plain
+
+
+def shaped(
+    name: str, event: Event, payload: Mapping[str, Any], *, keep: tuple[str | None, ...] = ()
+) -> dict[str, Any]:
+    """``payload`` validated by ``event``'s shape: the model's fields as it read them
+    (the fields in ``keep`` — the record's key and tenant — kept from the payload when the
+    shape has none of theirs). ``EventRejected`` with every field's problem otherwise.
+
+    >>> class Sent(pydantic.BaseModel):
+    ...     order: int
+    ...     supplier: str
+    >>> shaped("po.sent", Event(key="order", shape=Sent), {"order": "7", "supplier": "Acme"})
+    {'order': 7, 'supplier': 'Acme'}
+    >>> try:
+    ...     shaped("po.sent", Event(key="order", shape=Sent), {"order": 7})
+    ... except errors.EventRejected as refused:
+    ...     print(refused.errors[0].message)
+    po.sent needs the field 'supplier'
+    """
+    assert event.shape is not None
+    try:
+        model = event.shape.model_validate(dict(payload))
+    except pydantic.ValidationError as exc:
+        problems = [_field_error(name, event, err) for err in exc.errors()]
+        said = "; ".join(f"{p.field}: {p.message}" for p in problems)
+        raise errors.EventRejected(
+            f"event {name!r} does not fit its shape: {said}", errors=problems
+        ) from None
+    read = model.model_dump(by_alias=True)
+    for field in keep:
+        if field is not None and field not in read and field in payload:
+            read[field] = payload[field]
+    return read
+
+
+def _field_error(name: str, event: Event, err: Any) -> errors.FieldError:
+    """One of pydantic's errors as a sentence about the event's field."""
+    where = ".".join(str(p) for p in err["loc"]) or "payload"
+    kind = str(err["type"])
+    if kind == "missing":
+        message = f"{name} needs the field {where!r}"
+    elif kind == "extra_forbidden":
+        fields = ", ".join(event.fields or ()) or "none"
+        message = f"{name} has no field {where!r} (its fields: {fields})"
+    else:
+        said = str(err["msg"]).removeprefix("Value error, ")
+        said = said.replace("Input should be", "should be", 1)
+        message = f"{said[:1].lower()}{said[1:]}, not {payloads.quote(err.get('input'))}"
+    return errors.FieldError(where, message, kind)

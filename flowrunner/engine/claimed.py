@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -242,6 +242,7 @@ class ClaimedStep:
         *,
         result_key: str,
         timeout: timedelta | None = None,
+        then: Callable[[dict[str, Any]], object] | None = None,
     ) -> tuple[happened.CommandResult, bool]:
         """Run ``command`` with ``context`` in a savepoint of the step's transaction,
         under a heartbeat; its result (keyed ``result_key``) and whether it wrote.
@@ -261,6 +262,10 @@ class ClaimedStep:
         (``CommandRefused``, or an answer that cannot be kept) is final; any other
         exception is a failed attempt the caller may retry.
 
+        ``then`` is told the answer inside the command's savepoint, so what it writes (the
+        event a kind records) commits with the command's writes or not at all; an
+        ``EventRejected`` from it refuses the step for good, the command's writes undone.
+
         Traced (``engine.tracing``) as a child span of the step's: ``command NAME``.
         """
         with self.traced.attempt(
@@ -269,7 +274,7 @@ class ClaimedStep:
             attempt=context.attempt,
             extra={"flowrunner.command": command},
         ) as traced:
-            result, wrote = self._attempt(command, context, result_key, timeout)
+            result, wrote = self._attempt(command, context, result_key, timeout, then)
             outcome = "ok" if result.ok else "refused" if result.refused else "failed"
             traced.ended(outcome, result.error)
             return result, wrote
@@ -280,6 +285,7 @@ class ClaimedStep:
         context: commands.CommandContext,
         result_key: str,
         timeout: timedelta | None,
+        then: Callable[[dict[str, Any]], object] | None,
     ) -> tuple[happened.CommandResult, bool]:
         """One attempt of ``command``, as ``command`` says."""
         mounted, conn, run = self.mounted, self.conn, self.run
@@ -346,6 +352,20 @@ class ClaimedStep:
                     error=sanitize.error_envelope(
                         "command_answer_invalid",
                         f"command {command!r} answered what cannot be stored: {exc}",
+                    ),
+                )
+        if failed is None and then is not None:
+            savepoint.open()
+            try:
+                then(dict(answer or {}))
+            except errors.EventRejected as exc:
+                failed = happened.CommandResult(
+                    key=result_key,
+                    ok=False,
+                    refused=True,
+                    error=sanitize.error_envelope(
+                        "command_answer_invalid",
+                        f"command {command!r} answered what its event cannot record: {exc}",
                     ),
                 )
         if self.observe is not None:

@@ -347,7 +347,7 @@ def interpreter_config(
             )
             for name, kind in binding.kinds.items()
         },
-        events=dict(binding.events),
+        events={name: binding.event_field(name) for name in binding.events},
         notify={
             rule.audience: config_mod.NotifyConfig(
                 audience=rule.audience, to=rule.to, title=rule.title, email=rule.email

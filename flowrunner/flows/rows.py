@@ -546,6 +546,9 @@ def _check_value(
     elif column == "condition":
         read = with_failure(columns) if kind == "branch" else columns
         add_condition(problems, value, read, event=kind in binding.kinds)
+        app = binding.kinds.get(kind)
+        if app is not None and app.wait_for is not None:
+            problems.extend(event_field_errors(value, binding, app.wait_for))
     elif column == "event" and value not in binding.events:
         known = ", ".join(binding.events) or "none"
         message = f"'{value}' is not one of the binding's events ({known})"
@@ -770,6 +773,30 @@ def add_condition(
                 "condition", f"the condition cannot be read: {exc}", "condition_invalid"
             )
         )
+
+
+def event_field_errors(
+    text: str, binding: binding_mod.FlowBinding, event: str
+) -> list[errors.FieldError]:
+    """A condition's ``event.x`` fields that ``event``'s shape does not have (none when
+    the event has no shape, or the condition cannot be read: that is said already)."""
+    fields = binding.event(event).fields
+    if fields is None:
+        return []
+    try:
+        read = query.parse(text, event=True).event_fields
+    except errors.QueryError:
+        return []
+    return [
+        errors.FieldError(
+            "condition",
+            f"event.{name} is not a field of {event} — {', '.join(fields)}"
+            + spelling.did_you_mean(name, fields, joint="; "),
+            "event_field_unknown",
+        )
+        for name in sorted(read)
+        if name not in fields
+    ]
 
 
 def _blank(value: object) -> bool:

@@ -14,7 +14,7 @@ each claimed run and drops it after.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from flowrunner import diagrams, errors
 from flowrunner.diagrams import progress
-from flowrunner.engine import claimed, commands
+from flowrunner.engine import changes, claimed, commands
 from flowrunner.engine.mounted import Claimed, Mounted, Program
 from flowrunner.flows import snapshot, starts, subflows
 from flowrunner.flows.interpreter import effects, happened, interpret, state, waits
@@ -310,10 +310,33 @@ class Advance(claimed.ClaimedStep):
             clock=mounted.clock,
         )
         result, wrote = self.command(
-            effect.command, context, result_key=effect.key, timeout=timeout
+            effect.command,
+            context,
+            result_key=effect.key,
+            timeout=timeout,
+            then=self._recording(effect),
         )
         self.stale = self.stale or wrote
         return result
+
+    def _recording(self, effect: effects.RunCommand) -> Callable[[dict[str, Any]], object] | None:
+        """What records the kind's event (``Kind(records=...)``) from its command's
+        answer, about the run's record, in the command's transaction; None when the
+        command records none (a reminder or a cancel never does)."""
+        binding = self.mounted.binding
+        kind = binding.kinds.get(effect.kind)
+        if kind is None or kind.records is None or effect.reminder is not None or effect.cancel:
+            return None
+        name, run = kind.records, self.run
+
+        def record(answer: dict[str, Any]) -> object:
+            keys = self.mounted.tables  # the key and tenant as their columns hold them
+            about: dict[str, Any] = {binding.event_field(name): keys.key_value(run.record_id)}
+            if binding.tenant is not None:
+                about[binding.tenant] = keys.tenant_value(run.tenant)
+            return changes.Changes(self.mounted).emit(self.conn, name, {**answer, **about})
+
+        return record
 
 
 class FlowProgram(Program):

@@ -52,6 +52,7 @@ CODES = {
     "value_too_long": "a set step's text is longer than its column holds",
     "condition_invalid": "a condition that cannot be read against the record's columns",
     "event_unknown": "a waitFor step's event is not one of the binding's",
+    "event_field_unknown": "a condition reads an event field its event's shape does not have",
     "audience_unknown": "a notify step's audience has no notify rule",
     "message_too_long": "a notify message over 500 characters",
     "message_invalid": "a notify message with a placeholder that is not a plain {column}",

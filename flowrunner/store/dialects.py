@@ -483,6 +483,27 @@ def lock_for_transaction(conn: sa.Connection, key: str) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(lock_id(key))))
 
 
+def writing_transaction(conn: sa.Connection) -> sa.ColumnElement[int]:
+    """The id of ``conn``'s transaction, as a number, on PostgreSQL (``pg_current_xact_id``,
+    64 bits, never wrapping); 0 on SQLite, where one writer at a time makes ids commit
+    order already. What an event keeps for the feed's order (``events.feed``)."""
+    if conn.dialect.name == "postgresql":
+        as_text = sa.cast(sa.func.pg_current_xact_id(), sa.Text)
+        return sa.cast(as_text, sa.BigInteger)
+    return sa.literal(0, sa.BigInteger)
+
+
+def settled_before(conn: sa.Connection) -> sa.ColumnElement[int] | None:
+    """On PostgreSQL, the oldest transaction still in flight as the statement sees the
+    database (its snapshot's ``xmin``): every transaction below it has committed or
+    rolled back, and no new one can take an id below it, so what they wrote is final.
+    None on SQLite, where what a reader sees committed is all there will be before it."""
+    if conn.dialect.name != "postgresql":
+        return None
+    xmin = sa.func.pg_snapshot_xmin(sa.func.pg_current_snapshot())
+    return sa.cast(sa.cast(xmin, sa.Text), sa.BigInteger)
+
+
 def lock_id(key: str) -> int:
     """The 64-bit advisory lock number of ``key`` (stable across processes and versions)."""
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()

@@ -130,7 +130,11 @@ events = sa.Table(
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("payload", dialects.json_type(), nullable=False),
     _at("at"),
+    # PostgreSQL: the writing transaction's id, what the feed's order begins with
+    # (``dialects.writing_transaction``); 0 on SQLite, where ids are commit order.
+    sa.Column("txid", sa.BigInteger, nullable=False, server_default="0"),
     sa.Index(None, "resource", "record_id", "id"),
+    sa.Index(None, "resource", "txid", "id"),
 )
 
 notices = sa.Table(

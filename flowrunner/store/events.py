@@ -35,6 +35,9 @@ class EventRow:
     name: str
     payload: shapes.JsonDict
     at: datetime
+    txid: int = 0
+    """The writing transaction's id on PostgreSQL (0 on SQLite): the feed's order is
+    ``(txid, id)`` (``feed``)."""
 
 
 class NoticeState(enum.StrEnum):
@@ -110,7 +113,8 @@ def insert_event(
     Readers page through a record's events by id, so for each record ids must be
     visible in commit order. PostgreSQL assigns ids before commit; a transaction
     lock per record makes a second writer wait for the first to commit before it
-    takes its id. (SQLite has one writer at a time already.)
+    takes its id. (SQLite has one writer at a time already.) The event keeps its
+    transaction's id for the feed across records (``feed``).
     """
     table = engine_tables.events
     dialects.lock_for_transaction(conn, f"event:{resource}:{record_id}")
@@ -123,6 +127,7 @@ def insert_event(
             name=name,
             payload=dict(payload),
             at=at,
+            txid=dialects.writing_transaction(conn),
         )
         .returning(table.c.id)
     )
@@ -149,6 +154,42 @@ def events_after(
     if names is not None:
         query = query.where(table.c.name.in_(list(names)))
     return _in_order(conn, EventRow, query, table, tenant, limit)
+
+
+def feed(
+    conn: sa.Connection,
+    *,
+    resource: str,
+    after: tuple[int, int] = (0, 0),
+    names: Iterable[str] | None = None,
+    tenant: object = None,
+    limit: int = 100,
+) -> list[EventRow]:
+    """The resource's events past ``after`` (a ``(txid, id)`` position), in feed order,
+    at most ``limit``; of ``tenant`` and named ``names`` where given.
+
+    The order is ``(txid, id)``. On PostgreSQL an event is handed out only once every
+    transaction older than its own has ended (``dialects.settled_before``): ids and
+    transaction ids are taken before commit, so a reader that went by them alone could
+    pass an event whose transaction commits after it read. Below that line nothing new
+    can appear, so a reader who continues from the last position it was handed never
+    misses an event nor sees one twice. (SQLite has one writer at a time: ids are
+    commit order, and every ``txid`` is 0.)
+    """
+    table = engine_tables.events
+    query = sa.select(table).where(
+        table.c.resource == resource,
+        sa.tuple_(table.c.txid, table.c.id) > sa.tuple_(sa.literal(after[0]), sa.literal(after[1])),
+    )
+    settled = dialects.settled_before(conn)
+    if settled is not None:
+        query = query.where(table.c.txid < settled)
+    if names is not None:
+        query = query.where(table.c.name.in_(list(names)))
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    query = query.order_by(table.c.txid, table.c.id).limit(limit)
+    return [engine_tables.from_row(EventRow, row) for row in conn.execute(query)]
 
 
 def insert_notice(

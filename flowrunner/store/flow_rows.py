@@ -237,6 +237,15 @@ def subflow_steps(conn: sa.Connection, tables: app_tables.AppTables) -> list[sha
     return _dicts(conn.execute(query.order_by(steps.c.flow_id, steps.c.position, steps.c.id)))
 
 
+def steps_of_kind(
+    conn: sa.Connection, tables: app_tables.AppTables, kind: str
+) -> list[shapes.RowDict]:
+    """Every flow's steps of ``kind`` (as stored), each with its ``flow_id``."""
+    steps = tables.steps
+    query = sa.select(steps).where(steps.c.kind == sa.bindparam("p_kind", kind))
+    return _dicts(conn.execute(query.order_by(steps.c.flow_id, steps.c.position, steps.c.id)))
+
+
 def step_by_id(
     conn: sa.Connection, tables: app_tables.AppTables, step_id: object
 ) -> shapes.RowDict | None:

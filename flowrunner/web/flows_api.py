@@ -58,6 +58,24 @@ def _no_tenant() -> None:
     return None
 
 
+def tenant_marker(
+    bound: binding_mod.FlowBinding, tenant: TenantOf | None, what: str
+) -> binding_mod.Tenant:
+    """The request's tenant as a FastAPI marker (as ``Body`` and ``Path`` are): ``tenant``
+    is required exactly when the binding has tenants (``BindingError`` otherwise)."""
+    if bound.tenant is not None and tenant is None:
+        raise errors.BindingError(
+            f"{bound.resource} records belong to tenants: give {what}(..., "
+            "tenant=...) a dependency that returns the request's tenant"
+        )
+    if bound.tenant is None and tenant is not None:
+        raise errors.BindingError(
+            f"{bound.resource} records belong to no tenant: leave {what}(..., tenant=...) out"
+        )
+    marker: binding_mod.Tenant = Depends(tenant or _no_tenant)
+    return marker
+
+
 def router(
     runner: FlowRunner,
     *,
@@ -71,20 +89,9 @@ def router(
     ``tenant`` is required exactly when the binding has tenants. ``dependencies`` run
     before every route (authentication, authorization).
     """
-    column = runner.binding.tenant
-    if column is not None and tenant is None:
-        raise errors.BindingError(
-            f"{runner.binding.resource} records belong to tenants: give router(..., "
-            "tenant=...) a dependency that returns the request's tenant"
-        )
-    if column is None and tenant is not None:
-        raise errors.BindingError(
-            f"{runner.binding.resource} records belong to no tenant: leave router(..., "
-            "tenant=...) out"
-        )
+    Tenant = tenant_marker(runner.binding, tenant, "router")
     api = APIRouter(prefix=prefix, tags=list(tags), dependencies=list(dependencies))
     rows_of = TenantRows(runner.mounted)
-    Tenant = Depends(tenant or _no_tenant)  # a marker, as Body and Path are
 
     @api.get("", summary="The flows")
     def list_flows(owner: binding_mod.Tenant = Tenant) -> list[shapes.RowDict]:
@@ -210,4 +217,4 @@ def _same(row: shapes.Row, field: str, expected: int, message: str) -> None:
         raise errors.RowInvalid([errors.FieldError(field, message, "column_not_read")])
 
 
-__all__ = ["TenantOf", "TenantRows", "router"]
+__all__ = ["TenantOf", "TenantRows", "router", "tenant_marker"]

@@ -219,7 +219,7 @@ def _arrival(item: Answer, at: datetime, setting: Setting) -> Arrival:
         read = _read_field(item, event, waiting)
         if read is not None:
             base[read] = item.says
-    base[binding.events[event]] = setting.record_id
+    base[binding.event_field(event)] = setting.record_id
     if binding.tenant is not None:
         base[binding.tenant] = setting.tenant
     people: list[shapes.RowDict] = [{}]
