@@ -14,6 +14,16 @@ a time) is in ``listing``.
 from __future__ import annotations
 
 from flowrunner.store.claims import claim_due, claim_run, hand_back
+from flowrunner.store.deliveries import (
+    Held,
+    claim_notices,
+    get_notice,
+    hand_back_notices,
+    record_failure,
+    record_sent,
+    retry_notice,
+    waiting_count,
+)
 from flowrunner.store.due import (
     Claim,
     due_count,
@@ -106,6 +116,7 @@ __all__ = [
     "JournalRow",
     "LogLine",
     "LogRow",
+    "Held",
     "NoticeRow",
     "NoticeState",
     "OpenRuns",
@@ -153,6 +164,13 @@ __all__ = [
     "new_owner_id",
     "next_due",
     "notices",
+    "claim_notices",
+    "get_notice",
+    "hand_back_notices",
+    "record_failure",
+    "record_sent",
+    "retry_notice",
+    "waiting_count",
     "open_runs",
     "outbox_page",
     "prune",
