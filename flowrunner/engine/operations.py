@@ -18,11 +18,11 @@ from typing import TypedDict
 
 import sqlalchemy as sa
 
-from flowrunner import diagrams
+from flowrunner import diagrams, errors
 from flowrunner.binding import RecordId, Tenant
 from flowrunner.engine import actions, bulk, drawings, operations_room
 from flowrunner.engine.mounted import Mounted
-from flowrunner.foundations import durations
+from flowrunner.foundations import durations, ids
 from flowrunner.history import flows as history_lines
 from flowrunner.store import dialects, listing, retention
 from flowrunner.store import operations as ops
@@ -359,6 +359,53 @@ class Operations:
             return ops.mark_delivered(
                 conn, notice_id=notice_id, at=m.clock(), resource=m.binding.resource
             )
+
+    def retry_notice(
+        self, notice_id: object, *, operator: str, tenant: Tenant = None
+    ) -> ops.NoticeRow:
+        """Send again a notice whose channel failed at every attempt: due at once, with
+        all its attempts ahead of it, journaled under ``operator``'s name. Returns the
+        notice as it is now; ``OperatorError`` (with why) when it has not failed (404
+        when it is none of this runner's, or another tenant's)."""
+        m = self.mounted
+        try:
+            wanted = ids.read(notice_id, "notice")
+        except ids.NotAnId as exc:
+            raise errors.OperatorError(
+                f"there is no notice {exc.shown}: a notice's id is {ids.EXPECTED}",
+                status_code=422,
+                code="id_invalid",
+            ) from None
+        tenant = m.need_tenant(tenant)
+        now = m.clock()
+        with dialects.begin(m.engine) as conn:
+            found = ops.get_notice(
+                conn, notice_id=wanted, resource=m.binding.resource, tenant=tenant
+            )
+            if found is None:
+                raise errors.OperatorError(
+                    f"there is no notice {wanted}", status_code=404, code="notice_unknown"
+                )
+            if not ops.retry_notice(conn, notice_id=wanted, at=now):
+                raise errors.OperatorError(
+                    f"notice {wanted} is {found.state}: only a notice whose channel failed "
+                    "at every attempt is sent again"
+                )
+            ops.journal(
+                conn,
+                operator=operator,
+                action="notice_retry",
+                at=now,
+                tenant=found.tenant,
+                run_id=found.run_id,
+                resource=m.binding.resource,
+                detail={"notice": found.id, "channel": found.channel},
+            )
+            again = ops.get_notice(
+                conn, notice_id=wanted, resource=m.binding.resource, tenant=tenant
+            )
+        assert again is not None
+        return again
 
     def prune(
         self,

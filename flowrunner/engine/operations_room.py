@@ -443,6 +443,11 @@ def journal_sentence(entry: ops.JournalRow) -> str:
             f"{detail.get('from', '?')} to {detail.get('to', '?')}: {detail.get('slots', 0)} "
             f"slots, {detail.get('started', 0)} started"
         )
+    if entry.action == "notice_retry":
+        return (
+            f"{entry.operator} sent notice {detail.get('notice', '?')} again "
+            f"(run {entry.run_id}, through {detail.get('channel', '?')})"
+        )
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"
     if entry.action == "start" and detail.get("flow"):

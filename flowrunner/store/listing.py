@@ -393,7 +393,9 @@ def outbox_page(
         )
     elif state == NoticeState.FAILED:
         query = query.where(
-            table.c.failed_at.is_not(None), table.c.delivered_at.is_(None), table.c.problem.is_(None)
+            table.c.failed_at.is_not(None),
+            table.c.delivered_at.is_(None),
+            table.c.problem.is_(None),
         )
     elif state == NoticeState.DELIVERED:
         query = query.where(table.c.delivered_at.is_not(None), table.c.problem.is_(None))

@@ -31,9 +31,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("flowrunner_notices") as table:
         table.add_column(sa.Column("channel", sa.Text(), nullable=True))
-        table.add_column(
-            sa.Column("attempts", sa.Integer(), nullable=False, server_default="0")
-        )
+        table.add_column(sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"))
         table.add_column(sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True))
         table.add_column(sa.Column("last_error", sa.Text(), nullable=True))
         table.add_column(sa.Column("sent_at", sa.DateTime(timezone=True), nullable=True))
