@@ -360,6 +360,21 @@ class Operations:
                 conn, notice_id=notice_id, at=m.clock(), resource=m.binding.resource
             )
 
+    def get_notice(self, notice_id: object, *, tenant: Tenant = None) -> ops.NoticeRow:
+        """One notice of this runner's outbox; ``OperatorError`` when there is none (404:
+        none of this runner's, or another tenant's; 422: not an id)."""
+        m = self.mounted
+        wanted = _notice_id(notice_id)
+        with m.engine.connect() as conn:
+            found = ops.get_notice(
+                conn, notice_id=wanted, resource=m.binding.resource, tenant=m.need_tenant(tenant)
+            )
+        if found is None:
+            raise errors.OperatorError(
+                f"there is no notice {wanted}", status_code=404, code="notice_unknown"
+            )
+        return found
+
     def retry_notice(
         self, notice_id: object, *, operator: str, tenant: Tenant = None
     ) -> ops.NoticeRow:
@@ -368,27 +383,12 @@ class Operations:
         notice as it is now; ``OperatorError`` (with why) when it has not failed (404
         when it is none of this runner's, or another tenant's)."""
         m = self.mounted
-        try:
-            wanted = ids.read(notice_id, "notice")
-        except ids.NotAnId as exc:
-            raise errors.OperatorError(
-                f"there is no notice {exc.shown}: a notice's id is {ids.EXPECTED}",
-                status_code=422,
-                code="id_invalid",
-            ) from None
-        tenant = m.need_tenant(tenant)
+        found = self.get_notice(notice_id, tenant=tenant)
         now = m.clock()
         with dialects.begin(m.engine) as conn:
-            found = ops.get_notice(
-                conn, notice_id=wanted, resource=m.binding.resource, tenant=tenant
-            )
-            if found is None:
+            if not ops.retry_notice(conn, notice_id=found.id, at=now):
                 raise errors.OperatorError(
-                    f"there is no notice {wanted}", status_code=404, code="notice_unknown"
-                )
-            if not ops.retry_notice(conn, notice_id=wanted, at=now):
-                raise errors.OperatorError(
-                    f"notice {wanted} is {found.state}: only a notice whose channel failed "
+                    f"notice {found.id} is {found.state}: only a notice whose channel failed "
                     "at every attempt is sent again"
                 )
             ops.journal(
@@ -401,11 +401,7 @@ class Operations:
                 resource=m.binding.resource,
                 detail={"notice": found.id, "channel": found.channel},
             )
-            again = ops.get_notice(
-                conn, notice_id=wanted, resource=m.binding.resource, tenant=tenant
-            )
-        assert again is not None
-        return again
+        return self.get_notice(found.id, tenant=tenant)
 
     def prune(
         self,
@@ -439,3 +435,15 @@ class Operations:
 
 
 __all__ = ["Operations", "RunFilters", "RunQuery"]
+
+
+def _notice_id(given: object) -> int:
+    """A notice's id as an operator gives it; else ``OperatorError`` (422)."""
+    try:
+        return ids.read(given, "notice")
+    except ids.NotAnId as exc:
+        raise errors.OperatorError(
+            f"there is no notice {exc.shown}: a notice's id is {ids.EXPECTED}",
+            status_code=422,
+            code="id_invalid",
+        ) from None

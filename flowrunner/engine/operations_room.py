@@ -353,6 +353,10 @@ def journal(
         )
 
 
+# The words the console's outbox shows, read as the states they name.
+NOTICE_WORDS = {"waiting": "pending", "sent": "delivered"}
+
+
 def outbox(
     mounted: Mounted,
     state: str | ops.NoticeState | None,
@@ -367,7 +371,8 @@ def outbox(
     wanted = None
     if state is not None:
         try:
-            wanted = ops.NoticeState(str(state).strip().casefold())
+            said = str(state).strip().casefold()
+            wanted = ops.NoticeState(NOTICE_WORDS.get(said, said))
         except ValueError:
             known = ", ".join(ops.NoticeState)
             hint = spelling.did_you_mean(str(state), list(ops.NoticeState))
