@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from flowrunner.delivery import channels, sending
 from flowrunner.engine import worker
@@ -123,7 +123,10 @@ class Deliverer:
                 raise sending.Failed(
                     f"the binding has no channel {notice.channel!r} any more", final=True
                 )
-            sending.send(channel, message_of(notice), now=m.clock(), environ=self.environ)
+            # A webhook's signed time is judged by the receiver against its own clock:
+            # it is the wall clock's, not the runner's (a test's clock may stand still).
+            signed_at = datetime.now(UTC)
+            sending.send(channel, message_of(notice), now=signed_at, environ=self.environ)
         except sending.Failed as failed:
             self._failed(held, failed)
             return
