@@ -41,7 +41,9 @@ def desk(engine: sa.Engine, channel: Any, **options: Any) -> testing.FlowDriver:
     base = app("tickets").binding
     values = {name: getattr(base, name) for name in FlowBinding.model_fields}
     values["notify"] = [
-        NotifyRule(audience="requester", to="requester_id", title="{title}: {message}", channel="out"),
+        NotifyRule(
+            audience="requester", to="requester_id", title="{title}: {message}", channel="out"
+        ),
         NotifyRule(audience="assignee", to="assignee"),
     ]
     values["channels"] = {"out": channel}
@@ -88,7 +90,9 @@ def test_a_mail_server_that_is_down_is_tried_again_with_the_same_message_id(
         port = box.port
     # Nothing listens on the port now: the first attempt cannot connect.
     driver = desk(
-        any_engine, Smtp(host="127.0.0.1", port=port, sender="desk@example.com"), delivery_retry=THREE
+        any_engine,
+        Smtp(host="127.0.0.1", port=port, sender="desk@example.com"),
+        delivery_retry=THREE,
     )
     told = ticket(driver, 1)
     driver.runner.deliver_due()
@@ -159,7 +163,10 @@ def test_the_applications_function_is_told_and_a_failure_is_tried_again(
     driver.runner.deliver_due()
     [message] = told
     assert (message.notice_id, message.key, message.attempt) == (first, str(first), 2)
-    assert (message.recipient, message.title) == ("ann@example.com", "T1: Ticket 1 is seen: https://desk.example.com/t/1")
+    assert (message.recipient, message.title) == (
+        "ann@example.com",
+        "T1: Ticket 1 is seen: https://desk.example.com/t/1",
+    )
 
 
 def test_a_refusal_fails_the_notice_at_once(any_engine: sa.Engine) -> None:
@@ -332,9 +339,12 @@ def test_channels_are_checked_when_the_binding_is_made() -> None:
             channels={"mail": Smtp(host="127.0.0.1", sender="desk@example.com")},
             notify=[NotifyRule(audience="requester", to="requester_id", channel="mial")],
         )
-    with pytest.raises(errors.BindingError, match="is not a flowrunner.delivery Smtp"):
+    with pytest.raises(errors.BindingError, match=r"is not a flowrunner\.delivery Smtp"):
         FlowBinding(
-            resource="ticket", flows_table="f", steps_table="s", channels={"mail": "smtp://x"}
+            resource="ticket",
+            flows_table="f",
+            steps_table="s",
+            channels={"mail": "smtp://x"},  # type: ignore[dict-item]
         )
     with pytest.raises(errors.BindingError, match="is not an e-mail address"):
         Smtp(host="127.0.0.1", sender="the desk")
