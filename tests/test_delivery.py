@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 import receivers
 import sqlalchemy as sa
-from console import OPERATOR, READER, Session, console, said, text
+from console import OPERATOR, READER, Session, as_, console, said, text
 from running import mount
 
-from flowrunner import errors, testing
+from flowrunner import FlowRunner, errors, testing
 from flowrunner.binding import FlowBinding, NotifyRule
 from flowrunner.delivery import Deliver, Message, Smtp, Webhook, channels, deliverer
 from flowrunner.foundations import retry_policy
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
+from flowrunner.web.console import Principal
 
 TELL = """
 - name: Tell
@@ -363,3 +364,74 @@ def test_the_backoff_grows_until_the_attempts_are_spent() -> None:
     waits = [channels.next_attempt(THREE, n, now) for n in (1, 2, 3)]
     assert waits == [now + timedelta(minutes=1), now + timedelta(minutes=2), None]
     assert channels.next_attempt(THREE, 1, now, final=True) is None
+
+
+# A desk shared by tenants, each ticket's requester told through the application's chat.
+CREW_FLOWS = """
+flows:
+  - name: Tell
+    start: created
+    steps:
+      - {position: 1, kind: notify, title: Tell, audience: requester, message: Seen.}
+"""
+
+
+def test_each_tenant_sees_and_sends_again_only_its_own_failed_notices(
+    any_engine: sa.Engine,
+) -> None:
+    from migrated import upgrade
+
+    from flowrunner import flow_runner, tables
+
+    def chat_is_down(message: Message) -> None:
+        raise errors.CommandRefused("the chat refused it")
+
+    binding = FlowBinding(
+        resource="crew_ticket",
+        flows_table="crew_flow",
+        steps_table="crew_flow_step",
+        tenant="tenant_id",
+        notify=[NotifyRule(audience="requester", to="requester", channel="chat")],
+        channels={"chat": Deliver(chat_is_down)},
+    )
+    crew = sa.MetaData()
+    crew_ticket = sa.Table(
+        "crew_ticket",
+        crew,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("tenant_id", sa.String(32), nullable=False),
+        sa.Column("requester", sa.String(64)),
+    )
+    tables.for_binding(crew, binding)
+    crew.create_all(any_engine)
+    upgrade(any_engine)
+    runner = flow_runner(binding, any_engine)
+    acme = Principal("amy", tenant="acme", roles=frozenset({"editor", "operator"}))
+    globex = Principal("gus", tenant="globex", roles=frozenset({"editor", "operator"}))
+    acme_ui, globex_ui = (console_of(runner, who) for who in (acme, globex))
+    for ui in (acme_ui, globex_ui):
+        assert ui.post("/import", {"yaml": CREW_FLOWS}).status_code == 303
+    for n, tenant in ((1, "acme"), (2, "globex")):
+        with dialects.begin(any_engine) as conn:
+            record = {"id": n, "tenant_id": tenant, "requester": f"r{n}"}
+            conn.execute(crew_ticket.insert().values(**record))
+            runner.record_created(conn, record)
+    runner.run_due()
+    runner.deliver_due()
+    [acme_notice] = runner.notices(tenant="acme")
+    [globex_notice] = runner.notices(tenant="globex")
+    assert (acme_notice.state, globex_notice.state) == ("failed", "failed")
+
+    page = acme_ui.get("/ops/notices", state="failed").text
+    assert f'data-notice="{acme_notice.id}"' in page
+    assert f'data-notice="{globex_notice.id}"' not in page
+    assert acme_ui.post(f"/ops/notices/{globex_notice.id}/retry").status_code == 404
+    assert runner.operations.get_notice(globex_notice.id, tenant="globex").state == "failed"
+    with pytest.raises(errors.OperatorError, match=f"there is no notice {globex_notice.id}"):
+        runner.retry_notice(globex_notice.id, operator="amy", tenant="acme")
+    assert acme_ui.post(f"/ops/notices/{acme_notice.id}/retry").status_code == 303
+    assert runner.operations.get_notice(acme_notice.id, tenant="acme").state == "pending"
+
+
+def console_of(runner: FlowRunner, who: Principal) -> Session:
+    return Session(runner.console(principal=as_(who)))
