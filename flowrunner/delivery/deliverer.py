@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from flowrunner.delivery import channels, sending
 from flowrunner.engine import worker
 from flowrunner.engine.mounted import Mountable, Mounted
-from flowrunner.foundations import logs, sanitize
+from flowrunner.foundations import extras, logs, sanitize
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
@@ -69,6 +69,20 @@ class Deliverer:
         self.environ = os.environ if environ is None else environ
         self.stats = DeliveryStats()
         self._stop: threading.Event | None = None
+        declared = self.mounted.binding.channels.values()
+        if any(isinstance(c, channels.Webhook) for c in declared):
+            extras.require("httpx", what="a Webhook channel")  # at start, not at a send
+
+    def unset_secrets(self) -> list[str]:
+        """The environment variables the channels read their secrets from that are not
+        set: each of their sends would fail, saying so."""
+        names = []
+        for channel in self.mounted.binding.channels.values():
+            if isinstance(channel, channels.Smtp) and channel.password_env is not None:
+                names.append(channel.password_env)
+            elif isinstance(channel, channels.Webhook) and channel.secret_env is not None:
+                names.append(channel.secret_env)
+        return sorted({name for name in names if not self.environ.get(name)})
 
     @property
     def stopping(self) -> bool:
@@ -184,6 +198,8 @@ class Deliverer:
         claimed but not sent are handed back, due again at once. A failing database is
         logged and tried again after a rest."""
         self._stop = stop
+        for name in self.unset_secrets():
+            log.warning("the environment variable %s is not set: a channel needs it", name)
         while not stop.is_set():
             try:
                 claimed = self.deliver_due()

@@ -335,8 +335,9 @@ class Operations:
         """The notices outbox: what notify steps of this resource's runs wrote, for your
         mailer to deliver.
 
-        ``undelivered=True`` gives the notices to deliver now: not delivered yet, and
-        deliverable. A notice whose recipient's column was empty is kept with
+        ``undelivered=True`` gives the notices to deliver now: not delivered yet,
+        deliverable, and of a rule naming no channel (a channel's notices are the
+        deliverer's: ``flowrunner deliver``). A notice whose recipient's column was empty is kept with
         ``deliverable`` False and its ``problem`` (``the record's assignee is empty``);
         it is listed only without ``undelivered``.
         """
