@@ -337,9 +337,9 @@ class Operations:
 
         ``undelivered=True`` gives the notices to deliver now: not delivered yet,
         deliverable, and of a rule naming no channel (a channel's notices are the
-        deliverer's: ``flowrunner deliver``). A notice whose recipient's column was empty is kept with
-        ``deliverable`` False and its ``problem`` (``the record's assignee is empty``);
-        it is listed only without ``undelivered``.
+        deliverer's: ``flowrunner deliver``). A notice whose recipient's column was
+        empty is kept with ``deliverable`` False and its ``problem`` (``the record's
+        assignee is empty``); it is listed only without ``undelivered``.
         """
         m = self.mounted
         with m.engine.connect() as conn:
