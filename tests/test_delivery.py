@@ -220,10 +220,11 @@ def test_a_receiver_that_always_fails_is_given_up_on_then_sent_again_from_the_co
         assert forged.post(f"/ops/notices/{told}/retry").status_code == 403
 
         hooks.always = None
-        done = ui.post(f"/ops/notices/{told}/retry", {"state": "failed"})
+        done = ui.post(f"/ops/notices/{told}/retry")
         assert done.status_code == 303
         after = ui.follow(done)
         assert said(after.text) == f"Notice {told} will be sent again through out."
+        assert 'data-state="pending"' in _row(after.text, told)
         again = notice(driver, told)
         assert (again.state, again.attempts, again.failed_at) == ("pending", 0, None)
         assert driver.runner.deliver_due() == 1

@@ -336,10 +336,11 @@ def retry_notice(page: Page) -> Response:
         if exc.status_code != 409:
             raise
         return notices(page, refused=str(exc))
+    # To the waiting notices, where it now is.
     return page.redirect(
         "/ops/notices",
         said=f"Notice {again.id} will be sent again through {again.channel}.",
-        state=page.form.get("state") or None,
+        state="pending",
     )
 
 
