@@ -7,6 +7,7 @@ binding fails with one ``BindingError`` sentence before any run starts.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 
 from flowrunner import calendars as calendars_mod
 from flowrunner import errors, query
+from flowrunner.delivery import channels as channels_mod
 from flowrunner.flows import column_facts
 from flowrunner.foundations import durations, flow_columns, retry_policy, sqltypes, templates
 from flowrunner.foundations.shapes import RecordId as RecordId
@@ -237,12 +239,18 @@ class Event(_Model):
 
 
 class NotifyRule(_Model):
-    """Who a notify step's ``audience`` reaches: the user in column ``to``, on which channel."""
+    """Who a notify step's ``audience`` reaches: the user in column ``to``, on which channel.
+
+    ``channel`` names one of the binding's ``channels``: a deliverer (``flowrunner
+    deliver``, ``flowrunner worker --deliver``) sends its notices through it. Without
+    one the application delivers them itself (``runner.notices(undelivered=True)``).
+    """
 
     audience: str
     to: str
     title: str = "{message}"
     email: bool = False
+    channel: str | None = None
 
     @pydantic.field_validator("audience")
     @classmethod
@@ -412,6 +420,11 @@ class FlowBinding(_Model):
     record_label: str | None = None
     record_columns: Sequence[str] = ()
     record_search: Sequence[str] = ()
+    # Judged by ``_check_channels``, in a sentence (pydantic would list every type it tried).
+    channels: dict[str, pydantic.SkipValidation[channels_mod.Channel]] = pydantic.Field(
+        default_factory=dict
+    )
+    delivery_retry: retry_policy.RetryPolicy = channels_mod.DELIVERY_RETRY
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -538,6 +551,7 @@ class FlowBinding(_Model):
             if column is not None and column in self.set_columns:
                 raise ValueError(f"set column {column!r} is the key or tenant column")
         self._check_calendars()
+        self._check_channels()
         return self
 
     def _check_answer(self, name: str, kind: Kind) -> None:
@@ -575,6 +589,25 @@ class FlowBinding(_Model):
                 f"kind {name!r} records {kind.records!r}, which is not one of the "
                 f"binding's events ({', '.join(self.events) or 'none'})"
             )
+
+    def _check_channels(self) -> None:
+        for name, channel in self.channels.items():
+            _name(name, "channel")
+            kinds = (channels_mod.Smtp, channels_mod.Webhook, channels_mod.Deliver)
+            if not isinstance(channel, kinds):
+                raise ValueError(
+                    f"channel {name!r} is not a flowrunner.delivery Smtp, Webhook or Deliver"
+                )
+        for rule in self.notify:
+            if rule.channel is not None and rule.channel not in self.channels:
+                known = ", ".join(self.channels) or "none"
+                close = difflib.get_close_matches(rule.channel, list(self.channels), n=1)
+                hint = f" — did you mean {close[0]!r}?" if close else ""
+                raise ValueError(
+                    f"the notify rule of audience {rule.audience!r} sends through channel "
+                    f"{rule.channel!r}, which is not one of the binding's channels "
+                    f"({known}){hint}"
+                )
 
     def _check_calendars(self) -> None:
         for name, found in self.calendars.items():

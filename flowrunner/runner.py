@@ -378,6 +378,13 @@ class FlowRunner:
 
         return worker.Worker(self.mounted, batch=batch).run_due(limit)
 
+    def deliver_due(self, *, batch: int = 10) -> int:
+        """Send the notices due now through the binding's channels, in this process (as
+        ``flowrunner deliver --once``); returns how many were claimed."""
+        from flowrunner.delivery import deliverer
+
+        return deliverer.Deliverer(self.mounted, batch=batch).deliver_all()
+
     # -- seeing and operating (``runner.operations``) ------------------------------------------
 
     runs = _of("operations", Operations.runs)
@@ -394,6 +401,7 @@ class FlowRunner:
     outbox = _of("operations", Operations.outbox)
     notices = _of("operations", Operations.notices)
     mark_delivered = _of("operations", Operations.mark_delivered)
+    retry_notice = _of("operations", Operations.retry_notice)
     prune = _of("operations", Operations.prune)
 
     def list_runs(

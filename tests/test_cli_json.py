@@ -59,6 +59,7 @@ def test_every_command_that_prints_data_takes_json() -> None:
     assert set(SUBCOMMANDS) <= {name.split()[0] for name in commands}
     assert sorted(commands) == [
         "console",
+        "deliver",
         "demo",
         "diagram",
         "flows compare",

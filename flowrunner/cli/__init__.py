@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "flows": "flowrunner.cli.flows_cmd:flows",
     "migrate": "flowrunner.cli.migrate_cmd:migrate",
     "worker": "flowrunner.cli.engine_cmd:worker",
+    "deliver": "flowrunner.cli.deliver_cmd:deliver",
     "demo": "flowrunner.cli.demo_cmd:demo",
     "prune": "flowrunner.cli.prune_cmd:prune",
     "console": "flowrunner.cli.console_cmd:console",
@@ -46,6 +47,7 @@ SUBCOMMANDS = {
 # `flowrunner --help` lists without importing the command (a test keeps them equal).
 SUMMARIES = {
     "console": "Serve the web console of the app's runner: flows, records' runs, Operations.",
+    "deliver": "Send the app's notices through its channels until stopped (SIGTERM or Ctrl-C).",
     "demo": "Run the support-desk and purchase-order sample apps through the real engine.",
     "diagram": "Draw FLOW (its name or id): each position a column, its steps as lanes.",
     "flows": (

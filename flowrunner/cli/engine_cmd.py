@@ -9,6 +9,7 @@ JSON lines), and ends with a summary on standard output (``--json``: one JSON do
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ from flowrunner import cli as cli_mod
 from flowrunner import errors
 
 if TYPE_CHECKING:
+    from flowrunner.delivery import deliverer as deliverer_mod
     from flowrunner.engine import worker as worker_mod
     from flowrunner.runner import FlowRunner
 
@@ -100,6 +102,13 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 )
 @click.option("--once", is_flag=True, help="Advance what is due now, then exit.")
 @click.option(
+    "--deliver",
+    "deliver",
+    is_flag=True,
+    help="Also send the notices due for delivery through the binding's channels, as "
+    "flowrunner deliver does, beside the runs.",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
@@ -136,6 +145,7 @@ def worker(
     lease: timedelta,
     listen: bool,
     once: bool,
+    deliver: bool,
     metrics_port: int | None,
     metrics_host: str,
     log_level: str,
@@ -181,10 +191,22 @@ def worker(
         assert isinstance(runner, FlowRunner)
         serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
         runner.mounted.require_secrets()  # before a line says it serves (exit 2 without)
+        sending = None
+        if deliver:
+            from flowrunner.delivery import deliverer as deliverer_mod
+
+            if not runner.binding.channels:
+                raise cli_mod.InputError(
+                    "--deliver: the binding names no channels: give it channels= and name "
+                    "one in each notify rule's channel"
+                )
+            sending = deliverer_mod.Deliverer(runner)
         began = time.monotonic()
         if once:
             _advance_due(runner, serving, bar=log_format == "text")
-            _summary(runner, serving, time.monotonic() - began, as_json)
+            if sending is not None:
+                sending.deliver_all()
+            _summary(runner, serving, time.monotonic() - began, as_json, sending)
             return
         stop = threading.Event()
 
@@ -211,13 +233,25 @@ def worker(
                 ) from exc
             say(f"metrics on http://{metrics_host}:{exposed.port}/metrics")
         say(f"worker {serving.owner} serving {runner.binding.resource} on {where}")
+        beside = None
+        if sending is not None:
+            # The deliverer serves in a thread of its own, stopped by the same signal: it
+            # sends the notice in hand and hands back the rest, as the worker its runs.
+            beside = threading.Thread(
+                target=sending.serve, args=(stop,), kwargs={"poll": poll}, daemon=True
+            )
+            beside.start()
+            say("delivering notices beside the runs")
         try:
             serving.serve(stop, poll=poll, listen=listen)
         finally:
+            stop.set()
+            if beside is not None:
+                beside.join()
             if exposed is not None:
                 exposed.close()
         say("worker stopped")
-        _summary(runner, serving, time.monotonic() - began, as_json)
+        _summary(runner, serving, time.monotonic() - began, as_json, sending)
 
 
 def _advance_due(runner: FlowRunner, serving: worker_mod.Worker, *, bar: bool = True) -> None:
@@ -242,31 +276,45 @@ def _advance_due(runner: FlowRunner, serving: worker_mod.Worker, *, bar: bool = 
             progress.update(task, completed=done, total=max(due, done))
 
 
-def _summary(runner: FlowRunner, serving: worker_mod.Worker, took: float, as_json: bool) -> None:
-    """What the worker did: one line, or one JSON document, on standard output."""
+def _summary(
+    runner: FlowRunner,
+    serving: worker_mod.Worker,
+    took: float,
+    as_json: bool,
+    sending: deliverer_mod.Deliverer | None = None,
+) -> None:
+    """What the worker did: one line, or one JSON document, on standard output (with
+    ``--deliver``, a second line, or a ``delivery`` member, says what it sent)."""
     from flowrunner.cli import app_loader as app_mod
 
     stats = serving.stats
+    sent = None if sending is None else sending.stats
     if as_json:
-        cli_mod.echo_json(
-            {
-                "database": app_mod.shown(runner.engine.url),
-                "resource": runner.binding.resource,
-                "claimed": stats.claimed,
-                "advanced": stats.advanced,
-                "failed": stats.failed,
-                "refused": stats.refused,
-                "errors": stats.errors,
-                "handed_back": stats.handed_back,
-                "seconds": round(took, 3),
-            }
-        )
+        document: dict[str, object] = {
+            "database": app_mod.shown(runner.engine.url),
+            "resource": runner.binding.resource,
+            "claimed": stats.claimed,
+            "advanced": stats.advanced,
+            "failed": stats.failed,
+            "refused": stats.refused,
+            "errors": stats.errors,
+            "handed_back": stats.handed_back,
+            "seconds": round(took, 3),
+        }
+        if sent is not None:
+            document["delivery"] = dataclasses.asdict(sent)
+        cli_mod.echo_json(document)
         return
     click.echo(
         f"advanced {stats.advanced} run(s) of {stats.claimed} claimed ({stats.failed} failed); "
         f"{stats.refused} refused (lease taken over), {stats.errors} not advanced for an "
         f"error, {stats.handed_back} handed back, in {took:.2f} s"
     )
+    if sent is not None:
+        click.echo(
+            f"sent {sent.sent} notice(s) of {sent.claimed} claimed; {sent.retried} to try "
+            f"again, {sent.failed} failed for good, {sent.handed_back} handed back"
+        )
 
 
 @click.command("start", epilog=cli_mod.EXIT_STATUSES)

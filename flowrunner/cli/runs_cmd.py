@@ -559,7 +559,8 @@ def journal(
     "--state",
     type=click.Choice(list(events.NoticeState), case_sensitive=False),
     default=None,
-    help="pending (to deliver), delivered, or undeliverable (nobody to tell); all without.",
+    help="pending (to deliver), delivered, failed (every attempt of its channel failed), or "
+    "undeliverable (nobody to tell); all without.",
 )
 @click.option("--run", "run_id", default=None, metavar="RUN", help="One run's notices.")
 @LIMIT
@@ -594,6 +595,12 @@ def notices(
                 "delivered_at": notice.delivered_at,
                 "problem": notice.problem,
                 "tenant": notice.tenant,
+                "channel": notice.channel,
+                "attempts": notice.attempts,
+                "next_attempt_at": notice.next_attempt_at,
+                "last_error": notice.last_error,
+                "sent_at": notice.sent_at,
+                "failed_at": notice.failed_at,
             }
             for notice in page
         ]
@@ -606,6 +613,8 @@ def notices(
     for notice in page:
         to = f"{notice.recipient} ({notice.audience})" if notice.recipient else notice.audience
         message = notice.problem if notice.problem else (notice.title or notice.message)
+        if notice.last_error and notice.delivered_at is None:
+            message = f"{message} ({notice.attempts} attempt(s): {notice.last_error})"
         table.add_row(
             str(notice.id),
             str(notice.run_id),

@@ -189,7 +189,7 @@ class _Gathered:
             ("flowrunner_notices_waiting", "Notices not delivered yet.", read.notices_waiting),
             (
                 "flowrunner_notices_failed",
-                "Notices that cannot be delivered (no recipient).",
+                "Notices that cannot be delivered: no recipient, or every attempt failed.",
                 read.notices_failed,
             ),
         ):

@@ -18,11 +18,11 @@ from typing import TypedDict
 
 import sqlalchemy as sa
 
-from flowrunner import diagrams
+from flowrunner import diagrams, errors
 from flowrunner.binding import RecordId, Tenant
 from flowrunner.engine import actions, bulk, drawings, operations_room
 from flowrunner.engine.mounted import Mounted
-from flowrunner.foundations import durations
+from flowrunner.foundations import durations, ids
 from flowrunner.history import flows as history_lines
 from flowrunner.store import dialects, listing, retention
 from flowrunner.store import operations as ops
@@ -335,10 +335,11 @@ class Operations:
         """The notices outbox: what notify steps of this resource's runs wrote, for your
         mailer to deliver.
 
-        ``undelivered=True`` gives the notices to deliver now: not delivered yet, and
-        deliverable. A notice whose recipient's column was empty is kept with
-        ``deliverable`` False and its ``problem`` (``the record's assignee is empty``);
-        it is listed only without ``undelivered``.
+        ``undelivered=True`` gives the notices to deliver now: not delivered yet,
+        deliverable, and of a rule naming no channel (a channel's notices are the
+        deliverer's: ``flowrunner deliver``). A notice whose recipient's column was
+        empty is kept with ``deliverable`` False and its ``problem`` (``the record's
+        assignee is empty``); it is listed only without ``undelivered``.
         """
         m = self.mounted
         with m.engine.connect() as conn:
@@ -359,6 +360,49 @@ class Operations:
             return ops.mark_delivered(
                 conn, notice_id=notice_id, at=m.clock(), resource=m.binding.resource
             )
+
+    def get_notice(self, notice_id: object, *, tenant: Tenant = None) -> ops.NoticeRow:
+        """One notice of this runner's outbox; ``OperatorError`` when there is none (404:
+        none of this runner's, or another tenant's; 422: not an id)."""
+        m = self.mounted
+        wanted = _notice_id(notice_id)
+        with m.engine.connect() as conn:
+            found = ops.get_notice(
+                conn, notice_id=wanted, resource=m.binding.resource, tenant=m.need_tenant(tenant)
+            )
+        if found is None:
+            raise errors.OperatorError(
+                f"there is no notice {wanted}", status_code=404, code="notice_unknown"
+            )
+        return found
+
+    def retry_notice(
+        self, notice_id: object, *, operator: str, tenant: Tenant = None
+    ) -> ops.NoticeRow:
+        """Send again a notice whose channel failed at every attempt: due at once, with
+        all its attempts ahead of it, journaled under ``operator``'s name. Returns the
+        notice as it is now; ``OperatorError`` (with why) when it has not failed (404
+        when it is none of this runner's, or another tenant's)."""
+        m = self.mounted
+        found = self.get_notice(notice_id, tenant=tenant)
+        now = m.clock()
+        with dialects.begin(m.engine) as conn:
+            if not ops.retry_notice(conn, notice_id=found.id, at=now):
+                raise errors.OperatorError(
+                    f"notice {found.id} is {found.state}: only a notice whose channel failed "
+                    "at every attempt is sent again"
+                )
+            ops.journal(
+                conn,
+                operator=operator,
+                action="notice_retry",
+                at=now,
+                tenant=found.tenant,
+                run_id=found.run_id,
+                resource=m.binding.resource,
+                detail={"notice": found.id, "channel": found.channel},
+            )
+        return self.get_notice(found.id, tenant=tenant)
 
     def prune(
         self,
@@ -392,3 +436,15 @@ class Operations:
 
 
 __all__ = ["Operations", "RunFilters", "RunQuery"]
+
+
+def _notice_id(given: object) -> int:
+    """A notice's id as an operator gives it; else ``OperatorError`` (422)."""
+    try:
+        return ids.read(given, "notice")
+    except ids.NotAnId as exc:
+        raise errors.OperatorError(
+            f"there is no notice {exc.shown}: a notice's id is {ids.EXPECTED}",
+            status_code=422,
+            code="id_invalid",
+        ) from None

@@ -353,6 +353,10 @@ def journal(
         )
 
 
+# The words the console's outbox shows, read as the states they name.
+NOTICE_WORDS = {"waiting": "pending", "sent": "delivered"}
+
+
 def outbox(
     mounted: Mounted,
     state: str | ops.NoticeState | None,
@@ -367,7 +371,8 @@ def outbox(
     wanted = None
     if state is not None:
         try:
-            wanted = ops.NoticeState(str(state).strip().casefold())
+            said = str(state).strip().casefold()
+            wanted = ops.NoticeState(NOTICE_WORDS.get(said, said))
         except ValueError:
             known = ", ".join(ops.NoticeState)
             hint = spelling.did_you_mean(str(state), list(ops.NoticeState))
@@ -442,6 +447,11 @@ def journal_sentence(entry: ops.JournalRow) -> str:
             f"{entry.operator} backfilled job '{detail.get('job', '?')}' from "
             f"{detail.get('from', '?')} to {detail.get('to', '?')}: {detail.get('slots', 0)} "
             f"slots, {detail.get('started', 0)} started"
+        )
+    if entry.action == "notice_retry":
+        return (
+            f"{entry.operator} sent notice {detail.get('notice', '?')} again "
+            f"(run {entry.run_id}, through {detail.get('channel', '?')})"
         )
     verb = verbs.get(entry.action, entry.action)
     said = f"{entry.operator} {verb}"

@@ -246,6 +246,7 @@ class Advance(claimed.ClaimedStep):
                 message=effect.message,
                 email=effect.email,
                 problem=effect.problem,
+                channel=self._channel(effect.audience),
                 at=self.now,
             )
             self.point("after-notify")
@@ -261,6 +262,12 @@ class Advance(claimed.ClaimedStep):
                 detail=effect.detail,
                 due_at=effect.at,
             )
+
+    def _channel(self, audience: str) -> str | None:
+        """The channel the audience's notify rule sends through (None: the application
+        delivers the notice itself)."""
+        rule = next((r for r in self.mounted.binding.notify if r.audience == audience), None)
+        return None if rule is None else rule.channel
 
     def _flush_sets(self) -> None:
         if self.sets:

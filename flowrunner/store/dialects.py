@@ -467,10 +467,13 @@ def _joined(texts: Sequence[sqltypes.Expression]) -> sqltypes.Expression:
     return joined
 
 
-def skip_locked(bind: sa.Connection | sa.Engine, select: sqltypes.Query) -> sqltypes.Query:
-    """Lock the selected rows, skipping ones other transactions hold (PostgreSQL only)."""
+def skip_locked(
+    bind: sa.Connection | sa.Engine, select: sqltypes.Query, *, of: sa.Table | None = None
+) -> sqltypes.Query:
+    """Lock the selected rows (of table ``of`` only, in a join), skipping ones other
+    transactions hold (PostgreSQL only)."""
     if bind.dialect.name == "postgresql":
-        return select.with_for_update(skip_locked=True)
+        return select.with_for_update(skip_locked=True, of=of)
     return select
 
 

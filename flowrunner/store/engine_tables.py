@@ -154,8 +154,18 @@ notices = sa.Table(
     _at("delivered_at", nullable=True),
     # Why nobody can be told (the recipient's column is empty); null: it can be delivered.
     sa.Column("problem", sa.Text, nullable=True),
+    # Delivery through the binding's channels (0007): the channel the rule names (null:
+    # the application delivers it), the attempts, when a deliverer may take it next (null:
+    # nothing to do; a claim moves it to the claim's end), the last error, sanitized.
+    sa.Column("channel", sa.Text, nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    _at("next_attempt_at", nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    _at("sent_at", nullable=True),
+    _at("failed_at", nullable=True),
     # A replayed run tells nobody twice.
     sa.UniqueConstraint("run_id", "step_id", "pass"),
+    sa.Index(None, "next_attempt_at"),
 )
 
 leases = sa.Table(

@@ -5,7 +5,8 @@ order of their ids. Notices are written in the step's own transaction, keyed by
 ``(run, step, pass)``, so a replayed run tells nobody twice; a deliverer reads the
 undelivered ones and marks them delivered. A notice nobody can receive (its
 recipient's column was empty) is kept as undeliverable, with its ``problem``: it is
-never handed out for delivery.
+never handed out for delivery. A notice whose rule names one of the binding's channels
+is a deliverer's (``store.deliveries``): due at once, tried until sent or failed for good.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class NoticeState(enum.StrEnum):
     """The application marked it delivered."""
     UNDELIVERABLE = "undeliverable"
     """Nobody can be told (its recipient's column was empty): ``problem`` says why."""
+    FAILED = "failed"
+    """Its channel failed at every attempt: the deliverer gave up (``last_error`` says
+    why); an operator's retry makes it due again."""
 
 
 @dataclass(frozen=True)
@@ -87,14 +91,30 @@ class NoticeRow:
     deliverable: bool = True
     """False when there is nobody to tell (``problem`` says why): such a notice is never
     among ``notices(undelivered=True)`` and cannot be marked delivered."""
+    channel: str | None = None
+    """The binding's channel its notify rule names (``"mail"``): a deliverer sends it.
+    None: the application delivers it itself."""
+    attempts: int = 0
+    """How many times a deliverer tried to send it."""
+    next_attempt_at: datetime | None = None
+    """When a deliverer may take it next; None when there is nothing to do."""
+    last_error: str | None = None
+    """Why the last attempt failed, one sanitized line; None when none did."""
+    sent_at: datetime | None = None
+    """When its channel sent it."""
+    failed_at: datetime | None = None
+    """When the deliverer gave up on it, after its attempts."""
 
     @property
     def state(self) -> NoticeState:
-        """Pending, delivered or undeliverable (the rule the outbox's filter applies)."""
+        """Pending, delivered, failed or undeliverable (the rule the outbox's filter
+        applies)."""
         if self.problem is not None:
             return NoticeState.UNDELIVERABLE
         if self.delivered_at is not None:
             return NoticeState.DELIVERED
+        if self.failed_at is not None:
+            return NoticeState.FAILED
         return NoticeState.PENDING
 
 
@@ -205,11 +225,13 @@ def insert_notice(
     message: str,
     email: bool = False,
     problem: str | None = None,
+    channel: str | None = None,
     at: datetime,
 ) -> bool:
     """Put a notice in the outbox; False when this run's step already told it in this pass.
 
-    ``problem`` (why nobody can be told) keeps the notice as undeliverable.
+    ``problem`` (why nobody can be told) keeps the notice as undeliverable. ``channel``
+    (the binding's channel its rule names) makes it a deliverer's, due at ``at``.
     """
     table = engine_tables.notices
     stmt = prepared.statement(
@@ -233,6 +255,8 @@ def insert_notice(
             "message": message,
             "email": bool(email),
             "problem": problem,
+            "channel": channel,
+            "next_attempt_at": at if channel is not None and problem is None else None,
             "at": at,
         },
     ).scalar_one_or_none()
@@ -250,9 +274,10 @@ def notices(
 ) -> list[NoticeRow]:
     """Notices in the order they were written, optionally of one run or still to deliver.
 
-    ``undelivered`` keeps to the notices a deliverer should send: not delivered yet and
-    deliverable (an undeliverable one has nobody to go to). ``resource`` keeps to the
-    notices of that resource's runs (one runner's outbox).
+    ``undelivered`` keeps to the notices the application should send: not delivered yet,
+    deliverable (an undeliverable one has nobody to go to) and of no channel (a channel's
+    are a deliverer's). ``resource`` keeps to the notices of that resource's runs (one
+    runner's outbox).
     """
     table = engine_tables.notices
     query = sa.select(table)
@@ -262,7 +287,9 @@ def notices(
     if run_id is not None:
         query = query.where(table.c.run_id == run_id)
     if undelivered:
-        query = query.where(table.c.delivered_at.is_(None), table.c.problem.is_(None))
+        query = query.where(
+            table.c.delivered_at.is_(None), table.c.problem.is_(None), table.c.channel.is_(None)
+        )
     return _in_order(conn, notice_row, query, table, tenant, limit)
 
 
@@ -284,7 +311,8 @@ def mark_delivered(
         query = query.where(
             table.c.run_id.in_(sa.select(runs.c.id).where(runs.c.resource == resource))
         )
-    result = conn.execute(query.values(delivered_at=at))
+    # Delivered by the application: no deliverer takes it any more.
+    result = conn.execute(query.values(delivered_at=at, next_attempt_at=None))
     return result.rowcount == 1
 
 

@@ -23,7 +23,7 @@ from flowrunner.store import dialects, engine_tables
 class Gauges:
     """One runner's counts at ``now``: runs by ``(flow id, flow, status)``, the oldest due run's
     age in seconds (0 when nothing is due), notices waiting to be delivered and notices
-    that cannot be (a recipient's column empty)."""
+    that cannot be (a recipient's column empty, or every attempt failed)."""
 
     runs: dict[tuple[str, str, str], int] = field(default_factory=dict)
     oldest_due_seconds: float = 0.0
@@ -51,8 +51,10 @@ def read(conn: sa.Connection, *, resource: str, now: datetime) -> Gauges:
     notices = engine_tables.notices
     undelivered = (
         sa.select(
-            sa.func.count().filter(notices.c.problem.is_(None)),
-            sa.func.count().filter(notices.c.problem.is_not(None)),
+            sa.func.count().filter(notices.c.problem.is_(None), notices.c.failed_at.is_(None)),
+            sa.func.count().filter(
+                sa.or_(notices.c.problem.is_not(None), notices.c.failed_at.is_not(None))
+            ),
         )
         .select_from(notices.join(runs, runs.c.id == notices.c.run_id))
         .where(runs.c.resource == resource, notices.c.delivered_at.is_(None))

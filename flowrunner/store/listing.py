@@ -388,7 +388,15 @@ def outbox_page(
     if run_id is not None:
         query = query.where(table.c.run_id == run_id)
     if state == NoticeState.PENDING:
-        query = query.where(table.c.delivered_at.is_(None), table.c.problem.is_(None))
+        query = query.where(
+            table.c.delivered_at.is_(None), table.c.problem.is_(None), table.c.failed_at.is_(None)
+        )
+    elif state == NoticeState.FAILED:
+        query = query.where(
+            table.c.failed_at.is_not(None),
+            table.c.delivered_at.is_(None),
+            table.c.problem.is_(None),
+        )
     elif state == NoticeState.DELIVERED:
         query = query.where(table.c.delivered_at.is_not(None), table.c.problem.is_(None))
     elif state == NoticeState.UNDELIVERABLE:

@@ -14,6 +14,16 @@ a time) is in ``listing``.
 from __future__ import annotations
 
 from flowrunner.store.claims import claim_due, claim_run, hand_back
+from flowrunner.store.deliveries import (
+    Held,
+    claim_notices,
+    get_notice,
+    hand_back_notices,
+    record_failure,
+    record_sent,
+    retry_notice,
+    waiting_count,
+)
 from flowrunner.store.due import (
     Claim,
     due_count,
@@ -103,6 +113,7 @@ __all__ = [
     "Claim",
     "Completed",
     "EventRow",
+    "Held",
     "IdemRow",
     "JournalRow",
     "LogLine",
@@ -125,6 +136,7 @@ __all__ = [
     "check_lease",
     "checkpoint_run",
     "claim_due",
+    "claim_notices",
     "claim_run",
     "complete_idempotent",
     "count_runs",
@@ -138,7 +150,9 @@ __all__ = [
     "find_started",
     "finish_lease",
     "forget_lease",
+    "get_notice",
     "hand_back",
+    "hand_back_notices",
     "insert_event",
     "insert_notice",
     "insert_run",
@@ -159,10 +173,13 @@ __all__ = [
     "outbox_page",
     "prune",
     "record_completed",
+    "record_failure",
     "record_idempotent",
+    "record_sent",
     "refresh_lease",
     "release_lease",
     "results_under",
+    "retry_notice",
     "run_flow_names",
     "run_history",
     "run_lease",
@@ -173,6 +190,7 @@ __all__ = [
     "set_due",
     "stuck_among",
     "time_left",
+    "waiting_count",
     "wake_record",
     "wake_run",
 ]

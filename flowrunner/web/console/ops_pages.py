@@ -22,7 +22,7 @@ from flowrunner.flows.editor import TenantRows
 from flowrunner.foundations import ids, statuses
 from flowrunner.store import listing
 from flowrunner.store import operations as ops
-from flowrunner.web.console import record_pages, refresh, run_view, runs_pages
+from flowrunner.web.console import access, record_pages, refresh, run_view, runs_pages
 from flowrunner.web.console.page import Page
 from flowrunner.web.console.rows_form import Problems
 
@@ -277,33 +277,70 @@ def journal(page: Page) -> Response:
     )
 
 
-NOTICE_STATES = ("pending", "delivered", "undeliverable")
+NOTICE_STATES = ("pending", "delivered", "failed", "undeliverable")
+# What the outbox's tabs say: a notice waits, was sent, failed, or has nobody to go to.
+NOTICE_WORDS = {
+    "pending": "waiting",
+    "delivered": "sent",
+    "failed": "failed",
+    "undeliverable": "undeliverable",
+}
 
 
-def notices(page: Page) -> Response:
+def notices(page: Page, *, refused: str | None = None) -> Response:
     state = page.query.get("state") or None
     before = page.query.get("before") or None
     try:
         found = page.runner.operations.outbox(
             state, tenant=page.tenant, before_id=before, limit=PAGE_SIZE
         )
-    except errors.RowInvalid as refused:
-        return page.refusal(str(refused), status=422)
+    except errors.RowInvalid as refusal:
+        return page.refusal(str(refusal), status=422)
     reads = page.console.access.reads(page.reader)
     hidden: dict[int, set[str]] = {}
+    retries: set[int] = set()
     shown = []
     for notice in found:
         if notice.run_id not in hidden:
             run = page.runner.operations.get_run(notice.run_id, tenant=page.tenant)
             hidden[notice.run_id] = run_view.hidden_steps(run, reads)
+            if page.console.access.may(page.reader, "retry", run):
+                retries.add(notice.run_id)
         if str(notice.step_id) not in hidden[notice.run_id]:
             shown.append(notice)
     return page.render(
         "notices.html",
+        status=409 if refused else 200,
         notices=shown,
         state=state,
         states=NOTICE_STATES,
+        words=NOTICE_WORDS,
+        may_retry=retries,
+        refused=refused,
         next_before=found.next_before,
+    )
+
+
+def retry_notice(page: Page) -> Response:
+    """Send a failed notice again: due at once, its attempts ahead of it, journaled
+    under the reader's name."""
+    notice = page.runner.operations.get_notice(page.params["notice_id"], tenant=page.tenant)
+    run = page.runner.operations.get_run(notice.run_id, tenant=page.tenant)
+    if not page.console.access.may(page.reader, "retry", run):
+        raise access.Refused(f"{page.reader.name} may not send notice {notice.id} again", 403)
+    try:
+        again = page.runner.operations.retry_notice(
+            notice.id, operator=page.reader.name, tenant=page.tenant
+        )
+    except errors.OperatorError as exc:
+        if exc.status_code != 409:
+            raise
+        return notices(page, refused=str(exc))
+    # To the waiting notices, where it now is.
+    return page.redirect(
+        "/ops/notices",
+        said=f"Notice {again.id} will be sent again through {again.channel}.",
+        state="pending",
     )
 
 
@@ -313,4 +350,5 @@ ROUTES = [
     ("POST", "/ops/act-all", act_on_all),
     ("GET", "/ops/journal", journal),
     ("GET", "/ops/notices", notices),
+    ("POST", "/ops/notices/{notice_id}/retry", retry_notice),
 ]
