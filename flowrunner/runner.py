@@ -379,8 +379,7 @@ class FlowRunner:
         return worker.Worker(self.mounted, batch=batch).run_due(limit)
 
     def deliver_due(self, *, batch: int = 10) -> int:
-        """Send the notices due now through the binding's channels, in this process (as
-        ``flowrunner deliver --once``); returns how many were claimed."""
+        """Send the due notices in this process (``deliver --once``); how many it claimed."""
         from flowrunner.delivery import deliverer
 
         return deliverer.Deliverer(self.mounted, batch=batch).deliver_all()
