@@ -22,6 +22,7 @@ from flowrunner.engine import actions, bulk, operations_room
 from flowrunner.engine.operations import RunQuery
 from flowrunner.foundations import shapes
 from flowrunner.history import flows
+from flowrunner.history import runs as run_words
 from flowrunner.store import events, listing
 
 if TYPE_CHECKING:
@@ -219,9 +220,12 @@ def show(
         rows.append(("ended", flows.when(run.ended_at, tz)))
     rows += [("waits", flows.waiting_sentence(w, tz)) for w in run.waiting]
     if run.reason:
-        rows.append(("why", run.reason))
+        rows.append(("why", run_words.reason(run.reason)))
     if run.error:
-        rows += [(f"error {name}", _plain(value)) for name, value in run.error.items()]
+        if run.status == "failed":
+            rows.append(("retrying", run_words.retrying(run.error) or ""))
+        shown = run_words.shown_error(run.error)
+        rows += [(f"error {name}", _plain(value)) for name, value in shown.items()]
     if run.restarted_as is not None:
         rows.append(("restarted as", f"run {run.restarted_as}"))
     if run.tenant is not None:
@@ -231,12 +235,9 @@ def show(
         click.echo(f"  {name:<{width}}  {value}")
     click.echo("History:")
     for line in lines:
-        step = line.title or line.kind
-        if step and line.position is not None:
-            where = f"{step} (position {line.position})"
-        else:
-            where = step or "run"  # a line about the whole run, or a job's (no position)
-        click.echo(f"  {flows.when(line.at, tz)}  {where}: {line.sentence}")
+        # The step by its title, where the sentence does not name it already.
+        where = f"{line.title}: " if line.title and line.title not in line.sentence else ""
+        click.echo(f"  {flows.when(line.at, tz)}  {where}{line.sentence}")
 
 
 # -- the actions -------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Protocol, TypeVar
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import shapes
-from flowrunner.history import programs
+from flowrunner.history import programs, runs
 from flowrunner.history.words import (
     Line,
     Say,
@@ -510,16 +510,11 @@ def _escalated(say: Say) -> str:
 _ENDED = {"done": "Run done", "failed": "Run failed", "cancelled": "Run cancelled"}
 
 
-# How the engine names a failed step in a run's reason: ``step 'Send' (send, position 2)``.
-_FAILED_STEP = re.compile(r"^step '(?P<title>[^']*)' \([\w.-]+, position -?\d+\) failed: ")
-
-
 def _ended(say: Say) -> str:
     status = str(say.detail.get("status"))
     head = _ENDED.get(status, "Run ended")
-    reason = str(say.get("reason", ""))
     # The step by its title alone, as the rest of the history names it.
-    reason = _FAILED_STEP.sub(lambda m: f"{m.group('title')} failed: ", reason)
+    reason = runs.reason(str(say.get("reason", "")))
     if reason.startswith(f"{status} by "):
         return f"Run {reason}"  # "Run cancelled by olga: merged into ticket 2"
     return f"{head}: {reason}" if reason else head

@@ -15,7 +15,7 @@ from flowrunner.diagrams import model
 from flowrunner.flows import snapshot, spelling
 from flowrunner.flows.interpreter import waits as waits_mod
 from flowrunner.foundations import sanitize
-from flowrunner.history import flows
+from flowrunner.history import flows, runs
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
 from flowrunner.web.console import shown
@@ -50,8 +50,19 @@ class RunView:
     def failure(self) -> Mapping[str, Any] | None:
         """The run's sanitized error envelope, if it failed: ``code`` and ``message``
         first, the rest by name, a nested one (its cause) alike, whatever order the
-        database kept it in."""
-        return None if self.run.error is None else ordered(self.run.error)
+        database kept it in; its message in the flow's words, and no ``retryable`` flag
+        (``retrying`` says it once)."""
+        return None if self.run.error is None else ordered(runs.shown_error(self.run.error))
+
+    @property
+    def retrying(self) -> str | None:
+        """Whether retrying the failed run can help, in one sentence."""
+        return runs.retrying(self.run.error)
+
+    @property
+    def reason(self) -> str:
+        """Why the run ended, in the flow's words (its step by title)."""
+        return runs.reason(self.run.reason)
 
 
 FIRST = ("code", "message")
