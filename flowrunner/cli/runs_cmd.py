@@ -18,7 +18,7 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner.cli import fork_cmd, versions_cmd
-from flowrunner.engine import actions, bulk, operations_room
+from flowrunner.engine import actions, bulk, operations_room, record_names
 from flowrunner.engine.operations import RunQuery
 from flowrunner.foundations import shapes
 from flowrunner.history import flows
@@ -152,13 +152,16 @@ def list_(
         click.echo("no runs" + (" on this page" if before_id else ""))
         return
     now = runner.clock()
-    table = _table("run", "flow", runner.binding.resource, "status", "where it stands", "started")
+    # Each record as people name it (the binding's record_label), where it has a name.
+    names = runner.operations.record_names([run.record_id for run in page], tenant=tenant)
+    record_column = runner.binding.resource_label
+    table = _table("run", "flow", record_column, "status", "where it stands", "started")
     for run in page:
         ago = operations_room.age(now - run.started_at)
         table.add_row(
             str(run.id),
             run.flow_name,
-            run.record_id,
+            names.get(run.record_id, run.record_id),
             f"{run.status}, stuck" if run.id in page.stuck else str(run.status),
             operations_room.where_it_stands(run, tz),
             f"{flows.when(run.started_at, tz)} ({ago} ago)",
@@ -208,10 +211,11 @@ def show(
             }
         )
         return
-    resource = runner.binding.resource
+    names = runner.operations.record_names([run.record_id], tenant=tenant)
+    record = record_names.named(runner.mounted, names, run.record_id)
     stuck = operations_room.is_stuck(runner.mounted, run)
     status = f"{run.status}, stuck: no worker has taken its work" if stuck else str(run.status)
-    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {status}")
+    click.echo(f"Run {run.id}: {run.flow_name} on {record} — {status}")
     started = f"{flows.when(run.started_at, tz)}"
     if run.started_by:
         started += f" by {run.started_by}"

@@ -69,12 +69,14 @@ def sentence(
     tz: tzinfo | None = None,
     *,
     tried: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """The line as one sentence in the flow's own words.
 
     ``snap`` is the run's snapshot (a goto names its target step by title); ``tz`` the
     wall clock times are shown on. ``tried``: the line of a try of the flow, where
     nothing leaves the try — its commands and notices read ``Would run``, ``Would tell``.
+    ``names``: records' names by id (``engine.record_names``), for a line naming one.
 
     >>> from types import SimpleNamespace as Row
     >>> detail = {"who": "bob", "answer": {"decision": "approved"}, "again": False,
@@ -93,7 +95,7 @@ def sentence(
         return _legacy(line.what, detail)
     if not isinstance(detail, Mapping):
         return _legacy(line.what, detail)
-    return render(Say(line, detail, snap, tz, tried))
+    return render(Say(line, detail, snap, tz, tried, names))
 
 
 class Stored(Line, Protocol):
@@ -434,7 +436,7 @@ def _subflow(say: Say) -> str:
     said = f"Would start subflow {flow}" if say.tried else f"Started subflow {flow}"
     said += f" (run {run})" if run is not None and not say.tried else ""
     record = say.detail.get("record")
-    said += f" on record {record}" if record is not None else ""
+    said += f" on {say.record(record)}" if record is not None else ""
     until = say.time("until")
     return f"{said}; gives up at {until}" if until else said
 

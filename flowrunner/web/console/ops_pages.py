@@ -73,6 +73,7 @@ def runs_room(page: Page) -> Response:
         stands[run.id] = "; ".join([*([said] if readable or not unread else []), *unread])
     with page.reading() as conn:
         flows = [str(f["name"]) for f in TenantRows(page.runner.mounted).flows(conn, page.tenant)]
+        records = run_view.records_named(conn, page, [run.record_id for run in rows])
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
     return page.render(
         "ops.html",
@@ -83,6 +84,7 @@ def runs_room(page: Page) -> Response:
         statuses=operations_room.STATUSES,
         runs=rows,
         stands=stands,
+        records=records,
         stuck=stuck,
         next_before=next_before,
         before=before,

@@ -5,13 +5,14 @@ not read (its lines, its waits, its box in the diagram)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.diagrams import model
+from flowrunner.engine import record_names
 from flowrunner.flows import snapshot, spelling
 from flowrunner.flows.interpreter import waits as waits_mod
 from flowrunner.foundations import sanitize
@@ -45,6 +46,8 @@ class RunView:
     history: tuple[ops.LogRow, ...]
     diagram_html: str
     steps: tuple[StepIO, ...] = ()
+    record: str = ""
+    """The run's record as people name it (``PO-3299``, or ``tickets 3``)."""
 
     @property
     def failure(self) -> Mapping[str, Any] | None:
@@ -138,6 +141,15 @@ def steps_io(
     return tuple(shown)
 
 
+def records_named(conn: sa.Connection, page: Page, record_ids: Iterable[object]) -> dict[str, str]:
+    """Each record as the page names it, by id: the binding's ``record_label`` filled
+    from it (``PO-3299``), else the resource's label and its id (``Purchase orders 7``)."""
+    mounted = page.runner.mounted
+    wanted = [str(record_id) for record_id in record_ids]
+    names = record_names.read(mounted, conn, wanted, page.tenant)
+    return {record_id: record_names.named(mounted, names, record_id) for record_id in wanted}
+
+
 def links(conn: sa.Connection, page: Page) -> model.Href:
     """Where a subflow step's box leads on this console: the page of the flow it runs
     (by name, among the flows of the reader's tenant) and the page of its child run."""
@@ -179,6 +191,7 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool =
     )
     reached = {str(line.step_id) for line in lines if line.step_id is not None}
     steps = steps_io(conn, run, hidden, reached) if with_steps else ()
+    record = records_named(conn, page, [run.record_id])[str(run.record_id)]
     try:
         drawn = runner.operations.diagram(
             conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant
@@ -186,5 +199,6 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool =
     except errors.OperatorError as exc:
         if exc.code != "not_a_flow":
             raise
-        return RunView(run, waits, lines, "", steps)  # its program draws none: its history
-    return RunView(run, waits, lines, drawn.html(document=False, href=links(conn, page)), steps)
+        return RunView(run, waits, lines, "", steps, record)  # its program draws none
+    drawing = drawn.html(document=False, href=links(conn, page))
+    return RunView(run, waits, lines, drawing, steps, record)
