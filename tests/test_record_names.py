@@ -112,7 +112,7 @@ def test_a_subflow_on_the_guarantors_application_names_it_as_people_do(
     [check] = [
         run
         for run in driver.runs(1)
-        if run.flow_name == "Credit check" and run.snapshot["parent"]["run"] == account.id
+        if run.flow_name == "Credit check" and f"run {account.id}" == run.started_by
     ]
     [line] = [line for line in driver.history(account.id) if line.what == "subflow"]
     assert line.sentence.startswith(
