@@ -37,6 +37,7 @@ from flowrunner.history.words import (
     Say,
     condition_words,
     did,
+    event_words,
     listed,
     ordinal,
     times,
@@ -51,6 +52,7 @@ __all__ = [
     "REMINDER_OUTCOMES",
     "Line",
     "condition_words",
+    "event_words",
     "listed",
     "one_line_each",
     "ordinal",
@@ -150,7 +152,7 @@ def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
             return f"{at} while {waiting.field or 'its date'} is empty" + _escalating(waiting, tz)
         return f"{at} until {until}" + _escalating(waiting, tz)
     if waiting.awaits == waits.Awaits.EVENT:
-        said = f"{at} for {waiting.event or 'an event'}"
+        said = f"{at} for {event_words(waiting.event)}"
         if waiting.needed is not None:
             said += f": {waiting.received or 0} of {waiting.needed} answered"
             missing = [n for n in waiting.asked_names if n not in waiting.answered]
@@ -277,7 +279,7 @@ def _waiting(say: Say) -> str:
         return f"Waiting until {until} ({_offset(field, say.detail.get('offset'))})"
     if "asked" in say.detail or "needed" in say.detail:
         return _asked(say, until)
-    event = say.get("event", "an event")
+    event = event_words(say.detail.get("event"))
     return f"Waiting for {event} until {until}" if until else f"Waiting for {event}"
 
 
@@ -382,10 +384,11 @@ def _answered(say: Say) -> str:
 
 
 def _arrived(say: Say) -> str:
-    event = say.get("event", "an event")
+    event = say.detail.get("event")
     if say.detail.get("counted") is False:
-        return f"A {event} event named no {say.get('by', 'answerer')}: not counted"
-    return f"{event} arrived{_progress(say)}"
+        named = event_words(event, article="a")
+        return f"{_capital(named)} named no {say.get('by', 'answerer')}: not counted"
+    return f"{_capital(event_words(event))} arrived{_progress(say)}"
 
 
 def _timed_out(say: Say) -> str:
@@ -402,8 +405,8 @@ def _timed_out(say: Say) -> str:
         flow = say.get("flow", "its flow")
         ran = f" (run {run})" if run else ""
         return f"Gave up{after}: subflow {flow}{ran} had not ended"
-    event = say.get("event", "the event")
-    return f"Gave up{after}: no {event} came"
+    event = say.detail.get("event")
+    return f"Gave up{after}: no {event_words(event, article='') if event else 'event'} came"
 
 
 def _done(say: Say) -> str:

@@ -308,6 +308,20 @@ def humane(name: str) -> str:
     return name.replace("_", " ").strip()
 
 
+def event_words(name: object, *, article: str = "the") -> str:
+    """An event as a sentence names it, its name as people write it: ``po.decided`` →
+    ``the po decided event``; ``article=""`` for ``no po decided event``; no name →
+    ``an event``.
+
+    >>> event_words("ticket.replied"), event_words("credit_reported", article="a")
+    ('the ticket replied event', 'a credit reported event')
+    """
+    text = " ".join(re.sub(r"[._\-]+", " ", str(name or "")).split())
+    if not text:
+        return "an event"
+    return f"{article} {text} event" if article else f"{text} event"
+
+
 def times(count: int) -> str:
     """``once``, ``twice``, ``3 times``."""
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")

@@ -53,7 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import cronsim
 
 from flowrunner import errors
-from flowrunner.foundations import durations
+from flowrunner.foundations import cron_words, durations
 
 # The named schedules, as the five fields each stands for.
 NICKNAMES = {
@@ -211,8 +211,8 @@ class Schedule:
         return (_moment(later, zone, fold=0),)
 
     def words(self) -> str:
-        """The schedule as people say it: ``0 6 * * 1-5 (America/New_York)``."""
-        return f"{self.every} ({self.timezone})"
+        """The schedule as people say it: ``every weekday at 06:00 (America/New_York)``."""
+        return f"{cron_words.words(self.every)} ({self.timezone})"
 
 
 # Where an interval's slots are counted from.
@@ -422,6 +422,18 @@ def flow_schedule(text: str) -> Schedule:
         )
     every = " ".join(words[:count])
     return parse(every, words[count] if len(words) > count else "UTC")
+
+
+def said(text: str) -> str:
+    """A flow's ``schedule`` in words, its zone named; one that cannot be read, as written.
+
+    >>> said("0 6 * * mon Europe/Berlin")
+    'every Monday at 06:00 (Europe/Berlin)'
+    """
+    try:
+        return flow_schedule(text).words()
+    except errors.BindingError:
+        return str(text)
 
 
 def written(schedule: Schedule) -> str:

@@ -96,7 +96,7 @@ def hidden_wait_sentence(waiting: waits_mod.Waiting, tz: Any) -> str:
     if waiting.awaits == awaits.TIME:
         return f"{HIDDEN_AT}, until {until}" if until else f"{HIDDEN_AT}, for a date to be set"
     if waiting.awaits == awaits.EVENT:
-        said = f"{HIDDEN_AT}, for {waiting.event or 'an event'}"
+        said = f"{HIDDEN_AT}, for {flows.event_words(waiting.event)}"
         return f"{said}; it gives up at {until}" if until else said
     if waiting.awaits == awaits.SUBFLOW:
         return f"{HIDDEN_AT}, for the run it started to end"

@@ -12,6 +12,7 @@ import jinja2
 import markupsafe
 
 from flowrunner.history import flows
+from flowrunner.jobs import schedules
 
 if TYPE_CHECKING:
     from flowrunner.web.console.runner_view import ConsoleRunner
@@ -43,6 +44,7 @@ def install(env: jinja2.Environment, runner: ConsoleRunner) -> None:
     env.filters["short"] = short
     env.filters["plural"] = plural
     env.filters["text"] = text
+    env.filters["schedule"] = schedules.said
     env.globals["STARTS"] = STARTS
     env.globals["diagram"] = lambda html: markupsafe.Markup(html)  # escaped by its maker
 
