@@ -70,7 +70,9 @@ def test_the_list_says_where_each_run_stands_newest_first(url: str) -> None:
         ["2", "Listen", "2", "waiting", rows[3][4]],
         ["1", "Quick", "1", "done", "the flow ended after its last step"],
     ]
-    assert rows[3][4].startswith("Waits at Reply (position 2) for ticket.replied; gives up at ")
+    assert rows[3][4].startswith(
+        "Waits at Reply (position 2) for the ticket replied event; gives up at "
+    )
     assert rows[0][5].endswith("(1h ago)") and rows[4][5].endswith("(4d 1h ago)")
 
 
@@ -99,7 +101,7 @@ def test_a_run_in_json_carries_where_it_waits_and_its_failure_envelope(url: str)
     found = {run["id"]: run for run in document(url, "list")["runs"]}
     [waits] = found[2]["waiting"]
     assert (waits["title"], waits["awaits"], waits["event"]) == ("Reply", "event", "ticket.replied")
-    assert waits["sentence"].startswith("Waits at Reply (position 2) for ticket.replied")
+    assert waits["sentence"].startswith("Waits at Reply (position 2) for the ticket replied event")
     assert found[3]["error"]["code"] == "command.refused"
     assert found[3]["status"] == "failed" and found[3]["waiting"] == []
     assert set(found[3]) == {

@@ -60,7 +60,7 @@ def test_the_room_counts_each_status_and_says_where_each_open_run_stands(ui: Ses
     assert text(counts.group(1)) == "running 1 waiting 1 done 1 failed 1 cancelled 1 stuck 1"
     line = re.search(r'<tr data-run="2" data-status="waiting">(.*?)</tr>', page, re.S)
     assert line is not None
-    assert "Waits at Reply (position 2) for ticket.replied" in text(line.group(1))
+    assert "Waits at Reply (position 2) for the ticket replied event" in text(line.group(1))
     failed = re.search(r'<tr data-run="3" data-status="failed">(.*?)</tr>', page, re.S)
     assert failed is not None and "the desk said no" in text(failed.group(1))
     stuck = re.search(r'<tr data-run="5" data-status="running">(.*?)</tr>', page, re.S)

@@ -427,7 +427,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "recipient": None,
                 "to": "approver",
                 "why": "empty",
-                "message": "Reply has waited 1 day and still waits for ticket.replied.",
+                "message": "Reply has waited 1 day and still waits for the ticket replied event.",
             },
             "Could not escalate to the manager after 1 day: the record's approver is empty",
         ),

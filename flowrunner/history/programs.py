@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 
 from flowrunner import errors
-from flowrunner.foundations import cron_words
+from flowrunner.foundations import spoken
 from flowrunner.history.words import Say, condition_words, event_words, humane, when, who_did
 from flowrunner.jobs import schedules
 
@@ -51,7 +51,7 @@ def _job_scheduled(say: Say) -> str:
     if say.detail.get("interval"):
         said = f"Scheduled every {every}"
     else:
-        said = f"Scheduled {cron_words.words(str(every))}" + (f" ({zone})" if zone else "")
+        said = f"Scheduled {spoken.cron(str(every))}" + (f" ({zone})" if zone else "")
     first = _slot(say, "first")
     return f"{said}; first slot {first}" if first else said
 

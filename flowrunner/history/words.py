@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from flowrunner.flows import snapshot
-from flowrunner.foundations import shapes
+from flowrunner.foundations import shapes, spoken
 from flowrunner.query import words
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -309,17 +309,9 @@ def humane(name: str) -> str:
 
 
 def event_words(name: object, *, article: str = "the") -> str:
-    """An event as a sentence names it, its name as people write it: ``po.decided`` →
-    ``the po decided event``; ``article=""`` for ``no po decided event``; no name →
-    ``an event``.
-
-    >>> event_words("ticket.replied"), event_words("credit_reported", article="a")
-    ('the ticket replied event', 'a credit reported event')
-    """
-    text = " ".join(re.sub(r"[._\-]+", " ", str(name or "")).split())
-    if not text:
-        return "an event"
-    return f"{article} {text} event" if article else f"{text} event"
+    """An event as a sentence names it: ``po.decided`` → ``the po decided event``
+    (``foundations.spoken.event``)."""
+    return spoken.event(name, article=article)
 
 
 def times(count: int) -> str:

@@ -44,7 +44,7 @@ def install(env: jinja2.Environment, runner: ConsoleRunner) -> None:
     env.filters["short"] = short
     env.filters["plural"] = plural
     env.filters["text"] = text
-    env.filters["schedule"] = schedules.said
+    env.filters["schedule"] = schedules.in_words
     env.globals["STARTS"] = STARTS
     env.globals["diagram"] = lambda html: markupsafe.Markup(html)  # escaped by its maker
 

@@ -1,11 +1,13 @@
-"""A schedule's cron fields said in words: ``0 6 * * 1-5`` is ``every weekday at 06:00``.
+"""Names written for programs, said as a person says them: a schedule's cron fields
+(``0 6 * * 1-5`` is ``every weekday at 06:00``) and an event's name (``po.decided`` is
+``the po decided event``).
 
-Where a reader meets a schedule (a job's history line, the jobs listed, a flow that
-starts on a schedule) it reads this sentence; the fields stay where programs read them.
-``words`` never raises: fields it cannot say (a typo the schedule's own check refuses)
-read ``on its schedule``. Pure: no clock.
+Where a reader meets a schedule or an event (a history line, the jobs and flows listed,
+a flow's page, a run's waits) it reads these words; the names stay where programs read
+them. ``cron`` never raises: fields it cannot say (a typo the schedule's own check
+refuses) read ``on its schedule``. Pure: no clock.
 
->>> words("*/15 * * * *"), words("30 2 1,15 * *"), words("@weekly")
+>>> cron("*/15 * * * *"), cron("30 2 1,15 * *"), cron("@weekly")
 ('every 15 minutes', 'on the 1st and 15th of every month at 02:30', 'every Sunday at 00:00')
 """
 
@@ -50,11 +52,25 @@ class _Unsaid(Exception):
     """Fields these words cannot say."""
 
 
-def words(every: str) -> str:
+def event(name: object, *, article: str = "the") -> str:
+    """An event as a sentence names it, its name as people write it: ``po.decided`` →
+    ``the po decided event``; ``article=""`` for ``no po decided event``; no name →
+    ``an event``.
+
+    >>> event("ticket.replied"), event("credit_reported", article="a")
+    ('the ticket replied event', 'a credit reported event')
+    """
+    text = " ".join(re.sub(r"[._\-]+", " ", str(name or "")).split())
+    if not text:
+        return "an event"
+    return f"{article} {text} event" if article else f"{text} event"
+
+
+def cron(every: str) -> str:
     """Cron fields (or a nickname: ``@daily``) as a reader says them; ``on its
     schedule`` for fields that are not cron's.
 
-    >>> words("0 6 * * 1-5"), words("0 6 * * mon")
+    >>> cron("0 6 * * 1-5"), cron("0 6 * * mon")
     ('every weekday at 06:00', 'every Monday at 06:00')
     """
     try:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrunner.foundations import cron_words
+from flowrunner.foundations import spoken
 from flowrunner.jobs import schedules
 
 
@@ -49,21 +49,25 @@ from flowrunner.jobs import schedules
     ],
 )
 def test_a_schedule_reads_as_a_person_says_it(every: str, said: str) -> None:
-    assert cron_words.words(every) == said
+    assert spoken.cron(every) == said
 
 
 def test_a_jobs_and_a_flows_schedule_name_their_zone() -> None:
-    assert schedules.parse("0 6 * * 1-5", "America/New_York").words() == (
+    assert schedules.parse("0 6 * * 1-5", "America/New_York").said() == (
         "every weekday at 06:00 (America/New_York)"
     )
-    assert schedules.said("0 6 * * mon Europe/Berlin") == "every Monday at 06:00 (Europe/Berlin)"
-    assert schedules.said("0 6 * * mon Berlin") == "0 6 * * mon Berlin"  # unreadable: as written
-    assert schedules.read("90 seconds").words() == "every 90 seconds"
+    assert (
+        schedules.in_words("0 6 * * mon Europe/Berlin") == "every Monday at 06:00 (Europe/Berlin)"
+    )
+    assert (
+        schedules.in_words("0 6 * * mon Berlin") == "0 6 * * mon Berlin"
+    )  # unreadable: as written
+    assert schedules.read("90 seconds").said() == "every 90 seconds"
 
 
 @given(st.text(max_size=60))
 def test_any_text_is_said_without_raising(text: str) -> None:
-    said = cron_words.words(text)
+    said = spoken.cron(text)
     assert isinstance(said, str) and said.strip() == said and said
 
 
@@ -94,7 +98,7 @@ def test_any_cron_fields_the_schedule_reads_are_a_sentence_in_words(
 ) -> None:
     every = " ".join(fields)
     schedules.parse(every)  # the schedule reads them
-    said = cron_words.words(every)
-    assert said != cron_words.UNSAID, every
+    said = spoken.cron(every)
+    assert said != spoken.UNSAID, every
     assert not SYNTAX.search(said), (every, said)
     assert said.startswith(("every ", "on the ", "at ")), (every, said)
