@@ -4,6 +4,8 @@ disagree (the run's ``retryable False`` above its cause's ``retryable True``).""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,3 +92,20 @@ def test_the_envelope_a_reader_sees_keeps_its_codes_and_says_retrying_nowhere() 
         },
     }
     assert TIMED_OUT["retryable"] is False  # the stored envelope is left as it was
+
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "history.md"
+
+
+def test_the_guide_shows_a_run_at_its_head_as_these_words_say_it() -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text[text.index("## A run at its head") : text.index("## A flow's steps")]
+    rows = re.findall(r"^\| (?!stored|---)(.+?) \| (.+?) \|$", section, re.M)
+    broken = {"code": "step.broken", "message": "it is broken", "retryable": False}
+    assert [read for _, read in rows] == [
+        runs.reason(TIMED_OUT["message"]),
+        runs.retrying(TIMED_OUT),
+        runs.retrying(REFUSED),
+        runs.retrying(broken),
+    ]
+    assert rows[0][0] == f"reason {TIMED_OUT['message']}"
