@@ -170,10 +170,18 @@ def links(conn: sa.Connection, page: Page) -> model.Href:
     return href
 
 
-def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool = True) -> RunView:
+def view(
+    conn: sa.Connection,
+    page: Page,
+    run: ops.RunRow,
+    *,
+    with_steps: bool = True,
+    record: str | None = None,
+) -> RunView:
     """``run`` (from ``runner.runs``, its waits filled) as the page's reader may see it:
     a wait at a step they may not read says what it waits for, not where; with
-    ``with_steps`` what each readable step it reached took in and answered."""
+    ``with_steps`` what each readable step it reached took in and answered. ``record``:
+    its record's name, where the page has read it already."""
     runner = page.runner
     reads = page.console.access.reads(page.reader)
     hidden = hidden_steps(run, reads)
@@ -191,7 +199,8 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool =
     )
     reached = {str(line.step_id) for line in lines if line.step_id is not None}
     steps = steps_io(conn, run, hidden, reached) if with_steps else ()
-    record = records_named(conn, page, [run.record_id])[str(run.record_id)]
+    if record is None:
+        record = records_named(conn, page, [run.record_id])[str(run.record_id)]
     try:
         drawn = runner.operations.diagram(
             conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant
