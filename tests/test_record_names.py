@@ -119,3 +119,26 @@ def test_a_subflow_on_the_guarantors_application_names_it_as_people_do(
         f"Started subflow Credit check (run {check.id}) on Gus's application; gives up at"
     )
     assert isinstance(line.detail, dict) and line.detail["record"] == "1"  # for programs
+
+
+def test_an_action_on_many_runs_names_each_runs_order_by_its_number(
+    shop: tuple[testing.FlowDriver, str],
+) -> None:
+    driver, url = shop
+    driver.create({**ON_HOLD, "id": 10, "number": "PO-10"})
+    failed = sorted(run.id for record in (9, 10) for run in driver.runs(record))
+    done = runs(url, "retry", *map(str, failed), "--operator", "olga", "--dry-run")
+    assert done.splitlines() == [
+        f"PO-9: run {failed[0]} would be retried",
+        f"PO-10: run {failed[1]} would be retried",
+    ]
+    ui = console(driver, OPERATOR)
+    page = ui.post(
+        "/ops/act",
+        {"action": "cancel", "run": [str(run_id) for run_id in failed], "confirmed": "yes"},
+    ).text
+    said = [text(m) for m in re.findall(r'<li data-run="\d+"[^>]*>(.*?)</li>', page, re.S)]
+    assert said == [
+        f"PO-9: run {failed[0]} cancelled",
+        f"PO-10: run {failed[1]} cancelled",
+    ]

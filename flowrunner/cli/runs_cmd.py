@@ -10,7 +10,7 @@ its own while the others go on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING
 
@@ -349,7 +349,8 @@ def _action(action: actions.Action, summary: str) -> click.Command:
             outcomes = runner.act(
                 action, run_ids, operator=operator, reason=reason, tenant=tenant, dry_run=dry_run
             )
-            _report(action, outcomes, dry_run, as_json)
+            names = {} if as_json else _run_names(runner, outcomes, tenant)
+            _report(action, outcomes, dry_run, as_json, names=names)
             return
         _act_on_filter(runner, action, query, operator, reason, tenant, yes, dry_run, as_json)
 
@@ -389,8 +390,9 @@ def _act_on_filter(
             no_longer=acted.moved_on,
         )
         return
+    names = _run_names(runner, acted.refused, tenant)
     for outcome in acted.refused:
-        click.echo(f"refused: {outcome.sentence}")
+        click.echo(f"refused: {_about(outcome, names)}")
     click.echo(acted.summary)
     if acted.refused:
         sys.exit(1)
@@ -432,11 +434,27 @@ def _with_progress(
         )
 
 
+def _run_names(
+    runner: FlowRunner, outcomes: Sequence[actions.Outcome], tenant: str | None
+) -> Mapping[int, str]:
+    """The names of the records the outcomes' runs are about (``record_label``)."""
+    return runner.operations.run_record_names([o.run_id for o in outcomes], tenant=tenant)
+
+
+def _about(outcome: actions.Outcome, names: Mapping[int, str]) -> str:
+    """An outcome's sentence, after its run's record where it has a name:
+    ``PO-3299: run 12 cancelled``."""
+    name = names.get(outcome.run_id)
+    return f"{name}: {outcome.sentence}" if name else outcome.sentence
+
+
 def _report(
     action: actions.Action,
     outcomes: Sequence[actions.Outcome],
     dry_run: bool,
     as_json: bool,
+    *,
+    names: Mapping[int, str] | None = None,
     **counts: int,
 ) -> None:
     refused = [outcome for outcome in outcomes if not outcome.done]
@@ -468,7 +486,8 @@ def _report(
         )
     else:
         for outcome in outcomes:
-            click.echo(outcome.sentence if outcome.done else f"refused: {outcome.sentence}")
+            said = _about(outcome, names or {})
+            click.echo(said if outcome.done else f"refused: {said}")
     if refused:
         sys.exit(1)
 

@@ -115,6 +115,14 @@ class Operations:
         shown = history_lines.one_line_each(lines)  # one line per reminder
         return [dataclasses.replace(line, sentence=said(m, run, line, names)) for line in shown]
 
+    def run_record_names(self, run_ids: Iterable[int], *, tenant: Tenant = None) -> dict[int, str]:
+        """How people name the records of these runs (the binding's ``record_label``), by
+        run id: for lines about many runs (``PO-3299: run 12 cancelled``); a run whose
+        record has no name is left out."""
+        m = self.mounted
+        with m.engine.connect() as conn:
+            return record_names.of_runs(m, conn, run_ids, m.need_tenant(tenant))
+
     def record_names(
         self, record_ids: Iterable[object], *, tenant: Tenant = None
     ) -> dict[str, str]:

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from flowrunner.binding import Tenant
 from flowrunner.engine.mounted import Mounted
+from flowrunner.store import operations as ops
 from flowrunner.store import records
 
 Names = Mapping[str, str]
@@ -31,6 +32,18 @@ def read(
     found = records.records_by_key(conn, mounted.tables, ids, tenant)
     names = {key: bound.record_name(record, key) for key, record in found.items()}
     return {key: name for key, name in names.items() if name != key}
+
+
+def of_runs(
+    mounted: Mounted, conn: sa.Connection, run_ids: Iterable[int], tenant: Tenant = None
+) -> dict[int, str]:
+    """The names of these runs' records, by run id; a run whose record has no name (as
+    ``read`` says) is left out. Reads nothing without a ``record_label``."""
+    if mounted.binding.record_label is None:
+        return {}
+    records = ops.records_of_runs(conn, list(run_ids))
+    names = read(mounted, conn, records.values(), tenant)
+    return {run_id: names[record] for run_id, record in records.items() if record in names}
 
 
 def named(mounted: Mounted, names: Names, record_id: object) -> str:

@@ -191,11 +191,15 @@ def act_on_all(page: Page) -> Response:
         )
     except errors.RowInvalid as refused:
         return page.refusal(str(refused), status=422)
+    names = page.runner.operations.run_record_names(
+        [o.run_id for o in acted.outcomes], tenant=page.tenant
+    )
     return page.render(
         "ops_all_done.html",
         action=action,
         words=runs_pages.WORDS,
         acted=acted,
+        names=names,
         described=_described(given),
         back=back,
     )
@@ -253,12 +257,16 @@ def _outcomes(
     *,
     status: int = 200,
 ) -> Response:
+    names = page.runner.operations.run_record_names(
+        [o.run_id for o in outcomes], tenant=page.tenant
+    )
     return page.render(
         "ops_done.html",
         status=status,
         action=action,
         words=runs_pages.WORDS,
         outcomes=outcomes,
+        names=names,
         summary=actions.summary(outcomes),
         back=back,
     )
