@@ -91,13 +91,21 @@ def ask_bureau(ctx: commands.CommandContext) -> Mapping[str, Any] | None:
 
 
 def mount(
-    engine: sa.Engine, flows: str = FLOWS, *, publish: str = "on_save", **options: Any
+    engine: sa.Engine,
+    flows: str = FLOWS,
+    *,
+    publish: str = "on_save",
+    record_label: str | None = None,
+    **options: Any,
 ) -> testing.FlowDriver:
     """The desk's tables and the engine's on ``engine``, its flows imported, a driver;
-    ``publish="explicit"``: its flows start only once published."""
+    ``publish="explicit"``: its flows start only once published; ``record_label``: how
+    people name an application."""
     metadata.create_all(engine)
     migrated.upgrade(engine)
-    bound = binding.model_copy(update={"publish": publish})
+    bound = FlowBinding(
+        **{**binding.model_dump(), "publish": publish, "record_label": record_label}
+    )
     runner = flow_runner(bound, engine, commands={"ask_bureau": ask_bureau}, **options)
     with runner.engine.begin() as conn:
         docs = files.loads_yaml(flows)

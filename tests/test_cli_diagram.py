@@ -60,7 +60,7 @@ def test_a_run_is_drawn_to_a_file(driver: testing.FlowDriver, url: str, tmp_path
     code, out, err = diagram(
         "Big orders", "--app", APP, "--database", url, "--run", str(run), "--format", "svg"
     )
-    assert code == 0 and "Waiting for po.decided" in out
+    assert code == 0 and "Waiting for the po decided event" in out
     code, out, err = diagram(
         "Big orders", "--app", APP, "--database", url, "--run", str(run), "-o", str(target)
     )

@@ -53,7 +53,7 @@ def test_an_operator_forks_a_run_from_a_step_and_show_tells_both_stories(url: st
 
     shown = runs(url, "show", "3")
     assert shown.exit_code == 0, shown.output
-    assert "Run 3: fulfil on purchase_order 1 — running" in shown.stdout
+    assert "Run 3: fulfil on PO-1 — running" in shown.stdout
     assert "by olga" in shown.stdout
     assert (
         "Forked by olga from run 1 at 'charge' (2 steps before it kept as recorded): card"
@@ -62,7 +62,7 @@ def test_an_operator_forks_a_run_from_a_step_and_show_tells_both_stories(url: st
     old = runs(url, "show", "1").stdout
     assert "olga forked the run from 'charge' as run 3: card" in old
     child = runs(url, "show", "2").stdout
-    assert "Run 2: credit_check on purchase_order 1 — done" in child
+    assert "Run 2: credit_check on PO-1 — done" in child
     assert "by run 1" in child and "Started by run 1 at its step 'credit_check'" in child
     journal = runs(url, "journal").stdout
     assert "olga forked run 1 (purchase_order 1) from 'charge' as run 3: card" in journal

@@ -51,11 +51,16 @@ def test_the_list_names_each_job_with_when_it_runs(url: str) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["job", "when", "command", "as", "next", "last"]
-    assert lines[1].startswith("nightly_close  0 6 * * 1-5 (America/New_York)  close_stale_orders")
+    assert lines[1].startswith(
+        "nightly_close  every weekday at 06:00 (America/New_York)  close_stale_orders"
+    )
     assert lines[2].split() == [
         "remind_buyer",
         "on",
-        "po.decided",
+        "the",
+        "po",
+        "decided",
+        "event",
         "remind_buyer",
         "clock",
         "-",

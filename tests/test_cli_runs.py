@@ -65,12 +65,14 @@ def test_the_list_says_where_each_run_stands_newest_first(url: str) -> None:
             "Hand over",
             "3",
             "failed",
-            "step 'Hand over' (assign, position 2) failed: the command refused: the desk said no",
+            "Hand over failed: the command refused: the desk said no",
         ],
         ["2", "Listen", "2", "waiting", rows[3][4]],
         ["1", "Quick", "1", "done", "the flow ended after its last step"],
     ]
-    assert rows[3][4].startswith("Waits at Reply (position 2) for ticket.replied; gives up at ")
+    assert rows[3][4].startswith(
+        "Waits at Reply (position 2) for the ticket replied event; gives up at "
+    )
     assert rows[0][5].endswith("(1h ago)") and rows[4][5].endswith("(4d 1h ago)")
 
 
@@ -99,7 +101,7 @@ def test_a_run_in_json_carries_where_it_waits_and_its_failure_envelope(url: str)
     found = {run["id"]: run for run in document(url, "list")["runs"]}
     [waits] = found[2]["waiting"]
     assert (waits["title"], waits["awaits"], waits["event"]) == ("Reply", "event", "ticket.replied")
-    assert waits["sentence"].startswith("Waits at Reply (position 2) for ticket.replied")
+    assert waits["sentence"].startswith("Waits at Reply (position 2) for the ticket replied event")
     assert found[3]["error"]["code"] == "command.refused"
     assert found[3]["status"] == "failed" and found[3]["waiting"] == []
     assert set(found[3]) == {
@@ -155,20 +157,30 @@ def test_show_tells_a_failed_runs_story_in_words(url: str) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "Run 3: Hand over on ticket 3 — failed"
-    assert "  error code       command.refused" in lines
-    assert any(line.startswith("  why              step 'Hand over'") for line in lines)
+    said = dict(
+        re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in lines[1 : lines.index("History:")]
+    )
+    assert said["error code"] == "command.refused"
+    assert said["why"] == "Hand over failed: the command refused: the desk said no"
+    # Whether a retry can help is said once, in words; the flags stay in the JSON.
+    assert said["retrying"] == (
+        "Retrying will not help until what it failed on is put right: the desk said no."
+    )
+    assert not [line for line in lines if "retryable" in line]
+    error = document(url, "show", "3")["run"]["error"]
+    assert (error["retryable"], error["details"]["cause"]["retryable"]) == (False, False)
+    assert document(url, "show", "3")["run"]["reason"].startswith("step 'Hand over' (assign,")
     history = lines[lines.index("History:") + 1 :]
-    assert [line.split(":", 2)[-1].strip() for line in history] == [
+    assert [line.split("  ")[2] for line in history] == [
         "Started Warn",
-        "Could not tell the assignee: the record's assignee is empty",
+        "Warn: Could not tell the assignee: the record's assignee is empty",
         "Finished Warn",
         "Started Hand over",
-        "Handed over",
+        "Hand over: Handed over",
         "Hand over failed: the command refused: the desk said no",
         "Run failed: Hand over failed: the command refused: the desk said no",
     ]
-    assert history[0].endswith("Warn (position 1): Started Warn")
-    assert history[-1].split("  ")[2].startswith("run: Run failed")
+    assert "Handed over" in history[4] and "(position" not in history[4]
 
     shown = document(url, "show", "2")
     assert (shown["run"]["status"], shown["run"]["stuck"]) == ("waiting", False)

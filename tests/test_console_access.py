@@ -314,7 +314,7 @@ def test_a_waiting_run_says_where_it_waits_only_at_steps_the_reader_may_read(
     driver.create(order(1))
     ui = console(driver, BOTH, can_read=can_read)
     record = ui.get("/record/1").text
-    assert "Waits at Manager approval (position 10) for po.decided" in text(record)
+    assert "Waits at Manager approval (position 10) for the po decided event" in text(record)
     assert "Finance" not in record
     ops = ui.get("/ops").text
     assert "Waits at Manager approval" in text(ops) and "Finance" not in ops

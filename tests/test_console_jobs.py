@@ -42,9 +42,9 @@ def test_an_operator_pauses_and_resumes_a_job_journaled(driver: testing.FlowDriv
     page = ui.get("/ops/jobs")
     assert page.status_code == 200
     assert job_row(page.text, "nightly_close").startswith(
-        "nightly_close 0 6 * * 1-5 (America/New_York) close_stale_orders (as clock)"
+        "nightly_close every weekday at 06:00 (America/New_York) close_stale_orders (as clock)"
     )
-    assert job_row(page.text, "remind_buyer").startswith("remind_buyer on po.decided")
+    assert job_row(page.text, "remind_buyer").startswith("remind_buyer on the po decided event")
 
     paused = ui.follow(ui.post("/ops/jobs/pause", {"job": "nightly_close"}))
     assert said(paused.text) == "Paused job nightly_close: it runs no slot until resumed."

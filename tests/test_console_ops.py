@@ -60,7 +60,7 @@ def test_the_room_counts_each_status_and_says_where_each_open_run_stands(ui: Ses
     assert text(counts.group(1)) == "running 1 waiting 1 done 1 failed 1 cancelled 1 stuck 1"
     line = re.search(r'<tr data-run="2" data-status="waiting">(.*?)</tr>', page, re.S)
     assert line is not None
-    assert "Waits at Reply (position 2) for ticket.replied" in text(line.group(1))
+    assert "Waits at Reply (position 2) for the ticket replied event" in text(line.group(1))
     failed = re.search(r'<tr data-run="3" data-status="failed">(.*?)</tr>', page, re.S)
     assert failed is not None and "the desk said no" in text(failed.group(1))
     stuck = re.search(r'<tr data-run="5" data-status="running">(.*?)</tr>', page, re.S)
@@ -102,11 +102,18 @@ def test_a_failed_runs_page_shows_its_failure_envelope(ui: Session) -> None:
     assert envelope is not None
     said_there = text(envelope.group(1))
     assert said_there.startswith(
-        "code command.refused message step 'Hand over' (assign, position 2) failed: the "
-        "command refused: the desk said no"
+        "code command.refused message Hand over failed: the command refused: the desk said no"
     )
-    assert "cause code command_refused message the desk said no retryable False" in said_there
-    assert said_there.endswith("position 2 step_id 5 retryable False")  # the rest by name
+    assert "cause code command_refused message the desk said no kind" in said_there
+    assert said_there.endswith("position 2 step_id 5")  # the rest by name
+    # Whether a retry can help is said once, above the envelope, as its cause says it.
+    assert "retryable" not in said_there
+    retrying = re.findall(r'<p class="retrying">(.*?)</p>', page.text)
+    assert retrying == [
+        "Retrying will not help until what it failed on is put right: the desk said no."
+    ]
+    reason = re.findall(r'<p class="reason">(.*?)</p>', page.text)
+    assert reason == ["Hand over failed: the command refused: the desk said no"]
     assert "Retry…" in page.text and "Restart…" in page.text
 
 

@@ -43,11 +43,10 @@ def hidden(page: str) -> dict[str, str]:
 def test_retry_all_runs_of_one_error_in_one_confirmed_action(shop: testing.FlowDriver) -> None:
     ui = console(shop, AMY)
     room = ui.get("/ops").text
-    assert groups(room) == [
-        f"{DOWN} failed step 'Sync' (sync, position 1) failed: the command refused: "
+    assert groups(room) == [  # each error in the flow's words, its step by title
+        f"{DOWN} failed Sync failed: the command refused: "
         f"the gateway refused: timeout Retry all {DOWN}…",
-        "2 failed step 'Sync' (sync, position 1) failed: the command refused: "
-        "the ledger is full Retry all 2…",
+        "2 failed Sync failed: the command refused: the ledger is full Retry all 2…",
     ]
     error = f"step 'Sync' (sync, position 1) failed: the command refused: {gateway.DOWN}"
     asked = ui.post("/ops/act-all", {"action": "retry", "status": "failed", "error": error})
@@ -73,8 +72,7 @@ def test_retry_all_runs_of_one_error_in_one_confirmed_action(shop: testing.FlowD
     assert (counts["done"], counts["failed"]) == (DOWN, 2)
     assert shop.runner.count_runs(tenant="globex")["failed"] == 3
     assert groups(ui.get("/ops").text) == [
-        "2 failed step 'Sync' (sync, position 1) failed: the command refused: "
-        "the ledger is full Retry all 2…"
+        "2 failed Sync failed: the command refused: the ledger is full Retry all 2…"
     ]
 
 

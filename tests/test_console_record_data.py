@@ -194,7 +194,10 @@ def test_a_reader_who_may_not_read_the_step_a_run_waits_at_reads_what_it_waits_f
     waits = re.findall(r"<li>(Waits at [^<]*)</li>", page)
     assert (
         waits
-        == ["Waits at a step you may not read, for po.decided; it gives up at Mon 9 Mar 09:00 UTC"]
+        == [
+            "Waits at a step you may not read, for the po decided event; it gives up at "
+            "Mon 9 Mar 09:00 UTC"
+        ]
         * 2
     )
     for hidden in ("Manager approval", "Finance approval", "manager@example.com", "cfo@"):

@@ -48,7 +48,7 @@ def test_a_records_runs_newest_first_each_with_where_it_waits_its_diagram_and_hi
     assert "Run 2 · Priority raised done" in said_there
     assert "Run 1 · Big orders waiting" in said_there
     assert (
-        "Waits at Manager approval (position 10) for po.decided: 0 of 1 answered, "
+        "Waits at Manager approval (position 10) for the po decided event: 0 of 1 answered, "
         "waiting for manager@example.com; gives up at Mon 9 Mar 09:00" in said_there
     )
     # Each run's diagram is of its flow, the run drawn over it.

@@ -76,7 +76,7 @@ def test_an_order_waiting_for_approvals_shows_where_it_waits_and_for_what(
     found = states(drawn)
     assert found["Manager approval"] == (
         "waiting",
-        "Waiting for po.decided",
+        "Waiting for the po decided event",
         (
             "0 answers of 1 asked, 1 needed",
             "not yet: manager@example.com",
@@ -112,8 +112,8 @@ def test_an_order_waiting_for_approvals_shows_where_it_waits_and_for_what(
     assert first.get("data-state") == "waiting"
     assert "not yet: manager@example.com" in text(first)
     assert f"Run {run} is waiting at position 10" in text(fig)
-    assert "Waiting for po.decided" in drawn.svg()
-    assert "◔ Waiting for po.decided" in mermaid_nodes(drawn.mermaid())["s1"]
+    assert "Waiting for the po decided event" in drawn.svg()
+    assert "◔ Waiting for the po decided event" in mermaid_nodes(drawn.mermaid())["s1"]
 
 
 def test_an_approved_order_shows_each_step_done_and_when_and_the_path_it_took(
@@ -204,7 +204,11 @@ def test_a_follow_up_that_loops_back_counts_its_passes(any_engine: sa.Engine) ->
     desk.update(1, status="waiting")
     run = the_run(desk, 1, "Follow up")
     waiting = states(draw(desk, "Follow up", run))["Requester replies"]
-    assert waiting == ("waiting", "Waiting for ticket.replied", ("gives up Thu 5 Mar 09:00 UTC",))
+    assert waiting == (
+        "waiting",
+        "Waiting for the ticket replied event",
+        ("gives up Thu 5 Mar 09:00 UTC",),
+    )
     desk.advance("3 days")  # nobody replied: the wait gives up, the requester is nudged
     desk.advance("2 days")  # still waiting: back to the nudge, then two more days
     drawn = draw(desk, "Follow up", run)
@@ -344,7 +348,7 @@ def test_a_tenant_draws_only_its_own_flows_and_runs(any_engine: sa.Engine) -> No
         values = [f.value for c in drawn.picture.columns for b in c.boxes for f in b.facts]
         assert f"'seen by {tenant}'" in values
     waiting = states(draw(driver, "Triage", run.id, tenant="acme"))
-    assert waiting["Wait for"][:2] == ("waiting", "Waiting for desk.replied")
+    assert waiting["Wait for"][:2] == ("waiting", "Waiting for the desk replied event")
     with pytest.raises(errors.OperatorError, match=f"there is no run {run.id}"):
         draw(driver, "Triage", run.id, tenant="globex")
     with pytest.raises(errors.OperatorError, match="belong to tenants: name the tenant"):

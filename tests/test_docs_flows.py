@@ -119,7 +119,7 @@ def test_the_escalation_example_runs_as_the_guide_says(tickets: testing.FlowDriv
     assert told(tickets, 1)[2] == []
     tickets.advance("1 hour")
     status, lines, notices = told(tickets, 1)
-    message = "Requester replies has waited 2 days and still waits for ticket.replied."
+    message = "Requester replies has waited 2 days and still waits for the ticket replied event."
     line = f"Escalated to bob (assignee) after 2 days: {message}"
     assert status == "waiting" and notices == [message] and line in lines
     nobody = "Could not escalate to the assignee after 2 days: the record's assignee is empty"

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from running import T0, decide, mount
 
 from flowrunner import testing
-from flowrunner.history import flows
+from flowrunner.history import flows, runs
 
 HISTORIES = Path(__file__).with_name("histories")
 WRITE = os.environ.get("FLOWRUNNER_WRITE_HISTORIES") == "1"
@@ -44,7 +44,7 @@ def text(driver: testing.FlowDriver, records: dict[Any, str]) -> str:
             for waiting in run.waiting:
                 out.append(f"   {flows.waiting_sentence(waiting, zone)}")
             if run.reason:
-                out.append(f"   Why it ended: {run.reason}")
+                out.append(f"   Why it ended: {runs.reason(run.reason)}")
             out.append("")
     return "\n".join(out)
 

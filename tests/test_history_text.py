@@ -156,7 +156,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "waitFor",
             {"event": "ticket.replied", "until": "2026-03-05T09:00:00+00:00"},
-            "Waiting for ticket.replied until Thu 5 Mar 09:00",
+            "Waiting for the ticket replied event until Thu 5 Mar 09:00",
         ),
     ],
     "command": [
@@ -257,14 +257,18 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "approval",
             {"event": "po.decided", "event_id": 7, "by": "approver", "counted": False},
-            "A po.decided event named no approver: not counted",
+            "A po decided event named no approver: not counted",
         ),
         (
             "approval",
             {"event": "po.decided", "event_id": 8, "received": 1, "needed": 2, "waiting_for": []},
-            "po.decided arrived (1 of 2)",
+            "The po decided event arrived (1 of 2)",
         ),
-        ("waitFor", {"outcome": "arrived", "event": "ticket.replied"}, "ticket.replied arrived"),
+        (
+            "waitFor",
+            {"outcome": "arrived", "event": "ticket.replied"},
+            "The ticket replied event arrived",
+        ),
     ],
     "timed_out": [
         (
@@ -286,7 +290,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "waitFor",
             {"outcome": "timed_out", "event": "ticket.replied", "duration": "3 days"},
-            "Gave up after 3 days: no ticket.replied came",
+            "Gave up after 3 days: no ticket replied event came",
         ),
     ],
     "done": [
@@ -423,7 +427,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "recipient": None,
                 "to": "approver",
                 "why": "empty",
-                "message": "Reply has waited 1 day and still waits for ticket.replied.",
+                "message": "Reply has waited 1 day and still waits for the ticket replied event.",
             },
             "Could not escalate to the manager after 1 day: the record's approver is empty",
         ),
@@ -484,7 +488,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
         (
             "job",
             {"event": "po.decided", "run_at": "2026-03-03T09:00:00+00:00", "key": "7"},
-            "Planned by po.decided for Tue 3 Mar 09:00 (key 7)",
+            "Planned by the po decided event for Tue 3 Mar 09:00 (key 7)",
         )
     ],
     "job_scheduled": [
@@ -495,7 +499,7 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
                 "timezone": "America/New_York",
                 "first": "2026-03-09T10:00:00+00:00",
             },
-            "Scheduled 0 6 * * 1-5 (America/New_York); first slot Mon 9 Mar 06:00",
+            "Scheduled every weekday at 06:00 (America/New_York); first slot Mon 9 Mar 06:00",
         ),
         (
             "job",
@@ -698,12 +702,12 @@ SENTENCES["workflow_step"] = [
     (
         "wait_for",
         {"name": "result", "target": "credit.reported", "arrived": True, "at": T},
-        "credit.reported arrived (result)",
+        "The credit reported event arrived (result)",
     ),
     (
         "wait_for",
         {"name": "result", "target": "credit.reported", "arrived": False, "at": T},
-        "No credit.reported came by Tue 3 Mar 09:00 (result)",
+        "No credit reported event came by Tue 3 Mar 09:00 (result)",
     ),
     ("sleep", {"name": "grace", "at": T}, "Slept until Tue 3 Mar 09:00 (grace)"),
     ("until", {"name": "grace", "at": T}, "Waited until Tue 3 Mar 09:00 (grace)"),
@@ -723,7 +727,7 @@ SENTENCES["workflow_waiting"] = [
     (
         "wait_for",
         {"name": "credit-result", "target": "credit.reported", "until": "2026-03-04T09:00:00Z"},
-        "Waiting for credit.reported until Wed 4 Mar 09:00 (credit-result)",
+        "Waiting for the credit reported event until Wed 4 Mar 09:00 (credit-result)",
     ),
     ("sleep", {"name": "grace", "until": T}, "Sleeping until Tue 3 Mar 09:00 (grace)"),
     (

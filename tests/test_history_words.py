@@ -28,6 +28,8 @@ QUERY_SYNTAX = re.compile(r"!=|>=|<=|[=<>]|\bevent\.|\w\(\)")
 # A run of hex digits as digests show (``c185408a``): letters and digits mixed, 7 or more.
 DIGEST = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b")
 ALL_CODES = frozenset(flows.CODES)
+# A schedule's cron fields (``0 6 * * 1-5``, ``*/15 * * * *``): a star among fields.
+CRON = re.compile(r"(?:^|\s)\*(?:/\d+)?(?=\s|$)")
 
 
 def engineers_words(code: str, detail: dict[str, Any], said: str) -> list[str]:
@@ -38,6 +40,13 @@ def engineers_words(code: str, detail: dict[str, Any], said: str) -> list[str]:
         # A name written for programs (``send_purchase_order``); ``close`` is a word too.
         if isinstance(name, str) and re.search(r"[_.]", name) and name in said:
             found.append(f"the {key} {name!r}")
+    for key in ("event", "target"):
+        name = detail.get(key)
+        # An event as programs name it (``po.decided``): a sentence says it in words.
+        if isinstance(name, str) and "." in name and name in said:
+            found.append(f"the event name {name!r}")
+    if CRON.search(said):
+        found.append(f"cron fields {CRON.search(said)}")
     if QUERY_SYNTAX.search(said):
         found.append(f"query syntax {QUERY_SYNTAX.search(said)}")
     if DIGEST.search(said):
@@ -70,6 +79,10 @@ def test_the_check_finds_what_it_looks_for() -> None:
     assert engineers_words("x", {}, "Stopped waiting: event.decision = rejected")
     assert engineers_words("x", {}, "Moved to version (c185408a)")
     assert engineers_words("x", {}, "Sent: timer_fired")
+    assert engineers_words("x", {}, "Scheduled 0 6 * * 1-5 (UTC)")
+    assert engineers_words("x", {}, "Scheduled */15 * * * * (UTC)")
+    assert engineers_words("x", {"event": "po.decided"}, "po.decided arrived (1 of 2)")
+    assert engineers_words("x", {"event": "po.decided"}, "The po decided event arrived") == []
     assert engineers_words("x", {}, "Sent to supplier on Mon 2 Mar 09:00 (PO-1001)") == []
 
 

@@ -186,7 +186,7 @@ def test_a_waiting_step_escalates_once_and_waits_on() -> None:
     assert (told.audience, told.recipient, told.message) == (
         "buyer",
         "bo",
-        "Shipped has waited 1 day and still waits for po.shipped.",
+        "Shipped has waited 1 day and still waits for the po shipped event.",
     )
     assert sim.status == "waiting" and sim.wake is None
     [waiting] = where(sim.snap, sim.state or {}, sim.cfg)

@@ -72,7 +72,7 @@ def test_the_same_decision_sent_three_times_plans_and_runs_one_reminder(
     [run] = job_runs(driver, 7)
     assert run.status == "done"
     assert [line.sentence for line in driver.history(run.id)] == [
-        "Planned by po.decided for Tue 3 Mar 09:00 (key 7)",
+        "Planned by the po decided event for Tue 3 Mar 09:00 (key 7)",
         "Ran remind buyer",
     ]
     with po_engine.connect() as conn:
@@ -137,7 +137,7 @@ def test_a_failing_job_is_tried_again_with_the_engines_backoff(po_engine: sa.Eng
     [run] = job_runs(driver, 7)
     assert run.status == "done"
     assert [line.sentence for line in driver.history(run.id)] == [
-        "Planned by po.decided for Mon 2 Mar 09:00 (key 7)",
+        "Planned by the po decided event for Mon 2 Mar 09:00 (key 7)",
         "Attempt 1 failed (ConnectionError: mail server down); trying again at Mon 2 Mar 09:00",
         "Attempt 2 failed (ConnectionError: mail server down); trying again at Mon 2 Mar 09:00",
         "Ran flaky (attempt 3)",
@@ -337,6 +337,6 @@ def test_the_console_shows_an_orders_reminder_with_its_history_and_no_diagram(
         assert page.status_code == 200
         shown = text(page.text)
         assert f"Run {run.id} · remind_buyer done" in shown
-        assert "Planned by po.decided for Tue 3 Mar 09:00 (key 7)" in shown
+        assert "Planned by the po decided event for Tue 3 Mar 09:00 (key 7)" in shown
         assert "Ran remind buyer" in shown
     assert f'<figure class="frd" data-run="{run.id}"' not in ui.get(f"/run/{run.id}").text

@@ -101,7 +101,7 @@ def test_a_tenant_job_runs_once_per_active_tenant_per_slot(any_engine: sa.Engine
     acme = mounted(driver).scheduled_run("tidy", "acme")
     assert acme is not None and acme.tenant == "acme"
     assert [line.sentence for line in driver.history(acme.id, tenant="acme")] == [
-        "Scheduled 0 * * * * (UTC); first slot Mon 2 Mar 09:00",
+        "Scheduled every hour, on the hour (UTC); first slot Mon 2 Mar 09:00",
         "Ran tidy for the slot Mon 2 Mar 09:00",
         "Ran tidy for the slot Mon 2 Mar 10:00",
         "Ran tidy for the slot Mon 2 Mar 11:00",

@@ -81,7 +81,7 @@ def test_six_in_the_morning_stays_six_as_the_clocks_go_forward(any_engine: sa.En
         "job:nightly_close:2026-03-09T10:00:00+00:00",
     ]
     assert sentences(driver, jobs)[:3] == [
-        "Scheduled 0 6 * * 1-5 (America/New_York); first slot Fri 6 Mar 06:00",
+        "Scheduled every weekday at 06:00 (America/New_York); first slot Fri 6 Mar 06:00",
         "Ran close for the slot Fri 6 Mar 06:00",
         "Ran close for the slot Mon 9 Mar 06:00",
     ]

@@ -43,7 +43,7 @@ def test_every_run_newest_first_each_open_one_saying_where_it_waits(
     ]
     waiting = {run.id: run.waiting for run in page}
     assert [flows.waiting_sentence(w) for w in waiting[2]] == [
-        "Waits at Reply (position 2) for ticket.replied; gives up at Wed 7 Apr 09:00"
+        "Waits at Reply (position 2) for the ticket replied event; gives up at Wed 7 Apr 09:00"
     ]
     assert waiting[1] == waiting[3] == waiting[4] == ()
 
@@ -316,8 +316,8 @@ def test_where_each_run_stands_in_words(desk: testing.FlowDriver) -> None:
     assert said == {
         5: "due to start",
         4: "cancelled by olga: duplicate",
-        3: "step 'Hand over' (assign, position 2) failed: the command refused: the desk said no",
-        2: "Waits at Reply (position 2) for ticket.replied; gives up at Wed 7 Apr 09:00",
+        3: "Hand over failed: the command refused: the desk said no",
+        2: "Waits at Reply (position 2) for the ticket replied event; gives up at Wed 7 Apr 09:00",
         1: "the flow ended after its last step",
     }
     [restarted] = desk.runner.act("restart", [3], operator="bob")

@@ -9,6 +9,8 @@ worker. Run on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 import sqlalchemy as sa
 from console import console
@@ -106,10 +108,16 @@ class _Counter(Program):
         snap = FlowSnapshot.build({"id": 1, "name": "count", "start": "manual"}, steps)
         return diagrams.flow_diagram(snap, config=mounted.config, can_read=can_read)
 
-    def sentence(self, mounted: Mounted, run: ops.RunRow, line: ops.LogRow) -> str:
+    def sentence(
+        self,
+        mounted: Mounted,
+        run: ops.RunRow,
+        line: ops.LogRow,
+        names: Mapping[str, str] | None = None,
+    ) -> str:
         if line.what == "counted" and isinstance(line.detail, dict):
             return f"Counted to {line.detail['count']}"
-        return super().sentence(mounted, run, line)
+        return super().sentence(mounted, run, line, names)
 
 
 _count = _Counter()

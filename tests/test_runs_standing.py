@@ -76,7 +76,7 @@ def test_a_waiting_approval_says_who_was_asked_and_who_answered(any_engine: sa.E
     assert finance.asked_names == ("cfo@example.com", "controller@example.com")
     assert finance.answered == ("cfo@example.com",)
     assert flows.waiting_sentence(finance) == (
-        "Waits at Finance approval (position 10) for po.decided: 1 of 2 answered, "
+        "Waits at Finance approval (position 10) for the po decided event: 1 of 2 answered, "
         "waiting for controller@example.com; gives up at Mon 9 Mar 09:00"
     )
     driver.advance("1 week")

@@ -43,7 +43,7 @@ def test_the_flow_page_shows_the_schedule_and_its_next_slots(any_engine: sa.Engi
     page = ui.get(f"/flow/{flow['id']}").text
     lede = text(re.search(r'<p class="lede">(.*?)</p>', page, re.S).group(1))  # type: ignore[union-attr]
     assert re.sub(r" ([,.])", r"\1", lede) == (
-        "Starts on a schedule 0 6 * * mon Europe/Berlin, if amount > 10000. Active."
+        "Starts on a schedule: every Monday at 06:00 (Europe/Berlin), if amount > 10000. Active."
     )
     slots = text(re.search(r'<p id="next-slots"[^>]*>(.*?)</p>', page, re.S).group(1))  # type: ignore[union-attr]
     # T0 is Monday 2 March, 09:00 UTC: the next Mondays at six in Berlin.
@@ -107,5 +107,10 @@ def test_flows_list_shows_each_scheduled_flows_next_slots(url: str) -> None:
     header, line = result.stdout.splitlines()
     assert header.split() == ["flow", "starts", "condition", "active", "next", "slots"]
     cells = re.split(r"\s{2,}", line)
-    assert cells[:4] == ["Monday review", "0 6 * * mon (Europe/Berlin)", "amount > 10000", "yes"]
+    assert cells[:4] == [
+        "Monday review",
+        "every Monday at 06:00 (Europe/Berlin)",
+        "amount > 10000",
+        "yes",
+    ]
     assert re.fullmatch(r"Mon \d+ \w+ 06:00, Mon \d+ \w+ 06:00, Mon \d+ \w+ 06:00", cells[4])

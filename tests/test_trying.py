@@ -248,9 +248,9 @@ def test_a_try_that_ends_first_says_where_the_run_waits(driver: testing.FlowDriv
     assert not result.end.ended
     assert result.end.at == T0 + timedelta(days=3)
     assert result.end.waiting == (
-        "Waits at Manager approval (position 10) for po.decided: 0 of 1 answered, "
+        "Waits at Manager approval (position 10) for the po decided event: 0 of 1 answered, "
         "waiting for manager@example.com; gives up at Mon 9 Mar 09:00",
-        "Waits at Finance approval (position 10) for po.decided: 1 of 2 answered, "
+        "Waits at Finance approval (position 10) for the po decided event: 1 of 2 answered, "
         "waiting for controller@example.com; gives up at Mon 9 Mar 09:00",
     )
     assert result.end.sentence.startswith("Still open when the try ends on Thu 5 Mar 09:00: waits")
@@ -706,8 +706,8 @@ def test_an_event_that_arrives_ends_a_wait_for_it(any_engine: sa.Engine) -> None
         start=T0,
     )
     assert lines(result, "waiting", "arrived", "condition") == [
-        "Requester replies: Waiting for ticket.replied until Thu 5 Mar 09:00",
-        "Requester replies: ticket.replied arrived",
+        "Requester replies: Waiting for the ticket replied event until Thu 5 Mar 09:00",
+        "Requester replies: The ticket replied event arrived",
         "Still waiting?: Status is not waiting: ended here",
     ]
     assert result.end.at == T0 + timedelta(days=1)

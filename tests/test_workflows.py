@@ -179,8 +179,8 @@ def test_wait_for_gives_none_at_its_timeout_and_an_event_wakes_it_at_once(
     run = driver.runner.get_run(run_id)
     assert (run.status, run.state["result"]) == ("done", "1, None")
     said = sentences(driver, run_id)
-    assert "ticket.replied arrived (first)" in said
-    assert "No ticket.replied came by Tue 3 Mar 11:00 (second)" in said
+    assert "The ticket replied event arrived (first)" in said
+    assert "No ticket replied event came by Tue 3 Mar 11:00 (second)" in said
 
 
 def test_a_refused_command_raises_step_refused_which_the_workflow_may_catch(

@@ -61,7 +61,10 @@ def test_the_console_shows_a_workflows_run_on_its_records_page(any_engine: sa.En
     assert page.status_code == 200, page.text[:2000]
     said = text(page.text)
     assert "follow_up waiting" in said
-    assert "Waits at answer (position 2) for ticket.replied; gives up at Tue 3 Mar 09:00" in said
+    assert (
+        "Waits at answer (position 2) for the ticket replied event; gives up at Tue 3 Mar 09:00"
+        in said
+    )
     assert "Ran assign ticket (assign)" in said
     assert re.search(r'<figure class="frd"[^>]*data-run="1"', page.text)
     room = ui.get("/ops")

@@ -25,7 +25,7 @@ from flowrunner import testing
 from flowrunner.flows import files
 from flowrunner.foundations import shapes
 from flowrunner.foundations.shapes import RecordId
-from flowrunner.history import flows
+from flowrunner.history import flows, runs
 from flowrunner.runner import FlowRunner
 from flowrunner.store import app_tables, migrate
 
@@ -118,7 +118,7 @@ class Story:
                     f" for {waiting.event or waiting.awaits.value}{until}"
                 )
             if run.reason:
-                self.console.print(f"   [bold]ended:[/bold] {escape(run.reason)}")
+                self.console.print(f"   [bold]ended:[/bold] {escape(runs.reason(run.reason))}")
             self.console.print()
 
     def end(self) -> None:

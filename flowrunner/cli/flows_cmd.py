@@ -280,7 +280,7 @@ def list_(app_spec: str, database: str | None, slots: int, as_json: bool) -> Non
         starts_on = str(line["start"])
         zone = None
         if line["schedule"] is not None:
-            starts_on = f"{line['schedule']} ({line['timezone']})"
+            starts_on = schedules.parse(str(line["schedule"]), str(line["timezone"])).said()
             zone = schedules.zone(str(line["timezone"]))
         next_at = line["next_slots"]
         assert isinstance(next_at, list)

@@ -1,8 +1,8 @@
 """``flowrunner jobs``: the jobs an app mounts beside its flows — list them, run one now,
 pause and resume one, backfill a range of its slots.
 
-``jobs list`` shows each job, when it runs (``on po.decided``, or its cron fields and
-zone, or its interval), its command and principal, and for a job at times its next and
+``jobs list`` shows each job, when it runs (``on the po decided event``, or its schedule
+in words and zone, or its interval), its command and principal, and for a job at times its next and
 last slot (or who paused it). ``jobs run NAME`` runs a job at times now, once, as its
 principal; ``jobs pause NAME`` stops its slots until ``jobs resume NAME``;
 ``jobs backfill NAME --from T1 --to T2`` runs each slot of the range once. Each is
@@ -126,7 +126,7 @@ def list_(app_spec: str, database: str | None, as_json: bool) -> None:
         rows.append(
             (
                 job.name,
-                job.when,
+                job.said or job.when,
                 job.command,
                 job.run_as,
                 f"paused by {job.paused_by}"

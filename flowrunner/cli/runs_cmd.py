@@ -10,7 +10,7 @@ its own while the others go on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING
 
@@ -18,10 +18,11 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner.cli import fork_cmd, versions_cmd
-from flowrunner.engine import actions, bulk, operations_room
+from flowrunner.engine import actions, bulk, operations_room, record_names
 from flowrunner.engine.operations import RunQuery
 from flowrunner.foundations import shapes
 from flowrunner.history import flows
+from flowrunner.history import runs as run_words
 from flowrunner.store import events, listing
 
 if TYPE_CHECKING:
@@ -151,13 +152,16 @@ def list_(
         click.echo("no runs" + (" on this page" if before_id else ""))
         return
     now = runner.clock()
-    table = _table("run", "flow", runner.binding.resource, "status", "where it stands", "started")
+    # Each record as people name it (the binding's record_label), where it has a name.
+    names = runner.operations.record_names([run.record_id for run in page], tenant=tenant)
+    record_column = runner.binding.resource_label
+    table = _table("run", "flow", record_column, "status", "where it stands", "started")
     for run in page:
         ago = operations_room.age(now - run.started_at)
         table.add_row(
             str(run.id),
             run.flow_name,
-            run.record_id,
+            names.get(run.record_id, run.record_id),
             f"{run.status}, stuck" if run.id in page.stuck else str(run.status),
             operations_room.where_it_stands(run, tz),
             f"{flows.when(run.started_at, tz)} ({ago} ago)",
@@ -207,10 +211,11 @@ def show(
             }
         )
         return
-    resource = runner.binding.resource
+    names = runner.operations.record_names([run.record_id], tenant=tenant)
+    record = record_names.named(runner.mounted, names, run.record_id)
     stuck = operations_room.is_stuck(runner.mounted, run)
     status = f"{run.status}, stuck: no worker has taken its work" if stuck else str(run.status)
-    click.echo(f"Run {run.id}: {run.flow_name} on {resource} {run.record_id} — {status}")
+    click.echo(f"Run {run.id}: {run.flow_name} on {record} — {status}")
     started = f"{flows.when(run.started_at, tz)}"
     if run.started_by:
         started += f" by {run.started_by}"
@@ -219,9 +224,12 @@ def show(
         rows.append(("ended", flows.when(run.ended_at, tz)))
     rows += [("waits", flows.waiting_sentence(w, tz)) for w in run.waiting]
     if run.reason:
-        rows.append(("why", run.reason))
+        rows.append(("why", run_words.reason(run.reason)))
     if run.error:
-        rows += [(f"error {name}", _plain(value)) for name, value in run.error.items()]
+        if run.status == "failed":
+            rows.append(("retrying", run_words.retrying(run.error) or ""))
+        shown = run_words.shown_error(run.error)
+        rows += [(f"error {name}", _plain(value)) for name, value in shown.items()]
     if run.restarted_as is not None:
         rows.append(("restarted as", f"run {run.restarted_as}"))
     if run.tenant is not None:
@@ -231,12 +239,9 @@ def show(
         click.echo(f"  {name:<{width}}  {value}")
     click.echo("History:")
     for line in lines:
-        step = line.title or line.kind
-        if step and line.position is not None:
-            where = f"{step} (position {line.position})"
-        else:
-            where = step or "run"  # a line about the whole run, or a job's (no position)
-        click.echo(f"  {flows.when(line.at, tz)}  {where}: {line.sentence}")
+        # The step by its title, where the sentence does not name it already.
+        where = f"{line.title}: " if line.title and line.title not in line.sentence else ""
+        click.echo(f"  {flows.when(line.at, tz)}  {where}{line.sentence}")
 
 
 # -- the actions -------------------------------------------------------------------------
@@ -344,7 +349,8 @@ def _action(action: actions.Action, summary: str) -> click.Command:
             outcomes = runner.act(
                 action, run_ids, operator=operator, reason=reason, tenant=tenant, dry_run=dry_run
             )
-            _report(action, outcomes, dry_run, as_json)
+            names = {} if as_json else _run_names(runner, outcomes, tenant)
+            _report(action, outcomes, dry_run, as_json, names=names)
             return
         _act_on_filter(runner, action, query, operator, reason, tenant, yes, dry_run, as_json)
 
@@ -384,8 +390,9 @@ def _act_on_filter(
             no_longer=acted.moved_on,
         )
         return
+    names = _run_names(runner, acted.refused, tenant)
     for outcome in acted.refused:
-        click.echo(f"refused: {outcome.sentence}")
+        click.echo(f"refused: {_about(outcome, names)}")
     click.echo(acted.summary)
     if acted.refused:
         sys.exit(1)
@@ -427,11 +434,27 @@ def _with_progress(
         )
 
 
+def _run_names(
+    runner: FlowRunner, outcomes: Sequence[actions.Outcome], tenant: str | None
+) -> Mapping[int, str]:
+    """The names of the records the outcomes' runs are about (``record_label``)."""
+    return runner.operations.run_record_names([o.run_id for o in outcomes], tenant=tenant)
+
+
+def _about(outcome: actions.Outcome, names: Mapping[int, str]) -> str:
+    """An outcome's sentence, after its run's record where it has a name:
+    ``PO-3299: run 12 cancelled``."""
+    name = names.get(outcome.run_id)
+    return f"{name}: {outcome.sentence}" if name else outcome.sentence
+
+
 def _report(
     action: actions.Action,
     outcomes: Sequence[actions.Outcome],
     dry_run: bool,
     as_json: bool,
+    *,
+    names: Mapping[int, str] | None = None,
     **counts: int,
 ) -> None:
     refused = [outcome for outcome in outcomes if not outcome.done]
@@ -463,7 +486,8 @@ def _report(
         )
     else:
         for outcome in outcomes:
-            click.echo(outcome.sentence if outcome.done else f"refused: {outcome.sentence}")
+            said = _about(outcome, names or {})
+            click.echo(said if outcome.done else f"refused: {said}")
     if refused:
         sys.exit(1)
 

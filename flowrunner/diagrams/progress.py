@@ -362,7 +362,7 @@ def waits_for(waiting: waits.Waiting, tz: tzinfo | None = None) -> tuple[str, tu
     if waiting.next_reminder_at is not None:
         details.append(f"next reminder {when(waiting.next_reminder_at, tz)}")
     details += _escalation(waiting, tz)
-    headline = f"Waiting for {waiting.event or 'an answer'}"
+    headline = f"Waiting for {words.event_words(waiting.event) if waiting.event else 'an answer'}"
     return model.clean(headline), tuple(model.clean(d) for d in details)
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, tzinfo
 
 from flowrunner.diagrams import marks, model, progress
 from flowrunner.foundations import shapes, statuses
+from flowrunner.history import words
 from flowrunner.workflows import replay
 
 # Each step kind drawn with the mark of the built-in kind that does the same, or its own.
@@ -69,7 +70,7 @@ def picture(
             details = (f"attempt {pending.attempt} failed: {pending.error or ''}".strip(),)
             run = model.StepRun("retrying", f"Again {progress.when(until, zone)}", details, until)
         elif pending.kind == replay.WAIT_FOR:
-            text = f"Waiting for {pending.target}"
+            text = f"Waiting for {words.event_words(pending.target)}"
             run = model.StepRun("waiting", text, _gives_up(until, zone), until)
         elif pending.kind == replay.CHILD:
             run = model.StepRun("waiting", f"Waiting for run {pending.run} to end", (), None)

@@ -486,10 +486,17 @@ class Program(Protocol):
         program draws no diagram."""
         return None
 
-    def sentence(self, mounted: Mounted, run: ops.RunRow, line: ops.LogRow) -> str:
+    def sentence(
+        self,
+        mounted: Mounted,
+        run: ops.RunRow,
+        line: ops.LogRow,
+        names: Mapping[str, str] | None = None,
+    ) -> str:
         """One of the run's history lines as a sentence (``run.history``): the shared
-        words for its code (``history.flows``), times on the runner's time zone."""
-        return history_lines.sentence(line, None, mounted.config.timezone)
+        words for its code (``history.flows``), times on the runner's time zone, a record
+        it names by its name in ``names`` (by id, as ``engine.record_names`` reads them)."""
+        return history_lines.sentence(line, None, mounted.config.timezone, names=names)
 
 
 FLOW = "flow"  # the program of a run whose snapshot names none: a flow from rows

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from flowrunner import diagrams, errors
 from flowrunner.binding import RecordId, Tenant
-from flowrunner.engine import actions, bulk, drawings, operations_room
+from flowrunner.engine import actions, bulk, drawings, operations_room, record_names
 from flowrunner.engine.mounted import Mounted
 from flowrunner.foundations import durations, ids
 from flowrunner.history import flows as history_lines
@@ -108,9 +108,29 @@ class Operations:
         with m.engine.connect() as conn:
             run = actions.run_for_operator(m, conn, key, m.need_tenant(tenant))
             lines = ops.run_history(conn, key)
+            # The records its lines name (a subflow's), by the binding's record_label.
+            named = [line.detail.get("record") for line in lines if isinstance(line.detail, dict)]
+            names = record_names.read(m, conn, [r for r in named if r is not None], run.tenant)
         said = actions.program(m, run).sentence
         shown = history_lines.one_line_each(lines)  # one line per reminder
-        return [dataclasses.replace(line, sentence=said(m, run, line)) for line in shown]
+        return [dataclasses.replace(line, sentence=said(m, run, line, names)) for line in shown]
+
+    def run_record_names(self, run_ids: Iterable[int], *, tenant: Tenant = None) -> dict[int, str]:
+        """How people name the records of these runs (the binding's ``record_label``), by
+        run id: for lines about many runs (``PO-3299: run 12 cancelled``); a run whose
+        record has no name is left out."""
+        m = self.mounted
+        with m.engine.connect() as conn:
+            return record_names.of_runs(m, conn, run_ids, m.need_tenant(tenant))
+
+    def record_names(
+        self, record_ids: Iterable[object], *, tenant: Tenant = None
+    ) -> dict[str, str]:
+        """How people name these records (the binding's ``record_label`` filled from
+        each: ``PO-3299``), by id as text; a record it cannot name is left out."""
+        m = self.mounted
+        with m.engine.connect() as conn:
+            return record_names.read(m, conn, record_ids, m.need_tenant(tenant))
 
     def diagram(
         self,

@@ -24,7 +24,7 @@ from flowrunner.engine import actions
 from flowrunner.engine.mounted import program_of
 from flowrunner.flows import spelling
 from flowrunner.foundations import durations, ids, payloads, statuses
-from flowrunner.history import flows
+from flowrunner.history import flows, runs
 from flowrunner.store import flow_rows, listing
 from flowrunner.store import operations as ops
 
@@ -488,7 +488,7 @@ def where_it_stands(run: ops.RunRow, tz: tzinfo | None = None) -> str:
     if isinstance(next_at, str) and next_at:
         # A program's run that keeps when it runs next (a job's, a job at times' slot).
         return f"runs at {flows.when(next_at, tz)}"
-    return run.reason or ""
+    return runs.reason(run.reason)
 
 
 def age(passed: timedelta) -> str:

@@ -442,14 +442,20 @@ class FlowProgram(Program):
         snap = snapshot.FlowSnapshot.from_dict(run.snapshot)
         return diagrams.flow_diagram(snap, config=mounted.config, can_read=can_read, run=given)
 
-    def sentence(self, mounted: Mounted, run: ops.RunRow, line: ops.LogRow) -> str:
+    def sentence(
+        self,
+        mounted: Mounted,
+        run: ops.RunRow,
+        line: ops.LogRow,
+        names: Mapping[str, str] | None = None,
+    ) -> str:
         """A line in the flow's own words: a goto names its target step by the title the
         run's snapshot gives it (none for a snapshot that no longer reads)."""
         try:
             snap: snapshot.FlowSnapshot | None = snapshot.FlowSnapshot.from_dict(run.snapshot)
         except (KeyError, TypeError, ValueError):
             snap = None
-        return history_lines.sentence(line, snap, mounted.config.timezone)
+        return history_lines.sentence(line, snap, mounted.config.timezone, names=names)
 
     def waiting(self, mounted: Mounted, run: ops.RunRow) -> tuple[Waiting, ...]:
         """The steps an open run waits at and for what (``interpreter.waits``); none for a

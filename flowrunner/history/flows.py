@@ -31,12 +31,13 @@ from typing import Protocol, TypeVar
 from flowrunner.flows import snapshot
 from flowrunner.flows.interpreter import waits
 from flowrunner.foundations import shapes
-from flowrunner.history import programs
+from flowrunner.history import programs, runs
 from flowrunner.history.words import (
     Line,
     Say,
     condition_words,
     did,
+    event_words,
     listed,
     ordinal,
     times,
@@ -51,6 +52,7 @@ __all__ = [
     "REMINDER_OUTCOMES",
     "Line",
     "condition_words",
+    "event_words",
     "listed",
     "one_line_each",
     "ordinal",
@@ -69,12 +71,14 @@ def sentence(
     tz: tzinfo | None = None,
     *,
     tried: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """The line as one sentence in the flow's own words.
 
     ``snap`` is the run's snapshot (a goto names its target step by title); ``tz`` the
     wall clock times are shown on. ``tried``: the line of a try of the flow, where
     nothing leaves the try — its commands and notices read ``Would run``, ``Would tell``.
+    ``names``: records' names by id (``engine.record_names``), for a line naming one.
 
     >>> from types import SimpleNamespace as Row
     >>> detail = {"who": "bob", "answer": {"decision": "approved"}, "again": False,
@@ -93,7 +97,7 @@ def sentence(
         return _legacy(line.what, detail)
     if not isinstance(detail, Mapping):
         return _legacy(line.what, detail)
-    return render(Say(line, detail, snap, tz, tried))
+    return render(Say(line, detail, snap, tz, tried, names))
 
 
 class Stored(Line, Protocol):
@@ -148,7 +152,7 @@ def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
             return f"{at} while {waiting.field or 'its date'} is empty" + _escalating(waiting, tz)
         return f"{at} until {until}" + _escalating(waiting, tz)
     if waiting.awaits == waits.Awaits.EVENT:
-        said = f"{at} for {waiting.event or 'an event'}"
+        said = f"{at} for {event_words(waiting.event)}"
         if waiting.needed is not None:
             said += f": {waiting.received or 0} of {waiting.needed} answered"
             missing = [n for n in waiting.asked_names if n not in waiting.answered]
@@ -275,7 +279,7 @@ def _waiting(say: Say) -> str:
         return f"Waiting until {until} ({_offset(field, say.detail.get('offset'))})"
     if "asked" in say.detail or "needed" in say.detail:
         return _asked(say, until)
-    event = say.get("event", "an event")
+    event = event_words(say.detail.get("event"))
     return f"Waiting for {event} until {until}" if until else f"Waiting for {event}"
 
 
@@ -380,10 +384,11 @@ def _answered(say: Say) -> str:
 
 
 def _arrived(say: Say) -> str:
-    event = say.get("event", "an event")
+    event = say.detail.get("event")
     if say.detail.get("counted") is False:
-        return f"A {event} event named no {say.get('by', 'answerer')}: not counted"
-    return f"{event} arrived{_progress(say)}"
+        named = event_words(event, article="a")
+        return f"{_capital(named)} named no {say.get('by', 'answerer')}: not counted"
+    return f"{_capital(event_words(event))} arrived{_progress(say)}"
 
 
 def _timed_out(say: Say) -> str:
@@ -400,8 +405,8 @@ def _timed_out(say: Say) -> str:
         flow = say.get("flow", "its flow")
         ran = f" (run {run})" if run else ""
         return f"Gave up{after}: subflow {flow}{ran} had not ended"
-    event = say.get("event", "the event")
-    return f"Gave up{after}: no {event} came"
+    event = say.detail.get("event")
+    return f"Gave up{after}: no {event_words(event, article='') if event else 'event'} came"
 
 
 def _done(say: Say) -> str:
@@ -434,7 +439,7 @@ def _subflow(say: Say) -> str:
     said = f"Would start subflow {flow}" if say.tried else f"Started subflow {flow}"
     said += f" (run {run})" if run is not None and not say.tried else ""
     record = say.detail.get("record")
-    said += f" on record {record}" if record is not None else ""
+    said += f" on {say.record(record)}" if record is not None else ""
     until = say.time("until")
     return f"{said}; gives up at {until}" if until else said
 
@@ -510,16 +515,11 @@ def _escalated(say: Say) -> str:
 _ENDED = {"done": "Run done", "failed": "Run failed", "cancelled": "Run cancelled"}
 
 
-# How the engine names a failed step in a run's reason: ``step 'Send' (send, position 2)``.
-_FAILED_STEP = re.compile(r"^step '(?P<title>[^']*)' \([\w.-]+, position -?\d+\) failed: ")
-
-
 def _ended(say: Say) -> str:
     status = str(say.detail.get("status"))
     head = _ENDED.get(status, "Run ended")
-    reason = str(say.get("reason", ""))
     # The step by its title alone, as the rest of the history names it.
-    reason = _FAILED_STEP.sub(lambda m: f"{m.group('title')} failed: ", reason)
+    reason = runs.reason(str(say.get("reason", "")))
     if reason.startswith(f"{status} by "):
         return f"Run {reason}"  # "Run cancelled by olga: merged into ticket 2"
     return f"{head}: {reason}" if reason else head

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 
 from flowrunner import errors
-from flowrunner.history.words import Say, condition_words, humane, when, who_did
+from flowrunner.foundations import spoken
+from flowrunner.history.words import Say, condition_words, event_words, humane, when, who_did
 from flowrunner.jobs import schedules
 
 
 def _job_planned(say: Say) -> str:
-    said = f"Planned by {say.get('event', 'an event')}"
+    said = f"Planned by {event_words(say.detail.get('event'))}"
     at = say.time("run_at")
     if at:
         said += f" for {at}"
@@ -50,7 +51,7 @@ def _job_scheduled(say: Say) -> str:
     if say.detail.get("interval"):
         said = f"Scheduled every {every}"
     else:
-        said = f"Scheduled {every}" + (f" ({zone})" if zone else "")
+        said = f"Scheduled {spoken.cron(str(every))}" + (f" ({zone})" if zone else "")
     first = _slot(say, "first")
     return f"{said}; first slot {first}" if first else said
 
@@ -204,9 +205,12 @@ def _workflow_step(say: Say) -> str:
         return f"{head} (run {run}) done{named}" if run else f"{head} done{named}"
     at = say.time("at")
     if kind == "wait_for":
+        event = say.detail.get("target")
         if say.detail.get("arrived"):
-            return f"{target} arrived{named}"
-        return f"No {target} came by {at}{named}" if at else f"No {target} came{named}"
+            arrived = event_words(event)
+            return f"{arrived[:1].upper()}{arrived[1:]} arrived{named}"
+        came = f"No {event_words(event, article='')}" if event else "No event"
+        return f"{came} came by {at}{named}" if at else f"{came} came{named}"
     if kind in ("sleep", "until") and at:
         return f"{'Slept' if kind == 'sleep' else 'Waited'} until {at}{named}"
     if kind == "now" and at:
@@ -223,7 +227,7 @@ def _workflow_waiting(say: Say) -> str:
         started = f"Started {workflow} as run {run}" if run else f"Started {workflow}"
         return f"{started}; waiting for it to end{named}"
     if say.line.kind == "wait_for":
-        event = humane(str(say.get("target", "an event")))
+        event = event_words(say.detail.get("target"))
         return (
             f"Waiting for {event} until {until}{named}" if until else f"Waiting for {event}{named}"
         )

@@ -9,13 +9,13 @@ Shared by ``history_text`` (the sentences of a flow's lines) and ``history_progr
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, Protocol
 
 from flowrunner.flows import snapshot
-from flowrunner.foundations import shapes
+from flowrunner.foundations import shapes, spoken
 from flowrunner.query import words
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -94,12 +94,14 @@ class Say:
         snap: snapshot.FlowSnapshot | None,
         tz: tzinfo | None,
         tried: bool = False,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.line = line
         self.detail = detail
         self.snap = snap
         self.tz = tz
         self.tried = tried
+        self.names = names or {}
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.detail.get(key)
@@ -116,6 +118,11 @@ class Say:
 
     def value(self, value: object) -> str:
         return value_words(value, self.tz)
+
+    def record(self, record_id: object) -> str:
+        """A record as people name it (the binding's ``record_label``: ``PO-3299``), or
+        ``record 3299`` where it has no name."""
+        return self.names.get(str(record_id)) or f"record {record_id}"
 
     @property
     def kind(self) -> str:
@@ -313,6 +320,12 @@ def humane(name: str) -> str:
     """A name written for programs, as people write it: ``close_stale_orders`` →
     ``close stale orders``."""
     return name.replace("_", " ").strip()
+
+
+def event_words(name: object, *, article: str = "the") -> str:
+    """An event as a sentence names it: ``po.decided`` → ``the po decided event``
+    (``foundations.spoken.event``)."""
+    return spoken.event(name, article=article)
 
 
 def times(count: int) -> str:

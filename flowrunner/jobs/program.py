@@ -79,6 +79,8 @@ class JobInfo:
     """A job at times' wall clock (its slots are shown on it)."""
     paused_by: str | None = None
     """Who paused it (None: it is not paused)."""
+    said: str = ""
+    """When it runs, as people say it: ``every weekday at 06:00 (America/New_York)``."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +287,9 @@ class Jobs(Program):
         for name in sorted(self.jobs):
             job = self.jobs[name]
             zone = None if job.every is None else job.timezone
-            info = JobInfo(name, job.describe(), job.command, job.run_as, timezone=zone)
+            info = JobInfo(
+                name, job.describe(), job.command, job.run_as, timezone=zone, said=job.said()
+            )
             run = self.scheduled_run(name) if job.every is not None else None
             if run is not None:
                 paused = run.state.get("paused")

@@ -53,7 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import cronsim
 
 from flowrunner import errors
-from flowrunner.foundations import durations
+from flowrunner.foundations import durations, spoken
 
 # The named schedules, as the five fields each stands for.
 NICKNAMES = {
@@ -211,8 +211,12 @@ class Schedule:
         return (_moment(later, zone, fold=0),)
 
     def words(self) -> str:
-        """The schedule as people say it: ``0 6 * * 1-5 (America/New_York)``."""
+        """The schedule as written, for programs: ``0 6 * * 1-5 (America/New_York)``."""
         return f"{self.every} ({self.timezone})"
+
+    def said(self) -> str:
+        """The schedule as people say it: ``every weekday at 06:00 (America/New_York)``."""
+        return f"{spoken.cron(self.every)} ({self.timezone})"
 
 
 # Where an interval's slots are counted from.
@@ -230,6 +234,7 @@ class Slots(Protocol):
     def slots(self, after: datetime, until: datetime) -> list[datetime]: ...
     def latest_slot(self, after: datetime, now: datetime) -> datetime | None: ...
     def words(self) -> str: ...
+    def said(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -272,6 +277,10 @@ class Interval:
     def words(self) -> str:
         """``every 90 seconds``."""
         return f"every {self.every}"
+
+    def said(self) -> str:
+        """``every 90 seconds``, as people say it too."""
+        return self.words()
 
 
 def read(every: str, timezone: str = "UTC") -> Slots:
@@ -422,6 +431,18 @@ def flow_schedule(text: str) -> Schedule:
         )
     every = " ".join(words[:count])
     return parse(every, words[count] if len(words) > count else "UTC")
+
+
+def in_words(text: str) -> str:
+    """A flow's ``schedule`` in words, its zone named; one that cannot be read, as written.
+
+    >>> in_words("0 6 * * mon Europe/Berlin")
+    'every Monday at 06:00 (Europe/Berlin)'
+    """
+    try:
+        return flow_schedule(text).said()
+    except errors.BindingError:
+        return str(text)
 
 
 def written(schedule: Schedule) -> str:

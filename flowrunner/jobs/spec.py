@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from flowrunner import errors
-from flowrunner.foundations import durations, payloads, retry_policy, shapes
+from flowrunner.foundations import durations, payloads, retry_policy, shapes, spoken
 from flowrunner.jobs import catch_up as catch_up_mod
 from flowrunner.jobs import schedules
 
@@ -151,8 +151,14 @@ class Job:
         return timedelta(days=length.days, seconds=length.seconds)
 
     def describe(self) -> str:
-        """``on po.decided`` or ``0 6 * * 1-5 (America/New_York)``."""
+        """When it runs, as written, for programs: ``on po.decided`` or
+        ``0 6 * * 1-5 (America/New_York)``."""
         return f"on {self.on}" if self.on is not None else self.slots.words()
+
+    def said(self) -> str:
+        """When it runs, as people say it: ``on the po decided event`` or ``every weekday
+        at 06:00 (America/New_York)``."""
+        return f"on {spoken.event(self.on)}" if self.on is not None else self.slots.said()
 
 
 @dataclass(frozen=True)

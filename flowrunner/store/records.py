@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flowrunner import errors
 from flowrunner.foundations import payloads, shapes, sqltypes
 from flowrunner.foundations.shapes import RecordId, Tenant
 from flowrunner.store import app_tables, dialects, prepared
@@ -116,6 +117,35 @@ def record_ids(
         if not chunk:
             return
         yield [row[0] for row in chunk]
+
+
+def records_by_key(
+    conn: sa.Connection,
+    tables: app_tables.AppTables,
+    record_ids: Sequence[object],
+    tenant: Tenant = None,
+    *,
+    batch: int = 500,
+) -> dict[str, shapes.RowDict]:
+    """The records with these keys (of ``tenant``, where one is given), by key as runs
+    keep it (``str``); an id its column cannot hold, or no record has, is left out."""
+    keys = []
+    try:
+        for record_id in record_ids:
+            keys.append(tables.key_value(record_id))
+        owner = None if tables.tenant is None or tenant is None else tables.tenant_value(tenant)
+    except errors.RecordRejected:
+        return {}  # an id, or a tenant, no record of this table can have
+    resource = tables.resource
+    column = resource.c[tables.key]
+    found: dict[str, shapes.RowDict] = {}
+    for start in range(0, len(keys), batch):
+        query = sa.select(resource).where(column.in_(keys[start : start + batch]))
+        if tables.tenant is not None and owner is not None:
+            query = query.where(resource.c[tables.tenant] == owner)
+        for row in conn.execute(query):
+            found[str(row._mapping[column])] = {str(k): v for k, v in row._mapping.items()}
+    return found
 
 
 def records_with(

@@ -353,6 +353,22 @@ def find_run(conn: sa.Connection, run_id: int) -> RunRow | None:
     return None if row is None else run_row(row)
 
 
+def records_of_runs(
+    conn: sa.Connection, run_ids: Sequence[int], *, batch: int = 500
+) -> dict[int, str]:
+    """The record each of these runs is about, by run id (a run there is none of is left
+    out)."""
+    table = engine_tables.runs
+    found: dict[int, str] = {}
+    ids = list(dict.fromkeys(run_ids))
+    for start in range(0, len(ids), batch):
+        query = sa.select(table.c.id, table.c.record_id).where(
+            table.c.id.in_(ids[start : start + batch])
+        )
+        found.update({int(row.id): str(row.record_id) for row in conn.execute(query)})
+    return found
+
+
 def find_started(
     conn: sa.Connection, *, resource: str, flow_id: str, start_key: str
 ) -> RunRow | None:

@@ -24,6 +24,7 @@ from flowrunner.flows import rows, snapshot
 from flowrunner.flows.interpreter import answers, effects, reading, state
 from flowrunner.flows.interpreter.turn import Turn
 from flowrunner.foundations import shapes, templates
+from flowrunner.history import words
 
 # Why nobody could be told, as a history line's ``why``: the rule's column is empty.
 EMPTY = "empty"
@@ -93,7 +94,7 @@ def _still_waiting(turn: Turn, step: snapshot.StepSpec, lane: state.LaneState, a
     """``Manager approval has waited 2 days and still waits for mia@example.com.``"""
     said = f"{step.title or f'The {step.kind} step'} has waited {after} and still waits"
     if step.kind == "waitFor":
-        return f"{said} for {reading.text(step, 'event')}."
+        return f"{said} for {words.event_words(reading.text(step, 'event'))}."
     if step.kind == "until":
         return f"{said} until {reading.text(step, 'field')}."
     missing = answers.missing(lane)

@@ -73,6 +73,7 @@ def runs_room(page: Page) -> Response:
         stands[run.id] = "; ".join([*([said] if readable or not unread else []), *unread])
     with page.reading() as conn:
         flows = [str(f["name"]) for f in TenantRows(page.runner.mounted).flows(conn, page.tenant)]
+        records = run_view.records_named(conn, page, [run.record_id for run in rows])
     may_act = [a for a in runs_pages.RUN_ACTIONS if page.console.access.may(page.reader, a, None)]
     return page.render(
         "ops.html",
@@ -83,6 +84,7 @@ def runs_room(page: Page) -> Response:
         statuses=operations_room.STATUSES,
         runs=rows,
         stands=stands,
+        records=records,
         stuck=stuck,
         next_before=next_before,
         before=before,
@@ -189,11 +191,15 @@ def act_on_all(page: Page) -> Response:
         )
     except errors.RowInvalid as refused:
         return page.refusal(str(refused), status=422)
+    names = page.runner.operations.run_record_names(
+        [o.run_id for o in acted.outcomes], tenant=page.tenant
+    )
     return page.render(
         "ops_all_done.html",
         action=action,
         words=runs_pages.WORDS,
         acted=acted,
+        names=names,
         described=_described(given),
         back=back,
     )
@@ -251,12 +257,16 @@ def _outcomes(
     *,
     status: int = 200,
 ) -> Response:
+    names = page.runner.operations.run_record_names(
+        [o.run_id for o in outcomes], tenant=page.tenant
+    )
     return page.render(
         "ops_done.html",
         status=status,
         action=action,
         words=runs_pages.WORDS,
         outcomes=outcomes,
+        names=names,
         summary=actions.summary(outcomes),
         back=back,
     )

@@ -136,7 +136,8 @@ def record_page(page: Page, *, refused: str | None = None) -> Response:
                 status_code=404,
                 code="record_unknown",
             )
-        views = [run_view.view(conn, page, run) for run in runs]
+        named = run_view.records_named(conn, page, [key])[str(key)]
+        views = [run_view.view(conn, page, run, record=named) for run in runs]
         manual = [
             flow
             for flow in TenantRows(runner.mounted).flows(conn, page.tenant)

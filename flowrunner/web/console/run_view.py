@@ -5,17 +5,18 @@ not read (its lines, its waits, its box in the diagram)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.diagrams import model
+from flowrunner.engine import record_names
 from flowrunner.flows import snapshot, spelling
 from flowrunner.flows.interpreter import waits as waits_mod
 from flowrunner.foundations import sanitize
-from flowrunner.history import flows
+from flowrunner.history import flows, runs
 from flowrunner.store import flow_rows
 from flowrunner.store import operations as ops
 from flowrunner.web.console import shown
@@ -45,13 +46,26 @@ class RunView:
     history: tuple[ops.LogRow, ...]
     diagram_html: str
     steps: tuple[StepIO, ...] = ()
+    record: str = ""
+    """The run's record as people name it (``PO-3299``, or ``tickets 3``)."""
 
     @property
     def failure(self) -> Mapping[str, Any] | None:
         """The run's sanitized error envelope, if it failed: ``code`` and ``message``
         first, the rest by name, a nested one (its cause) alike, whatever order the
-        database kept it in."""
-        return None if self.run.error is None else ordered(self.run.error)
+        database kept it in; its message in the flow's words, and no ``retryable`` flag
+        (``retrying`` says it once)."""
+        return None if self.run.error is None else ordered(runs.shown_error(self.run.error))
+
+    @property
+    def retrying(self) -> str | None:
+        """Whether retrying the failed run can help, in one sentence."""
+        return runs.retrying(self.run.error)
+
+    @property
+    def reason(self) -> str:
+        """Why the run ended, in the flow's words (its step by title)."""
+        return runs.reason(self.run.reason)
 
 
 FIRST = ("code", "message")
@@ -82,7 +96,7 @@ def hidden_wait_sentence(waiting: waits_mod.Waiting, tz: Any) -> str:
     if waiting.awaits == awaits.TIME:
         return f"{HIDDEN_AT}, until {until}" if until else f"{HIDDEN_AT}, for a date to be set"
     if waiting.awaits == awaits.EVENT:
-        said = f"{HIDDEN_AT}, for {waiting.event or 'an event'}"
+        said = f"{HIDDEN_AT}, for {flows.event_words(waiting.event)}"
         return f"{said}; it gives up at {until}" if until else said
     if waiting.awaits == awaits.SUBFLOW:
         return f"{HIDDEN_AT}, for the run it started to end"
@@ -127,6 +141,15 @@ def steps_io(
     return tuple(shown)
 
 
+def records_named(conn: sa.Connection, page: Page, record_ids: Iterable[object]) -> dict[str, str]:
+    """Each record as the page names it, by id: the binding's ``record_label`` filled
+    from it (``PO-3299``), else the resource's label and its id (``Purchase orders 7``)."""
+    mounted = page.runner.mounted
+    wanted = [str(record_id) for record_id in record_ids]
+    names = record_names.read(mounted, conn, wanted, page.tenant)
+    return {record_id: record_names.named(mounted, names, record_id) for record_id in wanted}
+
+
 def links(conn: sa.Connection, page: Page) -> model.Href:
     """Where a subflow step's box leads on this console: the page of the flow it runs
     (by name, among the flows of the reader's tenant) and the page of its child run."""
@@ -147,10 +170,18 @@ def links(conn: sa.Connection, page: Page) -> model.Href:
     return href
 
 
-def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool = True) -> RunView:
+def view(
+    conn: sa.Connection,
+    page: Page,
+    run: ops.RunRow,
+    *,
+    with_steps: bool = True,
+    record: str | None = None,
+) -> RunView:
     """``run`` (from ``runner.runs``, its waits filled) as the page's reader may see it:
     a wait at a step they may not read says what it waits for, not where; with
-    ``with_steps`` what each readable step it reached took in and answered."""
+    ``with_steps`` what each readable step it reached took in and answered. ``record``:
+    its record's name, where the page has read it already."""
     runner = page.runner
     reads = page.console.access.reads(page.reader)
     hidden = hidden_steps(run, reads)
@@ -168,6 +199,8 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool =
     )
     reached = {str(line.step_id) for line in lines if line.step_id is not None}
     steps = steps_io(conn, run, hidden, reached) if with_steps else ()
+    if record is None:
+        record = records_named(conn, page, [run.record_id])[str(run.record_id)]
     try:
         drawn = runner.operations.diagram(
             conn, run.flow_id, run=run.id, can_read=reads, tenant=page.tenant
@@ -175,5 +208,6 @@ def view(conn: sa.Connection, page: Page, run: ops.RunRow, *, with_steps: bool =
     except errors.OperatorError as exc:
         if exc.code != "not_a_flow":
             raise
-        return RunView(run, waits, lines, "", steps)  # its program draws none: its history
-    return RunView(run, waits, lines, drawn.html(document=False, href=links(conn, page)), steps)
+        return RunView(run, waits, lines, "", steps, record)  # its program draws none
+    drawing = drawn.html(document=False, href=links(conn, page))
+    return RunView(run, waits, lines, drawing, steps, record)

@@ -95,6 +95,8 @@ def confirm(
         dry_run=True,
     )
     applies = [o.run_id for o in would if o.done]
+    with page.reading() as conn:
+        records = run_view.records_named(conn, page, [run.record_id for run in runs])
     return page.render(
         "confirm_action.html",
         status=200 if applies else 409,
@@ -103,6 +105,7 @@ def confirm(
         explained=EXPLAINED[action],
         outcomes=[*would, *refused],
         runs={run.id: run for run in runs},
+        records=records,
         applies=applies,
         target=target,
         back=back or page.url(f"/run/{runs[0].id}"),

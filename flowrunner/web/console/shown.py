@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 import markupsafe
 
-from flowrunner.history import flows
+from flowrunner.history import flows, runs
+from flowrunner.jobs import schedules
 
 if TYPE_CHECKING:
     from flowrunner.web.console.runner_view import ConsoleRunner
@@ -43,6 +44,8 @@ def install(env: jinja2.Environment, runner: ConsoleRunner) -> None:
     env.filters["short"] = short
     env.filters["plural"] = plural
     env.filters["text"] = text
+    env.filters["schedule"] = schedules.in_words
+    env.filters["reason"] = runs.reason
     env.globals["STARTS"] = STARTS
     env.globals["diagram"] = lambda html: markupsafe.Markup(html)  # escaped by its maker
 
