@@ -97,6 +97,8 @@ class Kind(_Model):
     its own, committed before the next one starts, so a worker that dies repeats at
     most the command it was in. ``outside=False`` declares that they only write
     through ``ctx.conn``; the commands of a run's step then share one commit.
+    ``run_as`` names the principal its commands run as (none: the runner's, or the
+    record's tenant's service principal).
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -111,6 +113,7 @@ class Kind(_Model):
     by: str | None = None
     cancel: str | None = None
     outside: bool = True
+    run_as: str | None = None
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod
@@ -209,7 +212,9 @@ class At(_Model):
     is then, if it matches ``when`` (the query language over the resource's columns;
     none: always) — once for each instant the column holds (``flowrunner.timers``).
     ``retry`` replaces the runner's policy for the command; ``timeout`` (``"30
-    seconds"``) is how long one attempt may take.
+    seconds"``) is how long one attempt may take. ``run_as`` names the principal the
+    command runs as (none: the runner's when it is granted the command, else the first
+    declared principal that is).
 
     >>> At(column="warn_at", command="warn_sla", when="status = open").when
     'status = open'
@@ -220,6 +225,7 @@ class At(_Model):
     when: str | None = None
     retry: retry_policy.RetryPolicy | None = None
     timeout: str | None = None
+    run_as: str | None = None
 
     @pydantic.field_validator("column")
     @classmethod

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flowrunner import errors
+from flowrunner.authority import grants
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
 from flowrunner.engine import mounted, operations_room
@@ -104,6 +105,9 @@ class FlowRunner:
         check_schema: bool | None = None,
         inbound: Iterable[endpoints.Inbound] = (),
         workflows: definitions.Workflows | None = None,
+        roles: Iterable[grants.Role] = (),
+        principals: Iterable[grants.Principal] = (),
+        tenant_run_as: Mapping[str, str] | None = None,
     ) -> None:
         self.mounted = Mounted.mount(
             binding,
@@ -116,6 +120,9 @@ class FlowRunner:
             retry=retry,
             timezone=timezone,
             inbound=inbound,
+            roles=roles,
+            principals=principals,
+            tenant_run_as=tenant_run_as,
         )
         self.mounted.programs[FLOW] = flow_step.program
         self.mounted.programs[timer_rules.PROGRAM] = timers.program
@@ -327,6 +334,8 @@ class FlowRunner:
                 f"a workflow starts on event {unknown[0]!r}, which the binding of "
                 f"{self.binding.resource!r} does not declare (events: {known})"
             )
+        for definition in workflows.definitions():
+            self.mounted.check_run_as(definition.run_as, f"workflow {definition.name!r}")
         self.mounted.workflows = workflows
         self.mounted.programs[workflow_program.PROGRAM] = workflow_program.program
 

@@ -156,6 +156,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.timers.rules",
             "flowrunner.inbound",
             "flowrunner.inbound.endpoints",
+            "flowrunner.authority",
         ),
     ),
     (
@@ -204,6 +205,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.workflows.starts",
             "flowrunner.workflows.actions",
             "flowrunner.workflows.children",
+            "flowrunner.authority.gather",
         ),
     ),
     ("surfaces", ("flowrunner.cli", "flowrunner.web", "flowrunner.__main__")),
