@@ -12,7 +12,19 @@ import authorities
 import pytest
 import sqlalchemy as sa
 
-from flowrunner import BindingError, Job, Jobs, Principal, Role, Workflows, flow_runner, testing
+from flowrunner import (
+    BindingError,
+    FlowBinding,
+    Job,
+    Jobs,
+    Kind,
+    Principal,
+    Role,
+    Workflows,
+    flow_runner,
+    tables,
+    testing,
+)
 from flowrunner.authority import grants
 from flowrunner.store import migrate
 
@@ -194,3 +206,73 @@ def test_the_areas_a_readers_roles_open() -> None:
     assert authority.areas(["ops-jobs", "unknown"]) == {"jobs"}
     assert authority.first_granted("escalate") == "clock"
     assert authority("sam", "delete_ticket") and not authority("olga", "send_mail")
+
+
+# -- each tenant under its own service principal --------------------------------------------
+
+tenant_metadata = sa.MetaData()
+claim = sa.Table(
+    "claim",
+    tenant_metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("tenant_id", sa.String(20), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False, server_default="open"),
+)
+claims = FlowBinding(
+    resource="claim",
+    flows_table="claim_flow",
+    steps_table="claim_flow_step",
+    kinds={"ask": Kind(command="request_approval")},
+    tenant="tenant_id",
+)
+tables.for_binding(tenant_metadata, claims)
+TENANT_PRINCIPALS = [
+    *authorities.PRINCIPALS,
+    Principal("acme-bot", roles=["automation"]),
+]
+
+
+def test_each_tenants_runs_go_under_that_tenants_service_principal(
+    any_engine: sa.Engine,
+) -> None:
+    migrate.upgrade(any_engine)
+    tenant_metadata.create_all(any_engine)
+    authorities.metadata.create_all(any_engine)  # where the commands write who ran them
+    runner = flow_runner(
+        claims,
+        any_engine,
+        commands=authorities.COMMANDS,
+        roles=authorities.roles(),
+        principals=TENANT_PRINCIPALS,
+        tenant_run_as={"acme": "acme-bot"},
+    )
+    driver = testing.FlowDriver(runner, start=START)
+    for tenant in ("acme", "globex"):
+        with any_engine.begin() as conn:
+            flow = runner.save_flow(conn, {"name": "Ask", "start": "created"}, tenant=tenant)
+            runner.save_step(conn, {"flow_id": flow, "position": 1, "kind": "ask"}, tenant=tenant)
+    driver.create({"id": 1, "tenant_id": "acme", "status": "open"})
+    driver.create({"id": 2, "tenant_id": "globex", "status": "open"})
+    assert who_ran(any_engine) == [
+        ("request_approval", "acme-bot"),
+        ("request_approval", "automation"),  # globex has none of its own: the runner's
+    ]
+
+
+def test_a_tenants_principal_with_a_non_service_role_is_refused_at_mount(
+    any_engine: sa.Engine,
+) -> None:
+    tenant_metadata.create_all(any_engine)
+    with pytest.raises(BindingError) as refused:
+        flow_runner(
+            claims,
+            any_engine,
+            commands=authorities.COMMANDS,
+            roles=authorities.roles(),
+            principals=TENANT_PRINCIPALS,
+            tenant_run_as={"acme": "olga"},
+            check_schema=False,
+        )
+    assert str(refused.value).startswith(
+        "tenant acme runs as olga, but olga holds the role ops-flows, which is not a service role"
+    )
