@@ -87,7 +87,9 @@ class FlowRunner:
     on every attempt. ``clock`` is what "now" is (the test driver moves it by hand).
     ``inbound`` are the signed callbacks it answers (``Inbound``; ``inbound_app()``
     serves them, ``receive`` handles one). ``workflows``: code workflows run beside the
-    flows (``Workflows``).
+    flows (``Workflows``). ``roles`` and ``principals`` (``Role``, ``Principal``) declare
+    who may run what instead of ``authorize``; ``tenant_run_as`` gives each tenant its
+    own service principal (docs/principals.md).
     """
 
     def __init__(

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from console import Session, as_, refusal, rows
 
-from flowrunner import Jobs, testing
+from flowrunner import Jobs, RowInvalid, testing
 from flowrunner.store import migrate
 from flowrunner.web.console import Principal
 
@@ -102,3 +102,17 @@ def test_a_reader_whose_roles_open_no_area_is_refused_the_room(desk: testing.Flo
     ui = session(desk, NOBODY)
     for path in ("/ops", "/ops/jobs", "/ops/notices", "/ops/journal"):
         assert ui.get(path).status_code == 403, path
+
+
+def test_the_runner_lists_the_runs_of_the_areas_asked(desk: testing.FlowDriver) -> None:
+    runner = desk.runner
+    flow_runs = [r.id for r in desk.runs(7)]
+    assert [r.id for r in runner.list_runs(areas={"jobs"})] == [job_run(desk)]
+    assert [r.id for r in runner.list_runs(areas={"workflows"})] == flow_runs
+    assert len(runner.list_runs(areas={"workflows", "jobs"}).rows) == 2
+    assert runner.count_runs(areas={"jobs"})["waiting"] == 1
+    with pytest.raises(RowInvalid) as refused:
+        runner.list_runs(areas={"deliveries"})
+    assert [(f.field, f.message) for f in refused.value.errors] == [
+        ("areas", "name the areas whose runs to list: workflows, jobs or both")
+    ]

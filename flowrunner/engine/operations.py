@@ -12,7 +12,7 @@ methods of the same names are these.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import timedelta
 from typing import TypedDict
 
@@ -51,7 +51,7 @@ class RunQuery:
     newer_than: operations_room.Age = None
     stuck_after: operations_room.Age | listing.Stuck = None
     error: str | None = None
-    areas: frozenset[str] | None = None
+    areas: Collection[str] | None = None
 
 
 class RunFilters(TypedDict, total=False):
@@ -66,7 +66,7 @@ class RunFilters(TypedDict, total=False):
     newer_than: operations_room.Age
     stuck_after: operations_room.Age | listing.Stuck
     error: str | None
-    areas: frozenset[str] | None
+    areas: Collection[str] | None
 
 
 class Operations:
