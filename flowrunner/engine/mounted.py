@@ -219,6 +219,7 @@ class Mounted:
             refusal = self.authority.refusal(principal, command)
             if refusal is not None:
                 raise errors.CommandRefused(refusal)
+            return
         if self.authorize is not None and not self.authorize(principal, command):
             raise errors.CommandRefused(
                 f"principal {principal!r} is not allowed to run command {command!r}"
