@@ -179,7 +179,9 @@ class FlowRunner:
 
     @authorize.setter
     def authorize(self, authorize: Authorize | None) -> None:
+        # The new rule replaces the declared roles' too: one of them decides.
         self.mounted.authorize = authorize
+        self.mounted.authority = authorize if isinstance(authorize, grants.Authority) else None
 
     @property
     def inbound(self) -> dict[str, endpoints.Inbound]:
