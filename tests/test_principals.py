@@ -15,6 +15,8 @@ import sqlalchemy as sa
 from flowrunner import (
     BindingError,
     FlowBinding,
+    Hmac,
+    Inbound,
     Job,
     Jobs,
     Kind,
@@ -120,6 +122,19 @@ def test_a_workflow_run_as_an_undeclared_principal_is_refused_at_mount(
     assert str(refused.value) == (
         "workflow 'haunt' runs as ghost, but ghost is not a declared principal (principals: "
         "automation, clock, jo, olga, sam, service-bot)"
+    )
+
+
+def test_an_inbound_endpoint_run_as_a_person_is_refused_at_mount(
+    any_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DESK_HOOK_KEY", "s3cret")
+    verify = Hmac(secret_env="DESK_HOOK_KEY", header="x-signature")
+    hook = Inbound(name="mailed", verify=verify, run_as="sam", key=str, command="send_mail")
+    with pytest.raises(BindingError) as refused:
+        mount(any_engine, inbound=[hook])
+    assert str(refused.value).startswith(
+        "inbound 'mailed' runs as sam, but sam holds the role support, which is not a service"
     )
 
 
