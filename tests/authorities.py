@@ -130,3 +130,12 @@ def runner(url: str) -> FlowRunner:
 
 def widened(url: str) -> FlowRunner:
     return build(sa.create_engine(url), widen=True, check_schema=False)
+
+
+def reader(request: Any) -> Any:
+    """The console's reader, named by the ``x-desk-user`` header (a browser test's stand-in
+    for the application's sign-in): their roles are their declared principal's."""
+    from flowrunner.web.console import Principal as Reader
+
+    name = request.headers.get("x-desk-user")
+    return Reader(name) if name else None
