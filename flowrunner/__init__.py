@@ -26,6 +26,7 @@ import typing
 from flowrunner import moved
 
 if typing.TYPE_CHECKING:
+    from flowrunner.authority.grants import Principal, Role
     from flowrunner.binding import At, Event, FlowBinding, Kind, NotifyRule
     from flowrunner.diagrams import Diagram
     from flowrunner.engine.commands import Command, CommandContext
@@ -115,10 +116,12 @@ __all__ = [
     "OnEvent",
     "OperatorError",
     "Plan",
+    "Principal",
     "QueryError",
     "RecordRejected",
     "Refusal",
     "RetryPolicy",
+    "Role",
     "RowInvalid",
     "RunQuery",
     "RunRow",
@@ -145,6 +148,8 @@ __all__ = [
 # public name -> the module it lives in, imported on first use.
 _EXPORTS: dict[str, str] = {
     "annotations": "__future__",
+    "Principal": "flowrunner.authority.grants",
+    "Role": "flowrunner.authority.grants",
     "At": "flowrunner.binding",
     "Event": "flowrunner.binding",
     "FlowBinding": "flowrunner.binding",

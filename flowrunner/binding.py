@@ -105,6 +105,8 @@ class Kind(_Model):
     ``records`` names a binding event the command records from its answer: the mapping
     it returns (with the record's key and tenant fields filled in) is that event's
     payload, validated by its shape and stored in the command's own transaction.
+    ``run_as`` names the principal its commands run as (none: the runner's, or the
+    record's tenant's service principal).
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -121,6 +123,7 @@ class Kind(_Model):
     outside: bool = True
     answer: str | None = None
     records: str | None = None
+    run_as: str | None = None
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod
@@ -282,7 +285,9 @@ class At(_Model):
     is then, if it matches ``when`` (the query language over the resource's columns;
     none: always) — once for each instant the column holds (``flowrunner.timers``).
     ``retry`` replaces the runner's policy for the command; ``timeout`` (``"30
-    seconds"``) is how long one attempt may take.
+    seconds"``) is how long one attempt may take. ``run_as`` names the principal the
+    command runs as (none: the runner's when it is granted the command, else the first
+    declared principal that is).
 
     >>> At(column="warn_at", command="warn_sla", when="status = open").when
     'status = open'
@@ -293,6 +298,7 @@ class At(_Model):
     when: str | None = None
     retry: retry_policy.RetryPolicy | None = None
     timeout: str | None = None
+    run_as: str | None = None
 
     @pydantic.field_validator("column")
     @classmethod

@@ -30,12 +30,12 @@ from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 import sqlalchemy as sa
-from sqlalchemy import orm
 
 from flowrunner import errors
+from flowrunner.authority import grants
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
-from flowrunner.engine import event_check, mounted, operations_room
+from flowrunner.engine import mounted, operations_room
 from flowrunner.engine.answer_links import AnswerLinks
 from flowrunner.engine.changes import Changes
 from flowrunner.engine.feed import EventFeed
@@ -89,7 +89,10 @@ class FlowRunner:
     on every attempt. ``clock`` is what "now" is (the test driver moves it by hand).
     ``inbound`` are the signed callbacks it answers (``Inbound``; ``inbound_app()``
     serves them, ``receive`` handles one). ``workflows``: code workflows run beside the
-    flows (``Workflows``). ``links_secret`` (32 random bytes) signs answer links.
+    flows (``Workflows``). ``roles`` and ``principals`` (``Role``, ``Principal``) declare
+    who may run what instead of ``authorize``; ``tenant_run_as`` gives each tenant its
+    own service principal (docs/principals.md). ``links_secret``
+    (32 random bytes) signs answer links.
     """
 
     def __init__(
@@ -108,6 +111,9 @@ class FlowRunner:
         inbound: Iterable[endpoints.Inbound] = (),
         workflows: definitions.Workflows | None = None,
         links_secret: bytes | str | None = None,
+        roles: Iterable[grants.Role] = (),
+        principals: Iterable[grants.Principal] = (),
+        tenant_run_as: Mapping[str, str] | None = None,
     ) -> None:
         self.mounted = Mounted.mount(
             binding,
@@ -120,6 +126,9 @@ class FlowRunner:
             retry=retry,
             timezone=timezone,
             inbound=inbound,
+            roles=roles,
+            principals=principals,
+            tenant_run_as=tenant_run_as,
         )
         self.mounted.programs[FLOW] = flow_step.program
         self.mounted.programs[timer_rules.PROGRAM] = timers.program
@@ -176,7 +185,9 @@ class FlowRunner:
 
     @authorize.setter
     def authorize(self, authorize: Authorize | None) -> None:
+        # The new rule replaces the declared roles' too: one of them decides.
         self.mounted.authorize = authorize
+        self.mounted.authority = authorize if isinstance(authorize, grants.Authority) else None
 
     @property
     def inbound(self) -> dict[str, endpoints.Inbound]:
@@ -248,9 +259,7 @@ class FlowRunner:
     roll_back = _of("publishing", Publishing.roll_back)
     move_runs = _of("publishing", Publishing.move_runs)
 
-    def event_warnings(self) -> list[str]:
-        """Each event something waits for that nothing records (``[api-event-unknown]``)."""
-        return event_check.unrecorded(self.mounted)
+    event_warnings = _of("feed", EventFeed.warnings)
 
     def try_flow(
         self,
@@ -338,6 +347,8 @@ class FlowRunner:
                 f"a workflow starts on event {unknown[0]!r}, which the binding of "
                 f"{self.binding.resource!r} does not declare (events: {known})"
             )
+        for definition in workflows.definitions():
+            self.mounted.check_run_as(definition.run_as, f"workflow {definition.name!r}")
         self.mounted.workflows = workflows
         self.mounted.programs[workflow_program.PROGRAM] = workflow_program.program
 
@@ -448,40 +459,7 @@ class FlowRunner:
 
         return console.console(self, **options)
 
-    # -- ORM hook ---------------------------------------------------------------------------------
-
-    def watch(self, mapped_class: type[Any]) -> Callable[[], None]:
-        """Opt in: ORM inserts and updates of ``mapped_class`` call record_created/updated,
-        in the flush's own transaction. Returns a function that stops watching."""
-        mapper = orm.class_mapper(mapped_class)
-        names = [c.key for c in mapper.column_attrs]
-
-        def as_record(target: object) -> dict[str, Any]:
-            return {name: getattr(target, name) for name in names}
-
-        def after_insert(_mapper: object, connection: sa.Connection, target: object) -> None:
-            self.record_created(connection, as_record(target))
-
-        def after_update(_mapper: object, connection: sa.Connection, target: object) -> None:
-            after = as_record(target)
-            before = dict(after)
-            changed = False
-            for name in names:
-                history = orm.attributes.instance_state(target).attrs[name].history
-                if history.deleted:
-                    before[name] = history.deleted[0]
-                    changed = True
-            if changed:
-                self.record_updated(connection, before, after)
-
-        sa.event.listen(mapped_class, "after_insert", after_insert)
-        sa.event.listen(mapped_class, "after_update", after_update)
-
-        def unwatch() -> None:
-            sa.event.remove(mapped_class, "after_insert", after_insert)
-            sa.event.remove(mapped_class, "after_update", after_update)
-
-        return unwatch
+    watch = _of("changes", Changes.watch)  # the ORM hook
 
 
 def flow_runner(

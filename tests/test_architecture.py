@@ -157,6 +157,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.inbound",
             "flowrunner.inbound.endpoints",
             "flowrunner.delivery",
+            "flowrunner.authority",
         ),
     ),
     (
@@ -207,6 +208,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.workflows.children",
             "flowrunner.delivery.sending",
             "flowrunner.delivery.deliverer",
+            "flowrunner.authority.gather",
         ),
     ),
     ("surfaces", ("flowrunner.cli", "flowrunner.web", "flowrunner.__main__")),

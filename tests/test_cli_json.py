@@ -58,6 +58,8 @@ def test_every_command_that_prints_data_takes_json() -> None:
     commands = _commands(cli, click.Context(cli))
     assert set(SUBCOMMANDS) <= {name.split()[0] for name in commands}
     assert sorted(commands) == [
+        "authority check",
+        "authority lock",
         "console",
         "deliver",
         "demo",

@@ -42,10 +42,12 @@ SUBCOMMANDS = {
     "diagram": "flowrunner.cli.diagram_cmd:diagram",
     "runs": "flowrunner.cli.runs_cmd:runs",
     "jobs": "flowrunner.cli.jobs_cmd:jobs",
+    "authority": "flowrunner.cli.authority_cmd:authority",
 }
 # name -> the command's own short help (the first sentence of its docstring), which
 # `flowrunner --help` lists without importing the command (a test keeps them equal).
 SUMMARIES = {
+    "authority": "Who each part of the app runs as and what it may call: lock it, check it in CI.",
     "console": "Serve the web console of the app's runner: flows, records' runs, Operations.",
     "deliver": "Send the app's notices through its channels until stopped (SIGTERM or Ctrl-C).",
     "demo": "Run the support-desk and purchase-order sample apps through the real engine.",

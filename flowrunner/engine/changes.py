@@ -9,11 +9,12 @@ so a refusal leaves that usable. ``FlowRunner.record_created`` and friends are t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 from flowrunner import errors
 from flowrunner.binding import Event, RecordId, Tenant
@@ -247,6 +248,39 @@ class Changes:
         except payloads.NotPlain as exc:
             raise errors.EventRejected(f"event {name!r}: {exc}") from None
         return field, record_id, tenant, plain
+
+    def watch(self, mapped_class: type[Any]) -> Callable[[], None]:
+        """Opt in: ORM inserts and updates of ``mapped_class`` call record_created/updated,
+        in the flush's own transaction. Returns a function that stops watching."""
+        mapper = orm.class_mapper(mapped_class)
+        names = [c.key for c in mapper.column_attrs]
+
+        def as_record(target: object) -> dict[str, Any]:
+            return {name: getattr(target, name) for name in names}
+
+        def after_insert(_mapper: object, connection: sa.Connection, target: object) -> None:
+            self.record_created(connection, as_record(target))
+
+        def after_update(_mapper: object, connection: sa.Connection, target: object) -> None:
+            after = as_record(target)
+            before = dict(after)
+            changed = False
+            for name in names:
+                history = orm.attributes.instance_state(target).attrs[name].history
+                if history.deleted:
+                    before[name] = history.deleted[0]
+                    changed = True
+            if changed:
+                self.record_updated(connection, before, after)
+
+        sa.event.listen(mapped_class, "after_insert", after_insert)
+        sa.event.listen(mapped_class, "after_update", after_update)
+
+        def unwatch() -> None:
+            sa.event.remove(mapped_class, "after_insert", after_insert)
+            sa.event.remove(mapped_class, "after_update", after_update)
+
+        return unwatch
 
 
 def shaped(

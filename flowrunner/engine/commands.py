@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from flowrunner import errors
+from flowrunner.authority import grants
 from flowrunner.foundations import payloads
 
 
@@ -138,6 +139,18 @@ def check_mounted(
             f"{needed_by} runs command {command!r}, but the runner was given no command of "
             f"that name (commands: {given})"
         )
+    if isinstance(authorize, grants.Authority):
+        # Declared principals: what runs unattended holds service roles alone, and each
+        # command it names is granted to one of them.
+        problem = authorize.run_as_problem(principal)
+        if problem is not None:
+            raise errors.BindingError(f"{needed_by} runs as {principal}, but {problem}")
+        refusal = authorize.refusal(principal, command)
+        if refusal is not None:
+            raise errors.BindingError(
+                f"{needed_by} runs command {command}, but {refusal}: grant it to one of "
+                "the principal's roles"
+            )
     if authorize is not None and not authorize(principal, command):
         raise errors.BindingError(
             f"principal {principal!r} is not allowed to run command {command!r}, "

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from flowrunner import errors
 from flowrunner.binding import Tenant
+from flowrunner.engine import event_check
 from flowrunner.engine.mounted import Mounted
 from flowrunner.flows import spelling
 from flowrunner.foundations import payloads
@@ -64,6 +65,10 @@ class EventFeed:
 
     def __init__(self, mounted: Mounted) -> None:
         self.mounted = mounted
+
+    def warnings(self) -> list[str]:
+        """Each event something waits for that nothing records (``[api-event-unknown]``)."""
+        return event_check.unrecorded(self.mounted)
 
     def events(
         self,

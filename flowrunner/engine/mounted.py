@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from flowrunner import diagrams, errors
+from flowrunner.authority import grants
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
 from flowrunner.engine import tracing
@@ -87,6 +88,10 @@ class Mounted:
     commands: dict[str, commands_mod.Command]
     run_as: str
     authorize: commands_mod.Authorize | None
+    # The declared roles and principals (None: the application's ``authorize``, if any,
+    # decides alone), and each tenant's own service principal on a tenant binding.
+    authority: grants.Authority | None = None
+    tenant_run_as: dict[str, str] = dataclasses.field(default_factory=dict)
     inbound: dict[str, endpoints.Inbound] = dataclasses.field(default_factory=dict)
     # The programs a run may execute, by the name its snapshot gives (``programs``).
     programs: dict[str, Program] = dataclasses.field(default_factory=dict)
@@ -125,9 +130,15 @@ class Mounted:
         retry: retry_policy.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
         inbound: Iterable[endpoints.Inbound] = (),
+        roles: Iterable[grants.Role] = (),
+        principals: Iterable[grants.Principal] = (),
+        tenant_run_as: Mapping[str, str] | None = None,
     ) -> Mounted:
         """Read the application's tables once, and check the binding against them and
-        every command it names (``BindingError``)."""
+        every command it names, each run as a principal granted it (``BindingError``)."""
+        authority = declared(roles, principals, authorize)
+        if authority is not None:
+            authorize = authority
         engine = dialects.prepare_engine(engine)
         tables = app_tables.reflect(engine, binding)
         columns = binding.check(tables.metadata).resource_columns
@@ -143,17 +154,23 @@ class Mounted:
             commands=dict(commands or {}),
             run_as=run_as,
             authorize=authorize,
+            authority=authority,
+            tenant_run_as=dict(tenant_run_as or {}),
         )
+        mounted.check_principals()
         if binding.has_calendars or binding.holidays_table is not None:
             from flowrunner.engine import business
 
             mounted.business = business.BusinessCalendars(binding, engine)
         for name, kind in binding.kinds.items():
             for command in filter(None, (kind.command, kind.remind, kind.cancel)):
-                mounted.check_command(command, principal=run_as, needed_by=f"kind {name!r}")
+                for principal in mounted.principals_of(kind.run_as):
+                    mounted.check_command(command, principal=principal, needed_by=f"kind {name!r}")
         mounted.inbound = endpoints.check(
             inbound, binding=binding, commands=mounted.commands, authorize=authorize
         )
+        for name, endpoint in mounted.inbound.items():
+            mounted.check_run_as(endpoint.run_as, f"inbound {name!r}")
         return mounted
 
     def require_secrets(self) -> None:
@@ -199,10 +216,58 @@ class Mounted:
         inbound's own.
         """
         principal = self.run_as if principal is None else principal
+        if self.authority is not None:
+            refusal = self.authority.refusal(principal, command)
+            if refusal is not None:
+                raise errors.CommandRefused(refusal)
+            return
         if self.authorize is not None and not self.authorize(principal, command):
             raise errors.CommandRefused(
                 f"principal {principal!r} is not allowed to run command {command!r}"
             )
+
+    def check_principals(self) -> None:
+        """At mount, with declared principals: the runner's ``run_as`` and each tenant's
+        hold service roles alone (``BindingError`` otherwise)."""
+        if self.tenant_run_as and self.binding.tenant is None:
+            raise errors.BindingError(
+                f"tenant_run_as gives tenants their principals, but the binding's "
+                f"{self.binding.resource} records belong to no tenants: leave it out"
+            )
+        for tenant, principal in self.tenant_run_as.items():
+            if not isinstance(tenant, str) or not isinstance(principal, str):
+                raise errors.BindingError(
+                    "tenant_run_as maps each tenant, as text, to the name of its principal"
+                )
+        self.check_run_as(self.run_as, "the runner")
+        for tenant, principal in sorted(self.tenant_run_as.items()):
+            self.check_run_as(principal, f"tenant {tenant}")
+
+    def check_run_as(self, own: str | None, needed_by: str) -> None:
+        """At mount, with declared principals: what ``needed_by`` runs as (its ``own``
+        principal, else the runner's and each tenant's) holds service roles alone."""
+        if self.authority is None:
+            return
+        for principal in self.principals_of(own):
+            problem = self.authority.run_as_problem(principal)
+            if problem is not None:
+                raise errors.BindingError(f"{needed_by} runs as {principal}, but {problem}")
+
+    def principals_of(self, own: str | None) -> list[str]:
+        """Every principal a part of the application may run as: its ``own``, else the
+        runner's and each tenant's service principal (each is checked at mount)."""
+        if own is not None:
+            return [own]
+        return list(dict.fromkeys([self.run_as, *self.tenant_run_as.values()]))
+
+    def principal_for(self, own: str | None, tenant: object) -> str:
+        """Who a step runs as: its ``own`` principal (a kind's ``run_as``), else its
+        tenant's service principal, else the runner's ``run_as``."""
+        if own is not None:
+            return own
+        if tenant is not None:
+            return self.tenant_run_as.get(str(tenant), self.run_as)
+        return self.run_as
 
     # -- snapshots ------------------------------------------------------------------------
 
@@ -319,6 +384,24 @@ class Mounted:
                 [errors.FieldError(column, f"a {what} of another tenant", "tenant_mismatch")]
             )
         return {**row, column: owner}
+
+
+def declared(
+    roles: Iterable[grants.Role],
+    principals: Iterable[grants.Principal],
+    authorize: commands_mod.Authorize | None,
+) -> grants.Authority | None:
+    """The declared roles and principals checked together, or None when there are none;
+    ``BindingError`` when the application also gives its own ``authorize``."""
+    roles, principals = list(roles), list(principals)
+    if not roles and not principals:
+        return None
+    if authorize is not None:
+        raise errors.BindingError(
+            "give the runner roles and principals, or its own authorize, not both: "
+            "one of them decides who may run each command"
+        )
+    return grants.Authority.declare(roles, principals)
 
 
 def interpreter_config(

@@ -12,7 +12,7 @@ methods of the same names are these.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import timedelta
 from typing import TypedDict
 
@@ -38,7 +38,8 @@ class RunQuery:
     case, or an id. ``record``: a record's key. ``older_than`` / ``newer_than``
     (``"2d"``) and ``started_after`` / ``started_before`` (a date or moment): when it
     started. ``error``: text the run's error (the reason it failed or ended) holds, in
-    any case. What cannot be used is refused with ``RowInvalid`` naming each field.
+    any case. ``areas``: only the runs of these Operations room areas (``workflows``,
+    ``jobs``). What cannot be used is refused with ``RowInvalid`` naming each field.
     """
 
     status: str | Iterable[str] | None = None
@@ -50,6 +51,7 @@ class RunQuery:
     newer_than: operations_room.Age = None
     stuck_after: operations_room.Age | listing.Stuck = None
     error: str | None = None
+    areas: Collection[str] | None = None
 
 
 class RunFilters(TypedDict, total=False):
@@ -64,6 +66,7 @@ class RunFilters(TypedDict, total=False):
     newer_than: operations_room.Age
     stuck_after: operations_room.Age | listing.Stuck
     error: str | None
+    areas: Collection[str] | None
 
 
 class Operations:

@@ -61,6 +61,7 @@ def run_filter(
     newer_than: Age = None,
     stuck_after: Age | listing.Stuck = None,
     error: str | None = None,
+    areas: Iterable[str] | None = None,
 ) -> listing.RunFilter:
     """The store's filter for what an operator asked; ``RowInvalid`` naming each field
     that cannot be used (an unknown status or flow, an age or moment that does not read).
@@ -69,8 +70,10 @@ def run_filter(
     before (after) that moment. ``stuck_after`` (default ``listing.STUCK_AFTER``, 15
     minutes) is how long due work may go unclaimed, or a lease stay run out, before a
     run is stuck; a ``listing.Stuck`` sets the two apart. ``error``: runs whose error
-    (the reason they failed or ended) holds this text, in any case. Blank text (a form's
-    empty field) asks for nothing.
+    (the reason they failed or ended) holds this text, in any case. ``areas``: the
+    Operations room's areas whose runs are kept — ``workflows`` (flows, code workflows,
+    timers), ``jobs``, or both (None: every run). Blank text (a form's empty field) asks
+    for nothing.
     """
     status, flow, record, error = _blank(status), _blank(flow), _blank(record), _blank(error)
     started_after, started_before = _blank(started_after), _blank(started_before)
@@ -98,6 +101,7 @@ def run_filter(
     new = check("newer_than", _back, newer_than, now, tz)
     stuck = check("stuck_after", _stuck, stuck_after, now, tz)
     error_text = None if error is None else check("error", _error_text, error)
+    jobs = None if areas is None else check("areas", _jobs, areas)
     flow_ids: tuple[str, ...] = ()
     flow_name = None
     if flow is not None:
@@ -119,7 +123,19 @@ def run_filter(
         started_before=before,
         stuck=stuck or listing.Stuck(),
         error=error_text,
+        jobs=jobs,
     )
+
+
+def _jobs(areas: Iterable[str]) -> bool | None:
+    """Which runs ``areas`` keep: only jobs' (True), none of them (False), or all (None)."""
+    given = {areas} if isinstance(areas, str) else set(areas)
+    workflows, jobs = "workflows" in given, "jobs" in given
+    if not workflows and not jobs:
+        raise _Unusable(
+            "name the areas whose runs to list: workflows, jobs or both", "areas_unknown"
+        )
+    return None if workflows and jobs else jobs
 
 
 def _blank(given: Any) -> Any:

@@ -299,11 +299,14 @@ class Advance(claimed.ClaimedStep):
         step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
         kind = mounted.config.kinds.get(effect.kind)
         timeout = kind.timeout if kind is not None else None
+        declared = mounted.binding.kinds.get(effect.kind)
         context = commands.CommandContext(
             record=dict(working or {}),
             inputs=dict(effect.inputs),
             conn=self.conn,
-            principal=mounted.run_as,
+            principal=mounted.principal_for(
+                declared.run_as if declared is not None else None, run.tenant
+            ),
             idempotency_key=f"run-{run.id}/{effect.key}",
             run_id=run.id,
             flow_name=snap.flow.name,

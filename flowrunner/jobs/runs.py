@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from flowrunner.engine.mounted import Mounted
 from flowrunner.foundations import statuses
 from flowrunner.jobs import schedules, spec
+from flowrunner.store import listing
 from flowrunner.store import operations as ops
 
 PROGRAM = "job"  # the name a job's run gives its program (``engine.mounted.program_of``)
@@ -36,8 +37,9 @@ JUST_BEFORE = timedelta(microseconds=1)
 
 
 def flow_id(name: str) -> str:
-    """What a job's runs keep as their flow id: ``job:NAME``."""
-    return f"{PROGRAM}:{name}"
+    """What a job's runs keep as their flow id: ``job:NAME`` (the Operations room tells a
+    job's runs apart by it: ``listing.JOB_RUNS``)."""
+    return f"{listing.JOB_RUNS}{name}"
 
 
 def every_key(name: str, tenant: str | None = None) -> str:

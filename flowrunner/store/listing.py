@@ -78,6 +78,10 @@ class ErrorGroup:
     """The newest of them."""
 
 
+JOB_RUNS = "job:"
+"""What the flow id of a job's run begins with (``jobs.runs.flow_id``)."""
+
+
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs, as the store reads it (``flowrunner.engine.operations_room`` builds it from
@@ -106,6 +110,9 @@ class RunFilter:
     not_acted: NotActed | None = None
     """Runs no operator did this action to since this moment (a confirmed action posted
     twice acts once)."""
+    jobs: bool | None = None
+    """Only the runs of jobs (True), none of them (False), or either (None): what an
+    Operations room reader's areas open."""
 
     @property
     def flow_given(self) -> bool:
@@ -281,6 +288,9 @@ def _run_conditions(
     if where.error is not None:
         said = sa.func.lower(sa.func.coalesce(error_text(table), ""))
         found.append(said.contains(where.error.strip().lower(), autoescape=True))
+    if where.jobs is not None:
+        of_a_job = table.c.flow_id.startswith(JOB_RUNS, autoescape=True)
+        found.append(of_a_job if where.jobs else ~of_a_job)
     if where.at_most_id is not None:
         found.append(table.c.id <= where.at_most_id)
     if where.not_acted is not None:

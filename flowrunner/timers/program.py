@@ -47,7 +47,9 @@ class Timers:
         }
         for timer in self.timers:
             needed_by = f"the timer at {timer.column!r}"
-            mounted.check_command(timer.command, principal=mounted.run_as, needed_by=needed_by)
+            tenants = [None, *mounted.tenant_run_as]
+            for principal in dict.fromkeys(runs_as(mounted, timer, t) for t in tenants):
+                mounted.check_command(timer.command, principal=principal, needed_by=needed_by)
 
     # -- arming ------------------------------------------------------------------------
 
@@ -200,7 +202,7 @@ class TimerStep(claimed.ClaimedStep):
             record=dict(record),
             inputs={"column": timer.column, "instant": said["instant"]},
             conn=self.conn,
-            principal=mounted.run_as,
+            principal=runs_as(mounted, timer, run.tenant),
             idempotency_key=key,
             run_id=run.id,
             flow_name=run.flow_name,
@@ -273,3 +275,16 @@ class TimerProgram(Program):
 
 
 program = TimerProgram()
+
+
+def runs_as(mounted: Mounted, timer: binding.At, tenant: object) -> str:
+    """Who a timer's command runs as: its own ``run_as``; else the runner's (or the
+    record's tenant's) service principal when it is granted the command; else the first
+    declared principal that is (the seed: "as the first principal granted it")."""
+    if timer.run_as is not None:
+        return timer.run_as
+    default = mounted.principal_for(None, tenant)
+    authority = mounted.authority
+    if authority is None or authority(default, timer.command):
+        return default
+    return authority.first_granted(timer.command) or default

@@ -152,6 +152,10 @@ class Workflows:
     def names(self) -> list[str]:
         return sorted({name for name, _ in self._defined})
 
+    def definitions(self) -> list[Definition]:
+        """Every registered version of every workflow, by name then version."""
+        return [self._defined[key] for key in sorted(self._defined)]
+
     def started_by(self, event: str) -> list[Definition]:
         """The latest version of each workflow that ``event`` starts."""
         found = []

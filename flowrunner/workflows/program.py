@@ -265,7 +265,7 @@ class WorkflowStep(claimed.ClaimedStep):
             record=record if record is not None else {mounted.binding.key: on},
             inputs=dict(asked.options.get("input") or {}),
             conn=self.conn,
-            principal=self.definition.run_as or mounted.run_as,
+            principal=mounted.principal_for(self.definition.run_as, self.run.tenant),
             idempotency_key=self.recording.idempotency_key(run.id, asked.name),
             run_id=run.id,
             flow_name=self.definition.name,

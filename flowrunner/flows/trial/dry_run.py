@@ -423,11 +423,14 @@ class _Try:
         """Show the command, and answer for it without running it."""
         refused = self.plan.refusals.get(effect.command)
         mounted = self.mounted
-        allowed = mounted.authorize is None or mounted.authorize(mounted.run_as, effect.command)
-        if refused is None and not allowed:
+        declared = mounted.binding.kinds.get(effect.kind)
+        who = mounted.principal_for(declared.run_as if declared is not None else None, None)
+        if refused is None:
             # As the worker's check on every attempt (``FlowRunner.authorize_command``).
-            refused = f"principal {mounted.run_as!r} is not allowed to run command"
-            refused += f" {effect.command!r}"
+            try:
+                mounted.authorize_command(effect.command, who)
+            except errors.CommandRefused as exc:
+                refused = str(exc)
         answer = {} if refused is not None else self._answer(effect)
         position, title = self._where(effect.step_id)
         self.commands.append(

@@ -10,6 +10,13 @@ The token is never taken from an address: logs, proxies and browser history keep
 By default every reader may read every step, a reader with the role ``editor`` may edit
 flows, and one with the role ``operator`` may start, cancel, retry, redrive and restart
 runs. The token's reader has both roles.
+
+On a runner that declares roles (``Role(..., operations=[...])``), the Operations room
+shows a reader only the areas their roles open — ``workflows`` (runs of flows, code
+workflows and timers), ``jobs``, ``deliveries`` (the notices outbox) — and they act on
+what they see there (the application's ``can_operate``, if it gives one, decides too).
+A reader's roles are those the application's ``Principal`` gives, with those of the
+declared principal of the same name; the token's reader sees every area.
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ from typing import Any
 from starlette.requests import Request
 
 from flowrunner import errors
+from flowrunner.authority import grants
+from flowrunner.store import listing
 from flowrunner.store import operations as ops
 
 ACTIONS = ("start", "cancel", "retry", "redrive", "restart")
 """What an operator does to runs: the ``action`` ``can_operate`` is asked about."""
+JOB_ACTIONS = ("pause", "resume")
+"""What an operator does to a job at times (the Jobs page): in the ``jobs`` area."""
 
 TOKEN_COOKIE = "flowrunner_console"
 TOKEN_VARIABLE = "FLOWRUNNER_CONSOLE_TOKEN"
@@ -90,6 +101,8 @@ class Access:
     can_read: CanRead = read_everything
     can_edit: CanEdit = editors_edit
     can_operate: CanOperate = operators_operate
+    authority: grants.Authority | None = None
+    """The runner's declared roles and principals: their ``operations`` open areas."""
 
     def __post_init__(self) -> None:
         if self.principal is None and not self.token:
@@ -163,7 +176,36 @@ class Access:
         return bool(self.can_edit(reader, flow_row))
 
     def may(self, reader: Principal, action: str, run: ops.RunRow | None) -> bool:
+        if self.authority is not None:
+            of_a_job = run is not None and run.flow_id.startswith(listing.JOB_RUNS)
+            area = "jobs" if action in JOB_ACTIONS or of_a_job else "workflows"
+            if not self.sees(reader, area):
+                return False
+            if self.can_operate is operators_operate:
+                return True  # the area's role is what lets them act there
         return bool(self.can_operate(reader, action, run))
+
+    # -- the Operations room's areas -------------------------------------------------------
+
+    def areas(self, reader: Principal) -> frozenset[str]:
+        """The Operations room's areas ``reader`` sees and acts on: every one unless the
+        runner declares roles; then those the reader's roles open."""
+        if self.authority is None or self.token:
+            return frozenset(grants.AREAS)
+        held = set(reader.roles)
+        declared = self.authority.principals.get(reader.name)
+        if declared is not None:
+            held.update(declared.roles)
+        return self.authority.areas(held)
+
+    def sees(self, reader: Principal, area: str) -> bool:
+        return area in self.areas(reader)
+
+    def run_areas(self, reader: Principal) -> frozenset[str] | None:
+        """The areas whose runs the Runs room lists for ``reader`` (None: every run)."""
+        if self.authority is None or self.token:
+            return None
+        return self.areas(reader) & {"workflows", "jobs"}
 
 
 def _same(given: str, expected: str) -> bool:

@@ -98,7 +98,12 @@ def build(
         if hook is not None
     }
     rules = access.Access(
-        principal=principal, token=token, operator=operator, tenant=tenant, **hooks
+        principal=principal,
+        token=token,
+        operator=operator,
+        tenant=tenant,
+        authority=runner.mounted.authority,
+        **hooks,
     )
     if isinstance(secret, str):
         secret = secret.encode()

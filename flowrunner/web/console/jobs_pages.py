@@ -12,9 +12,10 @@ from starlette.responses import Response
 
 from flowrunner import errors
 from flowrunner.jobs.program import Jobs
+from flowrunner.web.console import access
 from flowrunner.web.console.page import Page
 
-JOB_ACTIONS = ("pause", "resume")
+JOB_ACTIONS = access.JOB_ACTIONS
 # How long a click waits while a worker runs the job's slot before it is refused.
 WAIT_SECONDS = 5.0
 
@@ -25,6 +26,9 @@ def _jobs(page: Page) -> Jobs | None:
 
 
 def jobs_page(page: Page) -> Response:
+    closed = page.outside("jobs")
+    if closed is not None:
+        return closed
     mounted = _jobs(page)
     listed = []
     if mounted is not None:
@@ -40,6 +44,9 @@ def jobs_page(page: Page) -> Response:
 
 def act_on_job(page: Page) -> Response:
     """Pause or resume one job at times, as the reader; back to the Jobs page, saying so."""
+    closed = page.outside("jobs")
+    if closed is not None:
+        return closed
     action = page.params["action"]
     name = page.form.get("job", "")
     if action not in JOB_ACTIONS:

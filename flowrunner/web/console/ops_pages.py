@@ -36,9 +36,20 @@ def _filters(page: Page) -> dict[str, str]:
     return {name: page.query.get(name, "").strip() for name in FILTERS}
 
 
+def _runs_refused(page: Page) -> Response | None:
+    """A refusal when the reader's roles open neither area whose runs the room lists."""
+    if page.areas & {"workflows", "jobs"}:
+        return None
+    return page.outside("workflows")
+
+
 def runs_room(page: Page) -> Response:
+    closed = _runs_refused(page)
+    if closed is not None:
+        return closed
     given = _filters(page)
     asked: dict[str, Any] = {k: v for k, v in given.items() if v}
+    asked["areas"] = page.console.access.run_areas(page.reader)
     if "record" in asked:  # its key, or what people know it by (PO-3299)
         asked["record"] = record_pages.key_for(page, asked["record"])
     before = page.query.get("before") or None
@@ -102,6 +113,9 @@ def runs_room(page: Page) -> Response:
 def act_on_many(page: Page) -> Response:
     """One action on the ticked runs: the confirmation (each run's dry-run outcome),
     then each run's outcome."""
+    closed = _runs_refused(page)
+    if closed is not None:
+        return closed
     action = page.form.get("action")
     if action not in runs_pages.RUN_ACTIONS:
         return page.refusal(f"choose an action: {', '.join(runs_pages.RUN_ACTIONS)}", status=422)
@@ -156,7 +170,10 @@ def act_on_all(page: Page) -> Response:
     if not page.console.access.may(page.reader, action, None):
         return page.refusal(f"{page.reader.name} may not {action} runs", status=403)
     given = {name: page.form.get(name).strip() for name in FILTERS}
-    query = RunQuery(**{name: value or None for name, value in given.items()})
+    query = RunQuery(
+        **{name: value or None for name, value in given.items()},
+        areas=page.console.access.run_areas(page.reader),
+    )
     back = page.url("/ops", **given)
     try:
         if page.form.get("confirmed") != "yes":
@@ -273,6 +290,12 @@ def _outcomes(
 
 
 def journal(page: Page) -> Response:
+    if not page.areas:
+        return page.refusal(
+            f"{page.reader.name} may not see the journal: none of their roles opens an area "
+            "of the Operations room",
+            status=403,
+        )
     before = page.query.get("before") or None
     try:
         entries = page.runner.operations.journal(
@@ -298,6 +321,9 @@ NOTICE_WORDS = {
 
 
 def notices(page: Page, *, refused: str | None = None) -> Response:
+    closed = page.outside("deliveries")
+    if closed is not None:
+        return closed
     state = page.query.get("state") or None
     before = page.query.get("before") or None
     try:

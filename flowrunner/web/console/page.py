@@ -177,6 +177,21 @@ class Page:
             self._cookies.append((SAID_COOKIE, urllib.parse.quote(said), None))
         return self._finish(response)
 
+    @property
+    def areas(self) -> frozenset[str]:
+        """The Operations room's areas the reader sees (``Access.areas``)."""
+        return self.console.access.areas(self.reader)
+
+    def outside(self, area: str) -> HTMLResponse | None:
+        """A refusal (403) when the reader's roles do not open ``area``; else None."""
+        if area in self.areas:
+            return None
+        return self.refusal(
+            f"{self.reader.name} may not see {area} here: none of their roles opens the "
+            f"Operations room's {area} area",
+            status=403,
+        )
+
     def refusal(self, message: str, *, status: int) -> HTMLResponse:
         return self.render("refused.html", status=status, message=message)
 

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from flowrunner import errors
 from flowrunner.engine import actions
+from flowrunner.store import listing
 from flowrunner.store import operations as ops
 from flowrunner.web.console import access, run_view
 from flowrunner.web.console.page import Page
@@ -39,6 +40,10 @@ def load(page: Page, run_id: str) -> ops.RunRow:
 
 def run_page(page: Page, *, refused: str | None = None) -> Response:
     run = load(page, page.params["run_id"])
+    if page.console.access.authority is not None and run.flow_id.startswith(listing.JOB_RUNS):
+        closed = page.outside("jobs")  # a job's run is the jobs area's
+        if closed is not None:
+            return closed
     with page.reading() as conn:
         shown = run_view.view(conn, page, run)
     return page.render(
