@@ -19,7 +19,14 @@ import sqlalchemy as sa
 from flowrunner import calendars as calendars_mod
 from flowrunner import errors, query
 from flowrunner.flows import column_facts
-from flowrunner.foundations import durations, flow_columns, retry_policy, sqltypes, templates
+from flowrunner.foundations import (
+    durations,
+    flow_columns,
+    limits,
+    retry_policy,
+    sqltypes,
+    templates,
+)
 from flowrunner.foundations.shapes import RecordId as RecordId
 from flowrunner.foundations.shapes import StepKind as StepKind
 from flowrunner.foundations.shapes import Tenant as Tenant
@@ -97,6 +104,9 @@ class Kind(_Model):
     its own, committed before the next one starts, so a worker that dies repeats at
     most the command it was in. ``outside=False`` declares that they only write
     through ``ctx.conn``; the commands of a run's step then share one commit.
+    ``concurrency`` (``5``) and ``rate`` (``"10/minute"``) limit its commands across
+    every worker on one database: at most that many in flight, at most that many
+    started in any such stretch of time; a run over the limit waits its turn.
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -111,6 +121,31 @@ class Kind(_Model):
     by: str | None = None
     cancel: str | None = None
     outside: bool = True
+    concurrency: int | None = None
+    rate: str | None = None
+
+    @pydantic.field_validator("concurrency", mode="before")
+    @classmethod
+    def _concurrency(cls, value: object) -> object:
+        try:
+            return None if value is None else limits.check_concurrency(value)
+        except errors.BindingError as exc:
+            raise ValueError(str(exc)) from None
+
+    @pydantic.field_validator("rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        try:
+            return None if value is None else str(limits.parse_rate(value))
+        except errors.BindingError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def limit(self) -> limits.Limit | None:
+        """Its ``concurrency`` and ``rate`` as one ``Limit`` (None: unlimited)."""
+        if self.concurrency is None and self.rate is None:
+            return None
+        return limits.Limit(self.concurrency, self.rate)
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod

@@ -328,6 +328,8 @@ class FlowRunner:
                 f"{self.binding.resource!r} does not declare (events: {known})"
             )
         self.mounted.workflows = workflows
+        for name, limit in workflows.limits.items():  # w.run(..., limit=name)
+            self.mounted.add_limit("workflow", name, f"limit {name!r}", limit)
         self.mounted.programs[workflow_program.PROGRAM] = workflow_program.program
 
     def start_workflow(

@@ -105,6 +105,7 @@ class WorkerStats:
     database_failures: int = 0
     failed: int = 0
     wakeups: int = 0  # idle rests ended early by a wake-up (PostgreSQL's LISTEN)
+    deferred: int = 0  # runs put back to wait for a turn of their command's limit
 
 
 class Worker:
@@ -314,6 +315,16 @@ class Worker:
             failure = step.failure()
             if self.on_step is not None:
                 self.on_step(program, time.monotonic() - began)
+        except stepping.Deferred as deferred:
+            # Its command's limit has no turn for it: nothing since its last checkpoint
+            # stands, and it waits in the limit's line, due when a turn is expected.
+            savepoint.rollback()
+            try:
+                self._defer(conn, claim, deferred)
+            except errors.LeaseLost:
+                self.stats.refused += 1
+                return False
+            return True
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -344,12 +355,36 @@ class Worker:
             log.debug("run %s: raised at %s", claim.run_id, logs.where(exc))
             self._fail_run(conn, claim, now, exc)
             return True
+        if self.mounted.limits:
+            # A run that waited for a turn and went on without one (woken by an event,
+            # cancelled) leaves the line: nobody waits behind it.
+            ops.forget_waiting(conn, run_id=claim.run_id)
         savepoint.release()
         self.stats.advanced += 1
         if failure is not None:
             self.stats.failed += 1
             log.error("%s", failure)
         return True
+
+    def _defer(self, conn: sa.Connection, claim: ops.Claim, deferred: stepping.Deferred) -> None:
+        """Put a run whose command's limit had no turn back on the due index, due when a
+        turn is expected (a freed slot wakes it sooner), its lease given up."""
+        now = self.mounted.clock()
+        with conn.begin_nested():
+            if not deferred.registered:
+                ops.wait_turn(conn, limit=deferred.limit, run_id=claim.run_id, now=now)
+            ops.set_due(
+                conn,
+                run_id=claim.run_id,
+                due_at=deferred.turn.again_at or now,
+                tenant=claim.tenant,
+                claim=claim,
+            )
+            ops.finish_lease(
+                conn, name=ops.run_lease(claim.run_id), owner=self.owner, epoch=claim.epoch
+            )
+        self.stats.deferred += 1
+        log.debug("run %s waits for its turn: %s", claim.run_id, deferred)
 
     def _step(
         self,

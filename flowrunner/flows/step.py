@@ -310,7 +310,11 @@ class Advance(claimed.ClaimedStep):
             clock=mounted.clock,
         )
         result, wrote = self.command(
-            effect.command, context, result_key=effect.key, timeout=timeout
+            effect.command,
+            context,
+            result_key=effect.key,
+            timeout=timeout,
+            limit=mounted.limit_of("kind", effect.kind),
         )
         self.stale = self.stale or wrote
         return result
