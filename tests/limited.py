@@ -102,9 +102,9 @@ def _own(ctx: commands.CommandContext) -> Iterator[sa.Connection]:
 
 def score(ctx: commands.CommandContext) -> dict[str, object]:
     """Score the task: counted in flight while it works, its start written down."""
+    began = time.time()
     with _own(ctx) as conn:
         _gauge(conn, +1)
-        began = time.time()
         started = conn.execute(
             sa.insert(score_started)
             .values(task_id=ctx.record["id"], run_id=ctx.run_id, began=began, worker=os.getpid())

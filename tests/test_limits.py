@@ -147,9 +147,10 @@ def take(engine: sa.Engine, run_id: int, now: datetime, limit: limits.Named = SC
 
 def due_at(engine: sa.Engine, run_id: int) -> datetime:
     with engine.connect() as conn:
-        return conn.execute(
+        moment: datetime = conn.execute(
             sa.select(engine_tables.due.c.due_at).where(engine_tables.due.c.run_id == run_id)
         ).scalar_one()
+    return moment
 
 
 def test_two_at_once_the_third_waits_and_the_oldest_waiting_goes_first(db: sa.Engine) -> None:
@@ -326,7 +327,7 @@ def test_a_workflow_step_takes_its_turn_of_a_named_limit(any_engine: sa.Engine) 
 
     driver = tasks(any_engine)
     driver.runner.mounted.commands["score_again"] = lambda ctx: seen.append(
-        (int(ctx.record["id"]), driver.now)
+        (int(str(ctx.record["id"])), driver.now)
     )
     driver.runner.mount_workflows(workflows)
     for n in (1, 2):

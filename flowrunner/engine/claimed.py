@@ -277,9 +277,10 @@ class ClaimedStep:
                 raise Deferred(limit, turn, registered=False)
             return
         with dialects.begin(self.mounted.engine) as conn:
-            turn = ops.take_turn(conn, limit=limit, run_id=run_id, now=now, hold=self.lease_ttl)
+            clock = self.mounted.clock
+            turn = ops.take_turn(conn, limit=limit, run_id=run_id, now=clock, hold=self.lease_ttl)
             if not turn.taken:
-                ops.wait_turn(conn, limit=limit, run_id=run_id, now=now)
+                ops.wait_turn(conn, limit=limit, run_id=run_id, now=clock())
         if not turn.taken:
             raise Deferred(limit, turn, registered=True)
 

@@ -20,6 +20,7 @@ The token rows are made on first use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -142,15 +143,15 @@ def _free_count(conn: sa.Connection, limit: Named, now: datetime) -> int:
     return min(free)
 
 
-def _ends(conn: sa.Connection, key: str, kind: str, count: int) -> list[datetime]:
-    """When each held token of ``kind`` frees, soonest first."""
+def _ends(conn: sa.Connection, key: str, kind: str, count: int, now: datetime) -> list[datetime]:
+    """When each token of ``kind`` held now frees, soonest first."""
     rows = conn.execute(
         sa.select(_tokens.c.until)
         .where(
             _tokens.c.name == key,
             _tokens.c.kind == kind,
             _tokens.c.number < count,
-            _tokens.c.until.is_not(None),
+            _tokens.c.until > now,
         )
         .order_by(_tokens.c.until)
     ).scalars()
@@ -158,7 +159,12 @@ def _ends(conn: sa.Connection, key: str, kind: str, count: int) -> list[datetime
 
 
 def take_turn(
-    conn: sa.Connection, *, limit: Named, run_id: int, now: datetime, hold: timedelta
+    conn: sa.Connection,
+    *,
+    limit: Named,
+    run_id: int,
+    now: datetime | Callable[[], datetime],
+    hold: timedelta,
 ) -> Turn:
     """Take a slot (held until ``now + hold``) and a start of ``limit`` for ``run_id``,
     in the caller's transaction, which should commit at once (on PostgreSQL, a short one
@@ -167,10 +173,13 @@ def take_turn(
     A run takes its turn when tokens are free and fewer runs wait ahead of it than
     there are free tokens: the oldest waiting run goes first. Otherwise it waits, and
     ``again_at`` says when a token is expected: the rate's next opening for its place in
-    the line, or the earliest slot's end (a slot freed sooner wakes it: ``free_slot``).
+    the line, or the last slot's end (a slot freed sooner wakes it: ``free_slot``).
+    ``now`` may be the caller's clock, read once the limit's lock is held.
     """
     key = limit.key
     _lock(conn, key)
+    if callable(now):
+        now = now()  # read once the lock is ours: a start is counted when it is taken
     if limit.concurrency is not None:
         _made(conn, key, SLOT, limit.concurrency)
     if limit.rate is not None:
@@ -208,7 +217,7 @@ def take_turn(
                 sa.delete(_waiting).where(_waiting.c.name == key, _waiting.c.run_id == run_id)
             )
             return Turn(True)
-    return Turn(False, _again_at(conn, limit, now, len(ahead)), len(ahead))
+    return Turn(False, _again_at(conn, limit, now, len(ahead), hold), len(ahead))
 
 
 def wait_turn(conn: sa.Connection, *, limit: Named, run_id: int, now: datetime) -> None:
@@ -229,18 +238,26 @@ def wait_turn(conn: sa.Connection, *, limit: Named, run_id: int, now: datetime) 
         _wake(conn, key, now, free, passing=run_id)
 
 
-def _again_at(conn: sa.Connection, limit: Named, now: datetime, place: int) -> datetime:
-    """When the run with ``place`` runs ahead of it may expect its turn."""
+def _again_at(
+    conn: sa.Connection, limit: Named, now: datetime, place: int, hold: timedelta
+) -> datetime:
+    """When the run with ``place`` runs waiting ahead of it may expect its turn.
+
+    A rate's starts open in a known order: the free ones now, then each held one when
+    its window has passed, round again a window later; the run's place picks its own.
+    A slot frees when its command ends, which nobody knows beforehand: a freed slot
+    wakes the waiting runs in order (``free_slot``), and the run is due meanwhile only
+    when the last slot held now would lapse, should its worker die.
+    """
     times = [now]
     if limit.rate is not None:
-        ends = _ends(conn, limit.key, START, limit.rate.count)
-        if len(ends) >= limit.rate.count:
-            count = limit.rate.count
-            times.append(ends[place % count] + limit.rate.per * (place // count))
+        count = limit.rate.count
+        ends = _ends(conn, limit.key, START, count, now)
+        openings = [now] * (count - len(ends)) + ends
+        times.append(openings[place % count] + limit.rate.per * (place // count))
     if limit.concurrency is not None:
-        ends = _ends(conn, limit.key, SLOT, limit.concurrency)
-        if len(ends) >= limit.concurrency:
-            times.append(ends[0])
+        ends = _ends(conn, limit.key, SLOT, limit.concurrency, now)
+        times.append(ends[-1] if ends else now + hold)
     return max(times)
 
 
@@ -256,13 +273,13 @@ def _release(conn: sa.Connection, key: str, run_id: int) -> int:
 def _wake(
     conn: sa.Connection, key: str, now: datetime, count: int, passing: int | None = None
 ) -> list[int]:
-    """Make the ``count`` oldest waiting runs not woken yet (but ``passing``) due now."""
-    query = _live_waiting(key).where(_waiting.c.woken_at.is_(None))
-    if passing is not None:
-        query = query.where(_waiting.c.run_id != passing)
-    waking = conn.execute(query.limit(count)).all()
+    """Make due now those of the ``count`` oldest waiting runs — the ones whose turn it
+    is, with ``count`` tokens free — not woken yet (but ``passing``)."""
+    first = conn.execute(_live_waiting(key).add_columns(_waiting.c.woken_at).limit(count)).all()
     woken = []
-    for row in waking:
+    for row in first:
+        if row.woken_at is not None or row.run_id == passing:
+            continue
         conn.execute(
             sa.update(_waiting)
             .where(_waiting.c.name == key, _waiting.c.run_id == row.run_id)
@@ -275,12 +292,12 @@ def _wake(
 
 def free_slot(conn: sa.Connection, *, limit: Named, run_id: int, now: datetime) -> list[int]:
     """Free ``run_id``'s slot of ``limit`` (its command ended) and wake the oldest waiting
-    run not woken yet; the runs woken. In the caller's transaction, which should commit at
-    once."""
+    runs whose turn it now is, those not woken yet; the runs woken. In the caller's
+    transaction, which should commit at once."""
     _lock(conn, limit.key)
     if not _release(conn, limit.key, run_id):
         return []
-    return _wake(conn, limit.key, now, 1)
+    return _wake(conn, limit.key, now, _free_count(conn, limit, now))
 
 
 def keep_slot(conn: sa.Connection, *, limit: Named, run_id: int, until: datetime) -> bool:
