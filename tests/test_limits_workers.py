@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import migrated
 import pytest
 import sqlalchemy as sa
 
+from flowrunner.engine import commands, worker
 from flowrunner.flows import files
 from flowrunner.runner import flow_runner, utc_now
 from flowrunner.store import engine_tables
@@ -133,3 +136,29 @@ def test_two_sqlite_worker_processes_score_each_task_once(sqlite_engine: sa.Engi
     starts = limited.starts(sqlite_engine)
     assert sorted(Counter(s.task_id for s in starts).values()) == [1] * count
     assert limited.most_in_flight(sqlite_engine) == 1
+
+
+def test_a_command_longer_than_the_lease_keeps_its_slot(pg_engine: sa.Engine) -> None:
+    # The heartbeat renews the slot with the run's lease: a second score cannot slip in
+    # while the first one still works past its lease's first end.
+    tasks(pg_engine, 1, concurrency=1)
+    held: list[bool] = []
+
+    def long_score(ctx: commands.CommandContext) -> None:
+        lease = timedelta(seconds=0.6)
+        began = utc_now()
+        time.sleep(3 * lease.total_seconds())  # the work: three leases long
+        tokens = engine_tables.limit_tokens
+        with pg_engine.connect() as conn:
+            until = conn.execute(
+                sa.select(tokens.c.until).where(tokens.c.run_id == ctx.run_id)
+            ).scalar_one()
+        held.append(until > began + 2 * lease)
+
+    runner = flow_runner(limited.binding(concurrency=1), pg_engine, commands={"score": long_score})
+    serving = worker.Worker(runner, lease_ttl=timedelta(seconds=0.6))
+    assert serving.run_due() == 1
+    assert held == [True]
+    with pg_engine.connect() as conn:
+        tokens = engine_tables.limit_tokens
+        assert conn.execute(sa.select(tokens.c.run_id)).scalars().all() == [None]
