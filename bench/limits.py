@@ -16,7 +16,8 @@ its tasks created with their runs due at once, then ``--workers`` processes
 2. **Rate**: ``rate="60/minute"``, ``60 × minutes + 20`` tasks whose score works 0.05 s,
    so the rate is all that holds them back. The starts are counted per minute from the
    first, and over every window of 60 s (each starting at a start); the 61st start after
-   each comes how long after it (never less than 60 s).
+   each comes how long after it — by the commands' own clock, and by the turns the engine
+   gave them (each start token's time, which the command reads as it begins).
 
 For both it prints how often a run was put back to wait (``deferred``): once per run
 over the limit, and about once more, is a run waiting on the due index; a run claimed
@@ -126,6 +127,7 @@ def drain(
         "deferred": sum(s["deferred"] for s in said),
         "per_worker": [s["advanced"] for s in said],
         "began": [s.began for s in starts],
+        "turns": sorted(s.turn_until for s in starts if s.turn_until is not None),
     }
 
 
@@ -157,6 +159,16 @@ def rate(url: str, workers: int, minutes: int) -> None:
         f"{found['deferred']} times ({found['deferred'] / tasks:.2f} a run)"
     )
     print(f"  starts in minute 1, 2, 3…: {[per_minute[m] for m in sorted(per_minute)]}")
+    turns = [until - 60.0 for until in found["turns"]]
+    sixty_first_turn = [b - a for a, b in zip(turns, turns[60:], strict=False)]
+    print(
+        f"  by the turns (when each start was taken): most in any 60 s window "
+        f"{limited.most_in_window(turns, 60.0)}; the 61st turn after each came "
+        f"{min(sixty_first_turn):.3f} s to {max(sixty_first_turn):.3f} s later; a command "
+        f"began {min(b - t for b, t in zip(sorted(began), turns, strict=False)) * 1000:.0f} "
+        f"to {max(b - t for b, t in zip(sorted(began), turns, strict=False)) * 1000:.0f} ms "
+        "after its turn (in the order of each)"
+    )
     print(
         f"  most starts in any 60 s window: {limited.most_in_window(began, 60.0)}; "
         f"the 61st start after each came {min(sixty_first):.3f} s to "

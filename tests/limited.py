@@ -17,6 +17,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -51,6 +52,9 @@ score_started = sa.Table(
     sa.Column("run_id", sa.Integer, nullable=False),
     sa.Column("began", sa.Float, nullable=False),
     sa.Column("ended", sa.Float, nullable=True),
+    # When the run's start of the rate is free again (its turn's time plus the window),
+    # as the engine's token says: None without a rate.
+    sa.Column("turn_until", sa.Float, nullable=True),
     sa.Column("worker", sa.Integer, nullable=False),
 )
 
@@ -80,6 +84,21 @@ def binding(**limits: Any) -> FlowBinding:
 task_flow, task_flow_step = tables.for_binding(metadata, binding())
 
 
+# The engine's limit tokens, as the command reads them (not the application's table).
+_tokens = sa.table(
+    "flowrunner_limit_tokens", sa.column("run_id"), sa.column("kind"), sa.column("until")
+)
+
+
+def _seconds(moment: object) -> float:
+    """A timestamp as read back from either database, in seconds since the epoch (SQLite
+    gives the engine's UTC text)."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    assert isinstance(moment, datetime)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def _gauge(conn: sa.Connection, by: int) -> None:
     new = score_gauge.c.inflight + by
     values: dict[str, Any] = {"inflight": new}
@@ -105,9 +124,20 @@ def score(ctx: commands.CommandContext) -> dict[str, object]:
     began = time.time()
     with _own(ctx) as conn:
         _gauge(conn, +1)
+        turn_until = conn.execute(
+            sa.select(sa.func.max(_tokens.c.until)).where(
+                _tokens.c.run_id == ctx.run_id, _tokens.c.kind == "start"
+            )
+        ).scalar_one()
         started = conn.execute(
             sa.insert(score_started)
-            .values(task_id=ctx.record["id"], run_id=ctx.run_id, began=began, worker=os.getpid())
+            .values(
+                task_id=ctx.record["id"],
+                run_id=ctx.run_id,
+                began=began,
+                worker=os.getpid(),
+                turn_until=None if turn_until is None else _seconds(turn_until),
+            )
             .returning(score_started.c.id)
         ).scalar_one()
     try:

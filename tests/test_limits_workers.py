@@ -122,6 +122,11 @@ def test_five_a_second_under_three_postgresql_workers(pg_engine: sa.Engine) -> N
     # any one comes a second after it, give or take that moment (here, 100 ms).
     sixth = [round(b - a, 3) for a, b in zip(began, began[5:], strict=False)]
     print(f"\nthe sixth start after each, seconds later: {sixth}")
+    # By the turns themselves (when each start was taken, as its token says): exactly.
+    turns = sorted(s.turn_until - 1.0 for s in limited.starts(pg_engine))
+    late = [round(b - t, 3) for b, t in zip(began, turns, strict=True)]
+    print(f"each command began, after its turn: {late}")
+    assert limited.most_in_window(turns, 1.0) <= 5
     assert limited.most_in_window(began, 0.9) <= 5, sixth
     assert began[-1] - began[0] >= (count // 5 - 1) * 0.95
 

@@ -285,8 +285,8 @@ class ClaimedStep:
             raise Deferred(limit, turn, registered=True)
 
     def free_slot(self, limit: limits.Named) -> None:
-        """Free this run's slot of ``limit`` (its command ended), waking the oldest run
-        waiting for one."""
+        """Free this run's slot of ``limit`` (its command ended), waking the oldest runs
+        waiting whose turn it now is."""
         if limit.concurrency is None:
             return
         now = self.mounted.clock()
