@@ -3,6 +3,7 @@ command itself: "at most 3 in flight" under 4 workers, and "60 a minute" held fo
 three minutes.
 
     python bench/limits.py [--postgres URL] [--workers 4] [--minutes 3]
+                           [--only concurrency|rate]
 
 Both parts use the tasks app of the limits' tests (``tests/limited.py``): a flow that
 scores each task once it is created, its ``score`` kind limited, the command counting
@@ -114,9 +115,8 @@ def drain(
     took = time.monotonic() - began
     runs = engine_tables.runs
     with engine.connect() as conn:
-        statuses = dict(
-            conn.execute(sa.select(runs.c.status, sa.func.count()).group_by(runs.c.status)).all()
-        )
+        counted = conn.execute(sa.select(runs.c.status, sa.func.count()).group_by(runs.c.status))
+        statuses: dict[str, int] = {str(status): int(n) for status, n in counted}
     starts = limited.starts(engine)
     once = Counter(s.task_id for s in starts)
     return {
@@ -160,6 +160,8 @@ def rate(url: str, workers: int, minutes: int) -> None:
     )
     print(f"  starts in minute 1, 2, 3…: {[per_minute[m] for m in sorted(per_minute)]}")
     turns = [until - 60.0 for until in found["turns"]]
+    by_turn = Counter(int((moment - turns[0]) // 60) for moment in turns)
+    print(f"  by the turns, in minute 1, 2, 3…: {[by_turn[m] for m in sorted(by_turn)]}")
     sixty_first_turn = [b - a for a, b in zip(turns, turns[60:], strict=False)]
     print(
         f"  by the turns (when each start was taken): most in any 60 s window "
@@ -182,12 +184,13 @@ def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("FLOWRUNNER_TEST_POSTGRES_URL"))
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--minutes", type=int, default=3)
-    parser.add_argument("--skip-rate", action="store_true")
+    parser.add_argument("--only", choices=("concurrency", "rate"))
     args = parser.parse_args()
     if not args.postgres:
         raise SystemExit("name a PostgreSQL server: --postgres URL or FLOWRUNNER_TEST_POSTGRES_URL")
-    concurrency(args.postgres, args.workers)
-    if not args.skip_rate:
+    if args.only != "rate":
+        concurrency(args.postgres, args.workers)
+    if args.only != "concurrency":
         rate(args.postgres, args.workers, args.minutes)
 
 

@@ -95,7 +95,8 @@ class WorkerStats:
     error (``errors``), claims handed back (after a lost connection, or not started when
     it was stopped), rounds its database
     failed, and runs advanced into failure (``failed``, counted in ``advanced`` too: a
-    step failed, or a row broke)."""
+    step failed, or a row broke); runs put back to wait for a turn of their command's
+    limit (``deferred``)."""
 
     claimed: int = 0
     advanced: int = 0
