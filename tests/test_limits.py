@@ -343,3 +343,44 @@ def test_a_workflow_step_takes_its_turn_of_a_named_limit(any_engine: sa.Engine) 
     (run,) = [r for r in driver.runs(1) if r.id == run_id]
     assert run.status == "failed"
     assert "limit 'scorng', which the workflows do not declare (limits: scoring)" in str(run.error)
+
+
+MARK_THEN_SCORE = """
+- name: Mark then score
+  start: created
+  steps:
+    - {position: 1, kind: set, title: Mark, field: status, value: queued}
+    - {position: 2, kind: score, title: Score}
+"""
+
+
+def status(driver: testing.FlowDriver, task_id: int) -> object:
+    record = driver.record(task_id)
+    assert record is not None
+    return record["status"]
+
+
+def test_a_run_that_waits_its_turn_does_its_steps_before_the_command_once(
+    any_engine: sa.Engine,
+) -> None:
+    # The set step shares the command's commit: the run that waits rolls it back with
+    # the rest of its step, and does it again, once, when its turn comes.
+    limited.prepare(any_engine)
+    migrated.upgrade(any_engine)
+    runner = flow_runner(limited.binding(rate="1/minute"), any_engine, commands=limited.COMMANDS)
+    with runner.engine.begin() as conn:
+        docs = files.loads_yaml(MARK_THEN_SCORE)
+        files.import_flows(conn, runner.binding, runner.tables, docs, columns=runner.columns)
+    driver = testing.FlowDriver(runner, start=T0)
+    driver.create({"id": 1, "title": "Task 1"})
+    driver.create({"id": 2, "title": "Task 2"})
+    assert scored(any_engine) == [1]
+    assert status(driver, 2) == "new"  # rolled back: it waits before its step
+    (waiting,) = driver.runs(2)
+    assert "set" not in [line.what for line in driver.history(waiting.id)]
+    driver.advance("1 minute")
+    assert scored(any_engine) == [1, 2]
+    assert status(driver, 2) == "queued"
+    whats = [line.what for line in driver.history(waiting.id)]
+    assert whats.count("set") == 1 and whats.count("command") == 1, whats
+    assert whats[-1] == "ended", whats
