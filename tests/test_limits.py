@@ -245,6 +245,11 @@ def test_ten_a_minute_scores_ten_then_the_rest_as_the_window_opens(any_engine: s
     assert scored(any_engine) == [1, 2]
     # The three others wait their turn on the due index: 1, 1 and 2 minutes on.
     assert driver.next_due() == T0 + timedelta(minutes=1)
+    (fifth,) = driver.runs(5)
+    assert driver.history(fifth.id)[-1].sentence == (
+        "Waiting its turn of kind 'score' (2 runs ahead); trying again at Mon 2 Mar 09:02 "
+        "or when a turn frees"
+    )
     driver.advance("59 seconds")
     assert scored(any_engine) == [1, 2]
     driver.advance("1 second")
@@ -309,6 +314,11 @@ def test_a_jobs_rate_spaces_its_runs(any_engine: sa.Engine) -> None:
         driver.create({"id": n, "title": f"Task {n}"})
     for n in (1, 2, 3):
         driver.emit("task.done", {"task": n})
+    (third,) = [run for run in driver.runs(3) if run.flow_name == "mail"]
+    assert driver.history(third.id)[-1].sentence == (
+        "Waiting its turn of job 'mail' (1 run ahead); trying again at Mon 2 Mar 09:02 "
+        "or when a turn frees"
+    )
     driver.advance("2 minutes")
     assert mailed == [("1", T0), ("2", T0 + timedelta(minutes=1)), ("3", T0 + timedelta(minutes=2))]
 
@@ -336,6 +346,10 @@ def test_a_workflow_step_takes_its_turn_of_a_named_limit(any_engine: sa.Engine) 
         driver.runner.start_workflow("rescore", operator="olga", record=n)
     driver.run_until_idle()
     assert seen[-1:] == [(1, T0)]
+    (second,) = [run for run in driver.runs(2) if run.flow_name == "rescore"]
+    assert driver.history(second.id)[-1].sentence == (
+        "Waiting its turn of limit 'scoring'; trying again at Mon 2 Mar 09:01 or when a turn frees"
+    )
     driver.advance("1 minute")
     assert [task for task, _ in seen[-2:]] == [1, 2] and seen[-1][1] == T0 + timedelta(minutes=1)
     run_id = driver.runner.start_workflow("unknown", operator="olga", record=1)

@@ -369,15 +369,20 @@ class Worker:
 
     def _defer(self, conn: sa.Connection, claim: ops.Claim, deferred: stepping.Deferred) -> None:
         """Put a run whose command's limit had no turn back on the due index, due when a
-        turn is expected (a freed slot wakes it sooner), its lease given up."""
+        turn is expected (a freed slot wakes it sooner), its lease given up, one history
+        line saying so."""
         now = self.mounted.clock()
         with conn.begin_nested():
             if not deferred.registered:
                 ops.wait_turn(conn, limit=deferred.limit, run_id=claim.run_id, now=now)
+            again = deferred.turn.again_at or now
+            detail = {"limit": deferred.limit.shown, "ahead": deferred.turn.ahead}
+            waited = ops.LogLine("turn_waited", detail={**detail, "again_at": again.isoformat()})
+            ops.append_logs(conn, run_id=claim.run_id, at=now, tenant=claim.tenant, lines=[waited])
             ops.set_due(
                 conn,
                 run_id=claim.run_id,
-                due_at=deferred.turn.again_at or now,
+                due_at=again,
                 tenant=claim.tenant,
                 claim=claim,
             )
