@@ -61,6 +61,7 @@ if typing.TYPE_CHECKING:
     )
     from flowrunner.flows.trial.script import Answer, Change, Refusal
     from flowrunner.foundations.durations import Duration, parse_duration
+    from flowrunner.foundations.limits import Limit
     from flowrunner.foundations.retry_policy import RetryPolicy
     from flowrunner.foundations.sqltypes import UTCDateTime
     from flowrunner.foundations.statuses import LaneStatus, RunStatus
@@ -109,6 +110,7 @@ __all__ = [
     "Kind",
     "LaneStatus",
     "LeaseLost",
+    "Limit",
     "LogRow",
     "Manual",
     "NoticeRow",
@@ -192,6 +194,7 @@ _EXPORTS: dict[str, str] = {
     "Duration": "flowrunner.foundations.durations",
     "parse_duration": "flowrunner.foundations.durations",
     "RetryPolicy": "flowrunner.foundations.retry_policy",
+    "Limit": "flowrunner.foundations.limits",
     "UTCDateTime": "flowrunner.foundations.sqltypes",
     "LaneStatus": "flowrunner.foundations.statuses",
     "RunStatus": "flowrunner.foundations.statuses",

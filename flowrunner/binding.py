@@ -21,7 +21,14 @@ from flowrunner import calendars as calendars_mod
 from flowrunner import errors, query
 from flowrunner.delivery import channels as channels_mod
 from flowrunner.flows import column_facts
-from flowrunner.foundations import durations, flow_columns, retry_policy, sqltypes, templates
+from flowrunner.foundations import (
+    durations,
+    flow_columns,
+    limits,
+    retry_policy,
+    sqltypes,
+    templates,
+)
 from flowrunner.foundations.shapes import RecordId as RecordId
 from flowrunner.foundations.shapes import StepKind as StepKind
 from flowrunner.foundations.shapes import Tenant as Tenant
@@ -107,6 +114,9 @@ class Kind(_Model):
     payload, validated by its shape and stored in the command's own transaction.
     ``run_as`` names the principal its commands run as (none: the runner's, or the
     record's tenant's service principal).
+    ``concurrency`` (``5``) and ``rate`` (``"10/minute"``) limit its commands across
+    every worker on one database: at most that many in flight, at most that many
+    started in any such stretch of time; a run over the limit waits its turn.
 
     >>> Kind(command="request_approval", wait_for="po.decided", by="approver").by
     'approver'
@@ -124,6 +134,31 @@ class Kind(_Model):
     answer: str | None = None
     records: str | None = None
     run_as: str | None = None
+    concurrency: int | None = None
+    rate: str | None = None
+
+    @pydantic.field_validator("concurrency", mode="before")
+    @classmethod
+    def _concurrency(cls, value: object) -> object:
+        try:
+            return None if value is None else limits.check_concurrency(value)
+        except errors.BindingError as exc:
+            raise ValueError(str(exc)) from None
+
+    @pydantic.field_validator("rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        try:
+            return None if value is None else str(limits.parse_rate(value))
+        except errors.BindingError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def limit(self) -> limits.Limit | None:
+        """Its ``concurrency`` and ``rate`` as one ``Limit`` (None: unlimited)."""
+        if self.concurrency is None and self.rate is None:
+            return None
+        return limits.Limit(self.concurrency, self.rate)
 
     @pydantic.field_validator("command", "remind", "cancel")
     @classmethod

@@ -350,6 +350,8 @@ class FlowRunner:
         for definition in workflows.definitions():
             self.mounted.check_run_as(definition.run_as, f"workflow {definition.name!r}")
         self.mounted.workflows = workflows
+        for name, limit in workflows.limits.items():  # w.run(..., limit=name)
+            self.mounted.add_limit("workflow", name, f"limit {name!r}", limit)
         self.mounted.programs[workflow_program.PROGRAM] = workflow_program.program
 
     def start_workflow(

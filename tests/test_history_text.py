@@ -678,6 +678,15 @@ SENTENCES: dict[str, list[tuple[str | None, dict[str, Any], str]]] = {
             "warn_at passed (Tue 3 Mar 09:00) but the tickets record is gone: warn sla did not run",
         )
     ],
+    "turn_waited": [
+        (
+            "send",
+            {"limit": "kind 'send'", "ahead": 2, "again_at": "2026-03-02T09:10:00+00:00"},
+            "Waiting its turn of kind 'send' (2 runs ahead); trying again at Mon 2 Mar 09:10 "
+            "or when a turn frees",
+        ),
+        ("send", {"limit": "job 'mail'", "ahead": 0}, "Waiting its turn of job 'mail'"),
+    ],
 }
 
 # A code workflow's steps (flowrunner.workflows): one line per finished step.

@@ -33,7 +33,7 @@ from flowrunner import errors
 from flowrunner.engine import commands, heartbeat
 from flowrunner.engine.mounted import Claimed, Mounted
 from flowrunner.flows.interpreter import happened
-from flowrunner.foundations import durations, logs, payloads, sanitize, statuses
+from flowrunner.foundations import durations, limits, logs, payloads, sanitize, statuses
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
@@ -243,6 +243,71 @@ class ClaimedStep:
         result_key: str,
         timeout: timedelta | None = None,
         then: Callable[[dict[str, Any]], object] | None = None,
+        limit: limits.Named | None = None,
+    ) -> tuple[happened.CommandResult, bool]:
+        """``attempt`` under ``limit`` (a kind's, a job's, a workflow step's): the
+        command starts only with a turn of it — a slot while it runs, a start of its
+        rate — and frees its slot when it ends, answering or raising. Without a turn the
+        step goes no further: ``Deferred`` is raised, and the worker puts the run back
+        on the due index for when a turn is expected (a freed slot wakes it sooner)."""
+        if limit is None:
+            return self.attempt(command, context, result_key=result_key, timeout=timeout, then=then)
+        self.take_turn(limit)
+        try:
+            answered = self.attempt(
+                command, context, result_key=result_key, timeout=timeout, then=then, keep=limit
+            )
+        except Exception:
+            self.free_slot(limit)
+            raise
+        self.free_slot(limit)
+        return answered
+
+    def take_turn(self, limit: limits.Named) -> None:
+        """Take a turn of ``limit`` for this run, or raise ``Deferred``.
+
+        On PostgreSQL in a short transaction of its own, committed before the command
+        starts, so every worker counts it; on SQLite in the step's own (it holds the
+        database's one write lock until it commits, so no other worker starts meanwhile).
+        """
+        now = self.mounted.clock()
+        run_id = self.run.id
+        if dialects.is_sqlite(self.conn):
+            turn = ops.take_turn(
+                self.conn, limit=limit, run_id=run_id, now=now, hold=self.lease_ttl
+            )
+            if not turn.taken:
+                raise Deferred(limit, turn, registered=False)
+            return
+        with dialects.begin(self.mounted.engine) as conn:
+            clock = self.mounted.clock
+            turn = ops.take_turn(conn, limit=limit, run_id=run_id, now=clock, hold=self.lease_ttl)
+            if not turn.taken:
+                ops.wait_turn(conn, limit=limit, run_id=run_id, now=clock())
+        if not turn.taken:
+            raise Deferred(limit, turn, registered=True)
+
+    def free_slot(self, limit: limits.Named) -> None:
+        """Free this run's slot of ``limit`` (its command ended), waking the oldest runs
+        waiting whose turn it now is."""
+        if limit.concurrency is None:
+            return
+        now = self.mounted.clock()
+        if dialects.is_sqlite(self.conn):
+            ops.free_slot(self.conn, limit=limit, run_id=self.run.id, now=now)
+            return
+        with dialects.begin(self.mounted.engine) as conn:
+            ops.free_slot(conn, limit=limit, run_id=self.run.id, now=now)
+
+    def attempt(
+        self,
+        command: str,
+        context: commands.CommandContext,
+        *,
+        result_key: str,
+        timeout: timedelta | None = None,
+        then: Callable[[dict[str, Any]], object] | None = None,
+        keep: limits.Named | None = None,
     ) -> tuple[happened.CommandResult, bool]:
         """Run ``command`` with ``context`` in a savepoint of the step's transaction,
         under a heartbeat; its result (keyed ``result_key``) and whether it wrote.
@@ -274,7 +339,7 @@ class ClaimedStep:
             attempt=context.attempt,
             extra={"flowrunner.command": command},
         ) as traced:
-            result, wrote = self._attempt(command, context, result_key, timeout, then)
+            result, wrote = self._attempt(command, context, result_key, timeout, then, keep)
             outcome = "ok" if result.ok else "refused" if result.refused else "failed"
             traced.ended(outcome, result.error)
             return result, wrote
@@ -286,6 +351,7 @@ class ClaimedStep:
         result_key: str,
         timeout: timedelta | None,
         then: Callable[[dict[str, Any]], object] | None,
+        keep: limits.Named | None,
     ) -> tuple[happened.CommandResult, bool]:
         """One attempt of ``command``, as ``command`` says."""
         mounted, conn, run = self.mounted, self.conn, self.run
@@ -298,6 +364,7 @@ class ClaimedStep:
             clock=mounted.clock,
             until=deadline,
             point=self.point,
+            keep=None if keep is None or keep.concurrency is None else self._keeping(keep),
         )
         savepoint = _OnFirstWrite(conn, "flowrunner_command")
         if timeout is not None:
@@ -396,6 +463,29 @@ class ClaimedStep:
             ops.Completed(context.idempotency_key, run.tenant, dict(answer or {}))
         )
         return happened.CommandResult(key=result_key, ok=True, answer=dict(answer or {})), wrote
+
+    def _keeping(self, limit: limits.Named) -> Callable[[sa.Connection, datetime], None]:
+        """What the heartbeat does beside the leases: hold this run's slot of ``limit``
+        one lease longer while its command runs."""
+        run_id, ttl = self.run.id, self.lease_ttl
+
+        def keep(conn: sa.Connection, now: datetime) -> None:
+            ops.keep_slot(conn, limit=limit, run_id=run_id, until=now + ttl)
+
+        return keep
+
+
+class Deferred(Exception):
+    """A command's limit had no turn for its run: the step stops here, what it did since
+    its last checkpoint is rolled back, and the worker makes the run due again at
+    ``turn.again_at`` (in ``limit``'s waiting line: ``registered`` when already written
+    there, as on PostgreSQL)."""
+
+    def __init__(self, limit: limits.Named, turn: ops.Turn, *, registered: bool) -> None:
+        super().__init__(f"{limit.shown} has no turn free; {turn.ahead} run(s) wait ahead")
+        self.limit = limit
+        self.turn = turn
+        self.registered = registered
 
 
 class Unknown(ClaimedStep):

@@ -43,7 +43,8 @@ class Heartbeat:
     ``lost`` holds the run ids whose lease a renewal found taken over. ``point`` is the
     worker's crash-injection hook, passed ``"heartbeat"`` after each renewal commits;
     an exception it raises stops the heartbeat and is raised again when the block ends,
-    as a worker killed meanwhile.
+    as a worker killed meanwhile. ``keep`` is done at each renewal too, in its
+    transaction: it holds the command's slot of its limit (``engine/claimed``).
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class Heartbeat:
         clock: Callable[[], datetime],
         until: datetime | None = None,
         point: Callable[[str], None] | None = None,
+        keep: Callable[[sa.Connection, datetime], None] | None = None,
     ) -> None:
         self.engine = engine
         self.owner = owner
@@ -63,6 +65,7 @@ class Heartbeat:
         self.clock = clock
         self.until = until
         self.point = point
+        self.keep = keep
         self.lost: set[int] = set()
         self.beats = 0
         self._keep = list(claims)
@@ -149,3 +152,6 @@ class Heartbeat:
                     self.lost.add(claim.run_id)
                     self._keep.remove(claim)
                     log.info("run %s: its lease was taken over during a command", claim.run_id)
+            if self.keep is not None and not self._stop.is_set():
+                with conn.begin_nested():
+                    self.keep(conn, now)  # the command's slot of its limit

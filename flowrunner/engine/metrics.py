@@ -55,6 +55,10 @@ COUNTERS = {
         "Rounds in which the worker's database failed.",
     ),
     "wakeups": ("flowrunner_worker_wakeups", "Idle rests ended early by a wake-up (LISTEN)."),
+    "deferred": (
+        "flowrunner_worker_limit_waits",
+        "Runs put back to wait for a turn of their command's limit (concurrency, rate).",
+    ),
 }
 
 PROMETHEUS = "prometheus_client"

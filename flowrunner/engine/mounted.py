@@ -34,6 +34,7 @@ from flowrunner.flows import column_facts, snapshot, validation
 from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.interpreter.waits import Waiting
 from flowrunner.foundations import ids, retry_policy, statuses
+from flowrunner.foundations import limits as limits_mod
 from flowrunner.history import flows as history_lines
 from flowrunner.inbound import endpoints
 from flowrunner.jobs import spec
@@ -111,6 +112,9 @@ class Mounted:
     # The calendars business time counts on, with the application's holidays (None:
     # the binding names no calendar and no holidays table).
     business: Any = None
+    # The limits on commands, by their keys (``foundations.limits.key``): a kind's, a
+    # job's, a code workflow's named limit.
+    limits: dict[str, limits_mod.Named] = dataclasses.field(default_factory=dict)
     _checked: dict[str, str | None] = dataclasses.field(default_factory=dict)
     _loaded: dict[str, tuple[dict[str, Any], snapshot.FlowSnapshot]] = dataclasses.field(
         default_factory=dict
@@ -166,12 +170,24 @@ class Mounted:
             for command in filter(None, (kind.command, kind.remind, kind.cancel)):
                 for principal in mounted.principals_of(kind.run_as):
                     mounted.check_command(command, principal=principal, needed_by=f"kind {name!r}")
+            mounted.add_limit("kind", name, f"kind {name!r}", kind.limit)
         mounted.inbound = endpoints.check(
             inbound, binding=binding, commands=mounted.commands, authorize=authorize
         )
         for name, endpoint in mounted.inbound.items():
             mounted.check_run_as(endpoint.run_as, f"inbound {name!r}")
         return mounted
+
+    def add_limit(self, sort: str, name: str, shown: str, limit: limits_mod.Limit | None) -> None:
+        """Keep ``limit`` on the commands of ``sort`` ``name`` (a kind, a job, a code
+        workflow's named limit), under its key on this runner's resource."""
+        named = limits_mod.named(limits_mod.key(sort, self.binding.resource, name), shown, limit)
+        if named is not None:
+            self.limits[named.key] = named
+
+    def limit_of(self, sort: str, name: str) -> limits_mod.Named | None:
+        """The limit on the commands of ``sort`` ``name``, if it has one."""
+        return self.limits.get(limits_mod.key(sort, self.binding.resource, name))
 
     def require_secrets(self) -> None:
         """At startup of what serves or runs beside the callbacks — ``inbound_app()``

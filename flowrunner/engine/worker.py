@@ -96,7 +96,8 @@ class WorkerStats:
     error (``errors``), claims handed back (after a lost connection, or not started when
     it was stopped), rounds its database
     failed, and runs advanced into failure (``failed``, counted in ``advanced`` too: a
-    step failed, or a row broke)."""
+    step failed, or a row broke); runs put back to wait for a turn of their command's
+    limit (``deferred``)."""
 
     claimed: int = 0
     advanced: int = 0
@@ -106,6 +107,7 @@ class WorkerStats:
     database_failures: int = 0
     failed: int = 0
     wakeups: int = 0  # idle rests ended early by a wake-up (PostgreSQL's LISTEN)
+    deferred: int = 0  # runs put back to wait for a turn of their command's limit
 
 
 class Worker:
@@ -318,6 +320,16 @@ class Worker:
                 traced.failed(failure)
             if self.on_step is not None:
                 self.on_step(program, time.monotonic() - began)
+        except stepping.Deferred as deferred:
+            # Its command's limit has no turn for it: nothing since its last checkpoint
+            # stands, and it waits in the limit's line, due when a turn is expected.
+            savepoint.rollback()
+            try:
+                self._defer(conn, claim, deferred)
+            except errors.LeaseLost:
+                self.stats.refused += 1
+                return False
+            return True
         except errors.LeaseLost as lost:
             savepoint.rollback()
             self.stats.refused += 1
@@ -348,12 +360,41 @@ class Worker:
             log.debug("run %s: raised at %s", claim.run_id, logs.where(exc))
             self._fail_run(conn, claim, now, exc)
             return True
+        if self.mounted.limits:
+            # A run that waited for a turn and went on without one (woken by an event,
+            # cancelled) leaves the line: nobody waits behind it.
+            ops.forget_waiting(conn, run_id=claim.run_id)
         savepoint.release()
         self.stats.advanced += 1
         if failure is not None:
             self.stats.failed += 1
             log.error("%s", failure)
         return True
+
+    def _defer(self, conn: sa.Connection, claim: ops.Claim, deferred: stepping.Deferred) -> None:
+        """Put a run whose command's limit had no turn back on the due index, due when a
+        turn is expected (a freed slot wakes it sooner), its lease given up, one history
+        line saying so."""
+        now = self.mounted.clock()
+        with conn.begin_nested():
+            if not deferred.registered:
+                ops.wait_turn(conn, limit=deferred.limit, run_id=claim.run_id, now=now)
+            again = deferred.turn.again_at or now
+            detail = {"limit": deferred.limit.shown, "ahead": deferred.turn.ahead}
+            waited = ops.LogLine("turn_waited", detail={**detail, "again_at": again.isoformat()})
+            ops.append_logs(conn, run_id=claim.run_id, at=now, tenant=claim.tenant, lines=[waited])
+            ops.set_due(
+                conn,
+                run_id=claim.run_id,
+                due_at=again,
+                tenant=claim.tenant,
+                claim=claim,
+            )
+            ops.finish_lease(
+                conn, name=ops.run_lease(claim.run_id), owner=self.owner, epoch=claim.epoch
+            )
+        self.stats.deferred += 1
+        log.debug("run %s waits for its turn: %s", claim.run_id, deferred)
 
     def _step(
         self,

@@ -325,6 +325,7 @@ class Advance(claimed.ClaimedStep):
             result_key=effect.key,
             timeout=timeout,
             then=self._recording(effect),
+            limit=mounted.limit_of("kind", effect.kind),
         )
         self.stale = self.stale or wrote
         return result

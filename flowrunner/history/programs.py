@@ -308,6 +308,17 @@ def _timer_gone(say: Say) -> str:
     return f"{_timer_passed(say)} but the {resource} record is gone: {command} did not run"
 
 
+def _turn_waited(say: Say) -> str:
+    """A run whose command's limit had no turn for it (any program's: ``engine/worker``)."""
+    limit = say.get("limit", "its limit")
+    ahead = int(say.get("ahead", 0))
+    again = say.time("again_at")
+    said = f"Waiting its turn of {limit}"
+    if ahead:
+        said += f" ({ahead} run{'s' if ahead != 1 else ''} ahead)"
+    return f"{said}; trying again at {again} or when a turn frees" if again else said
+
+
 # Each code these programs write, and its sentence.
 RENDER: dict[str, Callable[[Say], str]] = {
     "job_planned": _job_planned,
@@ -334,4 +345,5 @@ RENDER: dict[str, Callable[[Say], str]] = {
     "timer_moved": _timer_moved,
     "timer_unmatched": _timer_unmatched,
     "timer_gone": _timer_gone,
+    "turn_waited": _turn_waited,
 }

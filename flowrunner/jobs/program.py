@@ -148,6 +148,7 @@ class Jobs(Program):
         if not isinstance(job, spec.Job):
             raise errors.BindingError(f"job {name!r} is a {type(job).__name__}, not a Job")
         mounted.check_command(job.command, principal=job.run_as, needed_by=f"job {name!r}")
+        mounted.add_limit("job", name, f"job {name!r}", job.limit)
         if job.on is not None and job.on not in mounted.binding.events:
             known = ", ".join(sorted(mounted.binding.events)) or "none"
             raise errors.BindingError(

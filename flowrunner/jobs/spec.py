@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from flowrunner import errors
-from flowrunner.foundations import durations, payloads, retry_policy, shapes, spoken
+from flowrunner.foundations import durations, limits, payloads, retry_policy, shapes, spoken
 from flowrunner.jobs import catch_up as catch_up_mod
 from flowrunner.jobs import schedules
 
@@ -80,7 +80,9 @@ class Job:
     default ``"platform"`` runs it once, in no tenant's.
 
     ``retry`` is how often a failing attempt is tried again (the runner's policy by
-    default); ``timeout`` bounds one attempt (``"30 seconds"``).
+    default); ``timeout`` bounds one attempt (``"30 seconds"``). ``concurrency`` (``5``)
+    and ``rate`` (``"10/minute"``) limit its command's runs across every worker on one
+    database: a run over the limit waits its turn, the oldest first.
     """
 
     command: str
@@ -94,6 +96,8 @@ class Job:
     catch_up: str = "latest"
     overlap: str = "wait"
     realm: str = "platform"
+    concurrency: int | None = None
+    rate: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command:
@@ -132,6 +136,17 @@ class Job:
                 "are for a job at times (every=...)"
             )
         self.timeout_delta  # noqa: B018 - read once, so a bad timeout fails at declaration
+        try:
+            self.limit  # noqa: B018 - made once, so a bad limit fails at declaration
+        except errors.BindingError as exc:
+            raise errors.BindingError(f"the job running {self.command!r}: {exc}") from None
+
+    @property
+    def limit(self) -> limits.Limit | None:
+        """Its ``concurrency`` and ``rate`` as one ``Limit`` (None: unlimited)."""
+        if self.concurrency is None and self.rate is None:
+            return None
+        return limits.Limit(self.concurrency, self.rate)
 
     @property
     def slots(self) -> schedules.Slots:

@@ -402,7 +402,13 @@ class JobStep(claimed.ClaimedStep):
             deadline=self.deadline(timeout),
             clock=self.mounted.clock,
         )
-        result, _ = self.command(command, context, result_key=f"job-{attempt}", timeout=timeout)
+        result, _ = self.command(
+            command,
+            context,
+            result_key=f"job-{attempt}",
+            timeout=timeout,
+            limit=self.mounted.limit_of("job", self.name),
+        )
         return result
 
     def _again(

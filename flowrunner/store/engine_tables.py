@@ -223,6 +223,33 @@ flow_versions = sa.Table(
 )
 
 
+# A limit's tokens (``store/limits``): a ``slot`` per command allowed at once, held by a
+# run until its command ends (``until``: a lease's end, so a dead worker's frees itself);
+# a ``start`` per start allowed in the rate's window, held until the window has passed.
+limit_tokens = sa.Table(
+    "flowrunner_limit_tokens",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("run_id", Id, nullable=True),
+    _at("until", nullable=True),
+)
+
+# The runs waiting for a limit's token, in the order they began to wait; ``woken_at``:
+# when a freed token made it due (no second wake-up is spent on it meanwhile).
+limit_waiting = sa.Table(
+    "flowrunner_limit_waiting",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("run_id", Id, primary_key=True),
+    _at("since"),
+    _at("woken_at", nullable=True),
+    sa.Index(None, "name", "since"),
+    sa.Index(None, "run_id"),
+)
+
+
 def from_row(make: Callable[..., _R], row: sqltypes.ResultRow, **values: object) -> _R:
     """A row of one of these tables as its record (``RunRow``, ``EventRow``, ...).
 

@@ -71,6 +71,15 @@ from flowrunner.store.ledger import (
     record_idempotent,
     results_under,
 )
+from flowrunner.store.limits import (
+    Turn,
+    forget_waiting,
+    free_slot,
+    keep_slot,
+    take_turn,
+    wait_turn,
+    waiting_runs,
+)
 from flowrunner.store.listing import (
     STUCK,
     Page,
@@ -128,6 +137,7 @@ __all__ = [
     "RunPage",
     "RunRow",
     "Stuck",
+    "Turn",
     "acquire_lease",
     "age_leases",
     "append_log",
@@ -151,6 +161,8 @@ __all__ = [
     "find_started",
     "finish_lease",
     "forget_lease",
+    "forget_waiting",
+    "free_slot",
     "get_notice",
     "hand_back",
     "hand_back_notices",
@@ -161,6 +173,7 @@ __all__ = [
     "journal",
     "journal_entries",
     "journal_page",
+    "keep_slot",
     "lease_holder",
     "lease_now",
     "list_runs",
@@ -191,8 +204,11 @@ __all__ = [
     "save_step",
     "set_due",
     "stuck_among",
+    "take_turn",
     "time_left",
+    "wait_turn",
     "waiting_count",
+    "waiting_runs",
     "wake_record",
     "wake_run",
 ]

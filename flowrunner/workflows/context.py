@@ -66,6 +66,7 @@ class Context:
         target: object = None,
         input: shapes.Payload | None = None,
         outside: bool = True,
+        limit: str | None = None,
     ) -> Step[shapes.JsonDict | None]:
         """Run the application's ``command`` as the workflow's principal, exactly once:
         its writes commit with the step's record. ``target`` names the record it acts on
@@ -75,16 +76,22 @@ class Context:
         Each such step has a checkpoint of its own (its result, writes and history
         commit before the body goes on), as the command may reach outside the database.
         ``outside=False`` declares that it only writes through ``ctx.conn``: it then
-        shares the next step's commit.
+        shares the next step's commit. ``limit`` names one of the ``Workflows``'
+        ``limits``: the command starts only with a turn of it, waiting its turn after
+        the runs that wait already.
         """
         _name(name)
         _word(name, command, "name the command to run")
+        if limit is not None:
+            _word(name, limit, "name one of the workflows' limits")
         options: dict[str, object] = {
             "target": None if target is None else str(target),
             "input": _plain(name, input),
         }
         if not outside:
             options["outside"] = False
+        if limit is not None:
+            options["limit"] = limit
         return Step(replay.Ask(name, replay.RUN, command, options))
 
     def call(

@@ -10,6 +10,9 @@
         await w.until("grace", start["grace_ends"])
         await w.run("assess", "assess_late_fees", input={"period": start["period"]})
 
+``Workflows(limits={"scoring": Limit(concurrency=3, rate="10/minute")})`` names limits
+a ``run`` step takes a turn of (``w.run(..., limit="scoring")``).
+
 A runner mounts the registry (``flow_runner(..., workflows=workflows)``). Several
 versions of one workflow may be registered side by side: a run keeps the version it
 started on, a new start takes the highest.
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowrunner import errors
+from flowrunner.foundations import limits as limits_mod
 from flowrunner.foundations import payloads, shapes
 from flowrunner.workflows import context
 
@@ -82,8 +86,25 @@ def _word(name: object) -> bool:
 class Workflows:
     """The code workflows an application defines, by name and version."""
 
-    def __init__(self, *, connections: Mapping[str, Connection] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        connections: Mapping[str, Connection] | None = None,
+        limits: Mapping[str, limits_mod.Limit] | None = None,
+    ) -> None:
         self.connections: dict[str, Connection] = dict(connections or {})
+        self.limits: dict[str, limits_mod.Limit] = {}
+        for name, limit in (limits or {}).items():
+            if not _word(name):
+                raise errors.BindingError(
+                    f"a workflows' limit is named by a word such as 'scoring', not {name!r}"
+                )
+            if not isinstance(limit, limits_mod.Limit):
+                raise errors.BindingError(
+                    f"the workflows' limit {name!r} is a Limit(concurrency=..., rate=...), "
+                    f"not {type(limit).__name__}"
+                )
+            self.limits[name] = limit
         self._defined: dict[tuple[str, int], Definition] = {}
 
     def define(

@@ -253,6 +253,15 @@ class WorkflowStep(claimed.ClaimedStep):
             known = ", ".join(sorted(mounted.commands)) or "none"
             message = f"there is no command {command!r} (commands: {known})"
             return _Done(None, self.now, {"message": message, "code": "command_unknown"})
+        named = asked.options.get("limit")
+        declared = getattr(mounted.workflows, "limits", {})
+        if named is not None and named not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            message = (
+                f"step {asked.name!r} takes its turn of limit {named!r}, which the workflows "
+                f"do not declare (limits: {known})"
+            )
+            return _Done(None, self.now, {"message": message, "code": "limit_unknown"})
         attempt = (pending.attempt if pending is not None else 0) + 1
         target = asked.options.get("target")
         on = run.record_id if target is None else str(target)
@@ -276,7 +285,12 @@ class WorkflowStep(claimed.ClaimedStep):
             now=self.now,
             clock=mounted.clock,
         )
-        result, _ = self.command(command, context_, result_key=asked.name)
+        result, _ = self.command(
+            command,
+            context_,
+            result_key=asked.name,
+            limit=None if named is None else mounted.limit_of("workflow", str(named)),
+        )
         if result.ok:
             return _Done(result.answer, self.now)
         error = dict(result.error or {})

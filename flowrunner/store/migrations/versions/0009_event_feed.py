@@ -1,7 +1,7 @@
 """The event feed: each event keeps the transaction that wrote it.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-06
 
 - ``flowrunner_events.txid``: on PostgreSQL, the id of the transaction that stored the
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
