@@ -91,6 +91,7 @@ def test_a_dry_run_counts_and_a_prune_deletes_the_same(url: str) -> None:
         ["delivered", "notices", "0"],
         ["events", "0"],
         ["idempotency", "records", "0"],
+        ["callback", "answers", "0"],
     ]
 
     code, out, _ = prune(*args, "--dry-run")

@@ -120,6 +120,7 @@ def test_prune_deletes_exactly_the_ended_runs_older_than_the_cutoff(
         "notices": 3,
         "events": 0,
         "idempotency": 0,
+        "callbacks": 0,
     }
     assert run_ids(any_engine) == kept
     assert {run_id: driver.runner.history(run_id) for run_id in kept} == kept_history

@@ -21,11 +21,13 @@ LABELS = {
     "notices": "delivered notices",
     "events": "events",
     "idempotency": "idempotency records",
+    "callbacks": "callback answers",
 }
 STAGE_WORDS = {
     "runs": "ended runs",
     "events": "events",
     "idempotency": "idempotency records",
+    "callbacks": "callback answers",
 }
 
 
@@ -71,8 +73,8 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> durati
     help="Delete failed runs too (kept otherwise: an operator may still retry or restart them).",
 )
 @cli_mod.json_option(
-    'Print {"dry_run", "before", "runs", "history", "notices", "events", "idempotency"} '
-    "as one JSON document."
+    'Print {"dry_run", "before", "runs", "history", "notices", "events", "idempotency", '
+    '"callbacks"} as one JSON document.'
 )
 def prune(
     app_spec: str,
@@ -93,7 +95,8 @@ def prune(
         is left to do;
       - the app's events recorded before the cutoff that no run may still read;
       - completed idempotency records last written before the cutoff (of any
-        resource: they name none).
+        resource: they name none);
+      - the answers given to the app's signed callbacks before the cutoff.
     Keeps runs that have not ended, undelivered notices (and their runs),
     events a waiting run has not read, and the operator journal.
 

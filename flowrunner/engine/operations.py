@@ -352,6 +352,44 @@ class Operations:
             limit=limit,
         )
 
+    def deliveries(
+        self,
+        *,
+        refused: bool | None = None,
+        endpoint: str | None = None,
+        tenant: Tenant = None,
+        before_id: object = None,
+        limit: object = operations_room.DEFAULT_LIMIT,
+    ) -> listing.Page[ops.CallbackRow]:
+        """What each signed callback was answered, newest first, a page at a time: the
+        receipts and the refusals (``refused=True`` the refusals only, ``False`` the
+        receipts only), of one inbound ``endpoint`` if named. Answers alike within a
+        minute share a row (``count``). ``RowInvalid`` names an endpoint this runner
+        does not serve."""
+        m = self.mounted
+        if endpoint is not None and endpoint not in m.inbound:
+            known = ", ".join(sorted(m.inbound)) or "none"
+            raise errors.RowInvalid(
+                [
+                    errors.FieldError(
+                        "endpoint",
+                        f"this runner serves no inbound {endpoint!r} (inbound: {known})",
+                        "endpoint_unknown",
+                    )
+                ]
+            )
+        before, count = operations_room.page_args(before_id, limit)
+        with m.engine.connect() as conn:
+            return ops.callbacks_page(
+                conn,
+                resource=m.binding.resource,
+                tenant=m.need_tenant(tenant),
+                refused=refused,
+                endpoint=endpoint,
+                before_id=before,
+                limit=count,
+            )
+
     # -- notices and pruning ---------------------------------------------------------------
 
     def notices(self, *, undelivered: bool = False, tenant: Tenant = None) -> list[ops.NoticeRow]:
@@ -440,10 +478,10 @@ class Operations:
 
         Goes: runs that ended done or cancelled (failed too with ``include_failed``) before
         the cutoff, with their history lines and notices (delivered, or undeliverable);
-        events no run may still read; completed idempotency records. Kept: open runs,
-        notices still to deliver and their runs, the journal. In batches of ``batch``
-        rows, each its own transaction, so workers go on meanwhile; ``dry_run`` counts
-        and deletes nothing. Rules: ``flowrunner.store.retention``.
+        events no run may still read; completed idempotency records; the answers given to
+        signed callbacks. Kept: open runs, notices still to deliver and their runs, the
+        journal. In batches of ``batch`` rows, each its own transaction, so workers go on
+        meanwhile; ``dry_run`` counts and deletes nothing. Rules: ``flowrunner.store.retention``.
         """
         m = self.mounted
         before = retention.cutoff(m.clock(), older_than, m.config.timezone)

@@ -250,6 +250,12 @@ def _flow(mounted: Mounted, flow: object, tenant: object) -> tuple[tuple[str, ..
     )
 
 
+def page_args(before_id: object, limit: object) -> tuple[int | None, int]:
+    """A page's ``before_id`` and ``limit`` as typed, read; ``RowInvalid`` naming each
+    that cannot be used."""
+    return _page_args(before_id, limit)
+
+
 def _page_args(before_id: object, limit: object) -> tuple[int | None, int]:
     problems = []
     before = None

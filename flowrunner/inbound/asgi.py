@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from flowrunner.inbound import receipt, signing
+from flowrunner.inbound import answers, receipt, signing
 
 if TYPE_CHECKING:
     from flowrunner.engine.mounted import Mounted
@@ -55,27 +55,35 @@ class InboundApp:
             return
         name = _name(scope)
         if name is None or name not in self.mounted.inbound:
-            await _refuse(send, name, HTTPStatus.NOT_FOUND, "there is no inbound of that name")
+            await _refuse(
+                self.mounted, send, name, HTTPStatus.NOT_FOUND, "there is no inbound of that name"
+            )
             return
         if scope["method"] != "POST":
             await _refuse(
-                send, name, HTTPStatus.METHOD_NOT_ALLOWED, f"{scope['method']} is not POST"
+                self.mounted,
+                send,
+                name,
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                f"{scope['method']} is not POST",
             )
             return
         headers = list(scope.get("headers") or [])
         declared = signing.values(headers, "content-length")
         if len(declared) > 1 or (declared and not _LENGTH.fullmatch(declared[0].strip())):
-            await _refuse(send, name, HTTPStatus.BAD_REQUEST, "its Content-Length is no length")
+            await _refuse(
+                self.mounted, send, name, HTTPStatus.BAD_REQUEST, "its Content-Length is no length"
+            )
             return
         if declared and signing.too_large(int(declared[0])):
-            await _refuse(send, name, TOO_LARGE, "its Content-Length is past 256 KB")
+            await _refuse(self.mounted, send, name, TOO_LARGE, "its Content-Length is past 256 KB")
             return
         try:
             body = await _read(receive)
         except _Gone:
             return  # the sender left before its body was whole: nothing is done
         if body is None:
-            await _refuse(send, name, TOO_LARGE, "its body is past 256 KB")
+            await _refuse(self.mounted, send, name, TOO_LARGE, "its body is past 256 KB")
             return
         received = await asyncio.to_thread(receipt.receive, self.mounted, name, headers, body)
         await _answer(send, HTTPStatus(received.status))
@@ -118,9 +126,16 @@ async def _read(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _refuse(send: Send, name: str | None, status: HTTPStatus, reason: str) -> None:
-    """Refused before the body was read (or read whole): said in one line, then answered."""
+async def _refuse(
+    mounted: Mounted, send: Send, name: str | None, status: HTTPStatus, reason: str
+) -> None:
+    """Refused before the body was read (or read whole): said in one line, kept for the
+    Deliveries page, then answered. What a stranger chose (a path that is no inbound's,
+    a method) is kept as a fixed sentence, so a flood of them folds into few rows."""
     receipt.refused_unread(str(name), int(status), reason)
+    known = name if status != HTTPStatus.NOT_FOUND else None
+    kept = "the method is not POST" if status == HTTPStatus.METHOD_NOT_ALLOWED else reason
+    await asyncio.to_thread(answers.keep, mounted, endpoint=known, status=int(status), reason=kept)
     allow = [(b"allow", b"POST")] if status == HTTPStatus.METHOD_NOT_ALLOWED else []
     await _answer(send, status, allow)
 

@@ -23,7 +23,8 @@ Its answer is a status alone:
   own, logged).
 
 Each callback is one log line (``flowrunner.inbound``), which never holds the secret,
-the signature or the body.
+the signature or the body, and one answer kept for the Deliveries page
+(``inbound.answers``), which holds none of them either.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from flowrunner import errors
 from flowrunner.engine import commands, worker
 from flowrunner.engine.changes import Changes
 from flowrunner.foundations import logs, payloads, sanitize
+from flowrunner.inbound import answers, signing
 from flowrunner.inbound import endpoints as inbound_mod
-from flowrunner.inbound import signing
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
 
@@ -61,6 +62,11 @@ class Received:
 
     status: int
     reason: str
+    key: str | None = None
+    """The sender's delivery key, once the body was read."""
+    tenant: str | None = None
+    event: int | None = None
+    """The event the callback emitted."""
 
     @property
     def applied(self) -> bool:
@@ -77,6 +83,7 @@ def receive(mounted: Mounted, name: str, headers: signing.Headers, body: bytes) 
     if inbound is None:
         received = Received(HTTPStatus.NOT_FOUND, "there is no inbound of that name")
         refused_unread(name, received.status, received.reason)
+        answers.keep(mounted, endpoint=None, status=received.status, reason=received.reason)
         return received
     try:
         received = _receive(mounted, inbound, headers, bytes(body))
@@ -90,7 +97,9 @@ def receive(mounted: Mounted, name: str, headers: signing.Headers, body: bytes) 
             "inbound %s: %s: %s", inbound.name, received.reason, sanitize.describe_exception(exc)
         )
         log.debug("inbound %s: raised at %s", inbound.name, logs.where(exc))
+        _keep(mounted, inbound, received)
         return received
+    _keep(mounted, inbound, received)
     if received.applied:
         log.info("inbound %s: %s", inbound.name, received.reason)
     else:
@@ -101,6 +110,18 @@ def receive(mounted: Mounted, name: str, headers: signing.Headers, body: bytes) 
             received.reason,
         )
     return received
+
+
+def _keep(mounted: Mounted, inbound: inbound_mod.Inbound, received: Received) -> None:
+    answers.keep(
+        mounted,
+        endpoint=inbound.name,
+        status=received.status,
+        reason=received.reason,
+        key=received.key,
+        tenant=received.tenant,
+        event_id=received.event,
+    )
 
 
 def refused_unread(name: str, status: int, reason: str) -> None:
@@ -130,9 +151,15 @@ def _receive(
     if why is not None:
         raise _rejected(HTTPStatus.UNAUTHORIZED, why)
     delivery = inbound_mod.read(inbound, body)
-    tenant = _tenant(mounted, delivery)
-    event = _event(mounted, inbound, delivery, tenant)
-    return _apply(mounted, inbound, delivery, tenant, event)
+    tenant: str | None = None
+    try:
+        tenant = _tenant(mounted, delivery)
+        event = _event(mounted, inbound, delivery, tenant)
+        return _apply(mounted, inbound, delivery, tenant, event)
+    except errors.CallbackRejected as rejected:  # read: its key (and tenant) are known
+        return Received(rejected.status_code, str(rejected), delivery.key, tenant)
+    except _Failed as failed:
+        return Received(HTTPStatus.SERVICE_UNAVAILABLE, str(failed), delivery.key, tenant)
 
 
 def _apply(
@@ -155,7 +182,7 @@ def _apply(
             now = mounted.clock()
             receipt = ops.begin_idempotent(conn, key=key, tenant=tenant, now=now)
             if not receipt.created:
-                return _replayed(receipt, delivery)
+                return _replayed(receipt, delivery, tenant)
             answer = None
             if inbound.command is not None:
                 try:
@@ -182,12 +209,18 @@ def _apply(
             raise
         raise _Failed(f"the database failed: {sanitize.describe_exception(exc)}") from exc
     if refused is not None:
-        return Received(HTTPStatus.CONFLICT, refused)
+        return Received(HTTPStatus.CONFLICT, refused, delivery.key, tenant)
     done = f" (event {event_id})" if event_id is not None else ""
-    return Received(HTTPStatus.NO_CONTENT, f"delivery {delivery.key!r} applied{done}")
+    return Received(
+        HTTPStatus.NO_CONTENT,
+        f"delivery {delivery.key!r} applied{done}",
+        delivery.key,
+        tenant,
+        event_id,
+    )
 
 
-def _replayed(receipt: ops.IdemRow, delivery: inbound_mod.Delivery) -> Received:
+def _replayed(receipt: ops.IdemRow, delivery: inbound_mod.Delivery, tenant: str | None) -> Received:
     """The answer a receipt already there gives: the one it gave, for the same bytes."""
     kept = receipt.result if isinstance(receipt.result, Mapping) else {}
     if receipt.completed and kept.get("body") == delivery.fingerprint:
@@ -196,9 +229,14 @@ def _replayed(receipt: ops.IdemRow, delivery: inbound_mod.Delivery) -> Received:
             return Received(
                 HTTPStatus.CONFLICT,
                 f"delivery {delivery.key!r} replayed: refused before ({refused})",
+                delivery.key,
+                tenant,
             )
         return Received(
-            HTTPStatus.NO_CONTENT, f"delivery {delivery.key!r} replayed: the same body again"
+            HTTPStatus.NO_CONTENT,
+            f"delivery {delivery.key!r} replayed: the same body again",
+            delivery.key,
+            tenant,
         )
     raise _rejected(
         HTTPStatus.CONFLICT, f"delivery {delivery.key!r} was received before with another body"

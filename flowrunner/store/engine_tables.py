@@ -250,6 +250,31 @@ limit_waiting = sa.Table(
 )
 
 
+# What each signed callback was answered (``store/callbacks``): a receipt (204) or a
+# refusal, with the inbound's name (null: a name no inbound has), the sender's delivery
+# key once the body was read, the status, the reason (sanitized) and the event emitted.
+# Answers alike in one minute fold into one row (``fold``, ``count``, ``last_at``), so
+# refusals sent in a flood add one row a minute per reason, not one per request.
+callbacks = sa.Table(
+    "flowrunner_callbacks",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    _tenant(),
+    sa.Column("resource", sa.Text, nullable=False),
+    sa.Column("endpoint", sa.Text, nullable=True),
+    sa.Column("key", sa.Text, nullable=True),
+    sa.Column("status", sa.Integer, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("event_id", Id, nullable=True),
+    sa.Column("fold", sa.Text, nullable=False),
+    sa.Column("count", sa.Integer, nullable=False, server_default="1"),
+    _at("at"),
+    _at("last_at"),
+    sa.UniqueConstraint("fold"),
+    sa.Index(None, "resource", "id"),
+)
+
+
 def from_row(make: Callable[..., _R], row: sqltypes.ResultRow, **values: object) -> _R:
     """A row of one of these tables as its record (``RunRow``, ``EventRow``, ...).
 

@@ -433,3 +433,11 @@ def _page(
     rows: Sequence[sqltypes.ResultRow] = conn.execute(query.limit(limit + 1)).all()
     shown = tuple(make(row) for row in rows[:limit])
     return Page(shown, int(rows[limit - 1].id) if len(rows) > limit else None)
+
+
+def page_of(
+    conn: sa.Connection, query: sqltypes.Query, make: Callable[[sqltypes.ResultRow], _R], limit: int
+) -> Page[_R]:
+    """One page of ``query``'s rows, newest first, as the listings here read theirs (for
+    the store's other tables: ``store.callbacks``)."""
+    return _page(conn, query, make, limit)

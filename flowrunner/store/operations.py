@@ -13,6 +13,7 @@ a time) is in ``listing``.
 
 from __future__ import annotations
 
+from flowrunner.store.callbacks import CallbackRow, callbacks_page, record_callback
 from flowrunner.store.claims import claim_due, claim_run, hand_back
 from flowrunner.store.deliveries import (
     Held,
@@ -120,6 +121,7 @@ from flowrunner.store.saves import checkpoint_run, save_step
 
 __all__ = [
     "STUCK",
+    "CallbackRow",
     "Claim",
     "Completed",
     "EventRow",
@@ -144,6 +146,7 @@ __all__ = [
     "append_logs",
     "append_to_runs",
     "begin_idempotent",
+    "callbacks_page",
     "check_lease",
     "checkpoint_run",
     "claim_due",
@@ -186,6 +189,7 @@ __all__ = [
     "open_runs",
     "outbox_page",
     "prune",
+    "record_callback",
     "record_completed",
     "record_failure",
     "record_idempotent",

@@ -9,7 +9,8 @@ Each kind of row goes by one rule, checked again in the statement that deletes i
 - **an event** recorded before the cutoff that no run may still read: none of its
   record's runs that are open, due, or failed and not restarted (an operator's retry
   reads on) has an event floor below the event's id;
-- **an idempotency record** completed and last written before the cutoff.
+- **an idempotency record** completed and last written before the cutoff;
+- **a callback's answer** (``store.callbacks``) last given before the cutoff.
 
 Kept: runs that have not ended, failed runs unless asked (an operator may still retry
 or restart them), undelivered notices and their runs, the operator journal, leases. The
@@ -48,7 +49,7 @@ MAX_BATCH = 10_000
 SHORTEST = timedelta(hours=1)
 
 # Told after each batch: (stage, rows walked so far, rows to walk). The stages, in
-# order: "runs", "events", "idempotency".
+# order: "runs", "events", "idempotency", "callbacks".
 Progress = Callable[[str, int, int], None]
 
 
@@ -66,6 +67,8 @@ class Pruned:
     """Events no run may still read."""
     idempotency: int = 0
     """Completed idempotency records."""
+    callbacks: int = 0
+    """Answers given to signed callbacks (receipts and refusals)."""
     dry_run: bool = False
     """True when nothing was deleted: the counts are what a prune would delete."""
     before: datetime | None = None
@@ -133,7 +136,8 @@ def prune(
     runs, history, notices = _prune_runs(engine, scope, progress)
     events = _prune_events(engine, scope, progress)
     idempotency = _prune_idempotency(engine, scope, progress)
-    return Pruned(runs, history, notices, events, idempotency, dry_run, before)
+    callbacks = _prune_callbacks(engine, scope, progress)
+    return Pruned(runs, history, notices, events, idempotency, callbacks, dry_run, before)
 
 
 @dataclass(frozen=True)
@@ -372,4 +376,24 @@ def _prune_idempotency(engine: sa.Engine, scope: _Scope, progress: Progress | No
             gone[0] += conn.execute(sa.delete(table).where(rule)).rowcount
 
     _walk(engine, table, scope, "idempotency", progress, judge)
+    return gone[0]
+
+
+# -- callbacks' answers ----------------------------------------------------------------------
+
+
+def _prune_callbacks(engine: sa.Engine, scope: _Scope, progress: Progress | None) -> int:
+    table = engine_tables.callbacks
+    newest = sa.select(sa.func.max(table.c.id)).scalar_subquery()
+    gone = [0]
+
+    def judge(conn: sa.Connection, ids: list[int]) -> None:
+        # The newest stays: SQLite would give its id to the next answer kept.
+        rule = sa.and_(table.c.id.in_(ids), table.c.last_at < scope.before, table.c.id < newest)
+        if scope.dry_run:
+            gone[0] += _count(conn, sa.select(table.c.id).where(rule))
+        else:
+            gone[0] += conn.execute(sa.delete(table).where(rule)).rowcount
+
+    _walk(engine, table, scope, "callbacks", progress, judge)
     return gone[0]
