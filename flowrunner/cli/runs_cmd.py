@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrunner import cli as cli_mod
-from flowrunner.cli import fork_cmd, versions_cmd
+from flowrunner.cli import deliveries_cmd, fork_cmd, versions_cmd
 from flowrunner.engine import actions, bulk, operations_room, record_names
 from flowrunner.engine.operations import RunQuery
 from flowrunner.foundations import shapes
@@ -74,7 +74,8 @@ BEFORE = click.option(
 @click.group(epilog=EXIT_STATUSES)
 def runs() -> None:
     """Runs across records: list, show, cancel, retry, redrive, restart, move to another
-    version of their flow, fork a code workflow's run; the journal and the notices outbox."""
+    version of their flow, fork a code workflow's run; the journal, the notices outbox and
+    the signed callbacks received and refused."""
 
 
 # -- list --------------------------------------------------------------------------------
@@ -506,6 +507,7 @@ _action(
 
 runs.add_command(versions_cmd.move)
 runs.add_command(fork_cmd.fork)
+runs.add_command(deliveries_cmd.deliveries)
 
 
 # -- the journal and the outbox ----------------------------------------------------------

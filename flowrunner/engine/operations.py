@@ -363,21 +363,10 @@ class Operations:
     ) -> listing.Page[ops.CallbackRow]:
         """What each signed callback was answered, newest first, a page at a time: the
         receipts and the refusals (``refused=True`` the refusals only, ``False`` the
-        receipts only), of one inbound ``endpoint`` if named. Answers alike within a
-        minute share a row (``count``). ``RowInvalid`` names an endpoint this runner
-        does not serve."""
+        receipts only), of one inbound ``endpoint`` if named (the names answered so far:
+        ``delivery_endpoints``). Answers alike within a minute share a row (``count``).
+        """
         m = self.mounted
-        if endpoint is not None and endpoint not in m.inbound:
-            known = ", ".join(sorted(m.inbound)) or "none"
-            raise errors.RowInvalid(
-                [
-                    errors.FieldError(
-                        "endpoint",
-                        f"this runner serves no inbound {endpoint!r} (inbound: {known})",
-                        "endpoint_unknown",
-                    )
-                ]
-            )
         before, count = operations_room.page_args(before_id, limit)
         with m.engine.connect() as conn:
             return ops.callbacks_page(
@@ -388,6 +377,16 @@ class Operations:
                 endpoint=endpoint,
                 before_id=before,
                 limit=count,
+            )
+
+    def delivery_endpoints(self, *, tenant: Tenant = None) -> list[str]:
+        """The inbound endpoints that have answered a callback (that are still kept), by
+        name: what the Deliveries page offers to filter by, whether or not this process
+        mounted them (a server-only module may have)."""
+        m = self.mounted
+        with m.engine.connect() as conn:
+            return ops.callback_endpoints(
+                conn, resource=m.binding.resource, tenant=m.need_tenant(tenant)
             )
 
     # -- notices and pruning ---------------------------------------------------------------

@@ -120,5 +120,18 @@ def callbacks_page(
     return listing.page_of(conn, query.order_by(table.c.id.desc()), _row, limit)
 
 
+def callback_endpoints(conn: sa.Connection, *, resource: str, tenant: object) -> list[str]:
+    """The names of ``resource``'s inbound endpoints that have answers kept, sorted."""
+    table = engine_tables.callbacks
+    query = (
+        sa.select(table.c.endpoint)
+        .distinct()
+        .where(table.c.resource == resource, table.c.endpoint.is_not(None))
+    )
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    return sorted(str(name) for name in conn.execute(query).scalars())
+
+
 def _row(row: sqltypes.ResultRow) -> CallbackRow:
     return engine_tables.from_row(CallbackRow, row)

@@ -13,7 +13,12 @@ a time) is in ``listing``.
 
 from __future__ import annotations
 
-from flowrunner.store.callbacks import CallbackRow, callbacks_page, record_callback
+from flowrunner.store.callbacks import (
+    CallbackRow,
+    callback_endpoints,
+    callbacks_page,
+    record_callback,
+)
 from flowrunner.store.claims import claim_due, claim_run, hand_back
 from flowrunner.store.deliveries import (
     Held,
@@ -146,6 +151,7 @@ __all__ = [
     "append_logs",
     "append_to_runs",
     "begin_idempotent",
+    "callback_endpoints",
     "callbacks_page",
     "check_lease",
     "checkpoint_run",
