@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from flowrunner import (
     BindingError,
+    OperatorError,
     CommandContext,
     FlowBinding,
     FlowRunner,
@@ -181,3 +182,27 @@ def test_a_tenant_binding_s_inbound_names_its_tenant(sqlite_engine: sa.Engine) -
         "inbound 'paid' needs tenant=, a function of the body naming its tenant: mall_order "
         "records belong to tenants"
     )
+
+
+def test_each_shop_s_operator_reads_its_own_callbacks(mall: FlowDriver) -> None:
+    from console import Session, as_, rows
+
+    from flowrunner.web.console import Principal
+
+    assert post(mall, id="evt_a", shop="acme", order=1) == 204
+    assert post(mall, id="evt_g", shop="globex", order=2) == 204
+    assert mall.runner.receive("paid", {}, b"{}").status == 401  # no shop's: not read
+
+    operations = mall.runner.operations
+    [acme_row] = operations.deliveries(tenant="acme")
+    assert (acme_row.key, acme_row.tenant) == ("evt_a", "acme")
+    [unread] = operations.deliveries(no_tenant=True)
+    assert (unread.key, unread.tenant, unread.status) == (None, None, 401)
+    with pytest.raises(OperatorError, match="mall_order records belong to tenants"):
+        operations.deliveries()
+
+    acme = Session(mall.runner.console(principal=as_(Principal("ann", tenant="acme"))))
+    page = acme.get("/ops/deliveries")
+    assert page.status_code == 200
+    assert rows(page.text, "callback") == [str(acme_row.id)]
+    assert "evt_g" not in page.text and "401" not in page.text

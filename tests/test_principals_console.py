@@ -58,6 +58,8 @@ def test_an_operator_without_the_jobs_area_sees_no_jobs(desk: testing.FlowDriver
     [flow_run] = [r.id for r in desk.runs(7)]
     assert rows(room.text, "run") == [str(flow_run)]  # the job's run is not listed
     assert ">Jobs</a>" not in room.text and ">Notices</a>" in room.text
+    assert ">Deliveries</a>" in room.text
+    assert ui.get("/ops/deliveries").status_code == 200
     page = ui.get("/ops/jobs")
     assert page.status_code == 403
     assert refusal(page.text) == (
@@ -76,7 +78,12 @@ def test_an_operator_with_the_jobs_area_sees_jobs_and_only_jobs(desk: testing.Fl
     room = ui.get("/ops")
     assert rows(room.text, "run") == [str(job_run(desk))]
     assert ">Jobs</a>" in room.text and ">Notices</a>" not in room.text
+    assert ">Deliveries</a>" not in room.text
     assert ui.get("/ops/jobs").status_code == 200
+    assert refusal(ui.get("/ops/deliveries").text) == (
+        "jo may not see deliveries here: none of their roles opens the Operations room's "
+        "deliveries area"
+    )
     paused = ui.follow(ui.post("/ops/jobs/pause", {"job": "nightly"}))
     assert "paused by jo" in paused.text
     assert ui.get("/ops/notices").status_code == 403

@@ -35,6 +35,12 @@ from flowrunner.store import listing
     metavar="TENANT",
     help="Whose callbacks (required when the app's records belong to tenants).",
 )
+@click.option(
+    "--no-tenant",
+    is_flag=True,
+    help="On an app whose records belong to tenants: the callbacks refused before their "
+    "body named one (forged, too large), instead of a tenant's.",
+)
 @click.option("--refused", is_flag=True, help="Only the callbacks refused.")
 @click.option("--accepted", is_flag=True, help="Only the callbacks received.")
 @click.option("--endpoint", default=None, metavar="NAME", help="One inbound endpoint's.")
@@ -58,6 +64,7 @@ def deliveries(
     app_spec: str,
     database: str | None,
     tenant: str | None,
+    no_tenant: bool,
     refused: bool,
     accepted: bool,
     endpoint: str | None,
@@ -80,6 +87,7 @@ def deliveries(
         refused=True if refused else False if accepted else None,
         endpoint=endpoint,
         tenant=tenant,
+        no_tenant=no_tenant,
         before_id=before_id,
         limit=limit,
     )

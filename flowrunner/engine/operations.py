@@ -358,6 +358,7 @@ class Operations:
         refused: bool | None = None,
         endpoint: str | None = None,
         tenant: Tenant = None,
+        no_tenant: bool = False,
         before_id: object = None,
         limit: object = operations_room.DEFAULT_LIMIT,
     ) -> listing.Page[ops.CallbackRow]:
@@ -365,14 +366,18 @@ class Operations:
         receipts and the refusals (``refused=True`` the refusals only, ``False`` the
         receipts only), of one inbound ``endpoint`` if named (the names answered so far:
         ``delivery_endpoints``). Answers alike within a minute share a row (``count``).
+        On a tenant binding they are ``tenant``'s; ``no_tenant=True`` lists instead those
+        refused before their body was read, which name no tenant (forged, too large).
         """
         m = self.mounted
         before, count = operations_room.page_args(before_id, limit)
+        whose = None if no_tenant and m.binding.tenant else m.need_tenant(tenant)
         with m.engine.connect() as conn:
             return ops.callbacks_page(
                 conn,
                 resource=m.binding.resource,
-                tenant=m.need_tenant(tenant),
+                tenant=whose,
+                no_tenant=no_tenant,
                 refused=refused,
                 endpoint=endpoint,
                 before_id=before,

@@ -98,16 +98,20 @@ def callbacks_page(
     *,
     resource: str,
     tenant: object,
+    no_tenant: bool = False,
     refused: bool | None = None,
     endpoint: str | None = None,
     before_id: int | None = None,
     limit: int = 50,
 ) -> listing.Page[CallbackRow]:
     """``resource``'s answers (of ``tenant`` if named), newest first: only the refusals
-    (``refused=True``), only the receipts (False) or both; of one ``endpoint`` if named."""
+    (``refused=True``), only the receipts (False) or both; of one ``endpoint`` if named;
+    with ``no_tenant``, only those that name no tenant."""
     table = engine_tables.callbacks
     query = sa.select(table).where(table.c.resource == resource)
-    if tenant is not None:
+    if no_tenant:
+        query = query.where(table.c.tenant.is_(None))
+    elif tenant is not None:
         query = query.where(table.c.tenant == tenant)
     if refused is True:
         query = query.where(table.c.status != ACCEPTED)

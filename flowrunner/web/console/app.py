@@ -79,6 +79,7 @@ def build(
     """The console of ``runner`` as an ASGI application (see ``flowrunner.web.console``)."""
     from flowrunner.web.console import (
         dashboard_pages,
+        deliveries_pages,
         flows_pages,
         jobs_pages,
         ops_pages,
@@ -131,6 +132,7 @@ def build(
         runs_pages,
         ops_pages,
         jobs_pages,
+        deliveries_pages,
         sign_in,
     ):
         for method, path, handler in module.ROUTES:
