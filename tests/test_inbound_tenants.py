@@ -14,12 +14,12 @@ import sqlalchemy as sa
 
 from flowrunner import (
     BindingError,
-    OperatorError,
     CommandContext,
     FlowBinding,
     FlowRunner,
     Hmac,
     Inbound,
+    OperatorError,
     RunStatus,
     flow_runner,
     tables,

@@ -47,7 +47,7 @@ def deliveries(page: Page) -> Response:
         next_before=found.next_before,
         shown=shown,
         endpoint=endpoint,
-        endpoints=sorted({*named, *page.runner.inbound}),
+        endpoints=sorted({*named, *page.runner.mounted.inbound}),
     )
 
 
