@@ -201,6 +201,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flowrunner.timers.program",
             "flowrunner.inbound.receipt",
             "flowrunner.inbound.asgi",
+            "flowrunner.inbound.answers",
             "flowrunner.workflows.program",
             "flowrunner.workflows.http_call",
             "flowrunner.workflows.starts",
