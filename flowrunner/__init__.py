@@ -32,6 +32,7 @@ if typing.TYPE_CHECKING:
     from flowrunner.engine.commands import Command, CommandContext
     from flowrunner.engine.feed import EventPage
     from flowrunner.engine.operations import RunQuery
+    from flowrunner.engine.server_parts import ServerParts
     from flowrunner.errors import (
         BindingError,
         CallbackRejected,
@@ -129,6 +130,7 @@ __all__ = [
     "RunRow",
     "RunStatus",
     "SchemaOutdated",
+    "ServerParts",
     "SnapshotBroken",
     "StepRefused",
     "StepSpec",
@@ -162,6 +164,7 @@ _EXPORTS: dict[str, str] = {
     "CommandContext": "flowrunner.engine.commands",
     "EventPage": "flowrunner.engine.feed",
     "RunQuery": "flowrunner.engine.operations",
+    "ServerParts": "flowrunner.engine.server_parts",
     "BindingError": "flowrunner.errors",
     "CallbackRejected": "flowrunner.errors",
     "CommandRefused": "flowrunner.errors",

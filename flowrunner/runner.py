@@ -35,7 +35,7 @@ from flowrunner import errors
 from flowrunner.authority import grants
 from flowrunner.binding import FlowBinding, RecordId, Tenant
 from flowrunner.engine import commands as commands_mod
-from flowrunner.engine import mounted, operations_room
+from flowrunner.engine import mounted, operations_room, server_parts
 from flowrunner.engine.answer_links import AnswerLinks
 from flowrunner.engine.changes import Changes
 from flowrunner.engine.feed import EventFeed
@@ -353,6 +353,12 @@ class FlowRunner:
         for name, limit in workflows.limits.items():  # w.run(..., limit=name)
             self.mounted.add_limit("workflow", name, f"limit {name!r}", limit)
         self.mounted.programs[workflow_program.PROGRAM] = workflow_program.program
+
+    def mount_server(self, parts: server_parts.ServerParts) -> None:
+        """Mount what only the server runs (``ServerParts``: jobs, inbound endpoints,
+        code workflows and their commands), checked as at mount; ``flowrunner worker
+        --jobs MODULE:ATTR`` does it."""
+        server_parts.mount(self, parts)
 
     def start_workflow(
         self,

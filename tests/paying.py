@@ -91,7 +91,11 @@ PAYMENT_SETTLED = Inbound(
 )
 
 # Who may run what: the processor settles payments, and nothing else.
-GRANTS = {"payment-processor": {"settle_payment"}, "automation": set[str]()}
+GRANTS = {
+    "payment-processor": {"settle_payment", "note_refund"},
+    "bookkeeper": {"count_orders"},
+    "automation": set[str](),
+}
 
 FLOW = {"name": "Await payment", "start": "created"}
 STEPS = [

@@ -62,8 +62,8 @@ SUMMARIES = {
     "query": "Check CONDITION: print its canonical form, its SQL and, with --record, the result.",
     "runs": (
         "Runs across records: list, show, cancel, retry, redrive, restart, move to another "
-        "version of their flow, fork a code workflow's run; the journal and the notices "
-        "outbox."
+        "version of their flow, fork a code workflow's run; the journal, the notices outbox "
+        "and the signed callbacks received and refused."
     ),
     "worker": "Serve due runs until stopped (SIGTERM or Ctrl-C: it finishes the runs in hand).",
 }
@@ -404,6 +404,40 @@ def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -
             raise
         raise InputError(
             f"cannot load --app {spec}: {type(exc).__name__}: {_one_line(str(exc))}"
+        ) from exc
+
+
+def jobs_option() -> Callable[..., Any]:
+    """``--jobs MODULE:ATTR``: what only the server runs (``ServerParts``), loaded beside
+    ``--app`` by the commands that serve; the web app and the console never import it."""
+    return click.option(
+        "--jobs",
+        "jobs_spec",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="A server-only module's ServerParts (jobs, inbound endpoints, code workflows "
+        "and their commands), mounted on the app's runner here and never imported by "
+        "its web app.",
+    )
+
+
+def mount_jobs(runner: FlowRunner, spec: str | None) -> None:
+    """Mount ``--jobs MODULE:ATTR`` on ``runner`` (nothing without it); whatever goes
+    wrong loading it is exit 2, in one line."""
+    if spec is None:
+        return
+    from flowrunner import errors
+    from flowrunner.cli import app_loader
+
+    try:
+        runner.mount_server(app_loader.load_server_parts(spec))
+    except errors.FlowrunnerError:
+        raise
+    except Exception as exc:
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        raise InputError(
+            f"cannot load --jobs {spec}: {type(exc).__name__}: {_one_line(str(exc))}"
         ) from exc
 
 

@@ -1,4 +1,5 @@
-"""Finding the application's runner from ``--app MODULE:ATTR`` on the command line.
+"""Finding the application's runner from ``--app MODULE:ATTR`` on the command line, and
+what only the server runs beside it from ``--jobs MODULE:ATTR`` (``ServerParts``).
 
 With ``--database URL`` too, the command acts on that database or on none: a function
 taking ``url`` builds the runner on it; a runner already bound to an engine is used only
@@ -21,6 +22,7 @@ from flowrunner.engine import mounted
 from flowrunner.foundations import extras
 
 if TYPE_CHECKING:
+    from flowrunner.engine.server_parts import ServerParts
     from flowrunner.runner import FlowRunner
 
 
@@ -149,3 +151,39 @@ def _load(spec: str, database_url: str | None) -> tuple[FlowRunner, bool | None]
         if isinstance(result, FlowRunner):
             return result, takes_url
     raise errors.BindingError(f"{spec} is neither a FlowRunner nor a function returning one")
+
+
+def load_server_parts(spec: str) -> ServerParts:
+    """Import ``--jobs MODULE:ATTR``: what only the server runs beside the app (a
+    ``ServerParts``, or a function taking nothing that returns one); ``BindingError``
+    saying what is wrong otherwise."""
+    from flowrunner.engine.server_parts import ServerParts
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise errors.BindingError(
+            f"--jobs must look like MODULE:ATTR, e.g. myapp.server:SERVER; got {spec!r}"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target = pkgutil.resolve_name(spec)
+    except ValueError:
+        raise errors.BindingError(
+            f"--jobs must look like MODULE:ATTR, e.g. myapp.server:SERVER; got {spec!r}"
+        ) from None
+    except ModuleNotFoundError as exc:
+        if extras.missing(exc) is not None:
+            raise extras.explained(exc, what=f"--jobs {spec}") from None
+        raise errors.BindingError(f"cannot import {module_name!r} named by --jobs: {exc}") from exc
+    except AttributeError:
+        if module_name not in sys.modules:
+            raise
+        raise errors.BindingError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(target, ServerParts) and callable(target):
+        target = target()
+    if not isinstance(target, ServerParts):
+        raise errors.BindingError(
+            f"--jobs {spec} is neither ServerParts(...) nor a function returning it"
+        )
+    return target

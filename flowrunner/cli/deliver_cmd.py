@@ -38,6 +38,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
+@cli_mod.jobs_option()
 @cli_mod.database_option()
 @click.option(
     "--poll",
@@ -69,6 +70,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 )
 def deliver(
     app_spec: str,
+    jobs_spec: str | None,
     database: str | None,
     poll: float,
     batch: int,
@@ -95,6 +97,7 @@ def deliver(
     with logs.to_stderr(log_level.upper(), log_format):
         runner = cli_mod.load_runner(app_spec, database)
         assert isinstance(runner, FlowRunner)
+        cli_mod.mount_jobs(runner, jobs_spec)
         if not runner.binding.channels:
             raise cli_mod.InputError(
                 "the binding names no channels: give it channels= and name one in each "

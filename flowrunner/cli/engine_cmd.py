@@ -62,6 +62,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
     show_envvar=True,
     help="The application's FlowRunner, or a function returning one.",
 )
+@cli_mod.jobs_option()
 @cli_mod.database_option()
 @click.option(
     "--poll",
@@ -138,6 +139,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 )
 def worker(
     app_spec: str,
+    jobs_spec: str | None,
     database: str | None,
     poll: float,
     batch: int,
@@ -189,6 +191,7 @@ def worker(
     with logs.to_stderr(log_level.upper(), log_format):
         runner = _load(app_spec, database)
         assert isinstance(runner, FlowRunner)
+        cli_mod.mount_jobs(runner, jobs_spec)
         serving = worker_mod.Worker(runner, batch=batch, claim=claim, lease_ttl=lease)
         runner.mounted.require_secrets()  # before a line says it serves (exit 2 without)
         sending = None

@@ -171,12 +171,37 @@ class Mounted:
                 for principal in mounted.principals_of(kind.run_as):
                     mounted.check_command(command, principal=principal, needed_by=f"kind {name!r}")
             mounted.add_limit("kind", name, f"kind {name!r}", kind.limit)
-        mounted.inbound = endpoints.check(
-            inbound, binding=binding, commands=mounted.commands, authorize=authorize
-        )
-        for name, endpoint in mounted.inbound.items():
-            mounted.check_run_as(endpoint.run_as, f"inbound {name!r}")
+        mounted.add_inbound(inbound)
         return mounted
+
+    def add_inbound(self, inbound: Iterable[endpoints.Inbound]) -> None:
+        """Answer these signed callbacks too, each checked as at mount (``BindingError``):
+        at mount, or from a server-only module (``ServerParts``)."""
+        checked = endpoints.check(
+            [*self.inbound.values(), *inbound],
+            binding=self.binding,
+            commands=self.commands,
+            authorize=self.authorize,
+        )
+        for name, endpoint in checked.items():
+            if name not in self.inbound:
+                self.check_run_as(endpoint.run_as, f"inbound {name!r}")
+        self.inbound = checked
+
+    def add_commands(self, commands: Mapping[str, commands_mod.Command]) -> None:
+        """Commands only the server runs (a server-only module's: ``ServerParts``), beside
+        the application's; ``BindingError`` for a name the application gave already."""
+        for name, command in commands.items():
+            if name in self.commands:
+                raise errors.BindingError(
+                    f"command {name!r} is given twice: by the application and by its "
+                    "server-only module; give it once"
+                )
+            if not isinstance(name, str) or not callable(command):
+                raise errors.BindingError(
+                    f"commands map a name to a function of a CommandContext: {name!r}"
+                )
+        self.commands.update(commands)
 
     def add_limit(self, sort: str, name: str, shown: str, limit: limits_mod.Limit | None) -> None:
         """Keep ``limit`` on the commands of ``sort`` ``name`` (a kind, a job, a code
