@@ -22,7 +22,7 @@ def test_the_inbound_guide_runs_and_prints_what_it_says(
 ) -> None:
     guide = run_guide(
         "inbound.md",
-        blocks=10,
+        blocks=13,
         module="inbound_guide",
         own_module=True,
         python=wheel.python,
