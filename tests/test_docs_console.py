@@ -13,7 +13,14 @@ from guides import run_guide, said_pairs
 from installed import Installed
 from test_docs_cli import command_lines, parses
 
-from flowrunner.web.console import flows_pages, jobs_pages, ops_pages, record_pages, runs_pages
+from flowrunner.web.console import (
+    deliveries_pages,
+    flows_pages,
+    jobs_pages,
+    ops_pages,
+    record_pages,
+    runs_pages,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "console.md"
@@ -55,7 +62,14 @@ def test_the_pages_it_lists_are_the_consoles() -> None:
     listed = re.findall(r"^\| [A-Za-z ]+ \| `(/[^`]*)` \|", DOC.read_text(encoding="utf-8"), re.M)
     routes = {
         re.sub(r"\{[a-z_]+\}", "ID", path)
-        for module in (flows_pages, record_pages, runs_pages, ops_pages, jobs_pages)
+        for module in (
+            flows_pages,
+            record_pages,
+            runs_pages,
+            ops_pages,
+            jobs_pages,
+            deliveries_pages,
+        )
         for method, path, _handler in module.ROUTES
         if method == "GET"
     }
