@@ -132,3 +132,20 @@ def test_a_jobs_module_that_is_not_one_is_refused_in_one_line(sqlite_engine: sa.
         )
         assert result.exit_code == 2, result.output
         assert said in result.stderr
+
+
+def test_the_authority_lock_covers_the_server_parts(
+    sqlite_engine: sa.Engine, tmp_path: Path
+) -> None:
+    url = sqlite_engine.url.render_as_string(hide_password=False)
+    lock = tmp_path / "authority.lock"
+    base = ["--app", APP, "--database", url, "--lock", str(lock)]
+    runner = CliRunner(env={SECRET_ENV: SECRET})
+    done = runner.invoke(cli, ["authority", "lock", *base, "--jobs", "tests.shop_server:SERVER"])
+    assert done.exit_code == 0, done.output
+    written = lock.read_text(encoding="utf-8")
+    assert "refund_issued" in written and "nightly_count" in written
+    # Checked without the module, the lock lists parts the app alone does not have.
+    assert runner.invoke(cli, ["authority", "check", *base]).exit_code == 1
+    again = runner.invoke(cli, ["authority", "check", *base, "--jobs", "tests.shop_server:SERVER"])
+    assert again.exit_code == 0, again.output

@@ -44,18 +44,25 @@ def authority() -> None:
 
 @authority.command("lock", epilog=EXIT_STATUSES)
 @APP
+@cli_mod.jobs_option()
 @cli_mod.database_option()
 @LOCK
 @cli_mod.json_option('Print {"lock", "parts"}: the file written and how many parts it lists.')
-def lock_command(app_spec: str, database: str | None, lock_path: Path, as_json: bool) -> None:
+def lock_command(
+    app_spec: str, jobs_spec: str | None, database: str | None, lock_path: Path, as_json: bool
+) -> None:
     """Write the lock: each kind, job, timer, inbound endpoint and code workflow step with
     the principal it runs as and the commands it may call, sorted and stable.
 
     \b
+    With --jobs, the server-only module's parts too (give it to check as well).
+
+    \b
     Example:
-      flowrunner authority lock --app myapp:runner
+      flowrunner authority lock --app myapp:runner --jobs myapp.server:SERVER
     """
     runner = cli_mod.load_runner(app_spec, database, check_schema=False)
+    cli_mod.mount_jobs(runner, jobs_spec)  # the server-only parts are locked too
     entries = gather.entries(runner.mounted)
     lock_path.write_text(lock.text(entries), encoding="utf-8")
     if as_json:
@@ -66,10 +73,13 @@ def lock_command(app_spec: str, database: str | None, lock_path: Path, as_json: 
 
 @authority.command("check", epilog=EXIT_STATUSES)
 @APP
+@cli_mod.jobs_option()
 @cli_mod.database_option()
 @LOCK
 @cli_mod.json_option('Print {"lock", "agrees", "differences"}: each difference a sentence.')
-def check_command(app_spec: str, database: str | None, lock_path: Path, as_json: bool) -> None:
+def check_command(
+    app_spec: str, jobs_spec: str | None, database: str | None, lock_path: Path, as_json: bool
+) -> None:
     """Fail (exit 1) while the app grants more or other than the lock, each difference a
     sentence; review them, then run `flowrunner authority lock` again.
 
@@ -88,6 +98,7 @@ def check_command(app_spec: str, database: str | None, lock_path: Path, as_json:
     except lock.LockInvalid as exc:
         raise cli_mod.InputError(str(exc)) from None
     runner = cli_mod.load_runner(app_spec, database, check_schema=False)
+    cli_mod.mount_jobs(runner, jobs_spec)  # the server-only parts are locked too
     said = lock.differences(locked, gather.entries(runner.mounted))
     if as_json:
         cli_mod.echo_json({"lock": str(lock_path), "agrees": not said, "differences": said})
