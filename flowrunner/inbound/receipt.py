@@ -61,6 +61,9 @@ class Received:
 
     status: int
     reason: str
+    said: str | None = None
+    """The sentence answered to the sender with the status (a mail inbound's refusals),
+    or None for the status alone."""
 
     @property
     def applied(self) -> bool:
