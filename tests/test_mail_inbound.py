@@ -221,7 +221,10 @@ def test_the_provider_json_form_answers_as_the_raw_message_does(
     changed = json.dumps({**posted, "text": "no"}).encode()
     status, said = post(client, orders, changed, content_type="application/json")
     assert status == 409
-    assert "received before with another message" in said
+    assert said == (
+        f"run {orders.runs(7)[0].id}: This reply was received before with another answer "
+        "under its Message-ID."
+    )
     orders.run_until_idle()
     assert orders.runs(7)[0].status == "done"
     assert events(orders) == [{"order": 7, "approver": "ann", "decision": "approved"}]
@@ -325,11 +328,14 @@ def test_a_mail_inbound_is_declared_with_a_sentence_for_its_mistakes() -> None:
 
 
 @fuzz(0.5)
-@given(body=st.binary(max_size=2048))
-def test_any_bytes_as_a_raw_message_are_answered_below_500(
-    orders: testing.FlowDriver, client: TestClient, body: bytes
+@given(
+    body=st.binary(max_size=2048),
+    content_type=st.sampled_from(["message/rfc822", "application/json", "text/plain"]),
+)
+def test_any_bytes_as_a_message_are_answered_below_500(
+    orders: testing.FlowDriver, client: TestClient, body: bytes, content_type: str
 ) -> None:
-    status, said = post(client, orders, body)
+    status, said = post(client, orders, body, content_type=content_type)
     assert 400 <= status < 500, (status, said)
     assert said
 
@@ -351,6 +357,30 @@ def test_any_headers_and_text_are_read_or_refused_with_a_400(
     raw = "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n" + text
     try:
         reply = mail.read("message/rfc822", raw.encode("utf-8", "surrogatepass"))
+    except errors.CallbackRejected as exc:
+        assert exc.status_code == 400
+    else:
+        assert "@" in reply.sender
+        mail.answer_in(reply, mail.ANSWERS)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+
+
+@fuzz(0.5)
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(["from", "to", "cc", "subject", "text", "message_id", "in_reply_to"]),
+        JSON_VALUES | st.emails().map(str),
+    )
+)
+def test_any_provider_json_is_read_or_refused_with_a_400(fields: dict[str, Any]) -> None:
+    try:
+        reply = mail.read_json(json.dumps(fields).encode())
     except errors.CallbackRejected as exc:
         assert exc.status_code == 400
     else:

@@ -91,8 +91,8 @@ class ReplyAddresses:
 
     def answer(self, claims: reply_tokens.Claims, answer: str, *, reply: str, body: str) -> Outcome:
         """Answer ``answer`` as the address's person, once per ``reply`` (the mail's
-        Message-ID with its token); ``body`` (the fingerprint of what was received) tells
-        a mail sent again from another mail under the same id."""
+        Message-ID with its token); ``body`` (a fingerprint of what the reply says) tells
+        the same reply sent again from another one under the same id."""
         as_link = answer_tokens.Claims(
             run_id=claims.run_id,
             step_id=claims.step_id,

@@ -11,7 +11,7 @@ sentence saying why:
 - 403: it comes from another address than the one its reply address was given to;
 - 410: its reply address has expired;
 - 409: the step no longer waits, or the person has already answered there; the same
-  Message-ID to the same address with another body;
+  Message-ID to the same address with another answer;
 - 204: answered — the kind's event emitted as the person, with the reply's id (its
   Message-ID and token) as the answer's idempotency record, in one transaction — or the
   same reply again (nothing happens twice);
@@ -136,8 +136,11 @@ def _receive(
             HTTPStatus.BAD_REQUEST,
             f"The reply says no answer: begin its first line with one of {words}.",
         )
+    # One reply is its Message-ID to its reply address; what it said is its sender and
+    # answer (a provider posting it again may add headers: the same reply all the same).
     said = f"{reply.message_id or endpoints.fingerprint(body)}\n{tokens[0]}"
-    outcome = replies.answer(claims, answer, reply=said, body=endpoints.fingerprint(body))
+    meant = endpoints.fingerprint(f"{reply.sender}\n{answer}".encode())
+    outcome = replies.answer(claims, answer, reply=said, body=meant)
     return _answered(claims, outcome)
 
 
@@ -149,7 +152,7 @@ def _answered(claims: reply_tokens.Claims, outcome: answer_links.Outcome) -> Rec
     if outcome.code == answer_links.USED:
         return Received(int(HTTPStatus.NO_CONTENT), f"{where}: the same reply again")
     if outcome.code == answer_links.CHANGED:
-        sentence = "This reply was received before with another message under its Message-ID."
+        sentence = "This reply was received before with another answer under its Message-ID."
     elif outcome.code == answer_links.EXPIRED:
         sentence = outcome.sentence.replace("This link", "The reply address")
     elif outcome.code == answer_links.INVALID:
