@@ -67,6 +67,7 @@ if typing.TYPE_CHECKING:
     from flowrunner.foundations.sqltypes import UTCDateTime
     from flowrunner.foundations.statuses import LaneStatus, RunStatus
     from flowrunner.inbound.endpoints import Inbound
+    from flowrunner.inbound.mail import MailInbound
     from flowrunner.inbound.signing import Hmac
     from flowrunner.jobs.program import Jobs
     from flowrunner.jobs.spec import Emitted, Job, Plan
@@ -113,6 +114,7 @@ __all__ = [
     "LeaseLost",
     "Limit",
     "LogRow",
+    "MailInbound",
     "Manual",
     "NoticeRow",
     "NotifyRule",
@@ -202,6 +204,7 @@ _EXPORTS: dict[str, str] = {
     "LaneStatus": "flowrunner.foundations.statuses",
     "RunStatus": "flowrunner.foundations.statuses",
     "Inbound": "flowrunner.inbound.endpoints",
+    "MailInbound": "flowrunner.inbound.mail",
     "Hmac": "flowrunner.inbound.signing",
     "Jobs": "flowrunner.jobs.program",
     "Emitted": "flowrunner.jobs.spec",

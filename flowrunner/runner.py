@@ -41,6 +41,7 @@ from flowrunner.engine.changes import Changes
 from flowrunner.engine.feed import EventFeed
 from flowrunner.engine.mounted import FLOW, Clock, EventHook, Mounted, Prepare, utc_now
 from flowrunner.engine.operations import Operations, RunFilters, RunQuery
+from flowrunner.engine.reply_addresses import ReplyAddresses
 from flowrunner.flows import column_facts, scheduled, starts
 from flowrunner.flows import step as flow_step
 from flowrunner.flows.editor import FlowEditor
@@ -48,7 +49,8 @@ from flowrunner.flows.interpreter import config as config_mod
 from flowrunner.flows.publishing import Publishing
 from flowrunner.flows.trial import result, script
 from flowrunner.foundations import retry_policy
-from flowrunner.inbound import asgi, endpoints, receipt, signing
+from flowrunner.inbound import asgi, endpoints, mail_receipt, receipt, signing
+from flowrunner.inbound.mail import MailInbound
 from flowrunner.store import app_tables, listing
 from flowrunner.store import operations as ops
 from flowrunner.timers import program as timers
@@ -108,7 +110,7 @@ class FlowRunner:
         retry: retry_policy.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
         check_schema: bool | None = None,
-        inbound: Iterable[endpoints.Inbound] = (),
+        inbound: Iterable[endpoints.Inbound | MailInbound] = (),
         workflows: definitions.Workflows | None = None,
         links_secret: bytes | str | None = None,
         roles: Iterable[grants.Role] = (),
@@ -146,6 +148,7 @@ class FlowRunner:
         self.publishing = Publishing(self.mounted)
         self.forks = workflow_actions.Forks(self.mounted)
         self.answers = AnswerLinks(self.mounted, links_secret)
+        self.replies = ReplyAddresses(self.answers)
 
     # -- the context, as the application reads it ----------------------------------------
 
@@ -447,16 +450,21 @@ class FlowRunner:
     # -- answer links, signed callbacks and the console -----------------------------------------
 
     answer_link = _of("answers", AnswerLinks.link)
+    reply_address = _of("replies", ReplyAddresses.address)
 
     def receive(self, name: str, headers: signing.Headers, body: bytes) -> receipt.Received:
         """Handle one signed callback to inbound ``name``: its answer (``status``, and the
-        ``reason`` for logs). Never raises; the whole rule is ``inbound.receipt``."""
+        ``reason`` for logs). Never raises; the whole rule is ``inbound.receipt`` (for a
+        mail inbound, ``inbound.mail_receipt``)."""
+        replies = self.mounted.mail.get(name) if isinstance(name, str) else None
+        if replies is not None:
+            return mail_receipt.receive(self.mounted, self.replies, replies, headers, body)
         return receipt.receive(self.mounted, name, headers, body)
 
     def inbound_app(self) -> asgi.InboundApp:
         """The inbound endpoints as an ASGI application answering ``POST /NAME``:
         ``app.mount("/inbound", runner.inbound_app())``. Needs no web framework."""
-        return asgi.InboundApp(self.mounted)
+        return asgi.InboundApp(self.mounted, self.receive)
 
     def console(self, **options: Any) -> Any:
         """The web console of this runner, an ASGI application to mount:

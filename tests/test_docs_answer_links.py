@@ -15,9 +15,9 @@ def test_the_answer_links_guide_runs_and_prints_what_it_says(
 ) -> None:
     guide = run_guide(
         "answer-links.md",
-        blocks=6,
+        blocks=9,
         module="answer_links_guide",
         python=wheel.python,
         env={"ORDERS_DATABASE_URL": database_url},
     )
-    guide.check(said_pairs(guide.text), at_least=7)
+    guide.check(said_pairs(guide.text), at_least=12)

@@ -200,8 +200,8 @@ def test_an_answer_without_the_field_is_not_counted_but_is_logged() -> None:
     sim.run()
     assert sim.status == "waiting" and sim.lane().received == 0
     assert details(sim, "arrived") == [
-        "A po.decided event named no approver: not counted",
-        "A po.decided event named no approver: not counted",
+        "A po decided event named no approver: not counted",
+        "A po decided event named no approver: not counted",
     ]
 
 

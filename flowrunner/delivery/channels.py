@@ -72,6 +72,8 @@ class Message:
     written_at: datetime
     attempt: int
     """Which attempt this is (1 for the first)."""
+    reply_to: str | None = None
+    """An e-mail's Reply-To: where a reply goes (a reply address answers a waiting step)."""
 
     def body(self) -> dict[str, object]:
         """The message as JSON a webhook posts."""

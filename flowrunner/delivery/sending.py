@@ -67,6 +67,8 @@ def mail_of(channel: channels.Smtp, message: channels.Message) -> email.message.
     mail["To"] = message.recipient
     mail["Subject"] = " ".join(message.title.split())  # one line, whatever the title holds
     mail["Message-ID"] = channel.message_id(message.notice_id)
+    if message.reply_to is not None:
+        mail["Reply-To"] = message.reply_to
     mail["Date"] = email.utils.format_datetime(message.written_at)
     mail.set_content(message.text)
     return mail

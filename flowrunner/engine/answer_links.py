@@ -41,6 +41,7 @@ INVALID = "invalid"
 USED = "used"
 EXPIRED = "expired"
 NOT_WAITING = "not_waiting"
+CHANGED = "changed"
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,11 @@ class Outcome:
 
 _INVALID = Outcome(INVALID, HTTPStatus.BAD_REQUEST, "This link is not valid.")
 _USED = Outcome(USED, HTTPStatus.CONFLICT, "This link has already been used.")
+_CHANGED = Outcome(CHANGED, HTTPStatus.CONFLICT, "This answer was given before with another body.")
 
 
 @dataclass(frozen=True)
-class _Step:
+class AskedStep:
     """The step a link answers: its run, id, position, pass, kind, and the run's tenant."""
 
     run_id: int
@@ -153,24 +155,11 @@ class AnswerLinks:
         ``answer``; ``OperatorError`` for a run that is not (the tenant's and) waiting
         for an answer, or an answer, person or expiry that cannot be.
         """
-        secret = self._need_secret()
-        m = self.mounted
+        secret = self.secret()
         answer = _text(answer, "answer", tokens.MAX_ANSWER)
         person = _text(person, "person", tokens.MAX_PERSON)
-        now = m.clock()
-        until = now + expires if isinstance(expires, timedelta) else _aware(expires)
-        if until <= now:
-            raise errors.OperatorError("an answer link must expire later than now")
-        if isinstance(run_id, commands.CommandContext):
-            at = self._asked_by(run_id)
-        else:
-            at = self._waiting(m.run_id(run_id), m.need_tenant(tenant), step)
-        kind = m.binding.kinds[at.kind]
-        if kind.by is None or kind.answer is None:
-            raise errors.BindingError(
-                f"kind {at.kind!r} needs by= and answer= (the event fields naming who "
-                "answered and what) for answer links"
-            )
+        until = self.until(expires, "an answer link")
+        at = self.step_of(run_id, step=step, tenant=tenant)
         claims = tokens.Claims(
             run_id=at.run_id,
             step_id=at.step_id,
@@ -184,7 +173,33 @@ class AnswerLinks:
         )
         return f"{base_url.rstrip('/')}/{tokens.sign(claims, secret)}"
 
-    def _waiting(self, run_key: int, owner: str | None, step: int | None) -> _Step:
+    def step_of(self, run_id: object, *, step: int | None, tenant: Tenant) -> AskedStep:
+        """The step an answer made now would answer: the one a step's command (given its
+        ``CommandContext``) asks for, or the one run ``run_id`` waits at (``step``: its
+        position); its kind must name ``by`` and ``answer`` (``BindingError``)."""
+        m = self.mounted
+        if isinstance(run_id, commands.CommandContext):
+            at = self._asked_by(run_id)
+        else:
+            at = self._waiting(m.run_id(run_id), m.need_tenant(tenant), step)
+        kind = m.binding.kinds[at.kind]
+        if kind.by is None or kind.answer is None:
+            raise errors.BindingError(
+                f"kind {at.kind!r} needs by= and answer= (the event fields naming who "
+                "answered and what) for answer links"
+            )
+        return at
+
+    def until(self, expires: datetime | timedelta, what: str) -> datetime:
+        """When something made now with ``expires`` (a moment or a time from now) stops
+        working; ``OperatorError`` when that is not later than now."""
+        now = self.mounted.clock()
+        until = now + expires if isinstance(expires, timedelta) else _aware(expires)
+        if until <= now:
+            raise errors.OperatorError(f"{what} must expire later than now")
+        return until
+
+    def _waiting(self, run_key: int, owner: str | None, step: int | None) -> AskedStep:
         """The one step the run waits at for an answer a link can give."""
         m = self.mounted
         with m.engine.connect() as conn:
@@ -202,7 +217,7 @@ class AnswerLinks:
                 f"({positions})"
             )
         [waiting] = found
-        return _Step(
+        return AskedStep(
             run.id,
             str(waiting.step_id),
             waiting.position,
@@ -211,7 +226,7 @@ class AnswerLinks:
             run.tenant,
         )
 
-    def _asked_by(self, ctx: commands.CommandContext) -> _Step:
+    def _asked_by(self, ctx: commands.CommandContext) -> AskedStep:
         """The step whose command (or reminder) ``ctx`` is, read in its own transaction."""
         m = self.mounted
         key = _COMMAND_KEY.match(ctx.idempotency_key)
@@ -227,7 +242,7 @@ class AnswerLinks:
                 f"step {ctx.step_title or ctx.position} does not wait for an answer an answer "
                 "link can give"
             )
-        return _Step(run.id, key["step"], ctx.position, int(key["pass"]), str(kind), run.tenant)
+        return AskedStep(run.id, key["step"], ctx.position, int(key["pass"]), str(kind), run.tenant)
 
     def ask(self, token: str) -> Outcome:
         """What the link asks (``ask``), or why it is refused; changes nothing."""
@@ -245,19 +260,33 @@ class AnswerLinks:
         claims = self._verify(token)
         if claims is None:
             return _INVALID
+        return self.answer_as(claims)
+
+    def answer_as(self, claims: tokens.Claims, *, body: str | None = None) -> Outcome:
+        """Answer as ``claims`` say, once per ``claims.link_id`` (the answer's idempotency
+        record), or say why not: what ``answer`` does once a token verified. ``body``
+        (a fingerprint of what asked) is kept with the record: the same id asked again
+        with another body is ``CHANGED``, not ``USED``."""
         m = self.mounted
         key = self._key(claims)
         try:
             with dialects.begin(m.engine) as conn:
                 now = m.clock()
-                if not ops.begin_idempotent(conn, key=key, tenant=claims.tenant, now=now).created:
-                    _said(claims, _USED)
-                    return _USED
+                kept = ops.begin_idempotent(conn, key=key, tenant=claims.tenant, now=now)
+                if not kept.created:
+                    used = _USED
+                    result = kept.result if isinstance(kept.result, Mapping) else {}
+                    if body is not None and result.get("body") != body:
+                        used = _CHANGED
+                    _said(claims, used)
+                    return used
                 judged = self._judge(conn, claims, now)
                 if judged.refused or judged.question is None:
                     raise _Refused(judged)  # rolled back: the link stays unused
                 event_id = Changes(m).emit(conn, *self._event(conn, claims))
                 result = {"run": claims.run_id, "by": claims.person, "answer": claims.answer}
+                if body is not None:
+                    result["body"] = body
                 ops.complete_idempotent(
                     conn, key=key, result={**result, "event": event_id}, now=now
                 )
@@ -277,7 +306,8 @@ class AnswerLinks:
 
     # -- judging a link ---------------------------------------------------------------
 
-    def _need_secret(self) -> bytes:
+    def secret(self) -> bytes:
+        """The links secret; ``BindingError`` when the runner was given none."""
         if self._secret is None:
             raise errors.BindingError(
                 f"the runner of {self.mounted.binding.resource!r} has no links_secret: give "
@@ -455,11 +485,13 @@ def _aware(moment: datetime) -> datetime:
 __all__ = [
     "ANSWERED",
     "ASK",
+    "CHANGED",
     "EXPIRED",
     "INVALID",
     "NOT_WAITING",
     "USED",
     "AnswerLinks",
+    "AskedStep",
     "Outcome",
     "Question",
 ]

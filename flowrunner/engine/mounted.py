@@ -37,6 +37,7 @@ from flowrunner.foundations import ids, retry_policy, statuses
 from flowrunner.foundations import limits as limits_mod
 from flowrunner.history import flows as history_lines
 from flowrunner.inbound import endpoints
+from flowrunner.inbound import mail as mail_mod
 from flowrunner.jobs import spec
 from flowrunner.store import app_tables, dialects, migrate
 from flowrunner.store import operations as ops
@@ -94,6 +95,8 @@ class Mounted:
     authority: grants.Authority | None = None
     tenant_run_as: dict[str, str] = dataclasses.field(default_factory=dict)
     inbound: dict[str, endpoints.Inbound] = dataclasses.field(default_factory=dict)
+    # The mail inbounds, by name (``MailInbound``): replies answering waiting steps.
+    mail: dict[str, mail_mod.MailInbound] = dataclasses.field(default_factory=dict)
     # The programs a run may execute, by the name its snapshot gives (``programs``).
     programs: dict[str, Program] = dataclasses.field(default_factory=dict)
     # Told of each stored event in its transaction (``emit``), and called once by each
@@ -133,7 +136,7 @@ class Mounted:
         max_moves: int = 1000,
         retry: retry_policy.RetryPolicy | None = None,
         timezone: tzinfo | None = None,
-        inbound: Iterable[endpoints.Inbound] = (),
+        inbound: Iterable[endpoints.Inbound | mail_mod.MailInbound] = (),
         roles: Iterable[grants.Role] = (),
         principals: Iterable[grants.Principal] = (),
         tenant_run_as: Mapping[str, str] | None = None,
@@ -171,7 +174,9 @@ class Mounted:
                 for principal in mounted.principals_of(kind.run_as):
                     mounted.check_command(command, principal=principal, needed_by=f"kind {name!r}")
             mounted.add_limit("kind", name, f"kind {name!r}", kind.limit)
-        mounted.add_inbound(inbound)
+        given = list(inbound)
+        mounted.mail = mail_mod.check([i for i in given if isinstance(i, mail_mod.MailInbound)])
+        mounted.add_inbound([i for i in given if not isinstance(i, mail_mod.MailInbound)])
         return mounted
 
     def add_inbound(self, inbound: Iterable[endpoints.Inbound]) -> None:
@@ -184,6 +189,8 @@ class Mounted:
             authorize=self.authorize,
         )
         for name, endpoint in checked.items():
+            if name in self.mail:
+                raise errors.BindingError(f"inbound {name!r} is declared twice")
             if name not in self.inbound:
                 self.check_run_as(endpoint.run_as, f"inbound {name!r}")
         self.inbound = checked
@@ -220,7 +227,7 @@ class Mounted:
         each variable, while an inbound's secret variable is not set (``BindingError``;
         the command line exits 2 with it). Mounting alone only warns: commands that do
         not serve (``flowrunner runs list``) load the same runner."""
-        unset = endpoints.unset_secrets(self.inbound.values(), os.environ)
+        unset = endpoints.unset_secrets([*self.inbound.values(), *self.mail.values()], os.environ)
         if unset is not None:
             raise errors.BindingError(unset)
 

@@ -143,7 +143,7 @@ def waiting_sentence(waiting: waits.Waiting, tz: tzinfo | None = None) -> str:
     ...     awaits=Awaits.EVENT, status="waiting", event="po.decided", asked=2, needed=2,
     ...     received=1, asked_names=("cfo", "ctl"), answered=("cfo",))
     >>> waiting_sentence(w)
-    'Waits at Finance (position 10) for po.decided: 1 of 2 answered, waiting for ctl'
+    'Waits at Finance (position 10) for the po decided event: 1 of 2 answered, waiting for ctl'
     """
     at = f"Waits at {waiting.title or waiting.kind} (position {waiting.position})"
     until = when(waiting.until, tz) if waiting.until is not None else None

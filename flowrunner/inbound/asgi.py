@@ -17,6 +17,7 @@ It needs an asyncio server (uvicorn, hypercorn), as Starlette's test client is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
@@ -40,9 +41,15 @@ _LENGTH = re.compile(r"[0-9]{1,18}")
 class InboundApp:
     """Serves a runner's inbound endpoints (``runner.inbound``) at ``POST /NAME``."""
 
-    def __init__(self, mounted: Mounted) -> None:
+    def __init__(
+        self,
+        mounted: Mounted,
+        handle: Callable[[str, signing.Headers, bytes], receipt.Received] | None = None,
+    ) -> None:
         mounted.require_secrets()  # startup refuses while a secret's variable is unset
         self.mounted = mounted
+        # What answers a post (the runner's ``receive``, which knows its mail inbounds).
+        self.handle = handle or functools.partial(receipt.receive, mounted)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -54,7 +61,7 @@ class InboundApp:
         if scope["type"] != "http":
             return
         name = _name(scope)
-        if name is None or name not in self.mounted.inbound:
+        if name is None or (name not in self.mounted.inbound and name not in self.mounted.mail):
             await _refuse(
                 self.mounted, send, name, HTTPStatus.NOT_FOUND, "there is no inbound of that name"
             )
@@ -85,8 +92,8 @@ class InboundApp:
         if body is None:
             await _refuse(self.mounted, send, name, TOO_LARGE, "its body is past 256 KB")
             return
-        received = await asyncio.to_thread(receipt.receive, self.mounted, name, headers, body)
-        await _answer(send, HTTPStatus(received.status))
+        received = await asyncio.to_thread(self.handle, name, headers, body)
+        await _answer(send, HTTPStatus(received.status), said=received.said)
 
 
 def _name(scope: Scope) -> str | None:
@@ -141,14 +148,22 @@ async def _refuse(
 
 
 async def _answer(
-    send: Send, status: HTTPStatus, headers: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: HTTPStatus,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    said: str | None = None,
 ) -> None:
-    """The status alone: no body (a 204 has no Content-Length either)."""
+    """The status alone: no body (a 204 has no Content-Length either); a mail inbound's
+    refusal says why in one line of plain text."""
     sent = list(headers or [])
+    body = b"" if said is None or status == HTTPStatus.NO_CONTENT else said.encode() + b"\n"
+    if body:
+        sent.append((b"content-type", b"text/plain; charset=utf-8"))
     if status != HTTPStatus.NO_CONTENT:
-        sent.append((b"content-length", b"0"))
+        sent.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": int(status), "headers": sent})
-    await send({"type": "http.response.body", "body": b""})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from flowrunner import binding as binding_mod
 from flowrunner import errors
@@ -171,7 +171,17 @@ def check(
     return found
 
 
-def unset_secrets(inbounds: Iterable[Inbound], environ: Mapping[str, str]) -> str | None:
+class Signed(Protocol):
+    """What is signed as a callback is: an inbound, or a mail inbound."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def verify(self) -> signing.Hmac: ...
+
+
+def unset_secrets(inbounds: Iterable[Signed], environ: Mapping[str, str]) -> str | None:
     """The one line saying which secret variables ``environ`` does not set, and which
     inbounds need them; None when each is set. Pure: the environment is given.
 
@@ -296,4 +306,13 @@ def _unreadable(reason: str) -> errors.CallbackRejected:
     return errors.CallbackRejected(reason)
 
 
-__all__ = ["Delivery", "Inbound", "check", "fingerprint", "read", "storable", "unset_secrets"]
+__all__ = [
+    "Delivery",
+    "Inbound",
+    "Signed",
+    "check",
+    "fingerprint",
+    "read",
+    "storable",
+    "unset_secrets",
+]

@@ -62,6 +62,9 @@ class Received:
 
     status: int
     reason: str
+    said: str | None = None
+    """The sentence answered to the sender with the status (a mail inbound's refusals),
+    or None for the status alone."""
     key: str | None = None
     """The sender's delivery key, once the body was read."""
     tenant: str | None = None
@@ -157,9 +160,11 @@ def _receive(
         event = _event(mounted, inbound, delivery, tenant)
         return _apply(mounted, inbound, delivery, tenant, event)
     except errors.CallbackRejected as rejected:  # read: its key (and tenant) are known
-        return Received(rejected.status_code, str(rejected), delivery.key, tenant)
+        return Received(rejected.status_code, str(rejected), key=delivery.key, tenant=tenant)
     except _Failed as failed:
-        return Received(HTTPStatus.SERVICE_UNAVAILABLE, str(failed), delivery.key, tenant)
+        return Received(
+            HTTPStatus.SERVICE_UNAVAILABLE, str(failed), key=delivery.key, tenant=tenant
+        )
 
 
 def _apply(
@@ -209,14 +214,14 @@ def _apply(
             raise
         raise _Failed(f"the database failed: {sanitize.describe_exception(exc)}") from exc
     if refused is not None:
-        return Received(HTTPStatus.CONFLICT, refused, delivery.key, tenant)
+        return Received(HTTPStatus.CONFLICT, refused, key=delivery.key, tenant=tenant)
     done = f" (event {event_id})" if event_id is not None else ""
     return Received(
         HTTPStatus.NO_CONTENT,
         f"delivery {delivery.key!r} applied{done}",
-        delivery.key,
-        tenant,
-        event_id,
+        key=delivery.key,
+        tenant=tenant,
+        event=event_id,
     )
 
 
@@ -229,14 +234,14 @@ def _replayed(receipt: ops.IdemRow, delivery: inbound_mod.Delivery, tenant: str 
             return Received(
                 HTTPStatus.CONFLICT,
                 f"delivery {delivery.key!r} replayed: refused before ({refused})",
-                delivery.key,
-                tenant,
+                key=delivery.key,
+                tenant=tenant,
             )
         return Received(
             HTTPStatus.NO_CONTENT,
             f"delivery {delivery.key!r} replayed: the same body again",
-            delivery.key,
-            tenant,
+            key=delivery.key,
+            tenant=tenant,
         )
     raise _rejected(
         HTTPStatus.CONFLICT, f"delivery {delivery.key!r} was received before with another body"
