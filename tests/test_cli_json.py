@@ -83,6 +83,7 @@ def test_every_command_that_prints_data_takes_json() -> None:
         "prune",
         "query",
         "runs cancel",
+        "runs deliveries",
         "runs fork",
         "runs journal",
         "runs list",

@@ -92,7 +92,7 @@ def test_each_operator_sees_and_acts_on_their_areas_alone(
     olga = as_reader(browser, "olga", width)
     olga.goto(base + "/ops")
     tabs = olga.get_by_role("navigation", name="Operations room")
-    expect(tabs.get_by_role("link")).to_have_text(["Runs", "Journal", "Notices"])
+    expect(tabs.get_by_role("link")).to_have_text(["Runs", "Journal", "Notices", "Deliveries"])
     expect(olga.locator("tr[data-run]")).to_have_count(1)
     expect(olga.locator(f'tr[data-run="{flow_run}"]')).to_be_visible()
     if width == 390:
