@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,23 @@ def artifacts(name: str) -> Path:
     folder = base / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+# The elements that reach past the window's right edge, for the sentence of a failure.
+_PAST_THE_EDGE = """() => [...document.querySelectorAll("body *")]
+  .filter((el) => el.getBoundingClientRect().right > innerWidth + 0.5)
+  .slice(0, 8)
+  .map((el) => `<${el.tagName.toLowerCase()} class="${el.className}"> ends at `
+    + `${Math.round(el.getBoundingClientRect().right)} px: `
+    + el.textContent.trim().slice(0, 60))"""
+
+
+def no_sideways_scroll(page: Any) -> None:
+    """The page fits its window's width: nothing makes it scroll sideways (a failure
+    names the elements that reach past the edge)."""
+    width: dict[str, Any] = page.evaluate(
+        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
+    )
+    if width["scroll"] > width["inner"]:
+        past = page.evaluate(_PAST_THE_EDGE)
+        raise AssertionError(f"the page scrolls sideways: {width}; past the edge: {past}")

@@ -19,11 +19,10 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
+from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
 from running import decide, mount, order
 from serving import served, sign_in
 
@@ -92,13 +91,6 @@ def shot(page: Page, name: str, *, doc: bool = False, part: str | None = None) -
         if os.environ.get("FLOWRUNNER_WRITE_DOC_IMAGES") == "1":
             shutil.copyfile(path, DOC_IMAGES / f"console-{name}.png")
     return path
-
-
-def no_sideways_scroll(page: Page) -> None:
-    width: dict[str, Any] = page.evaluate(
-        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
-    )
-    assert width["scroll"] <= width["inner"], f"the page scrolls sideways: {width}"
 
 
 def flow_link(page: Page, name: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import gateway
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
+from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
 from serving import served, sign_in
 from sizes import sized
 
@@ -72,13 +72,6 @@ def shot(page: Any, name: str, width: int) -> None:
     if os.environ.get("FLOWRUNNER_WRITE_DOC_IMAGES") == "1":
         page.screenshot(path=str(doc), clip={"x": 0, "y": 0, "width": WIDE, "height": 560})
     assert doc.is_file(), f"docs/console.md shows {doc.name}"
-
-
-def no_sideways_scroll(page: Any) -> None:
-    width: dict[str, Any] = page.evaluate(
-        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
-    )
-    assert width["scroll"] <= width["inner"], f"the page scrolls sideways: {width}"
 
 
 @pytest.mark.parametrize("width", [WIDE, 390])

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, need_browser
+from browser import ARGS, CHROMIUM, need_browser, no_sideways_scroll
 from running import mount, order
 from serving import served
-from test_console_browser import NARROW, WIDE, no_sideways_scroll, opened, shot
+from test_console_browser import NARROW, WIDE, opened, shot
 from test_versions import kinder_words
 
 from flowrunner import testing

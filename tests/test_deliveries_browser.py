@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser
+from browser import ARGS, CHROMIUM, artifacts, need_browser, no_sideways_scroll
 from paying import SECRET, SECRET_ENV, body, mount, post, signed
 from serving import served, sign_in
 
@@ -68,13 +68,6 @@ def _at(seconds: float) -> Any:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def no_sideways_scroll(page: Any) -> None:
-    width: dict[str, Any] = page.evaluate(
-        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
-    )
-    assert width["scroll"] <= width["inner"], f"the page scrolls sideways: {width}"
 
 
 @pytest.mark.parametrize("width", [1280, 390])

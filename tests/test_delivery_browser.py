@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 import telling_desk
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
+from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
 from running import mount
 from serving import served, sign_in
 
@@ -58,13 +57,6 @@ def desk(tmp_path: Path) -> Iterator[tuple[testing.FlowDriver, int, str]]:
     with served("telling_desk:runner", url, env={"PYTHONPATH": path}) as base:
         yield driver, failed.id, base
     engine.dispose()
-
-
-def no_sideways_scroll(page: Any) -> None:
-    width: dict[str, Any] = page.evaluate(
-        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
-    )
-    assert width["scroll"] <= width["inner"], f"the page scrolls sideways: {width}"
 
 
 @pytest.mark.parametrize("width", [1280, 390])

@@ -19,7 +19,7 @@ from typing import Any
 import authorities
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser
+from browser import ARGS, CHROMIUM, artifacts, need_browser, no_sideways_scroll
 from serving import served
 
 from flowrunner import Jobs, testing
@@ -75,13 +75,6 @@ def as_reader(browser: Browser, name: str, width: int) -> Any:
         viewport={"width": width, "height": 900}, extra_http_headers={"x-desk-user": name}
     )
     return context.new_page()
-
-
-def no_sideways_scroll(page: Any) -> None:
-    width: dict[str, Any] = page.evaluate(
-        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
-    )
-    assert width["scroll"] <= width["inner"], width
 
 
 @pytest.mark.parametrize("width", [1280, 390])
