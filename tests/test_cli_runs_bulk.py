@@ -17,7 +17,7 @@ from sizes import sized
 from flowrunner import testing
 from flowrunner.cli import cli
 
-DOWN = sized(300, 300)
+DOWN = sized(130, 300)  # more than one batch (bulk.BATCH, 100)
 
 
 SMALL = 10
