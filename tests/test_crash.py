@@ -286,11 +286,11 @@ def test_crash_at_every_commit_boundary_changes_nothing(
 ) -> None:
     expected, passed = reference(engines, name)
     assert expected["stuck"] == [] and expected["notices"]
-    # Each distinct point, and every 3rd hit on SQLite, every 16th on PostgreSQL (whose
+    # Each distinct point, and every 6th hit on SQLite, every 16th on PostgreSQL (whose
     # dialect's own statements every distinct point already reaches); every hit
     # in a long run (or with FLOWRUNNER_CRASH_ALL=1).
     dialect = engines().dialect.name
-    every = sized(3 if dialect == "sqlite" else 16, 1)
+    every = sized(6 if dialect == "sqlite" else 16, 1)
     if os.environ.get("FLOWRUNNER_CRASH_ALL"):
         every = 1
     plan = crash_plan(passed, every)

@@ -142,7 +142,7 @@ def test_a_crash_at_every_commit_boundary_of_a_workflow_changes_nothing(
         play(reference, SCRIPT)
         expected = observe(reference, provider)
     dialect = engines().dialect.name
-    every = sized(3 if dialect == "sqlite" else 12, 1)
+    every = sized(6 if dialect == "sqlite" else 12, 1)
     if os.environ.get("FLOWRUNNER_CRASH_ALL"):
         every = 1
     # On SQLite each crash point starts from a copy of one unused desk.
