@@ -318,6 +318,24 @@ DATABASE_HELP = (
 )
 
 
+APP_HELP = "The application's FlowRunner, or a function returning one."
+
+
+def app_option(help: str = APP_HELP) -> Callable[..., Any]:
+    """``--app MODULE:ATTR``, or ``FLOWRUNNER_APP`` when it is not typed: the application's
+    runner, loaded by ``app_loader`` when the command runs."""
+    return click.option(
+        "--app",
+        "app_spec",
+        required=True,
+        metavar="MODULE:ATTR",
+        cls=FromEnvironment,
+        envvar=APP_VARIABLE,
+        show_envvar=True,
+        help=help,
+    )
+
+
 def database_option(help: str = DATABASE_HELP) -> Callable[..., Any]:
     """``--database URL``, or ``FLOWRUNNER_DATABASE_URL`` when it is not typed, checked as a
     URL before the command runs."""

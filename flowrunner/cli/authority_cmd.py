@@ -17,15 +17,8 @@ grants that differ from the lock, or an unexpected error; 2 something given cann
 used (an option, the app, the database, a lock file that cannot be read).
 """
 
-APP = click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner (with its jobs mounted), or a function returning one.",
+APP = cli_mod.app_option(
+    "The application's FlowRunner (with its jobs mounted), or a function returning one."
 )
 LOCK = click.option(
     "--lock",

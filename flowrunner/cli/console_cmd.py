@@ -43,16 +43,7 @@ def _loopback(host: str) -> bool:
 
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
-@click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner, or a function returning one.",
-)
+@cli_mod.app_option()
 @cli_mod.database_option()
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option(

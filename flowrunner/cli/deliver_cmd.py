@@ -28,16 +28,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
-@click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner, or a function returning one.",
-)
+@cli_mod.app_option()
 @cli_mod.jobs_option()
 @cli_mod.database_option()
 @click.option(

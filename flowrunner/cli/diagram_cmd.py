@@ -12,16 +12,7 @@ from flowrunner import diagrams
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
 @click.argument("flow")
-@click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The app's FlowRunner.",
-)
+@cli_mod.app_option()
 @cli_mod.database_option()
 @click.option(
     "--run",

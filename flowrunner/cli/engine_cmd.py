@@ -52,16 +52,7 @@ def _lease_time(_ctx: click.Context, param: click.Parameter, value: str) -> time
 
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
-@click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner, or a function returning one.",
-)
+@cli_mod.app_option()
 @cli_mod.jobs_option()
 @cli_mod.database_option()
 @click.option(
@@ -322,16 +313,7 @@ def _summary(
 
 @click.command("start", epilog=cli_mod.EXIT_STATUSES)
 @click.argument("resource")
-@click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner, or a function returning one.",
-)
+@cli_mod.app_option()
 @cli_mod.database_option()
 @click.option(
     "--where", default=None, help="A condition choosing the records, e.g. 'status = open'."

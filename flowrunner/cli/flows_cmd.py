@@ -51,16 +51,7 @@ def _runner(app: str, database: str | None) -> FlowRunner:
     return cli_mod.load_runner(app, database)
 
 
-APP = click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner, or a function returning one.",
-)
+APP = cli_mod.app_option()
 DATABASE = cli_mod.database_option()
 
 

@@ -31,15 +31,8 @@ Exit status: 0 done; 1 a verdict (the job ran and its command failed) or an unex
 error; 2 something given cannot be used (an option, the app, the database, a job name).
 """
 
-APP = click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner (with its jobs mounted), or a function returning one.",
+APP = cli_mod.app_option(
+    "The application's FlowRunner (with its jobs mounted), or a function returning one."
 )
 
 

@@ -40,16 +40,7 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> durati
 
 
 @click.command(epilog=cli_mod.EXIT_STATUSES)
-@click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The app's FlowRunner.",
-)
+@cli_mod.app_option()
 @cli_mod.database_option()
 @click.option(
     "--older-than",

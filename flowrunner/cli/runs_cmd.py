@@ -37,16 +37,7 @@ line, the others done) or an unexpected error; 2 something given cannot be used 
 option, a filter, the app, the database, a run id that is not a number).
 """
 
-APP = click.option(
-    "--app",
-    "app_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    cls=cli_mod.FromEnvironment,
-    envvar=cli_mod.APP_VARIABLE,
-    show_envvar=True,
-    help="The application's FlowRunner, or a function returning one.",
-)
+APP = cli_mod.app_option()
 DATABASE = cli_mod.database_option()
 TENANT = click.option(
     "--tenant",
