@@ -22,7 +22,7 @@ import importlib.metadata
 import sys
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from flowrunner.foundations import sanitize
 
@@ -85,10 +85,10 @@ def headers() -> dict[str, str]:
 # -- spans ------------------------------------------------------------------------------
 
 
-class Attempt:
-    """The span of one command attempt or call (this one: nothing is traced)."""
+class _Quiet:
+    """A span that is not one: ``with`` it does nothing."""
 
-    def __enter__(self) -> Attempt:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -98,25 +98,18 @@ class Attempt:
         tb: TracebackType | None,
     ) -> None:
         return None
+
+
+class Attempt(_Quiet):
+    """The span of one command attempt or call (this one: nothing is traced)."""
 
     def ended(self, outcome: str, error: Mapping[str, object] | None = None) -> None:
         """How the attempt ended (``ok``, ``failed``, ``refused``...) and, when it did not
         answer, its error envelope (``code``, ``message``)."""
 
 
-class Step:
+class Step(_Quiet):
     """The span of one step a worker takes (this one: nothing is traced)."""
-
-    def __enter__(self) -> Step:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     def about(self, *, program: str, flow: str, record: object, tenant: str | None) -> None:
         """What the claimed run is: its program, flow (or job, workflow...), record and
@@ -207,7 +200,7 @@ class _Step(Step):
         self.steps: list[str] = []
         self.failure: str | None = None
 
-    def __enter__(self) -> Step:
+    def __enter__(self) -> Self:
         self.span.enter()
         return self
 
@@ -264,7 +257,7 @@ class _Attempt(Attempt):
     ) -> None:
         self.span = _Span(traced, name, attributes, client=client)
 
-    def __enter__(self) -> Attempt:
+    def __enter__(self) -> Self:
         self.span.enter()
         return self
 
