@@ -79,7 +79,10 @@ _PAST_THE_EDGE = """() => [...document.querySelectorAll("body *")]
 
 def no_sideways_scroll(page: Any) -> None:
     """The page fits its window's width: nothing makes it scroll sideways (a failure
-    names the elements that reach past the edge)."""
+    names the elements that reach past the edge). Measured once the page has loaded,
+    its style sheet with it: a page measured while it is still arriving (just after a
+    click that navigates) is laid out unstyled."""
+    page.wait_for_load_state("load")
     width: dict[str, Any] = page.evaluate(
         "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
     )

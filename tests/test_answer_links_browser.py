@@ -71,6 +71,7 @@ def events(driver: testing.FlowDriver) -> int:
 
 def fits(page: Page, width: int) -> None:
     """Nothing wider than the window; the button in view, as wide as the card allows."""
+    page.wait_for_load_state("load")  # measured with its style sheet, not while arriving
     wide = page.evaluate("() => document.documentElement.scrollWidth")
     assert wide <= width, f"the page is {wide} px wide in a {width} px window"
     button = page.get_by_role("button").bounding_box()

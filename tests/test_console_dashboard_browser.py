@@ -10,11 +10,10 @@ import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
+from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
 from reviews import reviewed
 from serving import served, sign_in
 from sizes import sized
@@ -72,10 +71,7 @@ def test_the_dashboard_draws_its_charts_and_fits_the_window(
     assert box is not None and box["width"] <= width
     # The flow's diagram with its counts on the steps.
     expect(page.locator('.frd-step[data-step="2"] .frd-state')).to_contain_text("waiting")
-    size: dict[str, Any] = page.evaluate(
-        "() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})"
-    )
-    assert size["scroll"] <= size["inner"], f"the page scrolls sideways: {size}"
+    no_sideways_scroll(page)
     page.screenshot(path=str(SHOTS / f"dashboard-{width}.png"), full_page=True)
     if width == 1280:  # the picture docs/console.md shows: the top of the page
         top = SHOTS / "dashboard.png"

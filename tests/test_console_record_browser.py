@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser
+from browser import ARGS, CHROMIUM, artifacts, need_browser, no_sideways_scroll
 from running import mount, order
 from serving import served, sign_in
 
@@ -101,17 +101,18 @@ def test_a_buyer_finds_an_order_by_its_number_and_its_page_shows_the_order(
     expect(values.locator('[data-column="priority"] dd')).to_have_text("hold")
     # Its run, failed sending it; and what its steps took in and answered.
     expect(page.locator("article.run")).to_have_attribute("data-status", "failed")
-    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    no_sideways_scroll(page)
     page.screenshot(path=str(SHOTS / f"record-9-{width}.png"), full_page=True)
 
     # The Operations room's record filter takes the number too.
     page.get_by_role("navigation", name="Console").get_by_role("link", name="Operations").click()
     page.locator("#filter-record").fill("PO-9")
     page.get_by_role("button", name="Show").click()
+    page.wait_for_url("**record=PO-9**")  # the filtered page, not the one it was on
     rows = page.locator("tr[data-run]")
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-status", "failed")
-    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    no_sideways_scroll(page)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
