@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +91,16 @@ def no_sideways_scroll(page: Any) -> None:
     if width["scroll"] > width["inner"]:
         past = page.evaluate(_PAST_THE_EDGE)
         raise AssertionError(f"the page scrolls sideways: {width}; past the edge: {past}")
+
+
+@contextmanager
+def launched() -> Iterator[Any]:
+    """Debian's chromium, launched headless by Playwright for as long as the block lasts."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield found
+        finally:
+            found.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser
+from browser import artifacts, launched, need_browser
 from running import mount, order
 from serving import served, sign_in
 
@@ -25,7 +25,7 @@ from flowrunner.store import engine_tables
 
 need_browser()
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -43,12 +43,8 @@ APPROVE = """
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

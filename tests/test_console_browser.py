@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
+from browser import ROOT, artifacts, launched, need_browser, no_sideways_scroll
 from running import decide, mount, order
 from serving import served, sign_in
 
@@ -31,7 +31,7 @@ from flowrunner import testing
 
 need_browser()
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +44,8 @@ ON_HOLD = {"id": 9, "number": "PO-9", "requester_id": "ann", "amount": 50, "prio
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
+from browser import ROOT, artifacts, launched, need_browser, no_sideways_scroll
 from reviews import reviewed
 from serving import served, sign_in
 from sizes import sized
 
 need_browser()
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +32,8 @@ DAYS = sized(6, 24)
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

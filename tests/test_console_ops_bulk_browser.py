@@ -20,7 +20,7 @@ from typing import Any
 import gateway
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
+from browser import ROOT, artifacts, launched, need_browser, no_sideways_scroll
 from serving import served, sign_in
 from sizes import sized
 
@@ -28,7 +28,7 @@ from flowrunner import testing
 
 need_browser()
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +40,8 @@ WIDE = 1280
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser, no_sideways_scroll
+from browser import artifacts, launched, need_browser, no_sideways_scroll
 from running import mount, order
 from serving import served, sign_in
 
@@ -27,7 +27,7 @@ from flowrunner import testing
 
 need_browser()
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,8 @@ WIDTHS = [1280, 390]
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, need_browser, no_sideways_scroll
+from browser import launched, need_browser, no_sideways_scroll
 from running import mount, order
 from serving import served
 from test_console_browser import NARROW, WIDE, opened, shot
@@ -23,7 +23,7 @@ from flowrunner import testing
 
 need_browser()
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 APP = "fixtures.purchase_orders.app:runner"
@@ -31,12 +31,8 @@ APP = "fixtures.purchase_orders.app:runner"
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

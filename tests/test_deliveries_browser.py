@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser, no_sideways_scroll
+from browser import artifacts, launched, need_browser, no_sideways_scroll
 from paying import SECRET, SECRET_ENV, body, mount, post, signed
 from serving import served, sign_in
 
 need_browser()
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +32,8 @@ SHOTS = artifacts("deliveries")
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

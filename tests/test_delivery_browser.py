@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import telling_desk
-from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser, no_sideways_scroll
+from browser import ROOT, artifacts, launched, need_browser, no_sideways_scroll
 from running import mount
 from serving import served, sign_in
 
@@ -26,7 +26,7 @@ from flowrunner import testing
 
 need_browser()
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -35,12 +35,8 @@ SHOTS = artifacts("notices")
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture

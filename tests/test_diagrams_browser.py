@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import ARGS, CHROMIUM, ROOT, artifacts, mermaid_bundle, need_browser
+from browser import ROOT, artifacts, launched, mermaid_bundle, need_browser
 from drawn import config, drawn_run, fixture_snapshots
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,7 +33,7 @@ from flowrunner.flows import snapshot
 
 need_browser()
 
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -60,12 +60,8 @@ LAYOUT = """() => {
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 def opened(browser: Browser, width: int, html: str) -> Page:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, mermaid_bundle, need_browser
+from browser import artifacts, launched, mermaid_bundle, need_browser
 from running import mount
 from test_runs_faults import BINDING, FLOWS, order, supplier
 
@@ -26,7 +26,7 @@ from flowrunner import diagrams
 
 need_browser()
 
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page  # noqa: E402
 from test_diagrams_browser import (  # noqa: E402
     PARSE,
     RENDER,
@@ -54,12 +54,8 @@ FAULTS = """() => [...document.querySelectorAll('.frd-fault')].map(o => {
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

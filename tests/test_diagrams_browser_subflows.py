@@ -16,13 +16,13 @@ from collections.abc import Iterator
 import lending
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, mermaid_bundle, need_browser
+from browser import artifacts, launched, mermaid_bundle, need_browser
 
 from flowrunner import diagrams
 
 need_browser()
 
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page  # noqa: E402
 from test_diagrams_browser import (  # noqa: E402
     PARSE,
     RENDER,
@@ -46,12 +46,8 @@ LINKS = """() => [...document.querySelectorAll('.frd-link')].map(p => {
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from typing import Any
 import authorities
 import pytest
 import sqlalchemy as sa
-from browser import ARGS, CHROMIUM, artifacts, need_browser, no_sideways_scroll
+from browser import artifacts, launched, need_browser, no_sideways_scroll
 from serving import served
 
 from flowrunner import Jobs, testing
@@ -27,7 +27,7 @@ from flowrunner.store import migrate
 
 need_browser()
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +36,8 @@ SHOTS = artifacts("principals")
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        found = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield found
-        finally:
-            found.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture
