@@ -88,9 +88,17 @@ def _fresh_schema(url: str, prefix: str) -> Iterator[sa.Engine]:
         yield engine
     finally:
         engine.dispose()
+        migrated.recycle(admin, schema)
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spare_engine_tables() -> Iterator[None]:
+    """The engine's tables kept for the next test (``migrated.recycle``), dropped at the end."""
+    yield
+    migrated.drop_spares()
 
 
 @pytest.fixture
@@ -115,6 +123,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
         yield url.render_as_string(hide_password=False)
     finally:
+        migrated.recycle(admin, schema)
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
@@ -207,6 +216,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     for engine, schema in made:
         engine.dispose()
         if schema is not None and admin is not None:
+            migrated.recycle(admin, schema)
             with admin.begin() as conn:
                 conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
     if admin is not None:

@@ -79,6 +79,41 @@ def test_the_tests_replayed_migration_is_the_migration(engines: Any) -> None:
     assert migrate.status(by_replay).is_current
 
 
+@pytest.mark.parametrize("engines", ["postgresql"], indirect=True)
+def test_the_tests_recycled_tables_are_freshly_migrated_ones(engines: Any, pg_url: str) -> None:
+    """On PostgreSQL the fixtures keep a test's engine tables for the next test
+    (``migrated.recycle``): they come back empty, their ids from 1 again, in the migrated
+    shape; tables whose shape a test changed are dropped with their schema instead."""
+    by_migration, used = engines(), engines()
+    migrate.upgrade(by_migration)
+    migrated.upgrade(used)
+    journal = engine_tables.journal
+    row = {"at": sa.func.current_timestamp(), "operator": "ann", "action": "start"}
+    with used.begin() as conn:
+        conn.execute(sa.insert(journal).values(row))
+        conn.execute(sa.insert(journal).values(row))
+    admin = sa.create_engine(pg_url)
+    spares = len(migrated._SPARES)
+    migrated.recycle(admin, used.info_schema)
+    assert len(migrated._SPARES) == spares + 1
+
+    again = engines()
+    migrated.upgrade(again)
+    assert len(migrated._SPARES) == spares
+    assert shape(again) == shape(by_migration)
+    assert migrate.status(again).is_current
+    with again.begin() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(journal)).scalar_one() == 0
+        first = conn.execute(sa.insert(journal).values(row).returning(journal.c.id)).scalar_one()
+    assert first == 1
+
+    with again.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE flowrunner_journal ADD COLUMN note text")
+    migrated.recycle(admin, again.info_schema)
+    assert len(migrated._SPARES) == spares
+    admin.dispose()
+
+
 def test_an_empty_database_is_refused_with_the_command_to_run(any_engine: sa.Engine) -> None:
     found = migrate.status(any_engine)
     assert found.current is None and not found.is_current
