@@ -97,7 +97,9 @@ def serving() -> Iterator[Provider]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     provider.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled every 10 ms for the end of the block, not serve_forever's default 0.5 s:
+    # a test that serves many times would otherwise wait half a second each time.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield provider

@@ -131,7 +131,8 @@ def webhook_receiver(spec: signing.Hmac | None = None) -> Iterator[Hooks]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     hooks.url = f"http://127.0.0.1:{server.server_address[1]}/notices"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled every 10 ms for the end of the block (serve_forever's default: 0.5 s).
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield hooks
