@@ -40,9 +40,12 @@ def _build(folder: Path) -> Installed:
     _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)])
     (wheel,) = dist.glob("flowrunner-*.whl")
     env_dir = folder / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    # No pip of its own (installing one takes longer than the rest): this Python's pip
+    # installs into it.
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
-    _run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[{EXTRAS}]", *BESIDE])
+    into = ["--python", str(python), "install", "--quiet"]
+    _run([sys.executable, "-m", "pip", *into, f"{wheel}[{EXTRAS}]", *BESIDE])
     return Installed(wheel, python)
 
 
