@@ -1,5 +1,6 @@
 """Two runners on one PostgreSQL database — a support desk's tickets and purchase orders —
-with two worker processes each, 500 runs per resource and both resources' events
+with two worker processes each, 200 runs per resource (500 in a long run, see
+``sizes.py``) and both resources' events
 arriving interleaved while the workers run: every run finishes, and no worker claims a
 run of the other resource."""
 
@@ -10,11 +11,12 @@ import time
 import pytest
 import sqlalchemy as sa
 from running import ACKNOWLEDGE, APPROVE_AND_SEND, app, done_twice, mount, serving_worker
+from sizes import sized
 
 from flowrunner.runner import utc_now
 from flowrunner.store import engine_tables
 
-RUNS = 500  # per resource
+RUNS = sized(200, 500)  # per resource
 TICKETS = app("tickets")
 PO = app("purchase_orders")
 
