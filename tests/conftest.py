@@ -19,6 +19,7 @@ import installed
 import migrated
 import pytest
 import sqlalchemy as sa
+import warm_connections
 from hypothesis import HealthCheck, settings
 
 from fixtures.purchase_orders import app as po
@@ -70,10 +71,11 @@ def _no_disk_waits(dbapi_connection: Any, _record: object) -> None:
     dbapi_connection.execute("PRAGMA synchronous = OFF")
 
 
-def _schema_engine(url: str, schema: str) -> sa.Engine:
+def _schema_engine(url: str | sa.URL, schema: str) -> sa.Engine:
+    """An engine on ``schema``, its connections kept warm for the next test's engine."""
     options = f"-csearch_path={schema} {NO_DISK_WAITS}"
-    engine = sa.create_engine(url, connect_args={"options": options})
-    return engine
+    made = sa.make_url(url)
+    return sa.create_engine(made, creator=warm_connections.connector(made, schema, options))
 
 
 @contextmanager
@@ -96,9 +98,11 @@ def _fresh_schema(url: str, prefix: str) -> Iterator[sa.Engine]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _spare_engine_tables() -> Iterator[None]:
-    """The engine's tables kept for the next test (``migrated.recycle``), dropped at the end."""
+    """The engine's tables and connections kept for the next test (``migrated.recycle``,
+    ``warm_connections``), dropped and closed at the end."""
     yield
     migrated.drop_spares()
+    warm_connections.close_all()
 
 
 @pytest.fixture
@@ -206,8 +210,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
         schema = f"c_{uuid.uuid4().hex[:12]}"
         with admin.begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        options = f"-csearch_path={schema} {NO_DISK_WAITS}"
-        engine = sa.create_engine(admin.url, connect_args={"options": options})
+        engine = _schema_engine(admin.url, schema)
         engine.info_schema = schema  # type: ignore[attr-defined]
         made.append((engine, schema))
         return engine
