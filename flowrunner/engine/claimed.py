@@ -194,6 +194,7 @@ class ClaimedStep:
             now=self.now,
             owner=self.owner,
             epoch=self.claim.epoch,
+            stored_status=run.status,
         )
         self.run = dataclasses.replace(
             run, version=version, state=dict(state), status=statuses.RunStatus(status)
