@@ -161,7 +161,7 @@ class Advance(claimed.ClaimedStep):
 
     def _subflow(self, asked: effects.StartSubflow) -> happened.CommandResult:
         """Start a subflow step's child run, once under its key (``subflows.start``)."""
-        step = next((s for s in self.snap.steps if str(s.id) == str(asked.step_id)), None)
+        step = self.snap.step_by_id(asked.step_id)
         title = step.title if step is not None else None
         return subflows.start(self.mounted, self.conn, self.run, asked, title, self.now)
 
@@ -296,7 +296,7 @@ class Advance(claimed.ClaimedStep):
         kind's deadline), the record as the flow left it."""
         mounted, run, snap = self.mounted, self.run, self.snap
         self._flush_sets()  # the command reads the record as the flow left it
-        step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
+        step = snap.step_by_id(effect.step_id)
         kind = mounted.config.kinds.get(effect.kind)
         timeout = kind.timeout if kind is not None else None
         declared = mounted.binding.kinds.get(effect.kind)
