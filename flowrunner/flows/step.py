@@ -117,7 +117,9 @@ class Advance(claimed.ClaimedStep):
             results: list[happened.CommandResult] = []
             asked: effects.RunCommand | None = None  # the round's one step command
             for effect in step.effects:
-                if isinstance(effect, effects.Wake):
+                if type(effect) is effects.Log:  # the most of them: a history line
+                    self._log_line(effect)
+                elif isinstance(effect, effects.Wake):
                     wake_at = effect.at
                 elif isinstance(effect, effects.RunCommand):
                     if asked is not None and not effect.cancel:
@@ -251,17 +253,21 @@ class Advance(claimed.ClaimedStep):
             )
             self.point("after-notify")
         elif isinstance(effect, effects.Log):
-            # Written together with the run's new state, in one statement.
-            self.log(
-                effect.what,
-                position=effect.position,
-                step_id=None if effect.step_id is None else str(effect.step_id),
-                title=effect.title,
-                kind=effect.kind,
-                pass_=effect.pass_,
-                detail=effect.detail,
-                due_at=effect.at,
-            )
+            self._log_line(effect)
+
+    def _log_line(self, effect: effects.Log) -> None:
+        """Gather a history line, written with the run's new state at its save or at the
+        next checkpoint."""
+        self.log(
+            effect.what,
+            position=effect.position,
+            step_id=None if effect.step_id is None else str(effect.step_id),
+            title=effect.title,
+            kind=effect.kind,
+            pass_=effect.pass_,
+            detail=effect.detail,
+            due_at=effect.at,
+        )
 
     def _channel(self, audience: str) -> str | None:
         """The channel the audience's notify rule sends through (None: the application
