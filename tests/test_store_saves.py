@@ -113,3 +113,65 @@ def test_a_wake_the_worker_did_not_see_keeps_the_run_due(engine: sa.Engine) -> N
     version, status, due_at, _ = stored(engine, run_id)
     assert (version, status) == (2, "waiting")
     assert due_at == T0  # no later than its claim's due time, not tomorrow
+
+
+def checkpoint(
+    engine: sa.Engine,
+    run_id: int,
+    claim: due.Claim,
+    *,
+    status: str,
+    stored_status: str | None,
+    owner: str = "A",
+    version: int = 1,
+) -> int:
+    with dialects.begin(engine) as conn:
+        return ops.checkpoint_run(
+            conn,
+            run_id=run_id,
+            expected_version=version,
+            state={"position": 3},
+            status=status,
+            now=T0 + timedelta(seconds=1),
+            owner=owner,
+            epoch=claim.epoch,
+            stored_status=stored_status,
+        )
+
+
+@pytest.mark.parametrize("stored_status", ["waiting", None])
+def test_a_checkpoint_writes_a_status_the_row_does_not_hold(
+    engine: sa.Engine, stored_status: str | None
+) -> None:
+    """A run that waited goes on running: its checkpoint writes the new status (as it
+    does when the status it read is not given)."""
+    run_id, claim = claimed(engine)
+    due_at = stored(engine, run_id)[2]
+    assert checkpoint(engine, run_id, claim, status="running", stored_status=stored_status) == 2
+    assert stored(engine, run_id) == (2, "running", due_at, "A")  # the lease still A's
+    with engine.connect() as conn:
+        assert ops.load_run(conn, run_id).state == {"position": 3}
+
+
+def test_a_checkpoint_of_the_status_the_row_holds_saves_the_state(engine: sa.Engine) -> None:
+    """The status left alone (the row holds it): the state and the version move on."""
+    run_id, claim = claimed(engine)
+    due_at = stored(engine, run_id)[2]
+    assert checkpoint(engine, run_id, claim, status="waiting", stored_status="waiting") == 2
+    assert stored(engine, run_id) == (2, "waiting", due_at, "A")
+    with engine.connect() as conn:
+        assert ops.load_run(conn, run_id).state == {"position": 3}
+
+
+@pytest.mark.parametrize("stored_status", ["waiting", None])
+def test_a_checkpoint_whose_lease_was_taken_over_changes_nothing(
+    engine: sa.Engine, stored_status: str | None
+) -> None:
+    run_id, mine = claimed(engine, "A")
+    ops.age_leases(engine, by=TTL * 2)
+    (theirs,) = ops.claim_due(engine, now=T0 + TTL * 2, owner="B", limit=1, ttl=TTL)
+    before = stored(engine, run_id)
+    with pytest.raises(errors.LeaseLost):
+        checkpoint(engine, run_id, mine, status="waiting", stored_status=stored_status)
+    assert stored(engine, run_id) == before
+    assert before[3] == "B" and theirs.run_id == run_id

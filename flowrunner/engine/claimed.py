@@ -21,7 +21,6 @@ for that run, asked to ``advance()``, dropped after it.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -194,8 +193,9 @@ class ClaimedStep:
             now=self.now,
             owner=self.owner,
             epoch=self.claim.epoch,
+            stored_status=run.status,
         )
-        self.run = dataclasses.replace(
+        self.run = ops.checkpointed(
             run, version=version, state=dict(state), status=statuses.RunStatus(status)
         )
         self.commit()

@@ -184,6 +184,17 @@ class FlowSnapshot:
     def steps_at(self, position: int) -> tuple[StepSpec, ...]:
         return self._at.get(position, ())
 
+    @functools.cached_property
+    def _by_id(self) -> dict[str, StepSpec]:
+        found: dict[str, StepSpec] = {}
+        for step in self.steps:
+            found.setdefault(str(step.id), step)  # the first, as a scan would find it
+        return found
+
+    def step_by_id(self, step_id: object) -> StepSpec | None:
+        """The step whose id reads as ``step_id`` does (as text), or None."""
+        return self._by_id.get(str(step_id))
+
     def next_position(self, position: int) -> int | None:
         later = [p for p in self.positions if p > position]
         return later[0] if later else None

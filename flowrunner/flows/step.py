@@ -117,7 +117,9 @@ class Advance(claimed.ClaimedStep):
             results: list[happened.CommandResult] = []
             asked: effects.RunCommand | None = None  # the round's one step command
             for effect in step.effects:
-                if isinstance(effect, effects.Wake):
+                if type(effect) is effects.Log:  # the most of them: a history line
+                    self._log_line(effect)
+                elif isinstance(effect, effects.Wake):
                     wake_at = effect.at
                 elif isinstance(effect, effects.RunCommand):
                     if asked is not None and not effect.cancel:
@@ -161,7 +163,7 @@ class Advance(claimed.ClaimedStep):
 
     def _subflow(self, asked: effects.StartSubflow) -> happened.CommandResult:
         """Start a subflow step's child run, once under its key (``subflows.start``)."""
-        step = next((s for s in self.snap.steps if str(s.id) == str(asked.step_id)), None)
+        step = self.snap.step_by_id(asked.step_id)
         title = step.title if step is not None else None
         return subflows.start(self.mounted, self.conn, self.run, asked, title, self.now)
 
@@ -251,17 +253,21 @@ class Advance(claimed.ClaimedStep):
             )
             self.point("after-notify")
         elif isinstance(effect, effects.Log):
-            # Written together with the run's new state, in one statement.
-            self.log(
-                effect.what,
-                position=effect.position,
-                step_id=None if effect.step_id is None else str(effect.step_id),
-                title=effect.title,
-                kind=effect.kind,
-                pass_=effect.pass_,
-                detail=effect.detail,
-                due_at=effect.at,
-            )
+            self._log_line(effect)
+
+    def _log_line(self, effect: effects.Log) -> None:
+        """Gather a history line, written with the run's new state at its save or at the
+        next checkpoint."""
+        self.log(
+            effect.what,
+            position=effect.position,
+            step_id=None if effect.step_id is None else str(effect.step_id),
+            title=effect.title,
+            kind=effect.kind,
+            pass_=effect.pass_,
+            detail=effect.detail,
+            due_at=effect.at,
+        )
 
     def _channel(self, audience: str) -> str | None:
         """The channel the audience's notify rule sends through (None: the application
@@ -296,7 +302,7 @@ class Advance(claimed.ClaimedStep):
         kind's deadline), the record as the flow left it."""
         mounted, run, snap = self.mounted, self.run, self.snap
         self._flush_sets()  # the command reads the record as the flow left it
-        step = next((s for s in snap.steps if str(s.id) == str(effect.step_id)), None)
+        step = snap.step_by_id(effect.step_id)
         kind = mounted.config.kinds.get(effect.kind)
         timeout = kind.timeout if kind is not None else None
         declared = mounted.binding.kinds.get(effect.kind)

@@ -72,8 +72,19 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
             # Another format than SQLAlchemy's default for SQLite: its own conversion.
             return generic
 
+        # The moment converted last and its text: a step writes its own time in most of
+        # its statements, the same object each time (an immutable one, kept alive here,
+        # so the same object is the same moment).
+        last: list[tuple[datetime | None, str]] = [(None, "")]
+
         def process(value: datetime | None) -> object:
-            return _sqlite_text(value) if type(value) is datetime else generic(value)
+            if type(value) is not datetime:
+                return generic(value)
+            seen, text = last[0]
+            if value is not seen:
+                text = _sqlite_text(value)
+                last[0] = (value, text)
+            return text
 
         return process
 
