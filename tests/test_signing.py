@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -134,10 +135,12 @@ def test_the_size_limit_is_256_kb() -> None:
         ({"timestamp_header": "x-time", "window": "1 month"}, "minutes, hours or days"),
         ({"timestamp_header": "x-time", "window": "soon"}, "Hmac: window:"),
         ({"prefix": "sha256=\n"}, "printable text"),
+        ({"signed": []}, "signed is a text such as '{timestamp}.{body}'"),
+        ({"signed": ["{body}"]}, "signed is a text such as"),
     ],
 )
 def test_a_declaration_that_cannot_work_is_refused_when_made(
-    options: dict[str, str], message: str
+    options: dict[str, Any], message: str
 ) -> None:
     declared = {"secret_env": "HOOK_SECRET", "header": "x-sig", **options}
     with pytest.raises(BindingError, match=None) as refused:

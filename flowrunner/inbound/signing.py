@@ -223,11 +223,15 @@ def _decoded(spec: Hmac, value: str) -> bytes | None:
         return None
 
 
-@functools.lru_cache(maxsize=64)
 def _pieces(template: str) -> tuple[tuple[bool, str], ...]:
     """``signed`` in pieces: (False, a literal text) and (True, ``timestamp`` or ``body``)."""
-    if not isinstance(template, str):
+    if not isinstance(template, str):  # before the cache, which could not hash a list
         raise errors.BindingError("Hmac: signed is a text such as '{timestamp}.{body}'")
+    return _text_pieces(template)
+
+
+@functools.lru_cache(maxsize=64)
+def _text_pieces(template: str) -> tuple[tuple[bool, str], ...]:
     pieces: list[tuple[bool, str]] = []
     try:
         parsed = list(string.Formatter().parse(template))
