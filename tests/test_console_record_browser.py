@@ -13,6 +13,7 @@ line without them, failing in CI).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def test_a_buyer_finds_an_order_by_its_number_and_its_page_shows_the_order(
     search.fill("po-9")
     search.press("Enter")
     expect(page.get_by_role("heading", level=1)).to_have_text("PO-9")  # the binding's record_label
-    assert page.url.endswith("/record/9")
+    expect(page).to_have_url(re.compile(r"/record/9$"))
     values = page.locator(".record-values")
     expect(values).to_be_visible()
     expect(values.locator('[data-column="number"] dd')).to_have_text("PO-9")
@@ -130,7 +131,7 @@ def test_a_refused_save_comes_back_at_its_field_focused_and_in_view(
     field = page.locator("#new-step-duration")
     expect(field).to_be_focused()
     expect(field).to_have_attribute("aria-describedby", "new-step-duration-error")
-    assert page.url.endswith("#new-step-duration")
+    expect(page).to_have_url(re.compile(r"#new-step-duration$"))  # waits: set as it loads
     assert in_view(page, "#new-step-duration"), "the refused field is out of view"
     assert in_view(page, "#new-step-duration-error"), "its sentence is out of view"
     page.screenshot(path=str(SHOTS / f"refused-in-view-{width}.png"))
