@@ -15,6 +15,7 @@ URL, and every process a test starts, open connections of their own as an applic
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,11 @@ from psycopg.conninfo import make_conninfo
 KEPT_AT_MOST = 8
 
 _kept: dict[str, list[psycopg.Connection[Any]]] = {}
+# psycopg prepares a statement it has run five times, and forgets what it prepared when it
+# sees DISCARD ALL succeed -- but only the first time it sees that text: the next time the
+# same text is one it already counted, and it would keep names the server no longer has
+# ("prepared statement _pg3_0 does not exist"). So each wipe's text is its own.
+_wipes = itertools.count()
 
 
 class _Kept(psycopg.Connection[Any]):
@@ -88,7 +94,7 @@ def _keep(conn: _Kept) -> bool:
     try:
         conn.rollback()
         conn.autocommit = True
-        conn.execute("DISCARD ALL")
+        conn.execute(f"DISCARD ALL /* wipe {next(_wipes)} */".encode())
         conn.autocommit = False
     except psycopg.Error:
         return False
