@@ -27,5 +27,6 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     commands = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
     full_suite = commands[1].strip().split(" && ")[-1]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert ci[ci.index("# The README's test command:") + 1] == full_suite == "python -m pytest"
+    run_in_ci = ci[ci.index("# The README's test command:") + 1]
+    assert run_in_ci.split(" || ")[0] == full_suite == "python -m pytest"
     assert '`python -m pytest -m "not slow"`' in README.read_text(encoding="utf-8")
