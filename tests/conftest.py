@@ -236,6 +236,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> installed.Installed:
     return installed.installed(base / "installed-wheel")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (pyproject.toml): half as many test processes again as cores. A test
+    spends a good part of its time waiting -- for the worker processes it starts, the
+    browser, PostgreSQL -- and a third process fills the cores meanwhile (on 2 cores:
+    the suite in 409 s with 3 processes, against 511 s with 2, one after the other on one
+    machine; docs/performance.md). PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    cores = len(os.sched_getaffinity(0))
+    return cores + max(1, cores // 2)
+
+
 # Why tests skipped, and how many for each reason: summed up in one line a reason.
 _skipped: dict[str, int] = {}
 _guides: list[tuple[str, int, int]] = []
