@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from running import SEND, app, count, mount, order
@@ -26,7 +27,7 @@ from running import SEND, app, count, mount, order
 from flowrunner import FlowBinding, Kind, RetryPolicy, testing
 from flowrunner.engine import commands, worker
 from flowrunner.runner import utc_now
-from flowrunner.store import engine_tables
+from flowrunner.store import dialects, engine_tables
 
 HERE = Path(__file__).parent
 PO = app("purchase_orders")
@@ -256,6 +257,39 @@ def test_after_a_failover_a_connection_to_the_read_only_server_is_replaced(
     assert serving.stats.database_failures == 1 and opened["n"] >= 2
     assert "ReadOnlySqlTransaction" in caplog.text
     assert sent(driver) == 1
+
+
+def test_a_connection_the_server_ended_inside_a_pipeline_is_dropped_not_rolled_back(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cut while psycopg was in pipeline mode (executemany), a connection raises "cannot
+    exit pipeline mode while busy" over the server's own error and looks alive: the
+    worker's engine closes it instead of rolling it back, which would fail again and
+    print a traceback into the worker's log."""
+    engine = dialects.reconnect_when_read_only(sa.create_engine(pg_url))
+    cut = {"next": True}
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def ended_in_a_pipeline(*_: Any) -> None:
+        if cut["next"]:
+            cut["next"] = False
+            try:
+                raise psycopg.errors.AdminShutdown("terminating connection")
+            except psycopg.Error:
+                raise psycopg.OperationalError(
+                    "sending query failed: cannot exit pipeline mode while busy"
+                ) from None
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="sqlalchemy.pool"):
+            with pytest.raises(sa.exc.OperationalError) as raised, engine.connect() as conn:
+                conn.execute(sa.text("select 1"))
+            assert raised.value.connection_invalidated
+            with engine.connect() as conn:  # a new connection serves the next try
+                assert conn.execute(sa.text("select 1")).scalar_one() == 1
+        assert "Traceback" not in caplog.text and "reset" not in caplog.text
+    finally:
+        engine.dispose()
 
 
 def test_serve_waits_and_tries_again_while_the_database_fails(

@@ -631,13 +631,32 @@ def postgres_clock() -> sa.ColumnElement[datetime]:
 _READ_ONLY_SQL_TRANSACTION = "25006"
 
 
+# The server ended the connection (an operator's pg_terminate_backend, a shutdown, a
+# crash). psycopg marks such a connection broken, except where the error met it inside
+# pipeline mode (executemany): there it raises "cannot exit pipeline mode while busy",
+# with the server's error as its context, and the connection looks alive.
+_SERVER_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
+
 def _read_only_is_a_disconnect(context: sa.engine.ExceptionContext) -> None:
+    """A refused write on a standby, or a connection the server ended, is a disconnect:
+    SQLAlchemy closes it (and the pool's others) instead of rolling it back."""
     if getattr(context.original_exception, "sqlstate", None) == _READ_ONLY_SQL_TRANSACTION:
         context.is_disconnect = True
+        return
+    seen: BaseException | None = context.original_exception
+    for _ in range(4):  # the error, and what it was raised while handling
+        if seen is None:
+            return
+        if getattr(seen, "sqlstate", None) in _SERVER_ENDED:
+            context.is_disconnect = True
+            return
+        seen = seen.__context__
 
 
 def reconnect_when_read_only(engine: sa.Engine) -> sa.Engine:
-    """Have ``engine`` drop its connections when PostgreSQL refuses a write as read-only.
+    """Have ``engine`` drop its connections when PostgreSQL refuses a write as read-only,
+    or ended the connection in a way psycopg did not mark.
 
     Such a connection reached a standby (a failover moved the primary): like a cut one,
     it is invalidated, with the rest of the pool, so the next try connects anew.
