@@ -626,29 +626,23 @@ def postgres_clock() -> sa.ColumnElement[datetime]:
     return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
 
 
-# The SQLSTATE of a write refused because the server is read-only: after a failover,
-# connections still open to the old primary, now a standby, meet it on every write.
-_READ_ONLY_SQL_TRANSACTION = "25006"
+# SQLSTATEs that mean the connection is done for, though the driver may not say so: a
+# write refused because the server is read-only (after a failover, connections still
+# open to the old primary, now a standby, meet it on every write), and the server ending
+# the connection (pg_terminate_backend, a shutdown, a crash). psycopg marks the latter
+# broken, except where it met the connection inside pipeline mode (executemany): there it
+# raises "cannot exit pipeline mode while busy", the server's error as its context.
+_DISCONNECTS = frozenset({"25006", "57P01", "57P02", "57P03"})
 
 
-# The server ended the connection (an operator's pg_terminate_backend, a shutdown, a
-# crash). psycopg marks such a connection broken, except where the error met it inside
-# pipeline mode (executemany): there it raises "cannot exit pipeline mode while busy",
-# with the server's error as its context, and the connection looks alive.
-_SERVER_ENDED = frozenset({"57P01", "57P02", "57P03"})
-
-
-def _read_only_is_a_disconnect(context: sa.engine.ExceptionContext) -> None:
-    """A refused write on a standby, or a connection the server ended, is a disconnect:
-    SQLAlchemy closes it (and the pool's others) instead of rolling it back."""
-    if getattr(context.original_exception, "sqlstate", None) == _READ_ONLY_SQL_TRANSACTION:
-        context.is_disconnect = True
-        return
+def _mark_disconnects(context: sa.engine.ExceptionContext) -> None:
+    """An error whose chain holds one of ``_DISCONNECTS`` is a disconnect: SQLAlchemy
+    closes the connection (and the pool's others) instead of rolling it back."""
     seen: BaseException | None = context.original_exception
     for _ in range(4):  # the error, and what it was raised while handling
         if seen is None:
             return
-        if getattr(seen, "sqlstate", None) in _SERVER_ENDED:
+        if getattr(seen, "sqlstate", None) in _DISCONNECTS:
             context.is_disconnect = True
             return
         seen = seen.__context__
@@ -662,9 +656,9 @@ def reconnect_when_read_only(engine: sa.Engine) -> sa.Engine:
     it is invalidated, with the rest of the pool, so the next try connects anew.
     """
     if engine.dialect.name == "postgresql" and not event.contains(
-        engine, "handle_error", _read_only_is_a_disconnect
+        engine, "handle_error", _mark_disconnects
     ):
-        event.listen(engine, "handle_error", _read_only_is_a_disconnect)
+        event.listen(engine, "handle_error", _mark_disconnects)
     return engine
 
 
