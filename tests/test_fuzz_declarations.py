@@ -12,12 +12,12 @@ or by an event whose ``key`` answers anything (``OperatorError``, ``EventRejecte
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from fuzzing import ANYTHING, DURATIONS, MOMENTS, TEXT, VALUES, fuzz
+from fuzzing import ANYTHING, DURATIONS, MOMENTS, TEXT, VALUES, Tally, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 from running import mount
@@ -33,6 +33,8 @@ from flowrunner.timers.program import Timers
 from flowrunner.workflows import Manual, OnEvent, Workflows
 
 END = datetime.max.replace(tzinfo=UTC)
+PLANNED = Tally("events whose job's schedule answered anything, by database and outcome")
+STARTED = Tally("workflow starts with any key and input, by database, how and outcome")
 COMMAND_NAMES = st.one_of(
     st.sampled_from(["remind_buyer", "close_stale_orders", "warn_sla", "assign_ticket"]), TEXT
 )
@@ -182,6 +184,10 @@ def test_the_slots_of_any_schedule_from_any_moment(every: Any, zone: Any, after:
         _sentence(refused)
 
 
+AWARE = st.one_of(
+    st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=14))])),
+    MOMENTS.filter(lambda moment: isinstance(moment, datetime) and moment.tzinfo is not None),
+)
 PLAN_KEYS = st.one_of(
     st.sampled_from([1, "1", "PO-7", {"order": 7}]),
     TEXT,
@@ -191,15 +197,16 @@ PLAN_KEYS = st.one_of(
 
 @st.composite
 def plans(draw: st.DrawFn) -> Any:
-    """What a schedule answers: a Plan of any key, moment and input, or something else."""
+    """What a schedule answers: a Plan of any key, moment and input, or something else.
+    Half the plans have an aware moment and a mapping for input, so that many are
+    stored (any key, any moment from year 1 to 9999, any values) and not only refused."""
     if draw(st.integers(0, 9)) == 0:
         return draw(ANYTHING)
+    inputs = st.dictionaries(TEXT, VALUES, max_size=3)
+    if not draw(st.booleans()):  # hypothesis leans to False
+        return Plan(key=draw(PLAN_KEYS), run_at=draw(AWARE), input=draw(inputs))
     run_at: Any = draw(st.one_of(st.none(), MOMENTS, ANYTHING))  # a date, a text...
-    return Plan(
-        key=draw(PLAN_KEYS),
-        run_at=run_at,
-        input=draw(st.one_of(st.dictionaries(TEXT, VALUES, max_size=3), ANYTHING)),
-    )
+    return Plan(key=draw(PLAN_KEYS), run_at=run_at, input=draw(st.one_of(inputs, ANYTHING)))
 
 
 def test_a_schedule_answering_any_plan_is_stored_or_refuses_the_event(
@@ -227,9 +234,11 @@ def test_a_schedule_answering_any_plan_is_stored_or_refuses_the_event(
             try:
                 driver.runner.emit(conn, "po.decided", {"order": 7, "decision": "approved"})
                 seen["planned"] += 1
+                PLANNED[f"{any_engine.dialect.name}: planned"] += 1
             except errors.BindingError as refused:
                 _sentence(refused)
                 seen["refused"] += 1
+                PLANNED[f"{any_engine.dialect.name}: refused"] += 1
             conn.execute(sa.select(1))  # the application's transaction goes on
             if not _kept(seen["planned"] + seen["refused"]):
                 transaction.rollback()  # the plan was made in it, and goes with it
@@ -428,16 +437,21 @@ def test_a_workflow_started_with_any_key_and_input_starts_or_is_refused(
     )
     def start_once(key: Any, start: Any, record: Any, name: Any) -> None:
         examples[0] += 1
+        database = any_engine.dialect.name
         try:
             driver.runner.start_workflow(name, start, operator="fuzz", record=record, key=key)
+            STARTED[f"{database}: by hand, started"] += 1
         except errors.OperatorError as refused:
             _sentence(refused)
+            STARTED[f"{database}: by hand, refused"] += 1
         keyed[0] = key
         with dialects.connected(any_engine) as conn, conn.begin() as transaction:
             try:
                 driver.runner.emit(conn, "ticket.replied", {"ticket": 1})
+                STARTED[f"{database}: by an event, taken"] += 1
             except errors.EventRejected as refused:
                 _sentence(refused)
+                STARTED[f"{database}: by an event, refused"] += 1
             conn.execute(sa.select(1))
             if not _kept(examples[0]):
                 transaction.rollback()
