@@ -37,16 +37,32 @@ class Installed:
 
 def _build(folder: Path) -> Installed:
     dist = folder / "dist"
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)])
+    uv = _uv()
+    if uv:  # the same wheel and environment, in a few seconds where pip and build take 25
+        _run([uv, "build", "--quiet", "--wheel", "--out-dir", str(dist), str(ROOT)])
+    else:
+        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)])
     (wheel,) = dist.glob("flowrunner-*.whl")
     env_dir = folder / "venv"
-    # No pip of its own (installing one takes longer than the rest): this Python's pip
-    # installs into it.
+    # No pip of its own (installing one takes longer than the rest): uv, or this
+    # Python's pip, installs into it.
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
-    into = ["--python", str(python), "install", "--quiet"]
-    _run([sys.executable, "-m", "pip", *into, f"{wheel}[{EXTRAS}]", *BESIDE])
+    what = [f"{wheel}[{EXTRAS}]", *BESIDE]
+    if uv:
+        _run([uv, "pip", "install", "--quiet", "--python", str(python), *what])
+    else:
+        _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *what])
     return Installed(wheel, python)
+
+
+def _uv() -> str | None:
+    """uv's program, where the dev extra installed it (the ``uv`` package)."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return None
+    return str(find_uv_bin())
 
 
 def _run(command: list[str]) -> None:
