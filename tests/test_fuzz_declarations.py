@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
@@ -184,9 +184,11 @@ def test_the_slots_of_any_schedule_from_any_moment(every: Any, zone: Any, after:
         _sentence(refused)
 
 
-AWARE = st.one_of(
+AWARE: st.SearchStrategy[datetime] = st.one_of(
     st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=14))])),
-    MOMENTS.filter(lambda moment: isinstance(moment, datetime) and moment.tzinfo is not None),
+    MOMENTS.filter(lambda moment: isinstance(moment, datetime) and moment.tzinfo is not None).map(
+        lambda moment: cast(datetime, moment)
+    ),
 )
 PLAN_KEYS = st.one_of(
     st.sampled_from([1, "1", "PO-7", {"order": 7}]),
