@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from flowrunner import errors
 from flowrunner.foundations import sqltypes, statuses
-from flowrunner.store import engine_tables
+from flowrunner.store import app_tables, engine_tables
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,7 @@ def holidays_table(
 def reflect(bind: sa.Engine | sa.Connection, name: str, tenant: str | None) -> sa.Table:
     """The holidays table as the database has it; ``BindingError`` when it is missing or
     has no ``day`` column."""
-    try:
-        table = sa.Table(name, sa.MetaData(), autoload_with=bind)
-    except sa.exc.NoSuchTableError:
-        raise errors.BindingError(
-            f"the holidays table {name!r} does not exist in the database"
-        ) from None
+    [table] = app_tables.read_tables(bind, {name: "holidays"})
     if "day" not in table.c:
         raise errors.BindingError(
             f"the holidays table {name!r} has no column 'day', the date of each holiday"
