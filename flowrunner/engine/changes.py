@@ -14,7 +14,6 @@ from typing import Any
 
 import pydantic
 import sqlalchemy as sa
-from sqlalchemy import orm
 
 from flowrunner import errors
 from flowrunner.binding import Event, RecordId, Tenant
@@ -252,6 +251,10 @@ class Changes:
     def watch(self, mapped_class: type[Any]) -> Callable[[], None]:
         """Opt in: ORM inserts and updates of ``mapped_class`` call record_created/updated,
         in the flush's own transaction. Returns a function that stops watching."""
+        # Imported here: SQLAlchemy's ORM is a fifth of a worker's imports, and only an
+        # application that watches mapped classes needs it.
+        from sqlalchemy import orm
+
         mapper = orm.class_mapper(mapped_class)
         names = [c.key for c in mapper.column_attrs]
 
