@@ -1,5 +1,6 @@
 """Start-up: what ``import flowrunner`` and ``flowrunner --help`` cost before they begin,
-as ``python -X importtime`` counts it, beside a plain ``import click`` (the command line's
+as ``python -X importtime`` counts it, and what an application that mounts a runner
+loads (as a worker does before it serves), beside a plain ``import click`` (the command line's
 own library) — and, with ``--before``, beside another flowrunner source tree.
 
     python bench/startup.py [--rounds 9] [--before PATH]
@@ -33,6 +34,9 @@ MEASURES = {
         "import sys\nsys.argv = ['flowrunner', 'worker', '--help']\n"
         "from flowrunner.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
     ),
+    # What a worker process loads before it serves: an application that mounts a runner
+    # (the purchase-order sample: its tables, commands and binding).
+    "a sample app's runner": "from fixtures.purchase_orders import app",
 }
 
 
@@ -55,7 +59,9 @@ def measure(code: str, tree: Path) -> tuple[float, int]:
             _self, cumulative, name = line.removeprefix("import time:").split("|")
             if not name.startswith("  ") and cumulative.strip().isdigit():
                 micros += int(cumulative)
-    return micros / 1000, int(lines[-1])
+    # The count is the last line that is not an import (one may come at exit, as gc).
+    count = next(line for line in reversed(lines) if line.isdigit())
+    return micros / 1000, int(count)
 
 
 def main() -> None:

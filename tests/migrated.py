@@ -38,6 +38,8 @@ from flowrunner.store import dialects, migrate
 _SPARES: list[tuple[str, str]] = []
 _MIGRATED_SHAPE: list[Any] = []
 _ENGINE_TABLES: list[str] = []
+# The sequences the engine's tables own (moved with them), read with the first shape.
+_SEQUENCES: list[str] = []
 
 # What the migrations sent on an empty database of each dialect: (statement, parameters,
 # whether to the many).
@@ -75,6 +77,12 @@ def upgrade(engine: sa.Engine) -> None:
                 schema = conn.exec_driver_sql("SELECT current_schema()").scalar_one()
                 _ENGINE_TABLES.extend(sorted(_created_tables(script)))
                 _MIGRATED_SHAPE.extend(_shape(conn, schema))
+                _SEQUENCES.extend(
+                    conn.execute(
+                        sa.text("SELECT sequencename FROM pg_sequences WHERE schemaname = :s"),
+                        {"s": schema},
+                    ).scalars()
+                )
             return
         for statement, parameters, many in script:
             if many:
@@ -147,14 +155,10 @@ def recycle(admin: sa.Engine, schema: str) -> None:
             emptied = [
                 f'DELETE FROM "{spare}"."{t}"' for t in _ENGINE_TABLES if t != migrate.VERSION_TABLE
             ]
-            conn.exec_driver_sql(";".join([f'CREATE SCHEMA "{spare}"', *moves, *emptied]))
-            sequences = conn.execute(
-                sa.text("SELECT sequencename FROM pg_sequences WHERE schemaname = :s"),
-                {"s": spare},
-            ).scalars()
-            restarts = [f'ALTER SEQUENCE "{spare}"."{name}" RESTART' for name in sequences]
-            if restarts:
-                conn.exec_driver_sql(";".join(restarts))
+            restarts = [f'ALTER SEQUENCE "{spare}"."{name}" RESTART' for name in _SEQUENCES]
+            conn.exec_driver_sql(
+                ";".join([f'CREATE SCHEMA "{spare}"', *moves, *emptied, *restarts])
+            )
     except sa.exc.DBAPIError:
         return
     _SPARES.append((admin.url.render_as_string(hide_password=False), spare))
