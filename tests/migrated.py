@@ -78,10 +78,9 @@ def upgrade(engine: sa.Engine) -> None:
                 _ENGINE_TABLES.extend(sorted(_created_tables(script)))
                 _MIGRATED_SHAPE.extend(_shape(conn, schema))
                 _SEQUENCES.extend(
-                    conn.execute(
-                        sa.text("SELECT sequencename FROM pg_sequences WHERE schemaname = :s"),
-                        {"s": schema},
-                    ).scalars()
+                    conn.execute(sa.text(_OWNED_SEQUENCES), {"s": schema, "tables": _ENGINE_TABLES})
+                    .scalars()
+                    .all()
                 )
             return
         for statement, parameters, many in script:
@@ -203,6 +202,17 @@ def _created_tables(script: Script) -> set[str]:
     created = (re.match(r'\s*CREATE TABLE\s+"?(\w+)', statement) for statement, _, _ in script)
     return {match.group(1) for match in created if match}
 
+
+# The sequences the engine's tables own (their ids), not an application's in the schema.
+_OWNED_SEQUENCES = """
+SELECT s.relname::text
+FROM pg_class s
+JOIN pg_depend d ON d.objid = s.oid AND d.deptype IN ('a', 'i')
+JOIN pg_class t ON t.oid = d.refobjid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE s.relkind = 'S' AND n.nspname = :s AND t.relname = ANY(:tables)
+ORDER BY 1
+"""
 
 # The shape of the engine's tables in a schema, written without the schema's name (the
 # search path is the schema while it is read, so PostgreSQL leaves most names unqualified):
