@@ -78,11 +78,24 @@ def _schema_engine(url: str | sa.URL, schema: str) -> sa.Engine:
     return sa.create_engine(made, creator=warm_connections.connector(made, schema, options))
 
 
+# One engine per server for making and dropping the tests' schemas, kept for the whole
+# test process: a new one per test opened a new server process each time, whose catalog
+# caches start cold, for two statements.
+_ADMINS: dict[str, sa.Engine] = {}
+
+
+def _admin(url: str | sa.URL) -> sa.Engine:
+    key = sa.make_url(url).render_as_string(hide_password=False)
+    if key not in _ADMINS:
+        _ADMINS[key] = sa.create_engine(key)
+    return _ADMINS[key]
+
+
 @contextmanager
 def _fresh_schema(url: str, prefix: str) -> Iterator[sa.Engine]:
     """A PostgreSQL engine whose search_path is a fresh schema, dropped afterwards."""
     schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(url)
+    admin = _admin(url)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     engine = _schema_engine(url, schema)
@@ -93,16 +106,18 @@ def _fresh_schema(url: str, prefix: str) -> Iterator[sa.Engine]:
         migrated.recycle(admin, schema)
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _spare_engine_tables() -> Iterator[None]:
     """The engine's tables and connections kept for the next test (``migrated.recycle``,
-    ``warm_connections``), dropped and closed at the end."""
+    ``warm_connections``, the schemas' admin engines), dropped and closed at the end."""
     yield
     migrated.drop_spares()
     warm_connections.close_all()
+    for admin in _ADMINS.values():
+        admin.dispose()
+    _ADMINS.clear()
 
 
 @pytest.fixture
@@ -120,7 +135,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     pg_url: str = request.getfixturevalue("pg_url")
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(pg_url)
+    admin = _admin(pg_url)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:
@@ -130,7 +145,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         migrated.recycle(admin, schema)
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture
@@ -198,7 +212,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     admin = None
     if dialect == "postgresql":
         url = request.getfixturevalue("pg_url")
-        admin = sa.create_engine(url)
+        admin = _admin(url)
 
     def make() -> sa.Engine:
         if dialect == "sqlite":
@@ -222,8 +236,6 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
             migrated.recycle(admin, schema)
             with admin.begin() as conn:
                 conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-    if admin is not None:
-        admin.dispose()
 
 
 @pytest.fixture(scope="session")
