@@ -102,6 +102,14 @@ _CHURNED = ["pg_attribute", "pg_class", "pg_type", "pg_depend", "pg_constraint",
 _dropped = itertools.count(1)
 
 
+def _make_schema(admin: sa.Engine, prefix: str) -> str:
+    """A new, empty schema's name (``prefix`` and a random suffix)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    return schema
+
+
 def _drop_schema(admin: sa.Engine, schema: str) -> None:
     """Drop a test's schema, its engine tables kept for the next test if they can be."""
     migrated.recycle(admin, schema)
@@ -116,10 +124,8 @@ def _drop_schema(admin: sa.Engine, schema: str) -> None:
 @contextmanager
 def _fresh_schema(url: str, prefix: str) -> Iterator[sa.Engine]:
     """A PostgreSQL engine whose search_path is a fresh schema, dropped afterwards."""
-    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = _admin(url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    schema = _make_schema(admin, prefix)
     engine = _schema_engine(url, schema)
     try:
         yield engine
@@ -154,10 +160,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'orders.db'}"
         return
     pg_url: str = request.getfixturevalue("pg_url")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
     admin = _admin(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    schema = _make_schema(admin, "t")
     try:
         url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
         yield url.render_as_string(hide_password=False)
@@ -239,9 +243,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
             made.append((engine, None))
             return engine
         assert admin is not None
-        schema = f"c_{uuid.uuid4().hex[:12]}"
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        schema = _make_schema(admin, "c")
         engine = _schema_engine(admin.url, schema)
         engine.info_schema = schema  # type: ignore[attr-defined]
         made.append((engine, schema))
