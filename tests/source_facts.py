@@ -44,8 +44,14 @@ def is_module(dotted: str) -> bool:
 
 
 @functools.cache
+def parsed(source: str) -> ast.Module:
+    """``source``'s syntax tree, parsed once a process: the rules walk every module's
+    tree several times (the trees are only read, never changed)."""
+    return ast.parse(source)
+
+
 def tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"))
+    return parsed(path.read_text(encoding="utf-8"))
 
 
 # -- imports ---------------------------------------------------------------------------
@@ -60,7 +66,8 @@ def _absolute(node: ast.ImportFrom, importer: str, package: bool) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
-def imports(path: Path) -> set[str]:
+@functools.cache
+def imports(path: Path) -> frozenset[str]:
     """Every name ``path`` imports, wherever the import stands: at the top, inside a
     function, under ``if TYPE_CHECKING:``.
 
@@ -84,7 +91,7 @@ def imports(path: Path) -> set[str]:
             if len(modules) < len(names) or not source.startswith("flowrunner"):
                 found.add(source)
             found.update(names)
-    return found
+    return frozenset(found)
 
 
 def graph(paths: Iterable[Path] = MODULES) -> dict[str, set[str]]:
@@ -220,20 +227,21 @@ CLOCKS = frozenset(
 )
 
 
-def clock_reads(source: str) -> list[tuple[int, str]]:
+@functools.cache
+def clock_reads(source: str) -> tuple[tuple[int, str], ...]:
     """Where ``source`` reads a clock or hands one on (a call or a mere reference): each
     line with the clock's full name.
 
     >>> clock_reads("from datetime import UTC, datetime\\nnow = datetime.now(UTC)")
-    [(2, 'datetime.datetime.now')]
+    ((2, 'datetime.datetime.now'),)
     >>> clock_reads("import time as t\\nstarted = t.monotonic")
-    [(2, 'time.monotonic')]
+    ((2, 'time.monotonic'),)
     >>> clock_reads("from time import perf_counter")
-    [(1, 'time.perf_counter')]
+    ((1, 'time.perf_counter'),)
     >>> clock_reads("def f(now):\\n    return now.replace(tzinfo=None)")
-    []
+    ()
     """
-    module = ast.parse(source)
+    module = parsed(source)
     names = aliases(module)
     found: set[tuple[int, str]] = set()
     for node in ast.walk(module):
@@ -245,7 +253,7 @@ def clock_reads(source: str) -> list[tuple[int, str]]:
             name = dotted(node, names)
             if name in CLOCKS:
                 found.add((node.lineno, name))
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 # -- private names ---------------------------------------------------------------------
@@ -329,7 +337,8 @@ class Reach(NamedTuple):
         return f"line {self.line}: {self.text}"
 
 
-def private_uses(source: str) -> list[Reach]:
+@functools.cache
+def private_uses(source: str) -> tuple[Reach, ...]:
     """Where ``source`` reaches a private name (one leading underscore) that is not its
     own:
 
@@ -341,14 +350,14 @@ def private_uses(source: str) -> list[Reach]:
     >>> [str(r) for r in private_uses("def f(runner):\\n    return runner._need_tenant(1)")]
     ['line 2: runner._need_tenant']
     >>> private_uses("from flowrunner.store.runs import _run")
-    [Reach(line=1, text='from flowrunner.store.runs import _run', name='_run')]
+    (Reach(line=1, text='from flowrunner.store.runs import _run', name='_run'),)
     >>> private_uses("from flowrunner.query import evaluate\\nx = evaluate._EMPTY")[0].text
     'evaluate._EMPTY'
     >>> private_uses("class A:\\n    def __init__(self):\\n        self._x = 1\\n"
     ...              "    def __eq__(self, other):\\n        return self._x == other._x")
-    []
+    ()
     """
-    module = ast.parse(source)
+    module = parsed(source)
     mine = own_names(module)
     # What an import binds is never the module's own, whatever names it defines.
     imported: set[str] = set()
@@ -369,4 +378,4 @@ def private_uses(source: str) -> list[Reach]:
                 continue
             if node.attr not in mine or (isinstance(owner, ast.Name) and owner.id in imported):
                 found.append(Reach(node.lineno, f"{ast.unparse(owner)}.{node.attr}", node.attr))
-    return sorted(found)
+    return tuple(sorted(found))

@@ -13,6 +13,7 @@ The source is read by ``source_facts``; the rules and their few exceptions are h
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter
 from pathlib import Path
@@ -236,6 +237,7 @@ def _under(module: str, entry: str) -> bool:
     return module == entry or module.startswith(entry + ".")
 
 
+@functools.cache
 def entry_of(module: str) -> tuple[int, str] | None:
     """The layer of ``module`` and the entry placing it there: the longest entry naming
     it (a package may place some of its modules in another layer than itself)."""
@@ -412,7 +414,7 @@ SQL_ALLOWED = {
 
 def sql_in(source: str) -> list[str]:
     """Where ``source`` builds, compiles, executes or reflects SQL: ``line N: what``."""
-    tree = ast.parse(source)
+    tree = facts.parsed(source)
     aliases = facts.aliases(tree)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
