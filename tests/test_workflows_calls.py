@@ -5,6 +5,7 @@ again with backoff, a 4xx raised into the workflow as ``StepRefused``.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from provider import Provider, serving
 from running import T0, mount
 
 from flowrunner import errors, testing
+from flowrunner.foundations import tls
 from flowrunner.workflows import Connection, OnEvent, Workflows
 
 TICKET = {"id": 1, "title": "Printer on fire", "requester_id": "ann"}
@@ -83,6 +85,31 @@ def test_a_busy_or_broken_service_is_called_again_with_backoff_and_the_same_key(
     assert said[1] == (
         f"Attempt 1 failed (POST /checks answered {status}); trying again at Mon 2 Mar 09:00"
     )
+
+
+def test_every_call_of_the_process_verifies_with_one_tls_context(
+    sqlite_engine: sa.Engine, provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the certificate authorities costs about 20 ms: once a process, not a call."""
+    made: list[ssl.SSLContext] = []
+    create = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(create(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    provider.failures["/checks"] = [503, 503]
+    driver = desk(sqlite_engine, checking(provider, attempts=4, backoff="30 seconds"))
+    tls.for_http.cache_clear()
+    try:
+        driver.emit("ticket.replied", {"ticket": 1})
+        driver.advance("2 minutes")
+    finally:
+        tls.for_http.cache_clear()  # the next test's calls make their own again
+    assert driver.runs(1)[0].status == "done"
+    assert len(provider.received) == 3
+    assert len(made) == 1
 
 
 def test_a_service_that_does_not_answer_in_time_is_called_again(

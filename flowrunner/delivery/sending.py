@@ -14,13 +14,12 @@ import email.utils
 import json
 import os
 import smtplib
-import ssl
 from collections.abc import Mapping
 from datetime import datetime
 
 from flowrunner import errors
 from flowrunner.delivery import channels
-from flowrunner.foundations import extras, sanitize
+from flowrunner.foundations import extras, sanitize, tls
 
 # Answers a receiver gives when it may take the message later.
 _AGAIN = frozenset({408, 425, 429})
@@ -88,13 +87,14 @@ def _mail(channel: channels.Smtp, message: channels.Message, environ: Mapping[st
     try:
         server: smtplib.SMTP
         if channel.tls == "ssl":
-            context = ssl.create_default_context()
-            server = smtplib.SMTP_SSL(channel.host, channel.port, timeout=timeout, context=context)
+            server = smtplib.SMTP_SSL(
+                channel.host, channel.port, timeout=timeout, context=tls.for_mail()
+            )
         else:
             server = smtplib.SMTP(channel.host, channel.port, timeout=timeout)
         with server:
             if channel.tls == "starttls":
-                server.starttls(context=ssl.create_default_context())
+                server.starttls(context=tls.for_mail())
             if channel.username is not None and password is not None:
                 server.login(channel.username, password)
             server.send_message(mail)
@@ -144,6 +144,7 @@ def _post(
             headers=headers,
             timeout=channel.timeout.total_seconds(),
             follow_redirects=False,
+            verify=tls.for_http(),
         )
     except httpx.HTTPError as exc:
         raise Failed(f"could not post to the webhook: {sanitize.describe_exception(exc)}") from None

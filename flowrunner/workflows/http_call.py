@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from flowrunner.engine import tracing
-from flowrunner.foundations import extras, sanitize, shapes
+from flowrunner.foundations import extras, sanitize, shapes, tls
 from flowrunner.workflows import definitions
 
 # Answers that are tried again: the service was busy, slow or broken, not the request.
@@ -63,7 +63,9 @@ def attempt(connection: definitions.Connection, request: shapes.Payload, *, key:
     headers["Idempotency-Key"] = key if sendable else quote(key, safe="/-._~:+@ ")
     body = request.get("body")
     try:
-        with httpx.Client(base_url=connection.base_url, timeout=connection.timeout) as client:
+        with httpx.Client(
+            base_url=connection.base_url, timeout=connection.timeout, verify=tls.for_http()
+        ) as client:
             answer = client.request(
                 str(request.get("method", "GET")),
                 str(request.get("path", "/")),
