@@ -8,7 +8,11 @@ PostgreSQL."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
 
+import jinja2
 import pytest
 import room
 import sqlalchemy as sa
@@ -236,3 +240,29 @@ def test_actions_on_a_purchase_order_are_journaled_with_the_operators_name(
     assert [(action, text(said_)) for action, said_ in entries] == [
         ("cancel", "Mon 2 Mar 09:00 UTC olga cancelled run 1 (purchase_order 1): duplicate")
     ]
+
+
+def test_a_second_console_of_the_process_compiles_no_page_again_and_keeps_its_own_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    berlin = mount(
+        sa.create_engine(f"sqlite:///{tmp_path / 'berlin.db'}"),
+        "purchase_orders",
+        timezone=ZoneInfo("Europe/Berlin"),
+    )
+    utc = mount(sa.create_engine(f"sqlite:///{tmp_path / 'utc.db'}"), "purchase_orders")
+    for desk in (berlin, utc):
+        desk.create(order(1))
+    first = console(berlin, OPERATOR).get("/ops")
+    compiled: list[str] = []
+    compile_ = jinja2.Environment._compile
+
+    def counted(env: jinja2.Environment, source: str, filename: str) -> Any:
+        compiled.append(filename)
+        return compile_(env, source, filename)
+
+    monkeypatch.setattr(jinja2.Environment, "_compile", counted)
+    second = console(utc, OPERATOR).get("/ops")
+    assert compiled == []
+    assert "CET" in text(first.text) and "CET" not in text(second.text)
+    assert "UTC" in text(second.text)

@@ -37,6 +37,27 @@ HERE = Path(__file__).parent
 log = logs.logger("flowrunner.web.console")
 
 
+class _Compiled(jinja2.BytecodeCache):
+    """The templates compiled once a process, for every console it serves: each console
+    has its own environment (its filters tell time on its runner's clock), and an
+    environment compiles each template again, where the compiled code can be shared.
+    A template whose file changed is compiled again (its checksum differs)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        code = self.kept.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self.kept[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED = _Compiled()
+
+
 class Console:
     """What every page of one console shares: the runner, access, CSRF and templates."""
 
@@ -58,6 +79,7 @@ class Console:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            bytecode_cache=_COMPILED,
         )
         shown.install(self.templates, runner)
 
