@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import forked
 import migrated
 import sqlalchemy as sa
 
@@ -201,7 +202,7 @@ def serving_worker(engine: sa.Engine, name: str, seconds: int) -> subprocess.Pop
         "SERVE_DB": engine.url.render_as_string(hide_password=False),
         "SERVE_OPTIONS": f"-csearch_path={schema}",
     }
-    return subprocess.Popen(
+    return forked.popen(
         [sys.executable, str(Path(__file__).with_name("serving_worker.py")), name, str(seconds)],
         env=env,
         stdout=subprocess.PIPE,

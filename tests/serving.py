@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import forked
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "console-browser-test-token"
 
@@ -41,7 +43,7 @@ def served(
     the server writes, standard output and error alike, the access log's included.
     """
     port = free_port()
-    process = subprocess.Popen(
+    process = forked.popen(
         [
             sys.executable,
             "-m",

@@ -6,10 +6,10 @@ difference in sentences, and passes again once the widened grant is locked."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import forked
 import pytest
 from click.testing import CliRunner, Result
 
@@ -68,7 +68,7 @@ def test_check_fails_after_a_grant_is_widened_and_passes_after_lock(
     assert agrees.output == f"{path} agrees with the application: 7 parts\n"
 
     # The mailer was granted delete_ticket: CI runs the real command, which fails.
-    widened = subprocess.run(
+    widened = forked.run(
         [
             sys.executable,
             "-m",

@@ -12,7 +12,6 @@ every other call once; the ticket carries each call's mark once; the run is done
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import five_calls
+import forked
 import pytest
 import sqlalchemy as sa
 from running import app, mount, stored, ticket
@@ -57,7 +57,7 @@ def killed_inside(
         "FIVE_OUTSIDE": str(outside),
         "FIVE_CRASH_IN": str(call),
     }
-    done = subprocess.run(
+    done = forked.run(
         [
             sys.executable,
             str(HERE / "crashing_worker.py"),

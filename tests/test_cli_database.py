@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -197,7 +198,7 @@ def test_which_urls_name_one_database(left: str, right: str, same: bool) -> None
 
 
 def flowrunner(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "flowrunner", *args],
         cwd=cwd,
         capture_output=True,

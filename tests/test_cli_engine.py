@@ -12,6 +12,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 
@@ -21,7 +22,7 @@ FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
+    result = forked.run(
         [*FLOWRUNNER, *args],
         cwd=ROOT,
         capture_output=True,
@@ -87,7 +88,7 @@ def test_a_new_database_from_migrate_to_worker(tmp_path: Path) -> None:
 def test_the_worker_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'desk.db'}"
     run("migrate", "up", "--app", APP, "--database", url)
-    process = subprocess.Popen(
+    process = forked.popen(
         [*FLOWRUNNER, "worker", "--app", APP, "--database", url, "--poll", "0.1"],
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked
 import migrated
 import pytest
 import sqlalchemy as sa
@@ -214,7 +215,7 @@ def test_help_says_what_the_exit_statuses_mean() -> None:
 
 
 def _process(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "flowrunner", *args],
         cwd=ROOT,
         capture_output=True,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
+import forked
 import migrated
 import pytest
 import sqlalchemy as sa
@@ -143,7 +143,7 @@ def test_an_app_without_jobs_lists_none(url: str) -> None:
 
 
 def test_jobs_run_as_a_real_process(url: str) -> None:
-    done = subprocess.run(
+    done = forked.run(
         [
             sys.executable,
             "-m",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+import forked
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -214,7 +214,7 @@ def test_a_refusal_stays_one_line_on_standard_error(url: str, tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_json_from_a_real_process(url: str) -> None:
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "flowrunner", "migrate", "status", "--database", url, "--json"],
         cwd=ROOT,
         capture_output=True,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -155,7 +155,7 @@ def test_any_command_line_is_done_or_refused_in_a_line(
 @pytest.mark.slow
 def test_prune_as_a_real_process(url: str) -> None:
     args = ["prune", "--app", APP, "--database", url, "--older-than", "90 days"]
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "flowrunner", *args],
         cwd=ROOT,
         capture_output=True,

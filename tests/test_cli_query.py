@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
+import forked
 import pytest
 from click.testing import CliRunner
 
@@ -100,14 +100,14 @@ def test_event_payload() -> None:
 
 @pytest.mark.slow
 def test_the_installed_command() -> None:
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "flowrunner.cli", "query", "x = 'a", "--record", "{}"],
         capture_output=True,
         text=True,
         check=False,
     )
     if "No module named flowrunner.cli.__main__" in done.stderr:
-        done = subprocess.run(
+        done = forked.run(
             [sys.executable, "-c", "from flowrunner.cli import main; main()", "query", "x = 'a"],
             capture_output=True,
             text=True,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import desk
+import forked
 import pytest
 import room
 import sqlalchemy as sa
@@ -291,7 +291,7 @@ def test_help_says_what_each_command_does_and_what_the_exit_statuses_mean() -> N
 @pytest.mark.slow
 def test_an_operator_cancels_runs_from_a_real_shell(url: str) -> None:
     args = ["runs", "cancel", "2", "1", "--app", APP, "--database", url, "--operator", "olga"]
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "flowrunner", *args],
         cwd=ROOT,
         capture_output=True,

@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import forked
 import pytest
 import sqlalchemy as sa
 from browser import ARGS, CHROMIUM, ROOT, artifacts, need_browser
@@ -48,7 +49,7 @@ def schema_url(engine: sa.Engine) -> str:
 def workers(database: str, count: int) -> Iterator[list[subprocess.Popen[str]]]:
     """``count`` worker processes serving the database until the block ends."""
     started = [
-        subprocess.Popen(
+        forked.popen(
             [
                 sys.executable,
                 "-m",

@@ -5,12 +5,12 @@ end state must equal the reference — nothing lost, nothing repeated."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 import sqlalchemy as sa
 from running import T0
@@ -35,7 +35,7 @@ def spawn_worker(engine: sa.Engine, name: str, now: Any, point: str) -> int:
     schema = getattr(engine, "info_schema", None)
     options = f"-csearch_path={schema}" if schema else ""
     env = {**os.environ, "CRASH_DB": url, "CRASH_OPTIONS": options or ""}
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, str(HERE / "crashing_worker.py"), name, now.isoformat(), point],
         env=env,
         capture_output=True,

@@ -5,11 +5,11 @@ runs copied from real ones, the dashboard's figures are still those counted in p
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 from sizes import sized
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def bench(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, str(BENCH), "--runs", str(RUNS), "--repeat", "1", "--json", *args],
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import forked
 import pytest
 import receivers
 import sqlalchemy as sa
@@ -133,7 +134,7 @@ def test_a_binding_without_channels_is_refused_in_one_line(desk: Path) -> None:
 
 def test_a_served_deliverer_stops_gracefully_on_sigterm(desk: Path, hooks: receivers.Hooks) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(desk)])}
-    process = subprocess.Popen(
+    process = forked.popen(
         [sys.executable, "-m", "flowrunner", "deliver", "--app", "myapp:runner", "--poll", "0.05"],
         cwd=desk,
         env=env,

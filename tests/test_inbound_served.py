@@ -14,7 +14,6 @@ on SQLite and PostgreSQL:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -22,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 import sqlalchemy as sa
 from paying import SECRET, SECRET_ENV, Shop, body, payment, post, served, signed
@@ -230,7 +230,7 @@ def test_the_command_line_stops_in_one_line_naming_the_variable(
     env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
     env["PYTHONPATH"] = str(ROOT)
     args = [*command_line, "--app", "tests.paying:runner", "--database", database_url]
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "flowrunner", *args],
         cwd=ROOT,
         env=env,

@@ -17,6 +17,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from running import mount
@@ -47,7 +48,7 @@ def _workers(
     }
     script = str(Path(__file__).with_name("timed_worker.py"))
     return [
-        subprocess.Popen(
+        forked.popen(
             [sys.executable, script, name],
             env=env,
             stdout=subprocess.PIPE,

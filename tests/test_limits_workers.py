@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import forked
 import limited
 import migrated
 import pytest
@@ -40,7 +41,7 @@ def workers(
     env["LIMITED_DB"] = engine.url.render_as_string(hide_password=False)
     script = str(HERE / "limited_worker.py")
     return [
-        subprocess.Popen(
+        forked.popen(
             [sys.executable, script, str(seconds)],
             env=env,
             stdout=subprocess.PIPE,

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import forked
 import lending
 import pytest
 import sqlalchemy as sa
@@ -40,7 +40,7 @@ def shop(database_url: str) -> Iterator[tuple[testing.FlowDriver, str]]:
 
 def runs(url: str, *args: str) -> str:
     """``flowrunner runs ...`` in a shell of its own (its engine closed with it)."""
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "flowrunner", "runs", *args, "--app", APP, "--database", url],
         cwd=ROOT,
         capture_output=True,
@@ -50,7 +50,7 @@ def runs(url: str, *args: str) -> str:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return str(done.stdout)
 
 
 def test_the_run_of_order_po_9_is_named_po_9_on_the_console(

@@ -5,10 +5,10 @@ started exactly once, none twice, and no other record at all."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import forked
 from sizes import sized
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "scheduled_flows.py"
@@ -17,7 +17,7 @@ RECORDS = sized(3_000, 100_000)
 
 
 def test_two_worker_processes_start_each_matching_record_once_at_the_slot(pg_url: str) -> None:
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, str(BENCH), "--records", str(RECORDS), "--postgres", pg_url, "--json"],
         capture_output=True,
         text=True,

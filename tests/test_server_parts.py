@@ -12,6 +12,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -68,7 +69,7 @@ def test_what_cannot_be_mounted_is_said(shop: Shop) -> None:
 
 def flowrunner(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), SECRET_ENV: SECRET}
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "flowrunner", *args],
         cwd=ROOT,
         env=env,

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import forked
 import migrated
 import psycopg
 import pytest
@@ -276,7 +277,7 @@ def test_flowrunner_worker_resting_an_hour_stops_at_once_on_sigterm(
     url = pg_engine.url.update_query_dict({"options": f"-csearch_path={schema}"})
     database = url.render_as_string(hide_password=False)
     app = "fixtures.tickets.app:runner"
-    process = subprocess.Popen(
+    process = forked.popen(
         [*FLOWRUNNER, "worker", "--app", app, "--database", database, "--poll", "3600", listen],
         cwd=ROOT,
         stdout=subprocess.PIPE,

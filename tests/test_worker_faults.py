@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import forked
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -394,7 +395,7 @@ def test_worker_processes_outlive_their_connections_being_cut(
     for log in logs:
         with log.open("w") as stderr:  # the process writes to its own copy
             workers.append(
-                subprocess.Popen(
+                forked.popen(
                     [sys.executable, str(HERE / "faulty_worker.py")],
                     env=env,
                     stdout=subprocess.PIPE,

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from running import mount, ticket
@@ -86,7 +86,7 @@ class Worker:
         self.out = folder / f"{name}.out"
         command = [*FLOWRUNNER, "worker", "--app", "handover:runner", "--database", url]
         with self.err.open("w") as err, self.out.open("w") as out:
-            self.process = subprocess.Popen(
+            self.process = forked.popen(
                 [*command, "--poll", "0.1", "--lease", f"{int(LEASE)} seconds", *options],
                 cwd=folder,
                 stdout=out,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import desk
+import forked
 import pytest
 import sqlalchemy as sa
 from running import T0, mount, ticket
@@ -159,7 +160,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
 
 
 def worker(cwd: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         command(url, *args),
         cwd=cwd,
         capture_output=True,
@@ -208,7 +209,7 @@ def test_once_shows_a_progress_bar_on_a_terminal_and_a_summary(
     tmp_path: Path, desk_with_due_runs: str
 ) -> None:
     leader, follower = pty.openpty()  # standard error is a terminal; standard output a pipe
-    process = subprocess.Popen(
+    process = forked.popen(
         command(desk_with_due_runs, "--log-level", "warning"),
         cwd=tmp_path,
         stdout=subprocess.PIPE,

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from running import mount, ticket
@@ -94,7 +95,7 @@ def until(condition: Callable[[], bool], what: str, process: subprocess.Popen[st
 
 def start_worker(folder: Path, url: str, port: int) -> subprocess.Popen[str]:
     (folder / "desk.py").write_text(APP, encoding="utf-8")
-    return subprocess.Popen(
+    return forked.popen(
         [*FLOWRUNNER, "worker", "--app", "desk:runner", "--database", url, *OPTIONS, str(port)],
         cwd=folder,
         stdout=subprocess.DEVNULL,

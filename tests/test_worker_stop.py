@@ -14,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import forked
 import migrated
 import pytest
 import sqlalchemy as sa
@@ -71,7 +72,7 @@ def test_a_signalled_worker_finishes_the_run_in_hand(tmp_path: Path, log_format:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'desk.db'}")
     mount(engine, "tickets", flows=FLOWS).create(ticket(1), run=False)
     (tmp_path / "slowdesk.py").write_text(SLOW_APP, encoding="utf-8")
-    process = subprocess.Popen(
+    process = forked.popen(
         [
             *FLOWRUNNER,
             "worker",
@@ -121,7 +122,7 @@ def test_the_console_writes_json_lines_uvicorns_too(tmp_path: Path) -> None:
     port = free_port()
     app = ["--app", "fixtures.purchase_orders.app:runner", "--database", url]
     options = ["--token", "0123456789abcdef", "--port", str(port), "--log-format", "json"]
-    process = subprocess.Popen(
+    process = forked.popen(
         [*FLOWRUNNER, "console", *app, *options],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

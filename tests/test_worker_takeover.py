@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
@@ -133,7 +134,7 @@ def test_a_killed_workers_runs_are_taken_over_when_its_leases_end(
         with any_engine.connect() as conn:
             schema = conn.execute(sa.text("select current_schema()")).scalar_one()
         env["FAULT_OPTIONS"] = f"-csearch_path={schema}"
-    doomed = subprocess.Popen(
+    doomed = forked.popen(
         [sys.executable, str(HERE / "faulty_worker.py")],
         env=env,
         stdout=subprocess.PIPE,

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import forked
 import ordering
 import pytest
 import sqlalchemy as sa
@@ -221,7 +221,7 @@ def kill_at(engine: sa.Engine, now: datetime, point: str) -> int:
         "CRASH_OPTIONS": f"-csearch_path={schema}" if schema else "",
         "CRASH_BUREAU": json.dumps(BUREAU),
     }
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, str(HERE / "crashing_worker.py"), "ordering", now.isoformat(), point],
         env=env,
         capture_output=True,

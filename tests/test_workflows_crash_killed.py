@@ -6,12 +6,12 @@ when the killed worker's answer was lost with it."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import forked
 import pytest
 import sqlalchemy as sa
 from provider import Provider, serving
@@ -63,7 +63,7 @@ def kill_at(engine: sa.Engine, provider: Provider, now: datetime, point: str) ->
         "CRASH_OPTIONS": f"-csearch_path={schema}" if schema else "",
         "CRASH_CHECKS": provider.url,
     }
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, str(HERE / "crashing_worker.py"), "workflows", now.isoformat(), point],
         env=env,
         capture_output=True,
