@@ -163,30 +163,27 @@ class Forked(subprocess.Popen[Any]):
             os.close(devnull)
         self._closed_child_pipe_fds = True
 
-    def _ended(self, block: bool) -> bool:
-        """Read the child's wait status when the server has sent it (or wait for it)."""
+    def _read_status(self, *, block: bool) -> None:
+        """Take the child's wait status when the server has sent it (or wait for it)."""
         if self.returncode is not None:
-            return True
+            return
         if not block and not select.select([self._connection], [], [], 0)[0]:
-            return False
+            return
         said = self._status.readline()  # nothing: the server itself was killed
         self.returncode = os.waitstatus_to_exitcode(int(said)) if said else -signal.SIGKILL
         self._status.close()
         self._connection.close()
-        return True
 
     def _internal_poll(self, *_: Any, **__: Any) -> int | None:
-        self._ended(block=False)
+        self._read_status(block=False)
         return self.returncode
 
     def _wait(self, timeout: float | None) -> int:
-        if self.returncode is not None:
-            return self.returncode
-        waited = timeout is None or select.select([self._connection], [], [], max(timeout, 0))[0]
-        if not waited:
-            assert timeout is not None
-            raise subprocess.TimeoutExpired(self.args, timeout)
-        self._ended(block=True)
+        if self.returncode is None:
+            ready = [self._connection]
+            if timeout is not None and not select.select(ready, [], [], max(timeout, 0))[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self._read_status(block=True)
         assert self.returncode is not None
         return self.returncode
 

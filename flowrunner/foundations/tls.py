@@ -1,6 +1,6 @@
 """The TLS contexts of the process's outbound connections, each made once and kept.
 
-Making a context reads a bundle of certificate authorities from disk: about 20 ms of
+Making a context reads a bundle of certificate authorities from disk: 20 to 30 ms of
 CPU, where the rest of a call to a nearby service takes well under one. A code
 workflow's ``w.call`` and a webhook's post share ``for_http`` (the authorities httpx
 trusts: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set, certifi's bundle otherwise); an
