@@ -19,6 +19,7 @@ import guides
 import installed
 import migrated
 import pytest
+import shared_compiles
 import sqlalchemy as sa
 import warm_connections
 from hypothesis import HealthCheck, settings
@@ -39,6 +40,9 @@ for _name, _examples in (("default", MODERATE), ("ci", MODERATE), ("long", LONG)
     )
 settings.register_profile("thorough", settings.get_profile("long"))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# Every engine of a test process compiles a statement once, not once per test.
+shared_compiles.install()
 
 PG_ENV = "FLOWRUNNER_TEST_POSTGRES_URL"
 PG_SKIP = (

@@ -15,6 +15,7 @@ Applications import the declaring helpers from ``flowrunner.tables``.
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -338,7 +339,7 @@ def reflect(bind: sa.Engine | sa.Connection, binding: Declared) -> AppTables:
             binding.steps_table: "steps",
         },
     )
-    return AppTables(
+    tables = AppTables(
         resource,
         flows,
         steps,
@@ -347,6 +348,9 @@ def reflect(bind: sa.Engine | sa.Connection, binding: Declared) -> AppTables:
         flow_extra=_extra(flows, binding),
         step_extra=_extra(steps, binding),
     )
+    # The same tables read for the same binding before: the one kept, with what was
+    # built on it (``AppTables.statement``).
+    return _kept(_mounted, tables, tables)
 
 
 def read_tables(bind: sa.Engine | sa.Connection, wanted: Mapping[str, str]) -> list[sa.Table]:
@@ -378,15 +382,53 @@ def read_tables(bind: sa.Engine | sa.Connection, wanted: Mapping[str, str]) -> l
             filter_names=names, kind=ObjectKind.ANY
         ).items()
     }
-    metadata = sa.MetaData()
-    return [
-        sa.Table(
-            name,
-            metadata,
-            *(_column(column, keys.get(name, frozenset())) for column in found[name]),
+    # What the database said of the tables, in full: the same words, the same tables.
+    said = (
+        type(inspector.dialect),
+        tuple((name, repr(found[name]), tuple(sorted(keys.get(name, ())))) for name in names),
+    )
+    kept = _read.get(said)
+    if kept is None:
+        metadata = sa.MetaData()
+        kept = _kept(
+            _read,
+            said,
+            tuple(
+                sa.Table(
+                    name,
+                    metadata,
+                    *(_column(column, keys.get(name, frozenset())) for column in found[name]),
+                )
+                for name in names
+            ),
         )
-        for name in names
-    ]
+    return list(kept)
+
+
+# Tables read before, by what the database said of them, and each binding's ``AppTables``
+# on them. A runner mounted again on tables of the same shape (on another engine or
+# database: another tenant's, a second runner in the same process) uses the same
+# ``Table`` objects, so SQLAlchemy finds the statements it compiled for them (its cache is
+# keyed by the tables themselves) and the ``AppTables`` finds what it built on them,
+# instead of compiling each again (about a tenth of mounting a runner and running a
+# flow's first steps). A table the database describes otherwise is a new one. The
+# ``Table`` objects are never changed once read.
+_KEPT_AT_MOST = 64
+_read: dict[Hashable, tuple[sa.Table, ...]] = {}
+_mounted: dict[Hashable, AppTables] = {}
+_keeping = threading.Lock()
+
+
+def _kept(kept: dict[Any, S], key: Hashable, value: S) -> S:
+    """``kept[key]``, set to ``value`` if it has none; at most ``_KEPT_AT_MOST`` kept, the
+    oldest forgotten first."""
+    with _keeping:
+        found = kept.get(key)
+        if found is None:
+            if len(kept) >= _KEPT_AT_MOST:
+                del kept[next(iter(kept))]
+            found = kept[key] = value
+        return found
 
 
 def _column(found: ReflectedColumn, key: frozenset[str]) -> sa.Column[Any]:
