@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import migrated
 import sqlalchemy as sa
 from running import T0
 
 from flowrunner import FlowRunner, errors, flow_runner, tables, testing
 from flowrunner.binding import FlowBinding, Kind
 from flowrunner.engine import commands
-from flowrunner.store import dialects, migrate
+from flowrunner.store import dialects
 
 DOWN = "the gateway refused: timeout"
 FULL = "the ledger is full"
@@ -58,7 +59,7 @@ def sync_order(ctx: commands.CommandContext) -> None:
 def runner(engine: sa.Engine) -> FlowRunner:
     """The shop's tables and the engine's, a runner, and a flow ``Sync`` for each tenant."""
     metadata.create_all(engine)
-    migrate.upgrade(engine)
+    migrated.upgrade(engine)
     mounted = flow_runner(BINDING, engine, commands={"sync_order": sync_order})
     with engine.begin() as conn:
         for tenant in ("acme", "globex"):

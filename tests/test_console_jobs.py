@@ -7,18 +7,18 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import migrated
 import pytest
 import sqlalchemy as sa
 from console import OPERATOR, READER, Session, console, refusal, said, text
 
 from fixtures.purchase_orders import app, scheduled
 from flowrunner import Jobs, flow_runner, testing
-from flowrunner.store import migrate
 
 
 @pytest.fixture
 def driver(any_engine: sa.Engine) -> testing.FlowDriver:
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     app.metadata.create_all(any_engine)
     scheduled.metadata.create_all(any_engine)
     runner = flow_runner(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fixtures.purchase_orders import app as po
 from fixtures.tickets import app as tk
@@ -127,6 +131,44 @@ def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) ->
 def test_unreadable_files(text: str, message: str) -> None:
     with pytest.raises(files.FileInvalid, match=message):
         files.loads_yaml(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("flows: [", "the file is not readable YAML at line 1"),
+        ("- {name: x}\n- [1, 2", "the file is not readable YAML at line 2"),
+        ("- name: x\n  start: [manual\n- name: y\n", "the file is not readable YAML at line 3"),
+        ("- {name: \ud800}", "the file is not readable YAML"),
+        ("- {name: x}\n- {name: \x00}", "the file is not readable YAML"),
+    ],
+)
+def test_where_a_file_stops_being_yaml_is_a_line_it_has(text: str, message: str) -> None:
+    with pytest.raises(files.FileInvalid) as refused:
+        files.loads_yaml(text)
+    assert str(refused.value) == message
+
+
+# Flows as a designer writes them: names and text in any script, numbers, yes and no,
+# nothing, steps in lists.
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), _TEXT)
+_ROW = st.dictionaries(st.sampled_from(["name", "start", "condition", "title", "x"]), _VALUE)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.builds(lambda row, steps: {**row, "steps": steps}, _ROW, st.lists(_ROW, max_size=3)),
+        max_size=4,
+    ),
+    st.booleans(),
+)
+def test_a_flows_file_reads_as_pyyaml_s_own_reader_reads_it(
+    flows: list[dict[str, object]], flowing: bool
+) -> None:
+    text = yaml.safe_dump(flows, allow_unicode=True, default_flow_style=flowing)
+    assert files.loads_yaml(text) == files.loads_json(json.dumps(yaml.safe_load(text)))
 
 
 # -- the business user's guide -----------------------------------------------------

@@ -148,6 +148,33 @@ def test_upgrading_twice_changes_nothing_and_keeps_data(any_engine: sa.Engine) -
         )
 
 
+def test_upgrading_a_current_database_only_reads_its_revision(
+    any_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    migrate.upgrade(any_engine)
+    from alembic import command
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("Alembic was asked to upgrade a current database")
+
+    monkeypatch.setattr(command, "upgrade", refused)
+    sent: list[str] = []
+    sa.event.listen(any_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    again = migrate.upgrade(any_engine)
+    assert again.is_current and again.current == migrate.head() and again.pending == ()
+    # Whether the version table is there, then what it holds: nothing written.
+    reads = ("SELECT", "PRAGMA", "BEGIN", "COMMIT", "ROLLBACK")
+    assert not [s for s in sent if not s.lstrip().upper().startswith(reads)]
+    assert any(migrate.VERSION_TABLE in s for s in sent)
+
+
+def test_a_database_behind_is_upgraded_to_the_newest(any_engine: sa.Engine) -> None:
+    migrate.upgrade(any_engine, "0001")
+    after = migrate.upgrade(any_engine)
+    assert after.is_current and after.pending == ()
+    assert differences(any_engine) == []
+
+
 def test_a_revision_this_flowrunner_does_not_know_is_refused(any_engine: sa.Engine) -> None:
     migrate.upgrade(any_engine)
     with any_engine.begin() as conn:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import authorities
+import migrated
 import pytest
 import sqlalchemy as sa
 
@@ -28,14 +29,13 @@ from flowrunner import (
     testing,
 )
 from flowrunner.authority import grants
-from flowrunner.store import migrate
 
 START = datetime(2026, 3, 2, 9, tzinfo=UTC)
 
 
 @pytest.fixture
 def desk(any_engine: sa.Engine) -> testing.FlowDriver:
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     return testing.FlowDriver(authorities.build(any_engine), start=START)
 
 
@@ -250,7 +250,7 @@ TENANT_PRINCIPALS = [
 def test_each_tenants_runs_go_under_that_tenants_service_principal(
     any_engine: sa.Engine,
 ) -> None:
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     tenant_metadata.create_all(any_engine)
     authorities.metadata.create_all(any_engine)  # where the commands write who ran them
     runner = flow_runner(

@@ -8,12 +8,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import authorities
+import migrated
 import pytest
 import sqlalchemy as sa
 from console import Session, as_, refusal, rows
 
 from flowrunner import Jobs, RowInvalid, testing
-from flowrunner.store import migrate
 from flowrunner.web.console import Principal
 
 START = datetime(2026, 3, 2, 9, tzinfo=UTC)
@@ -25,7 +25,7 @@ NOBODY = Principal("rita", roles=frozenset({"operator"}))  # no declared role: n
 
 @pytest.fixture
 def desk(any_engine: sa.Engine) -> testing.FlowDriver:
-    migrate.upgrade(any_engine)
+    migrated.upgrade(any_engine)
     driver = testing.FlowDriver(authorities.build(any_engine), start=START)
     runner = driver.runner
     with runner.engine.begin() as conn:

