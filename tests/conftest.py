@@ -220,7 +220,7 @@ def engine(any_engine: sa.Engine) -> sa.Engine:
 @pytest.fixture
 def po_engine(any_engine: sa.Engine) -> sa.Engine:
     """``any_engine`` holding the purchase-order app's own tables (not the engine's)."""
-    po.metadata.create_all(any_engine)
+    migrated.create(po.metadata, any_engine)
     return any_engine
 
 

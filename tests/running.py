@@ -151,7 +151,7 @@ def mount(
         copy_of.dispose()
         shutil.copyfile(copy_of.url.database, engine.url.database)
     else:
-        module.metadata.create_all(engine)
+        migrated.create(module.metadata, engine)
         migrated.upgrade(engine)
     runner = flow_runner(
         binding or module.binding,

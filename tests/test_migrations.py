@@ -11,6 +11,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from storing import at_once
 
+from fixtures.purchase_orders import app as po
+from fixtures.tickets import app as tk
 from flowrunner import errors
 from flowrunner.store import engine_tables, migrate
 
@@ -77,6 +79,40 @@ def test_the_tests_replayed_migration_is_the_migration(engines: Any) -> None:
     assert differences(by_replay) == []
     assert migrate.status(by_replay) == migrate.status(by_migration)
     assert migrate.status(by_replay).is_current
+
+
+def everything(engine: sa.Engine) -> dict[str, Any]:
+    """Every table of the database whole, as reflected: columns, keys, indexes, checks."""
+    inspector = sa.inspect(engine)
+    return {
+        table: (
+            [
+                (c["name"], repr(c["type"]), c["nullable"], c["default"])
+                for c in inspector.get_columns(table)
+            ],
+            inspector.get_pk_constraint(table),
+            inspector.get_foreign_keys(table),
+            inspector.get_indexes(table),
+            inspector.get_unique_constraints(table),
+            inspector.get_check_constraints(table),
+        )
+        for table in sorted(inspector.get_table_names())
+    }
+
+
+@pytest.mark.parametrize("engines", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("app", [po, tk], ids=["purchase_orders", "tickets"])
+def test_the_tests_created_tables_are_those_create_all_makes(engines: Any, app: Any) -> None:
+    """The tests' fixtures send again what ``create_all`` sent for an application's tables
+    (``migrated.create``): the same tables, and a database that has them is left to
+    ``create_all``, which finds them there."""
+    by_create_all, by_create = engines(), engines()
+    app.metadata.create_all(by_create_all)
+    migrated.create(app.metadata, by_create)
+    migrated.create(app.metadata, engines())  # the statements kept now: sent again
+    assert everything(by_create) == everything(by_create_all) != {}
+    migrated.create(app.metadata, by_create)
+    assert everything(by_create) == everything(by_create_all)
 
 
 @pytest.mark.parametrize("engines", ["postgresql"], indirect=True)
