@@ -291,12 +291,32 @@ _guides: list[tuple[str, int, int]] = []
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A guide a test checked travels with its report (from pytest-xdist's workers too)."""
+    """A guide a test checked travels with its report (from pytest-xdist's workers too).
+
+    A failure whose text holds a lone surrogate (a property test's drawn text) is told with
+    it escaped: pytest-xdist sends reports as UTF-8, and would otherwise stop the whole run
+    with an internal error in place of the failure."""
     report = yield
     if call.when == "call" and guides.CHECKED:
         report.user_properties.extend(("guide", checked) for checked in guides.CHECKED)
         guides.CHECKED.clear()
+    if report.failed and not _utf8(str(report.longrepr)):
+        report.longrepr = _escaped(str(report.longrepr))
+    report.sections = [(title, _escaped(text)) for title, text in report.sections]
     return report
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold written as ``\\udXXX``."""
+    return text if _utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _count_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
