@@ -91,8 +91,9 @@ def upgrade(engine: sa.Engine) -> None:
 
 
 # What ``create_all`` sends for an application's metadata on an empty database, by the
-# metadata's tables and columns and the dialect: its CREATE TABLE and CREATE INDEX text.
-_CREATES: dict[tuple[object, ...], tuple[sa.MetaData, list[str]]] = {}
+# metadata itself (kept, so no other takes its place), its tables and columns and the
+# dialect: its CREATE TABLE and CREATE INDEX text.
+_CREATES: dict[tuple[object, ...], list[str]] = {}
 
 
 def create(metadata: sa.MetaData, engine: sa.Engine) -> None:
@@ -102,7 +103,7 @@ def create(metadata: sa.MetaData, engine: sa.Engine) -> None:
     there and compiles each statement anew; otherwise ``create_all`` itself."""
     names = [table.name for table in metadata.sorted_tables]
     key = (
-        id(metadata),
+        metadata,
         engine.dialect.name,
         tuple((t.name, tuple(c.name for c in t.columns)) for t in metadata.sorted_tables),
     )
@@ -111,7 +112,7 @@ def create(metadata: sa.MetaData, engine: sa.Engine) -> None:
             metadata.create_all(conn)
             return
         kept = _CREATES.get(key)
-        if kept is None or kept[0] is not metadata:
+        if kept is None:
             ddl: list[str] = []
             dialect = conn.dialect
 
@@ -119,11 +120,11 @@ def create(metadata: sa.MetaData, engine: sa.Engine) -> None:
                 ddl.append(str(element.compile(dialect=dialect)).strip())
 
             metadata.create_all(sa.create_mock_engine(engine.url, keep), checkfirst=False)
-            kept = _CREATES[key] = (metadata, ddl)
+            kept = _CREATES[key] = ddl
         if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(";\n".join(kept[1]))
+            conn.exec_driver_sql(";\n".join(kept))
         else:
-            for statement in kept[1]:
+            for statement in kept:
                 conn.exec_driver_sql(statement)
 
 
