@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from sizes import sized
+
 from flowrunner.jobs import schedules
 
 MINUTE = timedelta(minutes=1)
@@ -43,9 +45,10 @@ LOOKBACK = timedelta(hours=3)
 # within an hour or two of it).
 AROUND = timedelta(hours=6)
 # Where, around a change, ``next_slot`` is also asked from moments that are no slot: every
-# twenty minutes (seven past) through two hours either side.
+# forty minutes (seven past) through two hours either side; every twenty in a long run.
 NEAR = timedelta(hours=2)
-ASKED = [timedelta(minutes=7 + 20 * n) for n in range(-6, 6)]
+_APART = sized(40, 20)
+ASKED = [timedelta(minutes=7 + _APART * n) for n in range(-120 // _APART, 120 // _APART)]
 
 LORD_HOWE = ZoneInfo("Australia/Lord_Howe")
 CHATHAM = ZoneInfo("Pacific/Chatham")
