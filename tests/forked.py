@@ -12,10 +12,13 @@ the signal that killed it returned as ``subprocess`` returns them. The process i
 it has its own pid to signal or kill, and it ends as an interpreter ends (its threads
 joined, its ``atexit`` run). What it imports that the server had not imported, it imports.
 
-Only ``python script.py``, ``python -m module`` and ``python -c code`` with no options of
-the interpreter are forked; anything else (another interpreter, ``-W``, ``-X``) is
-started by ``subprocess`` itself, as is everything when ``FLOWRUNNER_TEST_EXEC=1`` (to
-compare, or to rule the forks out when a test fails).
+Only ``python script.py``, ``python -m module`` and ``python -c code`` are forked, with no
+options of the interpreter but ``-W``; anything else (``-X``, ``-u``, ...) is started by
+``subprocess`` itself, as is everything when ``FLOWRUNNER_TEST_EXEC=1`` (to compare, or
+to rule the forks out when a test fails). Another interpreter (the guides' environment,
+where the wheel is installed), or this one with ``-W`` options, has a server of its own,
+started with those options and the first request's environment, so that what it imports
+first it imports as a new interpreter with them would (warnings as errors too).
 """
 
 from __future__ import annotations
@@ -67,13 +70,27 @@ _OPTIONS = frozenset(
 
 
 def forkable(args: Sequence[Any], options: dict[str, Any]) -> bool:
-    """Whether ``args`` (with ``Popen``'s ``options``) is a plain run of this interpreter."""
+    """Whether ``args`` (with ``Popen``'s ``options``) is a plain run of a Python
+    interpreter (``_interpreter``)."""
     if os.environ.get("FLOWRUNNER_TEST_EXEC") or not set(options) <= _OPTIONS:
         return False
-    args = [str(a) for a in args]
-    if len(args) < 2 or args[0] != sys.executable:
-        return False
-    return (args[1] in ("-m", "-c") and len(args) > 2) or not args[1].startswith("-")
+    return _interpreter([str(a) for a in args]) is not None
+
+
+def _interpreter(args: list[str]) -> tuple[tuple[str, ...], list[str]] | None:
+    """``args`` as (the interpreter with its ``-W`` options, what it runs: a script, ``-m
+    module`` or ``-c code``, and their arguments); None when they are something else."""
+    if not args or not Path(args[0]).name.startswith("python"):
+        return None
+    at = 1
+    while at + 1 < len(args) and args[at] == "-W":
+        at += 2
+    rest = args[at:]
+    if not rest or (rest[0] in ("-m", "-c") and len(rest) < 2):
+        return None
+    if rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
+        return None
+    return tuple(args[:at]), rest
 
 
 def popen(args: Sequence[Any], **options: Any) -> subprocess.Popen[Any]:
@@ -142,9 +159,12 @@ class Forked(subprocess.Popen[Any]):
         ]
         env = dict(os.environ if given["env"] is None else given["env"])
         cwd = os.fspath(given["cwd"]) if given["cwd"] is not None else os.getcwd()
-        request = json.dumps({"argv": args[1:], "env": env, "cwd": cwd}).encode()
+        found = _interpreter(args)
+        assert found is not None
+        interpreter, argv = found
+        request = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(_server())
+        connection.connect(_server(interpreter, env))
         socket.send_fds(connection, [_HEADER.pack(len(request))], streams)
         connection.sendall(request)
         self._status = connection.makefile("rb")
@@ -190,27 +210,32 @@ class Forked(subprocess.Popen[Any]):
 
 # -- the server ------------------------------------------------------------------------
 
-_started: dict[int, tuple[str, subprocess.Popen[bytes]]] = {}
+# Each test process's servers, by the interpreter and its options they fork.
+_started: dict[tuple[int, tuple[str, ...]], tuple[str, subprocess.Popen[bytes]]] = {}
 _SERVERS_PYTHONPATH: list[str] = []  # the server's own PYTHONPATH, which a fork leaves
 
 
-def _server() -> str:
-    """This test process's server's socket, the server started the first time."""
-    mine = _started.get(os.getpid())
+def _server(interpreter: tuple[str, ...], env: dict[str, str]) -> str:
+    """This test process's server's socket for ``interpreter`` (its path and options),
+    the server started the first time: this test process's own interpreter in its
+    environment, another in ``env``, the environment of the first request for it."""
+    key = (os.getpid(), interpreter)
+    mine = _started.get(key)
     if mine is None:
         folder = tempfile.mkdtemp(prefix="forks-")
         path = str(Path(folder) / "server")
         process = subprocess.Popen(
-            [sys.executable, __file__, path],
+            [*interpreter, __file__, path],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             cwd=Path(__file__).parent.parent,
+            env=None if interpreter == (sys.executable,) else env,
         )
         assert process.stdout is not None
         ready = process.stdout.readline()
         if ready != b"ready\n":
             raise RuntimeError(f"the test process's fork server did not start: {ready!r}")
-        mine = _started[os.getpid()] = (path, process)
+        mine = _started[key] = (path, process)
         atexit.register(_stop, process, folder)
     return mine[0]
 

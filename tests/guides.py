@@ -14,11 +14,12 @@ import ast
 import json
 import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import forked
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PYTHON = re.compile(r"```python\n(.*?)```", re.S)
@@ -154,7 +155,9 @@ def run_guide(
         "blocks": list(zip(starts, found, strict=True)),
     }
     with tempfile.TemporaryDirectory(prefix="guide-") as project:
-        done = subprocess.run(
+        # Forked from a server of the guides' interpreter (``forked``), started as this
+        # one is, with warnings as errors, which has imported flowrunner once.
+        done = forked.run(
             [str(python), "-W", "error", "-c", RUNNER],
             input=json.dumps(request),
             cwd=project,

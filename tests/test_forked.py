@@ -81,6 +81,38 @@ def test_a_forked_process_killed_is_seen_killed(how: signal.Signals) -> None:
 
 
 def test_what_a_fork_cannot_be_is_started_as_a_new_interpreter() -> None:
-    process = forked.popen([sys.executable, "-W", "error", "-c", "pass"])
+    process = forked.popen([sys.executable, "-X", "importtime", "-c", "pass"], stderr=-3)
     assert not isinstance(process, forked.Forked)
     assert process.wait(timeout=60) == 0
+
+
+OTHER = """import importlib.util, json, sys, warnings
+print(json.dumps({"prefix": sys.prefix, "filter": warnings.filters[0][0],
+                  "sqlalchemy": importlib.util.find_spec("sqlalchemy") is not None,
+                  "checkout": importlib.util.find_spec("fixtures") is not None}))
+warnings.warn("as an error")
+"""
+
+
+def test_another_interpreter_with_warnings_as_errors_is_forked_from_a_server_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # The interpreter this environment was made from: no SQLAlchemy, no checkout on its
+    # path (as the guides' environment has no checkout), warnings errors from the start.
+    other = sys._base_executable  # type: ignore[attr-defined]
+    assert other != sys.executable
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    process = forked.popen(
+        [other, "-W", "error", "-c", OTHER],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert isinstance(process, forked.Forked)
+    out, err = process.communicate(timeout=60)
+    said = json.loads(out)
+    assert said["prefix"] == sys.base_prefix and said["filter"] == "error"
+    assert not said["sqlalchemy"] and not said["checkout"]
+    assert process.returncode == 1 and "UserWarning: as an error" in err
