@@ -11,6 +11,8 @@ secret in ``PAYMENT_CALLBACK_SECRET``; the callback runs ``settle_payment`` as t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 import urllib.error
@@ -253,12 +255,12 @@ class Shop:
 @contextmanager
 def served(app: Any) -> Iterator[str]:
     """``app`` served by a real uvicorn on 127.0.0.1 until the block ends: its base URL,
-    once it listens (uvicorn binds in its own thread)."""
-    import uvicorn
+    once it listens (uvicorn binds in its own thread). It stops as soon as the block ends
+    (``_stopping_server``), not at uvicorn's next look, a tenth of a second later."""
     from serving import free_port
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = _stopping_server(app, port)
     serving = threading.Thread(target=server.run, daemon=True)
     serving.start()
     try:
@@ -269,8 +271,45 @@ def served(app: Any) -> Iterator[str]:
             listening.wait(0.02)
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
+        server.stop()
         serving.join(timeout=30)
+
+
+def _stopping_server(app: Any, port: int) -> Any:
+    """A uvicorn server whose ``stop()`` ends it at once. uvicorn's own looks for
+    ``should_exit`` every tenth of a second, and then waits another tenth for the
+    connections it asked to close; a test's server stops after the test has read every
+    answer, so it closes its listening sockets and connections, ends the application's
+    lifespan, and is done."""
+    import uvicorn
+
+    class Stopping(uvicorn.Server):
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            self._stop = asyncio.Event()
+            self._loop: asyncio.AbstractEventLoop | None = None
+
+        def stop(self) -> None:
+            self.should_exit = True
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._stop.set)
+
+        async def main_loop(self) -> None:
+            self._loop = asyncio.get_running_loop()
+            while not self.should_exit:  # (a stop asked before the loop was known)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 0.1)
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            for listening in self.servers:
+                listening.close()
+            for connection in list(self.server_state.connections):
+                connection.shutdown()
+            for listening in self.servers:
+                await listening.wait_closed()
+            await self.lifespan.shutdown()
+
+    return Stopping(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
 
 
 def post(url: str, content: bytes, headers: Mapping[str, str]) -> int:
