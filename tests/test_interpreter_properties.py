@@ -5,6 +5,7 @@ once per step and pass."""
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -28,11 +29,16 @@ ESCALATES = {
 }
 
 
+# Made once for each position: a strategy made anew for each draw is checked anew by
+# hypothesis, which took most of the time the flows took to draw.
+@functools.cache
 def builtin_step(position: int, outside: bool = True) -> st.SearchStrategy[dict[str, Any]]:
-    wait_for = st.fixed_dictionaries(
-        {"kind": st.just("waitFor"), "event": st.just("po.shipped")},
-        optional={"duration": st.sampled_from(["1 hour", "3 days"])},
-    ).flatmap(escalating)
+    wait_for = escalating(
+        st.fixed_dictionaries(
+            {"kind": st.just("waitFor"), "event": st.just("po.shipped")},
+            optional={"duration": st.sampled_from(["1 hour", "3 days"])},
+        )
+    )
     return st.one_of(
         st.fixed_dictionaries(
             {
@@ -47,10 +53,12 @@ def builtin_step(position: int, outside: bool = True) -> st.SearchStrategy[dict[
                 "duration": st.sampled_from(["30 minutes", "2 hours", "1 day"]),
             }
         ),
-        st.fixed_dictionaries(
-            {"kind": st.just("until"), "field": st.just("due_at")},
-            optional={"duration": st.sampled_from(["-1 day", "2 hours", "-30 minutes"])},
-        ).flatmap(escalating),
+        escalating(
+            st.fixed_dictionaries(
+                {"kind": st.just("until"), "field": st.just("due_at")},
+                optional={"duration": st.sampled_from(["-1 day", "2 hours", "-30 minutes"])},
+            )
+        ),
         *([wait_for] if outside else []),
         st.fixed_dictionaries(
             {
@@ -62,9 +70,12 @@ def builtin_step(position: int, outside: bool = True) -> st.SearchStrategy[dict[
     ).map(lambda row: {"position": position, **row})
 
 
-def escalating(row: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
-    """The row as it is, or escalating (both columns go together)."""
-    return st.one_of(st.just(row), st.fixed_dictionaries(ESCALATES).map(lambda e: {**row, **e}))
+def escalating(rows: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    """Each row as it is, or escalating (both columns go together)."""
+    either: st.SearchStrategy[dict[str, str]] = st.one_of(
+        st.just({}), st.fixed_dictionaries(ESCALATES)
+    )
+    return st.tuples(rows, either).map(lambda pair: {**pair[0], **pair[1]})
 
 
 def refusing_odd_passes(command: effects.RunCommand) -> CommandResult:

@@ -13,6 +13,7 @@ command failing for good fails the run only at a step that names no fault path.
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from flowrunner.flows.interpreter import effects, interpret, reading, state
 from flowrunner.flows.interpreter.happened import CommandResult
 
 
+@functools.cache  # made once for each position (see builtin_step)
 def app_step(position: int) -> st.SearchStrategy[dict[str, Any]]:
     approval = st.fixed_dictionaries(
         {"kind": st.just("approval"), "approver": st.sampled_from(["ann", "bob"])},
