@@ -184,6 +184,8 @@ def values(field: str, low: int, high: int) -> frozenset[int]:
 
 
 ALL_FIELDS = tuple(Fields.of(every) for every in EXPRESSIONS)
+# The minutes any expression names: a reading at another minute matches none of them.
+ANY_MINUTE = frozenset().union(*(fields.minutes for fields in ALL_FIELDS))
 
 
 def walked(zone: ZoneInfo, start: datetime, end: datetime) -> dict[str, list[datetime]]:
@@ -209,7 +211,7 @@ def walked(zone: ZoneInfo, start: datetime, end: datetime) -> dict[str, list[dat
             skipped.append(gap)
             gap += MINUTE
         first_time = reading > highest
-        if moment > start:
+        if moment > start and (skipped or reading.minute in ANY_MINUTE):
             for fields in ALL_FIELDS:
                 if fields.set_time:
                     due = (fields.match(reading) and first_time) or any(map(fields.match, skipped))
