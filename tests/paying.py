@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import threading
 import urllib.error
@@ -276,11 +277,20 @@ def served(app: Any) -> Iterator[str]:
 
 
 def _stopping_server(app: Any, port: int) -> Any:
-    """A uvicorn server whose ``stop()`` ends it at once. uvicorn's own looks for
-    ``should_exit`` every tenth of a second, and then waits another tenth for the
-    connections it asked to close; a test's server stops after the test has read every
-    answer, so it closes its listening sockets and connections, ends the application's
-    lifespan, and is done."""
+    """A uvicorn server for ``app`` on ``port`` whose ``stop()`` ends it at once."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    return _stopping_class()(config)
+
+
+@functools.cache
+def _stopping_class() -> Any:
+    """uvicorn's server, stopped at once (the class made once a process). uvicorn's own
+    looks for ``should_exit`` every tenth of a second, and then waits another tenth for
+    the connections it asked to close; a test's server stops after the test has read
+    every answer, so it closes its listening sockets and connections, ends the
+    application's lifespan, and is done."""
     import uvicorn
 
     class Stopping(uvicorn.Server):
@@ -309,7 +319,7 @@ def _stopping_server(app: Any, port: int) -> Any:
                 await listening.wait_closed()
             await self.lifespan.shutdown()
 
-    return Stopping(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    return Stopping
 
 
 def post(url: str, content: bytes, headers: Mapping[str, str]) -> int:
