@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -229,3 +231,53 @@ def records(draw: Any, ident: int) -> tuple[dict[str, Any], dict[str, Any]]:
 def record_batches(draw: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     size = draw(st.integers(1, 25))
     return [draw(records(i)) for i in range(1, size + 1)]
+
+
+def anchored(node: ast.Node, rows: Sequence[dict[str, Any]], rnd: random.Random) -> ast.Node:
+    """``node`` with about half its literals taken from the values ``rows`` hold.
+
+    Drawn on their own, a condition and a batch seldom meet: ``amount <= 100`` needs a
+    record whose amount is 100 to tell ``<=`` from ``<``, and ``title starts with 'op'``
+    one whose title starts so. Here a literal becomes a value of its column in one of the
+    rows (a piece of it for ``contains``, its start for ``starts with``), so boundaries
+    and matches are common; the other literals stay as drawn.
+    """
+    if isinstance(node, ast.Not):
+        return ast.Not(anchored(node.item, rows, rnd))
+    if isinstance(node, ast.And | ast.Or):
+        return type(node)(tuple(anchored(item, rows, rnd) for item in node.items))
+    if isinstance(node, ast.Compare) and isinstance(node.right, ast.Literal):
+        held = _held(node.left.name, rows, rnd)
+        if held is None:
+            return node
+        if node.op == "starts with":
+            held = held[: _cut(held, rnd)]
+        elif node.op == "contains":
+            start = rnd.randint(0, len(held) - 1) if held else 0
+            held = held[start : start + _cut(held[start:], rnd)]
+        return ast.Compare(node.left, node.op, ast.Literal(held, node.right.type))
+    if isinstance(node, ast.In):
+        values = list(node.values)
+        for index, value in enumerate(values):
+            held = _held(node.left.name, rows, rnd)
+            if held is not None:
+                values[index] = ast.Literal(held, value.type)
+        return ast.In(node.left, tuple(values), node.negated)
+    return node
+
+
+def _held(column: str, rows: Sequence[dict[str, Any]], rnd: random.Random) -> Any:
+    """Half the time, the value ``column`` holds in one of ``rows`` (None where it is null)."""
+    if rnd.random() < 0.5:
+        return None
+    value = rows[rnd.randrange(len(rows))][column]
+    if column == "naive_at" and value is not None:
+        return value.replace(tzinfo=UTC)  # stored as naive UTC wall-clock time
+    return value
+
+
+def _cut(text: str, rnd: random.Random) -> int:
+    """A length to cut ``text`` to: mostly neither nothing nor all of it, where it has both."""
+    if len(text) >= 2 and rnd.random() < 0.8:
+        return rnd.randint(1, len(text) - 1)
+    return rnd.randint(0, len(text))
