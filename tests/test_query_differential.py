@@ -71,12 +71,12 @@ def _several(each: st.SearchStrategy[T]) -> st.SearchStrategy[list[T]]:
     return st.lists(each, min_size=PER_BATCH, max_size=PER_BATCH)
 
 
-# And LONE comparisons beside them: an operator wrong in one engine shows in the answer
-# of a lone comparison, where inside ``and``/``or`` another item may hide it; a lone one
-# costs a draw and a query, far less than a batch.
+# And LONE comparisons beside them, each operator as common as any other: an operator
+# wrong in one engine shows in the answer of a lone comparison, where inside ``and``/``or``
+# another item may hide it; a lone one costs a draw and a query, far less than a batch.
 LONE = 16
 _lone_and_composed = st.tuples(
-    st.lists(qs.leaves, min_size=LONE, max_size=LONE), _several(qs.conditions)
+    st.lists(qs.lone_comparisons, min_size=LONE, max_size=LONE), _several(qs.conditions)
 ).map(lambda drawn: drawn[0] + drawn[1])
 
 
