@@ -181,19 +181,16 @@ def _is_null(column: str) -> st.SearchStrategy[ast.Node]:
     return st.builds(lambda negated: ast.IsNull(ast.Ref(column), negated), st.booleans())
 
 
-def _comparison(column: str) -> st.SearchStrategy[ast.Node]:
-    kind = COLUMNS[column]
-    ref = ast.Ref(column)
-    compare = st.builds(
-        lambda op, value: ast.Compare(ref, op, value), st.sampled_from(_ops(kind)), _right(kind)
-    )
-    return st.one_of(compare, compare, _in_list(column), _is_null(column))
-
-
 def _compare(column: str, op: str) -> st.SearchStrategy[ast.Node]:
     """``column op value``."""
     ref = ast.Ref(column)
     return _right(COLUMNS[column]).map(lambda value: ast.Compare(ref, op, value))
+
+
+def _comparison(column: str) -> st.SearchStrategy[ast.Node]:
+    """Any comparison of ``column``: with an operator (half the time), ``in`` or ``is null``."""
+    compare = st.one_of([_compare(column, op) for op in _ops(COLUMNS[column])])
+    return st.one_of(compare, compare, _in_list(column), _is_null(column))
 
 
 def _compared_by(op: str) -> st.SearchStrategy[ast.Node]:
