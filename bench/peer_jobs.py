@@ -12,6 +12,7 @@ this one process, checks that all of them ended, and returns a ``Measured``.
 from __future__ import annotations
 
 import gc
+import shutil
 import sqlite3
 import sys
 import time
@@ -277,6 +278,82 @@ def flowrunner_job(
         commits=committed,
         cpu_seconds=cpu,
     )
+
+
+# What flowrunner's job sent: each statement with its parameters and whether it was an
+# ``executemany``; a commit or a rollback as its own word.
+Sent = tuple[str, Any, bool]
+
+
+def recorded(engine: sa.Engine) -> list[Sent]:
+    """Every statement ``engine``'s connections send from now on, in order, with the
+    transactions' ends (``statements_job`` sends them again)."""
+    sent: list[Sent] = []
+
+    def statement(_c: object, _u: object, sql: str, params: Any, _x: object, many: bool) -> None:
+        sent.append((sql, list(params) if many else params, many))
+
+    sa.event.listen(engine, "before_cursor_execute", statement)
+    sa.event.listen(engine, "commit", lambda _c: sent.append(("COMMIT", None, False)))
+    sa.event.listen(engine, "rollback", lambda _c: sent.append(("ROLLBACK", None, False)))
+    # A connection given back to the pool is rolled back there, without the event above.
+    sa.event.listen(engine, "reset", lambda *_: sent.append(("ROLLBACK", None, False)))
+    return sent
+
+
+def statements_job(folder: Path, runs: int) -> Measured:
+    """flowrunner's statements alone: flowrunner's job (one run per transaction, a
+    checkpoint per command) recorded statement by statement, then the same statements,
+    with the same parameters and commits, sent by stdlib ``sqlite3`` to a copy of the
+    file as it was when the job's clock started, and timed. No Python of ours runs
+    between them: the time an engine sending exactly these statements cannot go below.
+    Checked: the copy ends with every run done and as many history lines as the job's.
+    """
+    engine = durable_engine(folder / "flowrunner.db")
+    runner, item = mount(engine, "commands")
+    serving = worker.Worker(runner, batch=1)
+    start_runs(runner, item, range(runs + 1, runs + 1 + WARMUP))
+    drive(serving)
+    engine.dispose()  # the last connection closed folds the WAL into the file
+    for suffix in ("", "-wal"):
+        if (folder / f"flowrunner.db{suffix}").exists():
+            shutil.copyfile(folder / f"flowrunner.db{suffix}", folder / f"replay.db{suffix}")
+    sent = recorded(engine)
+    start_runs(runner, item, range(1, runs + 1))
+    drive(serving)
+    with engine.connect() as conn:
+        counted = sa.select(sa.func.count()).select_from(engine_tables.step_log)
+        lines = conn.execute(counted).scalar_one()
+    engine.dispose()
+    db = durable_connection(
+        sqlite3.connect(folder / "replay.db", isolation_level=None, cached_statements=1024)
+    )
+    settle()
+    committed = commits()
+    began = time.perf_counter()
+    for sql, params, many in sent:
+        if sql == "COMMIT":
+            db.commit()
+        elif sql == "ROLLBACK":
+            db.rollback()  # nothing when no transaction is open
+        elif many:
+            db.executemany(sql, params)
+        else:
+            cursor = db.execute(sql, params or ())
+            if cursor.description is not None:
+                cursor.fetchall()
+    elapsed = time.perf_counter() - began
+    committed = commits() - committed
+    done = db.execute("SELECT count(*) FROM flowrunner_runs WHERE status = 'done'").fetchone()[0]
+    replayed = db.execute("SELECT count(*) FROM flowrunner_step_log").fetchone()[0]
+    journal, level = settings_of(db)
+    db.close()
+    if done != runs + WARMUP or replayed != lines:
+        raise RuntimeError(
+            f"flowrunner's statements replayed: {done - WARMUP} of {runs} runs done, "
+            f"{replayed} of {lines} history lines"
+        )
+    return Measured(runs, elapsed, journal, level, commits=committed)
 
 
 # -- DBOS Transact -----------------------------------------------------------------------

@@ -20,7 +20,10 @@ through ``ctx.conn`` (its commands share the run's commit). "traced" is the firs
 an OpenTelemetry SDK tracer provider set (``pip install -e '.[traces]'``): a span per
 step and per command attempt, exported in batches to memory. The storage's limit is no
 engine at all: stdlib ``sqlite3`` on the same durability, one tiny write per commit,
-as many commits per workflow as flowrunner made in the same repetition.
+as many commits per workflow as flowrunner made in the same repetition. "flowrunner's
+statements alone" is no engine either: the first variant's job recorded statement by
+statement, and the same statements sent again by stdlib ``sqlite3`` to a copy of its
+file, timed — what flowrunner would do if its own Python cost nothing.
 
 The peers are optional: ``pip install -e '.[bench]'`` installs DBOS Transact and
 SpiffWorkflow; a peer that is missing is named, and its variants are skipped.
@@ -99,6 +102,10 @@ VARIANTS = [
         "flowrunner, built-in steps, 1 run/tx",
         partial(peer_jobs.flowrunner_job, batch=1, flow="sets"),
     ),
+    # Not a variant of ours to run: flowrunner's own statements, sent again with no
+    # Python of ours between them (``peer_jobs.statements_job``) — what the first
+    # variant would do if the engine's work cost nothing.
+    Variant("flowrunner-sql", "flowrunner's statements alone", peer_jobs.statements_job),
     Variant("dbos", "DBOS Transact (WAL, FULL)", partial(peer_jobs.dbos_job, durable=True), DBOS),
     Variant(
         "dbos-shipped", "DBOS Transact as shipped", partial(peer_jobs.dbos_job, durable=False), DBOS
