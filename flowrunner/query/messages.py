@@ -2,11 +2,15 @@
 
 ``translate`` is the only place that knows Lark's exception types; it names what was
 found (a word, a symbol, or the end of text), what would have fitted there, and the
-word it came after, e.g. ``expected a value after '=', found end of text``.
+word it came after, e.g. ``expected a value after '=', found end of text``. Where the
+text reads like another language's habit — ``==``, ``<>``, ``&&``, ``like``,
+``between``, ``now`` without brackets, ``'it''s'`` — the sentence says how to write
+it here (``_habit``).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Collection
 
@@ -93,8 +97,13 @@ def _characters(exc: lark.exceptions.UnexpectedCharacters, text: str) -> errors.
     line, column, char = exc.line, exc.column, exc.char
     allowed = set(exc.allowed or ())
     expected = _describe(allowed) if allowed else "something else"
+    word = _WORDS.get(char)
     if char in "'\"":
         message = f"this text has no closing quote — end it with {char}"
+    elif word is not None:
+        at = exc.pos_in_stream or 0
+        written = char * 2 if text[at + 1 : at + 2] == char else char
+        message = f"'{written}' is not a word of conditions — write '{word}'"
     elif allowed == {"LPAR"}:
         message = f"expected '(' after '{_before(text, line, column)}', found '{char}'"
     elif char.isdigit() and allowed & {"DURATION"}:
@@ -118,7 +127,10 @@ def _token(exc: lark.exceptions.UnexpectedToken, text: str) -> errors.QueryError
     before = _before(text, line, column)
     found = "end of text" if at_end else f"'{token.value}'"
     after = f" after '{before}'" if before else ""
-    if before and before.lower() == "in" and names == {"LPAR"}:
+    habit = None if at_end else _habit(token, names, before, text)
+    if habit is not None:
+        message, line, column = habit
+    elif before and before.lower() == "in" and names == {"LPAR"}:
         message = f"'in' needs a list in parentheses, e.g. (a, b), found {found}"
     elif before == "(" and token.type == "RPAR" and "STRING" in names:
         message = "a list cannot be empty — write e.g. (a, b)"
@@ -140,3 +152,93 @@ def _token(exc: lark.exceptions.UnexpectedToken, text: str) -> errors.QueryError
         expected=(expected,),
         text=text,
     )
+
+
+# A character of another language's "and" and "or" (``&&``, ``||``), and what to write.
+_WORDS = {"&": "and", "|": "or"}
+# Two comparison signs written together, and the one operator meant.
+_PAIRS = {"==": "=", "<>": "!=", "=>": ">=", "=<": "<=", "!==": "!=", "=!": "!="}
+
+
+def _habit(
+    token: lark.Token, names: set[str], before: str | None, text: str
+) -> tuple[str, int, int] | None:
+    """The sentence (with its line and column) for a token that reads like another
+    language's way of writing a condition, or None."""
+    value, line, column = str(token.value), token.line or 1, token.column or 1
+    word = value.lower()
+    if before is None:
+        return None
+    joined = _joined(text, token, before)
+    if token.type == "COMPARE" and joined:
+        pair = before + value
+        if pair in _PAIRS:
+            # Pointed at where the pair begins, the way it was written.
+            return (
+                f"'{pair}' is not an operator — write '{_PAIRS[pair]}'",
+                line,
+                column - len(before),
+            )
+    if names == {"LPAR"} and before.lower() in ("now", "today"):
+        name = before.lower()
+        sign = value if value in ("+", "-") else "+"
+        return (
+            f"expected '(' after '{before}', found '{value}' — write {name}(), "
+            f"e.g. {name}() {sign} 2 days",
+            line,
+            column,
+        )
+    if names & _OPERATOR and token.type == "NAME":
+        if word == "like":
+            return ("'like' is not an operator — use 'contains' or 'starts with'", line, column)
+        if word == "between":
+            return (
+                f"'between' is not an operator — write e.g. {before} >= 1 and {before} <= 5",
+                line,
+                column,
+            )
+        if word == "does":
+            return (
+                f"to say 'does not contain', write not {before} contains …",
+                line,
+                column,
+            )
+    if word in ("contains", "starts") and before.lower() == "not" and "IN" in names:
+        operator = "starts with" if word == "starts" else word
+        head = text[: token.start_pos].rstrip()
+        field = _TOKEN_BEFORE.search(head[: len(head) - len(before)])
+        return (
+            f"'not' goes before the column: write not {field.group(1) if field else '…'} "
+            f"{operator} …",
+            line,
+            column,
+        )
+    meant_null = difflib.SequenceMatcher(None, word, "null").ratio() >= 0.6  # a typo of it
+    if not meant_null and (
+        names == {"NOT", "NULL"} or (names == {"NULL"} and before.lower() in ("is", "not"))
+    ):
+        sign = "!=" if before.lower() == "not" else "="
+        return (
+            f"found '{value}' where 'null' was expected — 'is' only tests for null; "
+            f"compare a value with '{sign}'",
+            line,
+            column,
+        )
+    if token.type == "STRING" and joined and before[:1] == value[:1] and before[:1] in "'\"":
+        quote = value[:1]
+        other = '"' if quote == "'" else "'"
+        return (
+            f"a text ends at its second {quote} — to put {quote} inside it, write "
+            f"\\{quote}, or enclose the text in {other}",
+            line,
+            column,
+        )
+    return None
+
+
+def _joined(text: str, token: lark.Token, before: str) -> bool:
+    """Whether ``token`` follows ``before`` with nothing between them."""
+    start = token.start_pos
+    if start is None or start < len(before):
+        return False
+    return text[start - len(before) : start] == before
