@@ -25,7 +25,8 @@ def invoke(*args: str) -> tuple[int, str, str]:
 def test_status_of_an_empty_database(url: str) -> None:
     code, out, _ = invoke("status", "--database", url)
     assert code == 0
-    assert "do not exist yet" in out and "flowrunner migrate up" in out
+    # The command to run is told with the database it was asked about.
+    assert f"do not exist yet; run: flowrunner migrate up --database {url}\n" in out
     assert "pending: 0001" in out and migrate.head() in out
     code, _, _ = invoke("status", "--database", url, "--check")
     assert code == 1
@@ -115,3 +116,32 @@ def test_up_through_the_applications_runner(
         assert migrate.ensure_current(runner.engine).is_current
     finally:
         runner.engine.dispose()
+
+
+def test_a_command_before_the_tables_exist_tells_the_migration_to_run(url: str) -> None:
+    """An operator lists runs on a database nobody has migrated: the one line says the
+    command to run, with the app and database they gave."""
+    result = CliRunner().invoke(
+        cli, ["runs", "list", "--app", "fixtures.tickets.app:runner", "--database", url]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "Error: the flowrunner tables do not exist yet; run: flowrunner migrate up "
+        f"--app fixtures.tickets.app:runner --database {url}"
+    )
+    code, _, _ = invoke("up", "--app", "fixtures.tickets.app:runner", "--database", url)
+    assert code == 0
+    again = CliRunner().invoke(
+        cli, ["runs", "list", "--app", "fixtures.tickets.app:runner", "--database", url]
+    )
+    assert again.exit_code == 0, again.stderr
+
+
+def test_the_command_to_run_hides_a_password_and_is_quoted_for_a_shell() -> None:
+    from flowrunner.cli import up_command
+
+    assert up_command(None, "postgresql+psycopg://olga:s3cret@db/desk") == (
+        "flowrunner migrate up --database 'postgresql+psycopg://olga:***@db/desk'"
+    )
+    assert up_command("my app:runner", None) == "flowrunner migrate up --app 'my app:runner'"
+    assert up_command(None, None) == migrate.UP_COMMAND

@@ -19,6 +19,7 @@ import decimal
 import importlib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -412,6 +413,12 @@ def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -
 
     try:
         return app_loader.load_app(spec, database_url=database, check_schema=check_schema)
+    except errors.SchemaOutdated as exc:
+        # The command to run, with what this one was given.
+        from flowrunner.store import migrate
+
+        told = str(exc).replace(migrate.UP_COMMAND, up_command(spec, database))
+        raise errors.SchemaOutdated(told) from exc
     except errors.FlowrunnerError:
         raise
     except Exception as exc:
@@ -423,6 +430,24 @@ def load_runner(spec: str, database: str | None, *, check_schema: bool = True) -
         raise InputError(
             f"cannot load --app {spec}: {type(exc).__name__}: {_one_line(str(exc))}"
         ) from exc
+
+
+def up_command(spec: str | None, database: str | None) -> str:
+    """The ``flowrunner migrate up`` for what a command was given: its ``--app`` and
+    ``--database`` (a password hidden), quoted for a shell; ``--app MODULE:ATTR`` when
+    it was given neither."""
+    from flowrunner.store import migrate
+
+    if spec is None and database is None:
+        return migrate.UP_COMMAND
+    words = ["flowrunner", "migrate", "up"]
+    if spec is not None:
+        words += ["--app", spec]
+    if database is not None:
+        import sqlalchemy as sa
+
+        words += ["--database", sa.engine.make_url(database).render_as_string(hide_password=True)]
+    return shlex.join(words)
 
 
 def jobs_option() -> Callable[..., Any]:

@@ -104,6 +104,7 @@ def status(app_spec: str | None, database: str | None, check: bool, as_json: boo
     with _engine(app_spec, database) as engine:
         found = migrate_mod.status(engine)
         where = app_mod.shown(engine.url)
+    command = cli_mod.up_command(app_spec, database)
     if as_json:
         cli_mod.echo_json(
             {
@@ -113,11 +114,11 @@ def status(app_spec: str | None, database: str | None, check: bool, as_json: boo
                 "is_current": found.is_current,
                 "known": found.known,
                 "pending": list(found.pending),
-                "description": found.describe(),
+                "description": found.describe(command),
             }
         )
     else:
-        click.echo(found.describe())
+        click.echo(found.describe(command))
         if found.pending:
             click.echo("pending: " + ", ".join(found.pending))
     if check and not found.is_current:

@@ -116,19 +116,21 @@ class MigrationStatus:
     def is_current(self) -> bool:
         return self.known and self.current == self.head
 
-    def describe(self) -> str:
+    def describe(self, command: str = UP_COMMAND) -> str:
+        """Where the tables stand, in a sentence; ``command`` is the one it tells to run
+        when they are missing or behind (the command line gives it its own options)."""
         if not self.known:
             return (
                 f"the flowrunner tables are at revision {self.current}, which this "
                 f"flowrunner does not know; upgrade flowrunner (it knows up to {self.head})"
             )
         if self.current is None:
-            return f"the flowrunner tables do not exist yet; run: {UP_COMMAND}"
+            return f"the flowrunner tables do not exist yet; run: {command}"
         if self.is_current:
             return f"the flowrunner tables are current (revision {self.head})"
         return (
             f"the flowrunner tables are at revision {self.current}, behind {self.head} "
-            f"({len(self.pending)} migration(s) to apply); run: {UP_COMMAND}"
+            f"({len(self.pending)} migration(s) to apply); run: {command}"
         )
 
 
