@@ -91,6 +91,15 @@ INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
             "'amount' is not a column a set step may write (status, priority)",
         ),
     ),
+    (
+        {"kind": "set", "field": "stauts", "value": "x"},
+        (
+            "field",
+            "field_not_settable",
+            "'stauts' is not a column a set step may write (status, priority)"
+            " — did you mean 'status'?",
+        ),
+    ),
     ({"kind": "set", "field": "status"}, ("value", "column_required", "a set step needs 'value'")),
     (
         {"kind": "set", "field": "status", "value": "x", "duration": "1 day"},
@@ -126,6 +135,15 @@ INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
             "field_not_date",
             "'status' is not a date or timestamp column of purchase_order "
             "(needed_by, created_at, updated_at, sent_at)",
+        ),
+    ),
+    (
+        {"kind": "until", "field": "needed"},
+        (
+            "field",
+            "field_not_date",
+            "'needed' is not a date or timestamp column of purchase_order "
+            "(needed_by, created_at, updated_at, sent_at) — did you mean 'needed_by'?",
         ),
     ),
     (

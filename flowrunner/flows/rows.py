@@ -620,8 +620,12 @@ def _check_field(
     add = problems.append
     if step.kind == "set":
         if field not in binding.set_columns or field not in columns:
-            known = ", ".join(c for c in binding.set_columns if c in columns) or "none"
-            message = f"'{field}' is not a column a set step may write ({known})"
+            settable = [c for c in binding.set_columns if c in columns]
+            message = (
+                f"'{field}' is not a column a set step may write ({', '.join(settable) or 'none'})"
+            )
+            if field not in columns:  # a near miss, not a column that may not be set
+                message += spelling.did_you_mean(field, settable)
             add(errors.FieldError("field", message, "field_not_settable"))
             return
         facts = column_facts.facts_of(columns, field)
@@ -644,15 +648,17 @@ def _check_field(
     elif step.kind == "until":
         kind = columns.get(field)
         if kind not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):
-            dates = ", ".join(
+            dates = [
                 c
                 for c, t in columns.items()
                 if t in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP)
-            )
+            ]
             message = (
                 f"'{field}' is not a date or timestamp column of {binding.resource} "
-                f"({dates or 'none'})"
+                f"({', '.join(dates) or 'none'})"
             )
+            if field not in columns:  # a near miss, not a column of another type
+                message += spelling.did_you_mean(field, dates)
             add(errors.FieldError("field", message, "field_not_date"))
 
 
