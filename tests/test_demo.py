@@ -37,6 +37,10 @@ def test_without_dir_it_leaves_no_folder_behind(
     assert "The databases are in" not in result.output
     # No terminal: the tables are not folded at 80 columns.
     assert any(LONG_LINE in line for line in result.output.splitlines())
+    # A run still open says where it waits, in the sentence the console and runs show.
+    assert "   Waits at Give them two more days (position 4) until Mon 9 Mar 18:00\n" in (
+        result.output
+    )
     lines = suggested(result.output)
     assert len(lines) == 3 and lines[0] == ["demo", "--dir", "demo"]
     for args in lines:

@@ -112,11 +112,7 @@ class Story:
                 )
             self.console.print(table)
             for waiting in run.waiting:
-                until = f" until {flows.when(waiting.until, zone)}" if waiting.until else ""
-                self.console.print(
-                    f"   [bold]waits at[/bold] {waiting.position} {waiting.title or waiting.kind}"
-                    f" for {waiting.event or waiting.awaits.value}{until}"
-                )
+                self.console.print(f"   {escape(flows.waiting_sentence(waiting, zone))}")
             if run.reason:
                 self.console.print(f"   [bold]ended:[/bold] {escape(runs.reason(run.reason))}")
             self.console.print()
