@@ -243,6 +243,8 @@ def _server(interpreter: tuple[str, ...], env: dict[str, str]) -> str:
 def _stop(process: subprocess.Popen[bytes], folder: str) -> None:
     process.terminate()
     process.wait()
+    if process.stdout is not None:  # read to its "ready" line only
+        process.stdout.close()
     with contextlib.suppress(OSError):
         os.unlink(Path(folder) / "server")
         os.rmdir(folder)
