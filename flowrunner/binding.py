@@ -385,12 +385,9 @@ class At(_Model):
     def check(self, columns: Mapping[str, query.ColumnType], resource: str) -> None:
         """``BindingError`` unless ``column`` is a date or timestamp column of the resource
         and ``when`` reads against its columns."""
-        kind = columns.get(self.column)
-        if kind is None:
-            raise errors.BindingError(
-                f"the resource table {resource!r} has no column {self.column!r}, "
-                f"which the timer at {self.column!r} waits for"
-            )
+        where = f"the resource table {resource!r}"
+        _need(columns, self.column, where, f"which the timer at {self.column!r} waits for")
+        kind = columns[self.column]
         if kind not in (query.ColumnType.DATE, query.ColumnType.TIMESTAMP):
             raise errors.BindingError(
                 f"the timer at {self.column!r} needs a date or timestamp column, but "
@@ -843,7 +840,9 @@ def _use(binding: FlowBinding, column: str) -> str:
 
 def _need(columns: Mapping[str, object], column: str, where: str, why: str) -> None:
     if column not in columns:
-        raise errors.BindingError(f"{where} has no column {column!r}, {why}")
+        close = difflib.get_close_matches(column, list(columns), n=1)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        raise errors.BindingError(f"{where} has no column {column!r}, {why}{hint}")
 
 
 def _columns(metadata: sa.MetaData, table: str, what: str) -> dict[str, sqltypes.SqlType]:

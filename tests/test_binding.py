@@ -210,6 +210,20 @@ def _flows(metadata: sa.MetaData, binding: FlowBinding, inputs: tuple[str, ...])
             ("approver",),
             "the resource table 'purchase_order' has no column 'tenant_id', the tenant column",
         ),
+        (
+            make(set_columns=["stauts"]),
+            None,
+            ("approver",),
+            "the resource table 'purchase_order' has no column 'stauts', a set column"
+            " — did you mean 'status'?",
+        ),
+        (
+            make(notify=[NotifyRule(audience="requester", to="requestor_id")]),
+            None,
+            ("approver",),
+            "the resource table 'purchase_order' has no column 'requestor_id', "
+            "which notify rule 'requester' sends to — did you mean 'requester_id'?",
+        ),
     ],
 )
 def test_each_misconfiguration_has_its_sentence(
