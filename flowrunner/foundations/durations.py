@@ -279,12 +279,8 @@ def _parse_words(text: str, body: str, offset: int, sign: int) -> Duration:
         field, factor = known
         if fraction:
             if field != "seconds":
-                raise _fail(
-                    text,
-                    column,
-                    f"'{match.group(0)}' must be a whole number of {unit.lower()} — {_EXAMPLE}",
-                    match.group(0),
-                )
+                whole = _whole(match.group(0), field, factor, number + fraction)
+                raise _fail(text, column, whole, match.group(0))
             value = round(float(number + fraction) * factor)
         else:
             if len(number) > 9:
@@ -296,3 +292,19 @@ def _parse_words(text: str, body: str, offset: int, sign: int) -> Duration:
     if not seen:
         raise _not_a_duration(text, offset + 1, body)
     return _checked(text, totals["months"], totals["days"], totals["seconds"], sign)
+
+
+# The plural a unit of days or months is told by: (field, factor) -> word.
+_PLURALS = {("days", 1): "days", ("days", 7): "weeks", ("months", 1): "months"}
+
+
+def _whole(written: str, field: str, factor: int, number: str) -> str:
+    """Why a fraction of days, weeks, months or years is refused, and — for days and
+    weeks, which are whole hours — what to write instead: ``'0.5 day' must be a whole
+    number of days — write '12 hours'``."""
+    noun = _PLURALS.get((field, factor), "years")
+    if field == "days":
+        hours = float(number) * factor * 24
+        if hours.is_integer():
+            return f"'{written}' must be a whole number of {noun} — write '{int(hours)} hours'"
+    return f"'{written}' must be a whole number of {noun} — {_EXAMPLE}"
