@@ -7,11 +7,13 @@ Real worker processes on SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -34,6 +36,7 @@ from flowrunner.engine import commands, metrics, worker
 ROOT = Path(__file__).resolve().parent.parent
 FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
 OPTIONS = ("--poll", "0.1", "--log-level", "warning", "--metrics-port")
+JSON_DEBUG = ("--poll", "0.1", "--log-format", "json", "--log-level", "debug", "--metrics-port")
 TICKETS = 12  # every fourth one's handover is refused
 
 # The desk's handover, refused for every fourth ticket (the run fails at that step).
@@ -248,6 +251,57 @@ def test_a_retried_command_counts_its_failures_and_retries(any_engine: sa.Engine
     assert 'flowrunner_command_retries_total{command="send_purchase_order"} 2.0' in text
     ok = 'flowrunner_command_seconds_count{command="send_purchase_order",outcome="ok"}'
     assert f"{ok} 1.0" in text
+
+
+@pytest.mark.slow
+def test_a_scraper_that_hangs_up_leaves_the_log_one_json_object_a_line(tmp_path: Path) -> None:
+    """A load balancer's health check times out and hangs up before its answer: the
+    worker's log stays what --log-format json promises, and the metrics go on."""
+    url = f"sqlite:///{tmp_path / 'desk.db'}"
+    engine = sa.create_engine(url)
+    mount(engine, "tickets", flows=FLOWS)
+    engine.dispose()
+    port = free_port()
+    (tmp_path / "desk.py").write_text(APP, encoding="utf-8")
+    log = tmp_path / "worker.log"
+    with log.open("w", encoding="utf-8") as written:
+        process = forked.popen(
+            [
+                *FLOWRUNNER,
+                "worker",
+                "--app",
+                "desk:runner",
+                "--database",
+                url,
+                *JSON_DEBUG,
+                str(port),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=written,
+            text=True,
+            env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+        )
+        try:
+            until(lambda: _answers(port), "the metrics answer", process)
+            for path in ("/metrics", "/readyz", "/healthz") * 10:
+                client = socket.create_connection(("127.0.0.1", port))
+                # Closed at once with a reset, the request unanswered.
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.sendall(f"GET {path} HTTP/1.1\r\nHost: worker\r\n\r\n".encode())
+                client.close()
+            assert get(port, "/healthz") == (200, "alive\n")
+            assert scraped(port)["flowrunner_database_up"] == 1
+        finally:
+            stop(process)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert lines, "the worker logged nothing at debug level"
+    for line in lines:
+        record = json.loads(line)  # one JSON object a line, not a traceback
+        assert "Traceback" not in record["message"], line
+    assert any(
+        "hung up before its answer was sent" in json.loads(line)["message"] for line in lines
+    )
 
 
 def test_metrics_are_served_only_by_a_serving_worker() -> None:

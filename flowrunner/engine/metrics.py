@@ -21,6 +21,7 @@ registry of its own, never the process's global one.
 from __future__ import annotations
 
 import http.server
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -209,8 +210,7 @@ class Serving:
 
     def __init__(self, metrics: Metrics, host: str, port: int) -> None:
         handler = type("Handler", (_Handler,), {"metrics": metrics})
-        self.server = http.server.ThreadingHTTPServer((host, port), handler)
-        self.server.daemon_threads = True
+        self.server = _Server((host, port), handler)
         self.port: int = self.server.server_address[1]
         # Polled for a stop every 50 ms, so a worker stopping is not held up half a second
         # (serve_forever's default).
@@ -223,6 +223,27 @@ class Serving:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    """The metrics' server, whose failures are log lines like the worker's own.
+
+    A scraper or a health check that hangs up before its answer is sent (its timeout
+    passed) is routine: one debug line. Anything else is a warning of one line. Never
+    the traceback ``socketserver`` prints by default, which would break the worker's log
+    (``--log-format json``: every line one JSON object).
+    """
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        failure = sys.exc_info()[1]
+        client = client_address[0] if isinstance(client_address, tuple) else client_address
+        if isinstance(failure, ConnectionError):
+            log.debug("metrics: %s hung up before its answer was sent", client)
+            return
+        said = "no exception" if failure is None else sanitize.describe_exception(failure)
+        log.warning("metrics: a request from %s failed: %s", client, said)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
