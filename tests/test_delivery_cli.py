@@ -23,15 +23,17 @@ from running import mount
 from flowrunner.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
+FLOWRUNNER = [sys.executable, "-m", "flowrunner"]
 
 MYAPP = """\
+import asyncio
 import os
 
 import sqlalchemy as sa
 
 from fixtures.tickets import app as tickets
 from flowrunner import FlowBinding, NotifyRule, flow_runner
-from flowrunner.delivery import Webhook
+from flowrunner.delivery import Deliver, Webhook
 
 values = {name: getattr(tickets.binding, name) for name in FlowBinding.model_fields}
 values["channels"] = {"hooks": Webhook(url=os.environ["DESK_HOOK_URL"])}
@@ -45,6 +47,18 @@ binding = FlowBinding(**values)
 def runner(url=None):
     engine = sa.create_engine(url or "sqlite:///desk.db")
     return flow_runner(binding, engine, commands=tickets.COMMANDS)
+
+
+def _cancelled(message):
+    raise asyncio.CancelledError()  # the app's task cancelled under it: not an Exception
+
+
+cancelling = FlowBinding(**{**values, "channels": {"hooks": Deliver(_cancelled)}})
+
+
+def cancelled(url=None):
+    engine = sa.create_engine(url or "sqlite:///desk.db")
+    return flow_runner(cancelling, engine, commands=tickets.COMMANDS)
 
 
 def plain(url=None):
@@ -159,3 +173,32 @@ def test_a_served_deliverer_stops_gracefully_on_sigterm(desk: Path, hooks: recei
     assert "finishing the notice in hand, then stopping" in err
     assert out.startswith("sent 2 notice(s) of 2 claimed; 0 to try again, 0 failed for good")
     assert sorted(hooks.accepted) == ["1", "2"]
+
+
+def test_a_worker_whose_deliverer_dies_stops_and_says_why(desk: Path) -> None:
+    """The deliverer beside the runs dies of something its own failures do not cover:
+    the worker does not serve on without delivering; it stops, exits 1, says why."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(desk)])}
+    done = forked.run(
+        [*FLOWRUNNER, "worker", "--app", "myapp:cancelled", "--deliver", "--log-format", "json"],
+        cwd=desk,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    *logged, last = done.stderr.strip().splitlines()
+    assert last == (
+        "Error: the deliverer stopped (CancelledError), so the worker stopped too: "
+        "its runs were handed back"
+    )
+    messages = [json.loads(line)["message"] for line in logged]
+    assert "the deliverer stopped (CancelledError); stopping the worker" in messages
+    engine = sa.create_engine(f"sqlite:///{desk / 'desk.db'}")
+    with engine.connect() as conn:
+        sent = conn.execute(
+            sa.text("SELECT count(*) FROM flowrunner_notices WHERE sent_at IS NOT NULL")
+        )
+        assert sent.scalar_one() == 0
+    engine.dispose()

@@ -23,6 +23,7 @@ import click
 
 from flowrunner import cli as cli_mod
 from flowrunner import errors
+from flowrunner.foundations import sanitize
 
 if TYPE_CHECKING:
     from flowrunner.delivery import deliverer as deliverer_mod
@@ -228,11 +229,14 @@ def worker(
             say(f"metrics on http://{metrics_host}:{exposed.port}/metrics")
         say(f"worker {serving.owner} serving {runner.binding.resource} on {where}")
         beside = None
+        died: list[BaseException] = []
         if sending is not None:
             # The deliverer serves in a thread of its own, stopped by the same signal: it
             # sends the notice in hand and hands back the rest, as the worker its runs.
+            # Should it die, the worker stops with it (handing its runs back) and exits
+            # saying why: never a worker that serves on without delivering.
             beside = threading.Thread(
-                target=sending.serve, args=(stop,), kwargs={"poll": poll}, daemon=True
+                target=_deliver_beside, args=(sending, stop, poll, died), daemon=True
             )
             beside.start()
             say("delivering notices beside the runs")
@@ -244,8 +248,33 @@ def worker(
                 beside.join()
             if exposed is not None:
                 exposed.close()
+        if died:
+            raise cli_mod.Unexpected(
+                f"the deliverer stopped ({sanitize.describe_exception(died[0])}), "
+                "so the worker stopped too: its runs were handed back"
+            )
         say("worker stopped")
         _summary(runner, serving, time.monotonic() - began, as_json, sending)
+
+
+def _deliver_beside(
+    sending: deliverer_mod.Deliverer,
+    stop: threading.Event,
+    poll: float,
+    died: list[BaseException],
+) -> None:
+    """The deliverer's thread: it serves until ``stop``; if it dies, it says why (``died``,
+    an error line) and stops the worker."""
+    from flowrunner.foundations import logs
+
+    try:
+        sending.serve(stop, poll=poll)
+    except BaseException as exc:  # whatever ends the thread ends the worker too
+        died.append(exc)
+        logs.logger("flowrunner.cli").error(
+            "the deliverer stopped (%s); stopping the worker", sanitize.describe_exception(exc)
+        )
+        stop.set()
 
 
 def _advance_due(runner: FlowRunner, serving: worker_mod.Worker, *, bar: bool = True) -> None:
