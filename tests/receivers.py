@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
+from provider import QuietServer
 
 from flowrunner.inbound import signing
 
@@ -129,7 +130,7 @@ def webhook_receiver(spec: signing.Hmac | None = None) -> Iterator[Hooks]:
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: the tests read what was received."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietServer(("127.0.0.1", 0), Handler)
     hooks.url = f"http://127.0.0.1:{server.server_address[1]}/notices"
     # Polled every 10 ms for the end of the block (serve_forever's default: 0.5 s).
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
