@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import re
+import warnings
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -69,6 +70,52 @@ def test_a_users_handler_gets_one_sanitized_line_without_a_traceback(
         "reach postgresql://app:[redacted]@db.internal:5432/orders Authorization: [redacted] "
         "api_key=[redacted] Traceback (most recent call last): forged line\n"
     )
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_command_writes_every_record_as_one_line_warnings_and_other_libraries_too(
+    log_format: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a command writes on standard error while it runs: a library's warning, and a
+    record of a logger that is not flowrunner's with a line break, a secret and an
+    exception — one line each, masked, without a traceback or a source line."""
+    with logs.to_stderr("INFO", log_format), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn(f"the driver is old\nupgrade it ({log_format})", stacklevel=1)
+        try:
+            raise ValueError(LEAKY)
+        except ValueError:
+            logging.getLogger("some.library").exception("first line\nsecond line")
+        logging.getLogger("some.library").info("where it is", stack_info=True)
+    written = capsys.readouterr().err.splitlines()
+    assert len(written) == 3, written
+    if log_format == "json":
+        messages = [json.loads(line)["message"] for line in written]
+        assert [json.loads(line)["logger"] for line in written] == [
+            "py.warnings",
+            *2 * ["some.library"],
+        ]
+    else:
+        messages = [line.split(" ", 4)[4] for line in written]
+    assert re.fullmatch(
+        rf".*test_logs\.py:\d+: UserWarning: the driver is old upgrade it \({log_format}\)",
+        messages[0],
+    ), messages[0]
+    assert messages[1].startswith("first line second line: ValueError: could not reach")
+    assert messages[2] == "where it is"
+    for secret in SECRETS:
+        assert secret not in "".join(written)
+    # Neither a frame of a traceback or of the stack, nor the warning's source line.
+    assert not any(shown in "".join(written) for shown in ('File "', "Stack (", "warnings.warn"))
+
+
+def test_python_shows_its_warnings_again_after_a_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = warnings.showwarning
+    with logs.to_stderr("INFO"):
+        assert warnings.showwarning is not before
+    assert warnings.showwarning is before
 
 
 def test_values_given_with_extra_are_masked(caplog: pytest.LogCaptureFixture) -> None:

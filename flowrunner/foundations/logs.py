@@ -27,6 +27,7 @@ import json
 import logging
 import sys
 import traceback
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -123,19 +124,11 @@ class JsonLines(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
-        try:
-            message = record.getMessage()
-        except Exception:  # arguments that do not fit the format, as OneLine keeps them
-            message = f"{record.msg} {record.args}"
-        message = sanitize.sanitize_text(message)
-        exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None:
-            message = f"{message}: {sanitize.describe_exception(exc)}"
         line: dict[str, object] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": message,
+            "message": one_line(record),
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in line:
@@ -145,6 +138,39 @@ class JsonLines(logging.Formatter):
                     else sanitize.sanitize_value(value)
                 )
         return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class TextLines(logging.Formatter):
+    """Each record as one line of text, ``time LEVEL logger message``, its message made as
+    ``JsonLines`` makes it (a record of another library's logger too, or a warning:
+    masked, bounded, its exception at the end, no traceback).
+
+    >>> record = logging.makeLogRecord({"name": "w", "levelname": "WARNING",
+    ...     "msg": "line one\\n  line two: %s", "args": ("password=hunter2",)})
+    >>> TextLines().format(record).split(" ", 2)[2]
+    'WARNING w line one line two: password=[redacted]'
+    """
+
+    def __init__(self) -> None:
+        super().__init__(FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        # A copy: the record may go on to the application's own handlers as it came.
+        alone = {"msg": one_line(record), "args": (), "exc_info": None, "exc_text": None}
+        return super().format(logging.makeLogRecord({**vars(record), **alone, "stack_info": None}))
+
+
+def one_line(record: logging.LogRecord) -> str:
+    """A record's message as one masked, bounded line, its exception at the end."""
+    try:
+        message = record.getMessage()
+    except Exception:  # arguments that do not fit the format, as OneLine keeps them
+        message = f"{record.msg} {record.args}"
+    message = sanitize.sanitize_text(message)
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is not None:
+        message = f"{message}: {sanitize.describe_exception(exc)}"
+    return message
 
 
 class _Stderr(logging.StreamHandler[TextIO]):
@@ -166,7 +192,10 @@ def to_stderr(level: str, format: str = "text") -> Iterator[None]:
     this; undone after, so that a program running a command in-process keeps its own.
     """
     handler = _Stderr()
-    handler.setFormatter(JsonLines() if format == "json" else logging.Formatter(FORMAT))
+    handler.setFormatter(JsonLines() if format == "json" else TextLines())
+    # A Python warning (a library's, the app's) is a record too, one line like the rest.
+    shown = warnings.showwarning
+    warnings.showwarning = _warned
     root = logging.getLogger()
     quiet = [logging.getLogger(name) for name in QUIET]
     before = root.level, [log.level for log in quiet]
@@ -177,7 +206,23 @@ def to_stderr(level: str, format: str = "text") -> Iterator[None]:
     try:
         yield
     finally:
+        warnings.showwarning = shown
         root.removeHandler(handler)
         root.setLevel(before[0])
         for log, was in zip(quiet, before[1], strict=True):
             log.setLevel(was)
+
+
+def _warned(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A Python warning as a log record of ``py.warnings`` (the logger Python's own
+    ``logging.captureWarnings`` uses): where and what, without the source line."""
+    logging.getLogger("py.warnings").warning(
+        "%s:%d: %s: %s", filename, lineno, category.__name__, message
+    )
