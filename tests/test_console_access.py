@@ -6,6 +6,7 @@ PostgreSQL where a database is involved."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -198,6 +199,39 @@ def test_every_answer_forbids_what_the_console_never_does(driver: testing.FlowDr
     cookie = page.headers["set-cookie"]
     assert "flowrunner_csrf=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
     assert not re.search(r'(src|href)="https?://', page.text)  # nothing from elsewhere
+
+
+def test_a_database_that_fails_under_a_page_is_the_consoles_page_and_one_masked_log_line(
+    driver: testing.FlowDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine's tables go away under a reader (a restore gone wrong): the reader gets
+    the console's own page with its sentence, the server's log one line saying why —
+    not a traceback quoting the statement and the values it was sent with."""
+    session = console(driver)
+    assert session.get("/").status_code == 200
+    engine = driver.runner.engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE flowrunner_runs RENAME TO flowrunner_runs_away")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="flowrunner.web.console"):
+            page = session.get("/")
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE flowrunner_runs_away RENAME TO flowrunner_runs")
+    sqlite = engine.dialect.name == "sqlite"
+    assert page.status_code == (503 if sqlite else 500)  # the database, or something else
+    assert refusal(page.text) == (
+        "the workflow engine cannot answer this request now; the server's log says why"
+    )
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowrunner.web.console"]
+    assert lines[0].startswith(f"answered {page.status_code} to GET /: ")
+    assert ("no such table: flowrunner_runs" if sqlite else "does not exist") in lines[0]
+    assert lines[1].startswith("where it failed: ")
+    assert not any(
+        "SELECT" in line or "purchase_order" in line or "parameters" in line or "\n" in line
+        for line in lines
+    )
+    assert session.get("/").status_code == 200  # and it answers again
 
 
 # -- the hooks -------------------------------------------------------------------------

@@ -224,6 +224,17 @@ class Page:
             return self.refusal(SERVER_SIDE, status=exc.status_code)
         return self.refusal(str(exc), status=exc.status_code)
 
+    def failure(self, exc: Exception) -> HTMLResponse:
+        """A failure nothing the reader did explains, as the console's page: 503 while the
+        database fails, else 500, with the generic sentence. The log gets one masked line
+        naming the request and the error (a database error without its statement or
+        values) and, at DEBUG, where it happened: never a traceback."""
+        request = self.request
+        status = 503 if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) else 500
+        log.error("answered %s to %s %s", status, request.method, request.url.path, exc_info=exc)
+        log.debug("where it failed: %s", logs.where(exc))
+        return self.refusal(SERVER_SIDE, status=status)
+
     @property
     def csrf_token(self) -> str:
         """The session's CSRF token for the page's forms (a new session gets one)."""
@@ -282,6 +293,8 @@ def endpoint(console: Console, handler: Handler) -> Callable[[Request], Any]:
             return page.refusal(str(refused), status=refused.status_code)
         except errors.FlowrunnerError as exc:
             return page.error(exc)
+        except Exception as exc:  # the database away, a bug: no sentence of ours says why
+            return page.failure(exc)
 
     return serve
 
