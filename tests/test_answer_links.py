@@ -353,3 +353,34 @@ def test_each_press_is_one_log_line_without_the_token(
     assert lines[1].endswith("refused (used)")
     token = approve.lstrip("/")
     assert not [line for line in lines if token in line or token.split(".")[1] in line]
+
+
+def test_a_link_opened_while_the_database_fails_says_to_try_again_and_answers_nothing(
+    orders: testing.FlowDriver, client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ann presses Approve while the database is away: a page says to try again later,
+    nothing is answered, one log line says why without the token; the link works after."""
+    approve = path(link(orders, "approved"))
+    engine = orders.runner.engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE flowrunner_runs RENAME TO flowrunner_runs_away")
+    try:
+        with caplog.at_level("DEBUG", logger="flowrunner.web.link_pages"):
+            opened, pressed = client.get(approve), client.post(approve)
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE flowrunner_runs_away RENAME TO flowrunner_runs")
+    for page in (opened, pressed):
+        assert page.status_code == 503
+        assert "This answer cannot be taken right now. Try the link again in a few minutes." in (
+            page.text
+        )
+        assert "Nothing was answered." in page.text
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowrunner.web.link_pages"]
+    assert lines[0].startswith("an answer link's GET page answered 503: ")
+    assert lines[2].startswith("an answer link's POST page answered 503: ")
+    token = approve.lstrip("/")
+    assert not [line for line in lines if token.split(".")[1] in line or "SELECT" in line]
+    assert events(orders) == []
+    assert client.post(approve).status_code == 200  # the same link, the database back
+    assert events(orders) == [{"order": 7, "approver": "ann", "decision": "approved"}]

@@ -42,6 +42,7 @@ USED = "used"
 EXPIRED = "expired"
 NOT_WAITING = "not_waiting"
 CHANGED = "changed"
+UNAVAILABLE = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,12 @@ class Outcome:
 _INVALID = Outcome(INVALID, HTTPStatus.BAD_REQUEST, "This link is not valid.")
 _USED = Outcome(USED, HTTPStatus.CONFLICT, "This link has already been used.")
 _CHANGED = Outcome(CHANGED, HTTPStatus.CONFLICT, "This answer was given before with another body.")
+UNAVAILABLE_NOW = Outcome(
+    UNAVAILABLE,
+    HTTPStatus.SERVICE_UNAVAILABLE,
+    "This answer cannot be taken right now. Try the link again in a few minutes.",
+)
+"""What a page says when the engine could not answer at all (its database failing)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ the pages fit a phone. The console serves them too, under ``…/answer/TOKEN``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 from typing import Protocol
 
@@ -26,6 +27,9 @@ from starlette.routing import Route
 
 from flowrunner.engine import answer_links
 from flowrunner.engine.answer_links import AnswerLinks, Outcome
+from flowrunner.foundations import logs
+
+log = logs.logger("flowrunner.web.link_pages")
 
 
 class Answering(Protocol):
@@ -69,10 +73,10 @@ def answer_pages(runner: Answering) -> Starlette:
     links = runner.answers
 
     def show(request: Request) -> HTMLResponse:
-        return _page(links.ask(request.path_params["token"]))
+        return _guarded(links.ask, request)
 
     def confirm(request: Request) -> HTMLResponse:
-        return _page(links.answer(request.path_params["token"]))
+        return _guarded(links.answer, request)
 
     return Starlette(
         routes=[
@@ -80,6 +84,19 @@ def answer_pages(runner: Answering) -> Starlette:
             Route("/{token}", confirm, methods=["POST"]),
         ]
     )
+
+
+def _guarded(answer: Callable[[str], Outcome], request: Request) -> HTMLResponse:
+    """The page of what ``answer`` made of the link's token; a page saying to try again
+    later (503, nothing answered) when the engine could not answer at all, and one
+    masked log line saying why — the token, a credential, never in it."""
+    try:
+        outcome = answer(request.path_params["token"])
+    except Exception as exc:  # the database away, a fault of ours: no answer was kept
+        log.error("an answer link's %s page answered 503", request.method, exc_info=exc)
+        log.debug("where it failed: %s", logs.where(exc))
+        outcome = answer_links.UNAVAILABLE_NOW
+    return _page(outcome)
 
 
 def _page(outcome: Outcome) -> HTMLResponse:
