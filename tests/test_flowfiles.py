@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from pathlib import Path
@@ -96,6 +98,46 @@ def test_export_then_import_round_trips(any_engine: sa.Engine, app: object, tmp_
     with any_engine.connect() as conn:
         assert files.dumps_yaml(files.export_flows(conn, binding, app_tables)) == text
     other.dispose()
+
+
+def spreadsheet(csv_text: str, delimiter: str) -> str:
+    """The CSV as a spreadsheet saves it: a byte order mark first, CRLF line ends, and the
+    columns apart by ``delimiter`` (Excel writes semicolons in many locales)."""
+    rows = list(csv.reader(io.StringIO(csv_text)))
+    out = io.StringIO()
+    csv.writer(out, delimiter=delimiter, lineterminator="\r\n").writerows(rows)
+    return "\ufeff" + out.getvalue()
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t"], ids=["commas", "semicolons", "tabs"])
+def test_a_business_user_edits_the_flows_in_a_spreadsheet_and_imports_them_back(
+    sqlite_engine: sa.Engine, tmp_path: Path, delimiter: str
+) -> None:
+    """Exported as CSV, opened and saved in a spreadsheet, imported again: the same flows,
+    whether the spreadsheet wrote commas, semicolons or tabs, with its byte order mark."""
+    docs = files.read_file(tk.FLOWS_FILE)
+    saved = tmp_path / "flows.csv"
+    saved.write_bytes(spreadsheet(files.dumps_csv(docs, tk.binding), delimiter).encode())
+    assert files.read_file(saved) == files.loads_csv(files.dumps_csv(docs, tk.binding))
+    tk.metadata.create_all(sqlite_engine)
+    with sqlite_engine.begin() as conn:
+        imported = files.import_flows(
+            conn, tk.binding, tables.reflect(sqlite_engine, tk.binding), files.read_file(saved)
+        )
+    assert imported.created == [d.flow["name"] for d in docs]
+    assert counts(sqlite_engine, tk) == (len(docs), sum(len(d.steps) for d in docs))
+
+
+def test_a_csv_without_the_flows_header_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    saved = tmp_path / "flows.csv"
+    saved.write_text("name,kind,position\nChase,wait,1\n", encoding="utf-8")
+    with pytest.raises(files.FileInvalid) as caught:
+        files.read_file(saved)
+    assert str(caught.value) == (
+        "the first line of a CSV file names its columns, flow_name, position and kind among "
+        "them (as flows export writes it); this one names 'name', 'kind', 'position'"
+    )
+    assert files.loads_csv("") == [] and files.loads_csv("\n") == []
 
 
 def test_import_without_replace_refuses_known_names(sqlite_engine: sa.Engine) -> None:

@@ -32,6 +32,8 @@ from flowrunner.store import app_tables, flow_rows, flow_versions
 
 # CSV columns for the flow a step belongs to; the step's own columns follow.
 CSV_FLOW_PREFIX = "flow_"
+# What may stand between a CSV file's columns: a comma, or what a spreadsheet writes.
+_DELIMITERS = (",", ";", "\t")
 # The key an export gives the version a flow's rows were last published as: read back,
 # it says where the file came from and is not a column.
 VERSION = "version"
@@ -116,8 +118,30 @@ def _docs(data: object) -> list[FlowDoc]:
 
 
 def loads_csv(text: str) -> list[FlowDoc]:
-    """The flows of a CSV text: one row per step, the flow's columns prefixed ``flow_``."""
-    reader = csv.DictReader(io.StringIO(text))
+    r"""The flows of a CSV text: one row per step, the flow's columns prefixed ``flow_``.
+
+    Read as a spreadsheet saves it too: a byte order mark before the first column (Excel's
+    "CSV UTF-8"), and semicolons or tabs between the columns where the header line has
+    them instead of commas (Excel in many locales). A header line without ``flow_name``
+    is refused in one sentence naming what it holds.
+
+    >>> [doc.flow for doc in loads_csv("\ufeffflow_name;flow_start\r\nChase;created\r\n")]
+    [{'name': 'Chase', 'start': 'created'}]
+    """
+    text = text.removeprefix("\ufeff")
+    header = text.split("\n", 1)[0]
+    if not header.strip():
+        return []
+    delimiter = max(_DELIMITERS, key=header.count)  # a comma where they tie
+    reader = csv.DictReader(io.StringIO(text), delimiter=delimiter)
+    names = [name.strip() for name in reader.fieldnames or []]
+    if CSV_FLOW_PREFIX + "name" not in names:
+        shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
+        raise FileInvalid(
+            "the first line of a CSV file names its columns, flow_name, position and kind "
+            f"among them (as flows export writes it); this one names {shown or 'nothing'}"
+        )
+    reader.fieldnames = names
     docs: dict[str, FlowDoc] = {}
     for line in reader:
         flow = {
