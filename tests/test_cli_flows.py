@@ -133,3 +133,18 @@ def test_validate_as_a_real_process(url: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "4 flow(s), 13 step(s): all sound"
+
+
+def test_a_csv_saved_in_the_computers_own_encoding_says_how_to_save_it(
+    url: str, tmp_path: Path
+) -> None:
+    """A spreadsheet's plain "CSV" on Windows is not UTF-8: the line says what to choose."""
+    saved = tmp_path / "flows.csv"
+    text = files.dumps_csv(files.read_file(po.FLOWS_FILE), po.binding)
+    saved.write_bytes(text.replace("Big orders", "Große Bestellungen").encode("cp1252"))
+    code, _, err = flows("import", str(saved), "--app", APP, "--database", url)
+    assert code == 2
+    assert err.strip() == (
+        f"Error: {saved} is not UTF-8 text: save it as UTF-8 "
+        '(a spreadsheet saves it so as "CSV UTF-8")'
+    )

@@ -105,7 +105,10 @@ def import_(
     except files.FileInvalid as exc:
         raise cli_mod.InputError(str(exc)) from None
     except UnicodeDecodeError:
-        raise cli_mod.InputError(f"{file} is not UTF-8 text") from None
+        # A spreadsheet's plain "CSV" is in the computer's own encoding, not UTF-8.
+        spreadsheet = str(file).lower().endswith(".csv")
+        how = ' (a spreadsheet saves it so as "CSV UTF-8")' if spreadsheet else ""
+        raise cli_mod.InputError(f"{file} is not UTF-8 text: save it as UTF-8{how}") from None
     except (csv.Error, RecursionError) as exc:
         reason = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise cli_mod.InputError(f"{file} cannot be read: {reason}") from None
