@@ -93,7 +93,9 @@ def test_a_bad_file_is_refused_whole(url: str, tmp_path: Path) -> None:
     assert stored(url) == (0, 0)
     bad.write_text("flows: [", encoding="utf-8")
     code, _, err = flows("import", str(bad), "--app", APP, "--database", url)
-    assert code == 2 and err.strip() == "Error: the file is not readable YAML at line 1"
+    assert code == 2 and err.strip() == (
+        "Error: the file is not readable YAML at line 1: a value is missing: a [ or { not closed?"
+    )
 
 
 def test_validate_names_rows_broken_later(url: str) -> None:

@@ -175,17 +175,48 @@ def test_unreadable_files(text: str, message: str) -> None:
         files.loads_yaml(text)
 
 
+UNREADABLE = "the file is not readable YAML at line"
+NOT_CLOSED = "a [ … ] is not closed, or a value in it holds ',' and must be in quotes"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("flows: [", "the file is not readable YAML at line 1"),
-        ("- {name: x}\n- [1, 2", "the file is not readable YAML at line 2"),
-        ("- name: x\n  start: [manual\n- name: y\n", "the file is not readable YAML at line 3"),
+        ("flows: [", f"{UNREADABLE} 1: a value is missing: a [ or {{ not closed?"),
+        ("- {name: x}\n- [1, 2", f"{UNREADABLE} 2: {NOT_CLOSED}"),
+        ("- name: x\n  start: [manual\n- name: y\n", f"{UNREADABLE} 3: {NOT_CLOSED}"),
+        (
+            "- name: x\n  steps:\n    - {position: 1, kind: notify, message: Note: call back}\n",
+            f"{UNREADABLE} 3: a {{ … }} is not closed, or a value in it holds ': ' or ',' "
+            "and must be in quotes",
+        ),
+        (
+            "- name: x\n  steps:\n    - position: 1\n      message: Note: call back\n",
+            f"{UNREADABLE} 4: a value holding ': ' must be in quotes "
+            "(message: 'Note: call back'), or this line is indented too far",
+        ),
+        ("- name: x\n\tstart: manual\n", f"{UNREADABLE} 2: a tab indents it: indent with spaces"),
+        (
+            "- name: x\n start: manual\n",
+            f"{UNREADABLE} 2: it is not indented as the lines before it",
+        ),
+        (
+            "- name: x\n  start: manual\n  start: created\n",
+            "'start' is given twice in one mapping (lines 2 and 3): keep one — "
+            "read as it is, the file would lose the other",
+        ),
+        (
+            "- {name: x, steps: [{position: 1, kind: wait, duration: 1 day, duration: 2 days}]}",
+            "'duration' is given twice in one mapping (line 1): keep one — "
+            "read as it is, the file would lose the other",
+        ),
         ("- {name: \ud800}", "the file is not readable YAML"),
         ("- {name: x}\n- {name: \x00}", "the file is not readable YAML"),
     ],
 )
-def test_where_a_file_stops_being_yaml_is_a_line_it_has(text: str, message: str) -> None:
+def test_where_a_file_stops_being_yaml_is_a_line_it_has_and_the_usual_slip_is_named(
+    text: str, message: str
+) -> None:
     with pytest.raises(files.FileInvalid) as refused:
         files.loads_yaml(text)
     assert str(refused.value) == message
@@ -253,3 +284,12 @@ def test_every_code_is_in_the_guide() -> None:
     columns = {"flow_id", "before_flush", *binding_mod.STEP_COLUMNS}
     used = set(re.findall(r'"([a-z]+_[a-z_]+)"[,)]', sources)) - columns
     assert used - set(validation.CODES) == set()
+
+
+def test_keys_merged_in_may_be_given_again() -> None:
+    """YAML's ``<<`` merges a mapping in, whose keys the mapping may set again."""
+    docs = files.loads_yaml("- &base {name: M, start: manual}\n- {<<: *base, name: N}\n")
+    assert [d.flow for d in docs] == [
+        {"name": "M", "start": "manual"},
+        {"name": "N", "start": "manual"},
+    ]

@@ -64,19 +64,75 @@ class ImportResult:
 # libyaml's parser where PyYAML has it (its wheels do), with the safe loader's own
 # constructor: the same documents, about thirteen times as fast (a flows file of 3 KB:
 # 10.4 ms with PyYAML's parser in Python, 0.8 ms).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FAST = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_FAST):  # type: ignore[misc,valid-type]  # libyaml's, when PyYAML has it
+    """The safe loader, refusing a mapping that names one key twice: YAML's rule, which
+    PyYAML leaves to the reader — it keeps the last and drops the first without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<``: keys merged in may be given again, as YAML says
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # a key that cannot be one: the constructor says so
+                break
+            if first is not None:
+                lines = f"line {line}" if first == line else f"lines {first} and {line}"
+                raise FileInvalid(
+                    f"{key!r} is given twice in one mapping ({lines}): keep one — "
+                    "read as it is, the file would lose the other"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+# libyaml's words for where a text stops being YAML, and what a person should do.
+_YAML_PROBLEMS = {
+    "mapping values are not allowed in this context": (
+        "a value holding ': ' must be in quotes (message: 'Note: call back'), "
+        "or this line is indented too far"
+    ),
+    "did not find expected ',' or '}'": (
+        "a { … } is not closed, or a value in it holds ': ' or ',' and must be in quotes"
+    ),
+    "did not find expected ',' or ']'": (
+        "a [ … ] is not closed, or a value in it holds ',' and must be in quotes"
+    ),
+    "found a tab character that violates indentation": "a tab indents it: indent with spaces",
+    "found character that cannot start any token": (
+        "a value starts with a sign YAML keeps for itself (@, `, % or a tab): put it in quotes"
+    ),
+    "did not find expected '-' indicator": "it is not indented as the lines before it",
+    "did not find expected key": "it is not indented as the lines before it",
+    "found unexpected end of stream": "a quoted text or a list is not closed by the end",
+    "did not find expected node content": "a value is missing: a [ or { not closed?",
+}
 
 
 def loads_yaml(text: str) -> list[FlowDoc]:
-    """The flows of a YAML text: a list of flows, or a mapping with a ``flows`` list."""
+    """The flows of a YAML text: a list of flows, or a mapping with a ``flows`` list.
+
+    A text that is no YAML is refused with the line where it stops being YAML and, for
+    the usual slips, what to do (a value holding ``: `` in quotes, spaces not tabs); a
+    mapping that names one key twice is refused rather than read with the last.
+    """
     try:
-        data = yaml.load(text, Loader=_LOADER)  # a safe loader
+        data = yaml.load(text, Loader=_Loader)  # a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         # libyaml marks a text that ends too soon on the line after its last one.
         line = None if mark is None else min(mark.line + 1, text.count("\n") + 1)
         where = f" at line {line}" if line is not None else ""
-        raise FileInvalid(f"the file is not readable YAML{where}") from None
+        problem = str(getattr(exc, "problem", "") or "")
+        why = _YAML_PROBLEMS.get(problem, problem)
+        said = f": {why}" if why else ""
+        raise FileInvalid(f"the file is not readable YAML{where}{said}") from None
     except UnicodeEncodeError:  # a lone surrogate, which no YAML reader takes
         raise FileInvalid("the file is not readable YAML") from None
     except ValueError:  # read, but no value: a date that is none (2026-02-30), 5,000 digits
