@@ -293,3 +293,15 @@ def test_keys_merged_in_may_be_given_again() -> None:
         {"name": "M", "start": "manual"},
         {"name": "N", "start": "manual"},
     ]
+
+
+def test_a_json_file_that_names_a_column_twice_is_refused() -> None:
+    with pytest.raises(files.FileInvalid) as refused:
+        files.loads_json('{"flows": [{"name": "x", "start": "manual", "start": "created"}]}')
+    assert str(refused.value) == (
+        "'start' is given twice in one object: keep one — "
+        "read as it is, the file would lose the other"
+    )
+    assert files.loads_json('[{"name": "x", "steps": [{"position": 1}]}]')[0].steps == [
+        {"position": 1}
+    ]

@@ -146,7 +146,7 @@ def loads_yaml(text: str) -> list[FlowDoc]:
 def loads_json(text: str) -> list[FlowDoc]:
     """The flows of a JSON text, shaped as in YAML: ``{"flows": [...]}`` or a list."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique)
     except json.JSONDecodeError as exc:
         raise FileInvalid(f"the file is not readable JSON at line {exc.lineno}") from None
     except ValueError:  # thousands of digits, which Python refuses to read as a number
@@ -171,6 +171,19 @@ def _docs(data: object) -> list[FlowDoc]:
             raise FileInvalid(f"the steps of flow {number} must be a list of mappings")
         docs.append(FlowDoc(flow, [{str(k): v for k, v in s.items()} for s in steps]))
     return docs
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose names are each given once (JSON's readers keep the last)."""
+    found: dict[str, object] = {}
+    for name, value in pairs:
+        if name in found:
+            raise FileInvalid(
+                f"{name!r} is given twice in one object: keep one — "
+                "read as it is, the file would lose the other"
+            )
+        found[name] = value
+    return found
 
 
 def loads_csv(text: str) -> list[FlowDoc]:
