@@ -305,3 +305,31 @@ def test_a_json_file_that_names_a_column_twice_is_refused() -> None:
     assert files.loads_json('[{"name": "x", "steps": [{"position": 1}]}]')[0].steps == [
         {"position": 1}
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "flow_name,position,kind\nChase,1,wait\nChase,2,notify,Tell them\n",
+            "line 3 of the CSV file holds more values than its first line names columns: "
+            "'Tell them' has no column — name it, or remove it",
+        ),
+        (
+            "flow_name,title,position,title\nChase,Pause,1,Wait a day\n",
+            "the first line of the CSV file names 'title' twice: keep one column of each — "
+            "read as it is, the file would lose the other",
+        ),
+    ],
+)
+def test_a_csv_cell_that_would_be_lost_is_refused(text: str, message: str) -> None:
+    with pytest.raises(files.FileInvalid) as refused:
+        files.loads_csv(text)
+    assert str(refused.value) == message
+
+
+def test_the_empty_cells_a_spreadsheet_leaves_at_a_rows_end_are_nothing() -> None:
+    docs = files.loads_csv("flow_name,position,kind,,\nChase,1,wait,,\nChase,2,wait,, \n")
+    assert [d.steps for d in docs] == [
+        [{"position": "1", "kind": "wait"}, {"position": "2", "kind": "wait"}]
+    ]

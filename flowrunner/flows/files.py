@@ -210,9 +210,21 @@ def loads_csv(text: str) -> list[FlowDoc]:
             "the first line of a CSV file names its columns, flow_name, position and kind "
             f"among them (as flows export writes it); this one names {shown or 'nothing'}"
         )
+    twice = sorted({name for name in names if name and names.count(name) > 1})
+    if twice:
+        raise FileInvalid(
+            f"the first line of the CSV file names {', '.join(map(repr, twice))} twice: keep "
+            "one column of each — read as it is, the file would lose the other"
+        )
     reader.fieldnames = names
     docs: dict[str, FlowDoc] = {}
     for line in reader:
+        beyond = [cell for cell in line.pop(None, None) or () if cell and cell.strip()]
+        if beyond:
+            raise FileInvalid(
+                f"line {reader.line_num} of the CSV file holds more values than its first "
+                f"line names columns: {beyond[0]!r} has no column — name it, or remove it"
+            )
         flow = {
             k.removeprefix(CSV_FLOW_PREFIX): v
             for k, v in line.items()
