@@ -251,6 +251,14 @@ INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
         {"kind": "send", "color": "red"},
         ("color", "column_unknown", "'color' is not a column of this table"),
     ),
+    (
+        {"kind": "wait", "duration": "1 day", "titel": "Pause"},
+        (
+            "titel",
+            "column_unknown",
+            "'titel' is not a column of this table — did you mean 'title'?",
+        ),
+    ),
 ]
 
 

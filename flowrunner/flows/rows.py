@@ -274,7 +274,11 @@ def _read(
 ) -> tuple[_M, list[errors.FieldError]]:
     """The model of ``row`` and the problems of reading it; a bad field reads as empty."""
     problems = [
-        errors.FieldError(str(key), f"'{key}' is not a column of this table", "column_unknown")
+        errors.FieldError(
+            str(key),
+            f"'{key}' is not a column of this table{spelling.did_you_mean(str(key), allowed)}",
+            "column_unknown",
+        )
         for key in row
         if key not in allowed
     ]
