@@ -333,3 +333,9 @@ def test_the_empty_cells_a_spreadsheet_leaves_at_a_rows_end_are_nothing() -> Non
     assert [d.steps for d in docs] == [
         [{"position": "1", "kind": "wait"}, {"position": "2", "kind": "wait"}]
     ]
+
+
+def test_a_json_file_saved_with_a_byte_order_mark_is_read() -> None:
+    """Some editors on Windows save UTF-8 with a mark before the text."""
+    docs = files.loads_json('\ufeff{"flows": [{"name": "Chase", "start": "manual"}]}')
+    assert [d.flow for d in docs] == [{"name": "Chase", "start": "manual"}]

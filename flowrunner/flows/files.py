@@ -144,9 +144,10 @@ def loads_yaml(text: str) -> list[FlowDoc]:
 
 
 def loads_json(text: str) -> list[FlowDoc]:
-    """The flows of a JSON text, shaped as in YAML: ``{"flows": [...]}`` or a list."""
+    """The flows of a JSON text, shaped as in YAML: ``{"flows": [...]}`` or a list (a byte
+    order mark before it, as some editors save, is no part of it)."""
     try:
-        data = json.loads(text, object_pairs_hook=_unique)
+        data = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique)
     except json.JSONDecodeError as exc:
         raise FileInvalid(f"the file is not readable JSON at line {exc.lineno}") from None
     except ValueError:  # thousands of digits, which Python refuses to read as a number
