@@ -100,6 +100,17 @@ INVALID: list[tuple[dict[str, Any], tuple[str, str, str | None]]] = [
             " — did you mean 'status'?",
         ),
     ),
+    (
+        # value: no, unquoted in a YAML file
+        {"kind": "set", "field": "status", "value": False},
+        (
+            "value",
+            "value_invalid",
+            "'false' cannot be written to 'status': the field holds text, and false is not "
+            "text — to write the word, put it in quotes ('false'); in a YAML file, yes, no, "
+            "on and off without quotes are read as true and false too",
+        ),
+    ),
     ({"kind": "set", "field": "status"}, ("value", "column_required", "a set step needs 'value'")),
     (
         {"kind": "set", "field": "status", "value": "x", "duration": "1 day"},

@@ -208,7 +208,14 @@ def read(text: str, facts: ColumnFacts) -> query.ValueExpr:
     try:
         value = query_check.fit_value(value, facts.type, text, "the field")
     except errors.QueryError as error:
-        raise Refused("value_invalid", error.message) from None
+        said = error.message
+        if facts.type is T.TEXT and getattr(value, "type", None) is T.BOOLEAN:
+            # A YAML file reads yes, no, on and off without quotes as true and false.
+            said += (
+                f" — to write the word, put it in quotes ('{text.strip()}'); in a YAML file, "
+                "yes, no, on and off without quotes are read as true and false too"
+            )
+        raise Refused("value_invalid", said) from None
     if isinstance(value, query.Literal):
         value = dataclasses.replace(value, value=_fit(value.value, facts))
     return value
