@@ -55,16 +55,7 @@ class OneLine(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # arguments that do not fit the format: keep both, safely
-            message = f"{record.msg} {record.args}"
-        message = sanitize.sanitize_text(message)
-        exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None:
-            # Masked apart, so that a secret's value never runs on into the exception's.
-            message = f"{message}: {sanitize.describe_exception(exc)}"
-        record.msg = message
+        record.msg = one_line(record)
         record.args = ()
         record.exc_info = None
         record.exc_text = None
@@ -169,6 +160,7 @@ def one_line(record: logging.LogRecord) -> str:
     message = sanitize.sanitize_text(message)
     exc = record.exc_info[1] if record.exc_info else None
     if exc is not None:
+        # Masked apart, so that a secret's value never runs on into the exception's.
         message = f"{message}: {sanitize.describe_exception(exc)}"
     return message
 
