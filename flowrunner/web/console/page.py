@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from flowrunner import errors
+from flowrunner.engine import worker
 from flowrunner.foundations import logs
 from flowrunner.store import dialects
 from flowrunner.store import operations as ops
@@ -230,7 +231,7 @@ class Page:
         naming the request and the error (a database error without its statement or
         values) and, at DEBUG, where it happened: never a traceback."""
         request = self.request
-        status = 503 if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) else 500
+        status = 503 if worker.database_failed(exc) else 500
         log.error("answered %s to %s %s", status, request.method, request.url.path, exc_info=exc)
         log.debug("where it failed: %s", logs.where(exc))
         return self.refusal(SERVER_SIDE, status=status)
