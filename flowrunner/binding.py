@@ -7,7 +7,6 @@ binding fails with one ``BindingError`` sentence before any run starts.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from flowrunner.foundations import (
     limits,
     retry_policy,
     sqltypes,
+    suggest,
     templates,
 )
 from flowrunner.foundations.shapes import RecordId as RecordId
@@ -639,8 +639,7 @@ class FlowBinding(_Model):
         for rule in self.notify:
             if rule.channel is not None and rule.channel not in self.channels:
                 known = ", ".join(self.channels) or "none"
-                close = difflib.get_close_matches(rule.channel, list(self.channels), n=1)
-                hint = f" — did you mean {close[0]!r}?" if close else ""
+                hint = suggest.did_you_mean(rule.channel, self.channels)
                 raise ValueError(
                     f"the notify rule of audience {rule.audience!r} sends through channel "
                     f"{rule.channel!r}, which is not one of the binding's channels "
@@ -840,8 +839,7 @@ def _use(binding: FlowBinding, column: str) -> str:
 
 def _need(columns: Mapping[str, object], column: str, where: str, why: str) -> None:
     if column not in columns:
-        close = difflib.get_close_matches(column, list(columns), n=1)
-        hint = f" — did you mean {close[0]!r}?" if close else ""
+        hint = suggest.did_you_mean(column, columns)
         raise errors.BindingError(f"{where} has no column {column!r}, {why}{hint}")
 
 

@@ -15,11 +15,9 @@ unique whatever its case.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
-
 from flowrunner import binding as binding_mod
 from flowrunner.foundations import modes
+from flowrunner.foundations.suggest import did_you_mean as did_you_mean  # kept here too
 
 STARTS = ("created", "updated", "manual", "schedule")
 
@@ -56,18 +54,6 @@ def canonical_mode(mode: str | None) -> str | None:
         return str(modes.parse(mode))
     except ValueError:
         return mode.strip()
-
-
-def did_you_mean(name: str, known: Iterable[str], *, joint: str = " — ") -> str:
-    """``joint`` and ``did you mean 'x'?`` naming the known name closest to ``name``, or ``""``.
-
-    Case counts as a small difference: ``Requester`` suggests ``requester``.
-    """
-    candidates = {k.casefold(): k for k in known}
-    close = difflib.get_close_matches(name.strip().casefold(), list(candidates), n=1, cutoff=0.6)
-    if not close or candidates[close[0]] == name:
-        return ""
-    return f"{joint}did you mean '{candidates[close[0]]}'?"
 
 
 def name_key(name: object) -> str | None:

@@ -9,11 +9,11 @@ columns, the value decides the type (``amount > 5`` compares numbers). Either wa
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from datetime import UTC, datetime, time
 
 from flowrunner import errors
+from flowrunner.foundations import suggest
 from flowrunner.query import ast, parser, types
 
 T = types.ColumnType
@@ -112,8 +112,7 @@ class _Checker:
         found = self.columns.get(ref.name)
         if found is None:
             names = sorted(self.columns)
-            close = difflib.get_close_matches(ref.name, names, n=1)
-            hint = f" — did you mean '{close[0]}'?" if close else ""
+            hint = suggest.did_you_mean(ref.name, names)
             listing = ", ".join(names) if names else "(none)"
             raise _error(
                 f"unknown column '{ref.name}'{hint} The columns are: {listing}"
