@@ -84,12 +84,14 @@ class _Loader(_FAST):  # type: ignore[misc,valid-type]  # libyaml's, when PyYAML
                 break
             if first is not None:
                 lines = f"line {line}" if first == line else f"lines {first} and {line}"
-                raise FileInvalid(
-                    f"{key!r} is given twice in one mapping ({lines}): keep one — "
-                    "read as it is, the file would lose the other"
-                )
+                raise _twice(f"{key!r} is given twice in one mapping ({lines}): keep one")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+def _twice(said: str) -> FileInvalid:
+    """A file that names something twice, refused: read, it would keep one and drop the other."""
+    return FileInvalid(f"{said} — read as it is, the file would lose the other")
 
 
 # libyaml's words for where a text stops being YAML, and what a person should do.
@@ -179,10 +181,7 @@ def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     found: dict[str, object] = {}
     for name, value in pairs:
         if name in found:
-            raise FileInvalid(
-                f"{name!r} is given twice in one object: keep one — "
-                "read as it is, the file would lose the other"
-            )
+            raise _twice(f"{name!r} is given twice in one object: keep one")
         found[name] = value
     return found
 
@@ -213,10 +212,8 @@ def loads_csv(text: str) -> list[FlowDoc]:
         )
     twice = sorted({name for name in names if name and names.count(name) > 1})
     if twice:
-        raise FileInvalid(
-            f"the first line of the CSV file names {', '.join(map(repr, twice))} twice: keep "
-            "one column of each — read as it is, the file would lose the other"
-        )
+        named = ", ".join(map(repr, twice))
+        raise _twice(f"the first line of the CSV file names {named} twice: keep one column of each")
     reader.fieldnames = names
     docs: dict[str, FlowDoc] = {}
     for line in reader:
